@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# goindex's one entry point.
+#   ./build.sh [build]   build everything into build/
+#   ./build.sh test      run every test the project has (fails loudly)
+#   ./build.sh demo      run the main job on a shipped trace slice
+# Environment:
+#   GOINDEX_FUZZTIME  time per fuzz target in `test` (default 3s)
+#   GOINDEX_SKIP_RACE set to 1 to skip the -race pass (local iteration only)
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+BUILD=$ROOT/build
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+
+step() { printf '\n== %s ==\n' "$*"; }
+die() { printf 'build.sh: %s\n' "$*" >&2; exit 1; }
+
+need_go() {
+	command -v go >/dev/null 2>&1 || die "go is missing: install Go 1.26+ (https://go.dev/dl) and put it on PATH"
+	local v
+	v=$(go env GOVERSION | sed 's/^go//')
+	case "$v" in 1.2[6-9]*|1.[3-9]*) ;; *) die "Go $v is too old: goindex needs Go 1.26+" ;; esac
+}
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+deps() {
+	need_go
+	step "go modules"
+	go mod download
+}
+
+build() {
+	deps
+	mkdir -p "$BUILD"
+	step "build goindex"
+	go build -o "$BUILD/goindex" ./bridge/cmd/goindex
+	if [ -f ffi/build.sh ]; then
+		step "build libgoindex.so"
+		bash ffi/build.sh "$BUILD"
+	fi
+	echo "built into $BUILD"
+}
+
+# fuzz_all runs every Fuzz target of the module for GOINDEX_FUZZTIME each.
+fuzz_all() {
+	local t=${GOINDEX_FUZZTIME:-3s} pkg name
+	while IFS= read -r dir; do
+		pkg=./$dir
+		for name in $(grep -hoE '^func Fuzz[A-Za-z0-9_]+' "$dir"/*_test.go | sed 's/^func //' | sort -u); do
+			echo "fuzz $pkg $name ($t)"
+			go test -run='^$' -fuzz="^${name}\$" -fuzztime="$t" "$pkg" >/tmp/goindex-fuzz.$$ 2>&1 || {
+				cat /tmp/goindex-fuzz.$$; rm -f /tmp/goindex-fuzz.$$; die "fuzz target $name in $pkg failed"; }
+		done
+	done < <(grep -lE '^func Fuzz' --include='*_test.go' -r . | xargs -r -n1 dirname | sed 's|^\./||' | sort -u)
+	rm -f /tmp/goindex-fuzz.$$
+}
+
+test_all() {
+	build
+	step "gofmt"
+	local unformatted
+	unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './build/*'))
+	[ -z "$unformatted" ] || die "gofmt would change: $unformatted"
+	step "go vet"
+	go vet ./...
+	step "go test"
+	GOINDEX_BUILD="$BUILD" go test -count=1 ./...
+	if [ "${GOINDEX_SKIP_RACE:-0}" != 1 ]; then
+		step "go test -race (short)"
+		GOINDEX_BUILD="$BUILD" go test -race -short -count=1 ./...
+	fi
+	step "fuzz targets"
+	fuzz_all
+	for host in tests/*/run.sh; do
+		[ -f "$host" ] || continue
+		step "host suite ${host%/run.sh}"
+		GOINDEX_BUILD="$BUILD" bash "$host"
+	done
+	step "all tests passed"
+}
+
+demo() {
+	build
+	bash "$ROOT/tests/demo.sh" "$BUILD"
+}
+
+case "${1:-build}" in
+	build) build ;;
+	test) test_all ;;
+	demo) demo ;;
+	-h|--help|help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' ;;
+	*) die "unknown command '$1' (want build, test or demo)" ;;
+esac
