@@ -1,0 +1,6 @@
+package ckf
+
+import "errors"
+
+// ErrBadFormat reports an invalid addressing format or sizing request.
+var ErrBadFormat = errors.New("ckf: bad format")
