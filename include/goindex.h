@@ -1,0 +1,357 @@
+/*
+ * goindex.h — the C ABI of libgoindex.so, goindex's KV-cache index and router
+ * library for NVIDIA Dynamo hosts.
+ *
+ * This hand-written header is the contract. It is stable within one
+ * GOINDEX_ABI_VERSION: calls are only ever added, and structs that may grow
+ * carry a leading struct_size the caller sets to sizeof(the struct).
+ *
+ * General rules (every call):
+ *   - Handles are opaque, non-zero 64-bit integers, never pointers, never
+ *     reused within a process. A closed or unknown handle returns
+ *     GOINDEX_EHANDLE; it never crashes.
+ *   - Every call that can fail returns int: 0 (GOINDEX_OK) or a negative
+ *     GOINDEX_E* code. goindex_strerror(code) names the code;
+ *     goindex_last_error(handle, ...) gives the detail of the last failure on
+ *     that handle.
+ *   - Inputs are (pointer, length) pairs; a NULL pointer is allowed only with
+ *     length 0. Outputs go into caller-owned buffers with an explicit capacity;
+ *     a buffer that is too small returns GOINDEX_EBUFFER and stores the number
+ *     of entries needed in *written.
+ *   - The library never retains a host pointer after a call returns (inputs
+ *     are copied or read during the call only) and never hands out a pointer to
+ *     Go memory. Strings from goindex_strerror are static.
+ *   - No Go panic crosses into the host: an internal failure returns
+ *     GOINDEX_EINTERNAL. After GOINDEX_EINTERNAL the handle's state is
+ *     unspecified; close it.
+ *   - A failed call changes no state unless its Returns section says exactly
+ *     what changed.
+ *
+ * Threading: goindex_probe, goindex_probe_batch, goindex_hash_tokens,
+ * goindex_score, goindex_stats and goindex_last_error may run on any number of
+ * host threads at once, concurrently with one thread applying events
+ * (insert, remove, clear, remove_worker, remove_rank, apply_frame). Event calls
+ * on one handle are serialized by the library (calls from several threads are
+ * safe but run one at a time). goindex_close must not race with other calls on
+ * the same handle: calls that start after close return GOINDEX_EHANDLE.
+ *
+ * Units: hashes are uint64 (Dynamo's u64 hash space; signed i64 hashes are the
+ * same 64 bits); depths are in KV blocks; tokens are token counts; times are
+ * milliseconds as double.
+ *
+ * One Go runtime per process: this library also exports Dynamo's worker
+ * selector plugin symbol (dynamo_worker_selector_plugin_v1); load only one
+ * Go-built shared library into a host process, and do not fork after loading.
+ */
+#ifndef GOINDEX_H
+#define GOINDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GOINDEX_ABI_VERSION is the ABI generation this header describes;
+ * goindex_abi_version() returns the library's. */
+#define GOINDEX_ABI_VERSION 1
+
+/* Status codes. */
+#define GOINDEX_OK 0            /* success */
+#define GOINDEX_EINVAL -1       /* invalid argument: NULL with nonzero length, bad enum value, bad struct_size */
+#define GOINDEX_EHANDLE -2      /* unknown or closed handle */
+#define GOINDEX_ECONFIG -3      /* bad configuration JSON */
+#define GOINDEX_ETOOBIG -4      /* a length exceeds a documented limit */
+#define GOINDEX_EBUFFER -5      /* output buffer too small; *written holds the entries needed */
+#define GOINDEX_EPARENT -6      /* stored event's parent is not held by the member; nothing changed */
+#define GOINDEX_ESEQUENCE -7    /* invalid block sequence (parent among the blocks, remapped block); nothing changed */
+#define GOINDEX_ENOTFOUND -8    /* some removed hashes were unknown; the known ones were removed */
+#define GOINDEX_ECAPACITY -9    /* ckf mode: blocks tracked exactly but not all admitted to the filter */
+#define GOINDEX_EMODE -10       /* the call is not available in this handle's mode */
+#define GOINDEX_EFRAME -11      /* malformed or rejected relay frame; only the frame's lane is affected */
+#define GOINDEX_EREPLICA -12    /* the replica file cannot be attached (missing, bad header, wrong format) */
+#define GOINDEX_ENOCANDIDATE -13 /* score: no eligible candidate */
+#define GOINDEX_EINTERNAL -14   /* internal error (a recovered panic); close the handle */
+#define GOINDEX_EUNAVAILABLE -15 /* feature not built into this library */
+
+/* Limits (inputs above them return GOINDEX_ETOOBIG). */
+#define GOINDEX_MAX_CONFIG_BYTES (1u << 20)   /* config JSON */
+#define GOINDEX_MAX_BLOCKS (1u << 20)         /* blocks per event, hashes per query */
+#define GOINDEX_MAX_TOKENS (1u << 26)         /* tokens per call */
+#define GOINDEX_MAX_BATCH (1u << 16)          /* queries per goindex_probe_batch */
+#define GOINDEX_MAX_CANDIDATES (1u << 16)     /* candidates per goindex_score */
+#define GOINDEX_MAX_FRAME_BYTES (64u << 20)   /* one relay frame */
+#define GOINDEX_MAX_NAME_BYTES 4096           /* LoRA name, cache namespace, file path */
+
+/* Read-only element types of input arrays. They are const-qualified so hosts
+ * may pass const data; the typedefs keep this header and the one the Go
+ * toolchain generates identical (the build compiles both in one unit). */
+typedef const uint64_t goindex_in_u64;
+typedef const uint32_t goindex_in_u32;
+typedef const uint8_t goindex_in_u8;
+typedef const char goindex_in_char;
+typedef const size_t goindex_in_size;
+
+/* goindex_overlap is one entry of a probe result: a member's (or DC lane's)
+ * matched prefix depth. In exact and ckf modes id is the worker id and rank
+ * the dp rank; in global mode id is the DC id and rank the lane number.
+ * 16 bytes. */
+typedef struct goindex_overlap {
+	uint64_t id;
+	uint32_t rank;
+	uint32_t blocks; /* matched prefix depth in KV blocks, > 0 */
+} goindex_overlap;
+
+/* Candidate flags: which optional signals a goindex_candidate carries. A
+ * signal that is absent is excluded from the cost, never read as zero. */
+#define GOINDEX_CAND_LOAD 1u     /* active_prefill_tokens and active_decode_blocks are valid */
+#define GOINDEX_CAND_CAPACITY 2u /* capacity_blocks is valid */
+#define GOINDEX_CAND_RTT 4u      /* rtt_ms is valid */
+
+/* goindex_candidate is one routing candidate with its live signals. 48 bytes. */
+typedef struct goindex_candidate {
+	uint64_t id;                    /* worker id, or DC id in global mode */
+	uint32_t rank;                  /* dp rank, or lane in global mode */
+	uint32_t flags;                 /* GOINDEX_CAND_* */
+	uint64_t active_prefill_tokens; /* tokens queued or running prefill */
+	uint64_t active_decode_blocks;  /* KV blocks of running decodes */
+	uint64_t capacity_blocks;       /* KV capacity in blocks */
+	double rtt_ms;                  /* round trip from the router to the candidate */
+} goindex_candidate;
+
+/* Scoring policies (goindex_score_request.policy). */
+#define GOINDEX_POLICY_DEFAULT 0          /* the handle's configured policy (default: ttft) */
+#define GOINDEX_POLICY_TTFT 1             /* RTT + queue wait + uncached prefill time (goindex's model) */
+#define GOINDEX_POLICY_PREFIX_THEN_LOAD 2 /* longest prefix, then lowest load (upstream's proof of concept) */
+#define GOINDEX_POLICY_LOAD_ONLY 3        /* lowest load, prefix ignored */
+#define GOINDEX_POLICY_CREDIT 4           /* Dynamo's block-cost rule with overlap credit */
+
+/* goindex_score_request is one routing question. 64 bytes on LP64. */
+typedef struct goindex_score_request {
+	uint32_t struct_size;                  /* sizeof(goindex_score_request) */
+	uint32_t policy;                       /* GOINDEX_POLICY_* */
+	const uint64_t* local_hashes;          /* the prompt's local block hashes from the root */
+	size_t n_hashes;
+	uint64_t isl_tokens;                   /* prompt tokens; 0 means n_hashes * block_size */
+	const goindex_candidate* candidates;   /* NULL with 0: every member or ready lane the handle knows */
+	size_t n_candidates;
+	double temperature;                    /* 0: minimum cost (ties broken uniformly); > 0: softmax sampling as Dynamo */
+	uint64_t random_seed;                  /* seed for tie-breaking and sampling; 0 picks one */
+} goindex_score_request;
+
+/* goindex_score_result is the chosen candidate and its cost broken into parts.
+ * 72 bytes. */
+typedef struct goindex_score_result {
+	uint32_t struct_size;   /* set by the caller to sizeof(goindex_score_result) */
+	int32_t chosen;         /* index into the request's candidates, or the lane/member ordinal when candidates was NULL */
+	uint64_t id;            /* chosen worker id or DC id */
+	uint32_t rank;          /* chosen dp rank or lane */
+	uint32_t eligible;      /* candidates that had every signal the policy needs */
+	uint64_t cached_blocks; /* probe depth of the chosen candidate */
+	uint64_t cached_tokens; /* cached_blocks * block_size, capped at isl_tokens */
+	double cost;            /* the policy's cost (ms for ttft, blocks for credit/prefix/load) */
+	double rtt_ms;          /* ttft parts; 0 where the policy has none */
+	double queue_ms;
+	double prefill_ms;
+} goindex_score_result;
+
+/* goindex_counters holds a handle's counters (filled by goindex_stats). Set struct_size first; the library
+ * fills at most struct_size bytes. 96 bytes. */
+typedef struct goindex_counters {
+	uint32_t struct_size;         /* sizeof(goindex_counters) */
+	uint32_t mode;                /* 1 exact, 2 ckf, 3 global */
+	uint64_t blocks;              /* blocks tracked (exact ownership entries) */
+	uint64_t members;             /* members (worker, rank) known */
+	uint64_t lanes_ready;         /* ckf/global: lanes with an installed table */
+	uint64_t memory_bytes;        /* index memory, approximate */
+	uint64_t capacity_omissions;  /* ckf: blocks tracked but not admitted to the filter */
+	uint64_t events_applied;      /* events accepted */
+	uint64_t events_rejected;     /* events that returned an error */
+	uint64_t probes;              /* probe and score calls served */
+	uint64_t frames_applied;      /* global: relay frames installed */
+	uint64_t frames_rejected;     /* global: relay frames rejected */
+	uint64_t replica_generation;  /* global: generation of the attached replica, 0 if none */
+} goindex_counters;
+
+/* goindex_abi_version returns GOINDEX_ABI_VERSION of the loaded library.
+ * Threading: any thread. Returns: the version (never fails). */
+uint32_t goindex_abi_version(void);
+
+/* goindex_open creates an index from a JSON config and stores its handle in
+ * *handle_out.
+ * Config keys (all optional unless noted):
+ *   "mode": "exact" (the radix tree, Dynamo's semantics; default), "ckf"
+ *           (one cuckoo-filter lane per member, probed together), or "global"
+ *           (lanes are DCs fed by goindex_apply_frame or goindex_attach_replica);
+ *   "lanes": ckf: maximum members (1..64; default 64);
+ *   "expected_blocks_per_lane": ckf: sizing of each lane (default 1048576);
+ *   "block_size": tokens per KV block (default 16; used by goindex_*_tokens and score);
+ *   "clear_scope": "rank" (default) or "worker": what a cleared event drops;
+ *   "seed": ckf addressing seed (default 0x5DEECE66D1B54A33);
+ *   "max_kicks": ckf cuckoo kicks (1..4096; default 500);
+ *   "policy": default scoring policy name: "ttft" (default), "prefix-then-load", "load-only", "credit";
+ *   "prefill_tokens_per_ms", "decode_blocks_per_ms": throughput model for ttft (defaults 20, 50).
+ * Unknown keys are rejected (GOINDEX_ECONFIG) so typos are caught.
+ * Threading: any thread. Ownership: config is read during the call only.
+ * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL config with nonzero length or NULL
+ * handle_out); GOINDEX_ETOOBIG (config over GOINDEX_MAX_CONFIG_BYTES);
+ * GOINDEX_ECONFIG (detail via goindex_last_error(0, ...)); GOINDEX_EINTERNAL. */
+int goindex_open(goindex_in_char* config_json, size_t config_len, uint64_t* handle_out);
+
+/* goindex_close releases a handle. Closing twice returns GOINDEX_EHANDLE.
+ * Threading: must not race with other calls on the same handle.
+ * Returns: GOINDEX_OK; GOINDEX_EHANDLE; GOINDEX_EINTERNAL. */
+int goindex_close(uint64_t handle);
+
+/* goindex_insert applies one stored event of member (worker_id, dp_rank): the
+ * blocks form a chain below *parent_hash (the parent's external hash), or below
+ * the root when parent_hash is NULL. external_hashes[i] is the engine's block
+ * hash, local_hashes[i] the block's tokens hash (Dynamo's tokens_hash).
+ * Duplicate stores are idempotent. event_id is recorded for diagnostics.
+ * Threading: event call (serialized per handle; concurrent with probes).
+ * Ownership: arrays are read during the call only.
+ * Returns: GOINDEX_OK; GOINDEX_EINVAL; GOINDEX_ETOOBIG (n_blocks over
+ * GOINDEX_MAX_BLOCKS); GOINDEX_EHANDLE; GOINDEX_EMODE (global mode);
+ * GOINDEX_EPARENT or GOINDEX_ESEQUENCE (nothing changed); GOINDEX_ECAPACITY
+ * (ckf: the blocks are tracked, some are not in the filter until space frees);
+ * GOINDEX_EINTERNAL. */
+int goindex_insert(uint64_t handle, uint64_t worker_id, uint32_t dp_rank, uint64_t event_id,
+                   goindex_in_u64* parent_hash, goindex_in_u64* external_hashes,
+                   goindex_in_u64* local_hashes, size_t n_blocks);
+
+/* goindex_insert_tokens is goindex_insert with the local hashes computed from
+ * token ids the Dynamo way (XXH3-64 of each block's tokens as LE u32, seed
+ * 1337 salted by the LoRA name and cache namespace; a NULL or empty name means
+ * none). tokens must hold at least n_blocks * block_size tokens; tokens past
+ * the last full block are ignored.
+ * Threading, Ownership: as goindex_insert.
+ * Returns: as goindex_insert; GOINDEX_EINVAL also when n_tokens is short;
+ * GOINDEX_ETOOBIG for n_tokens over GOINDEX_MAX_TOKENS or names over
+ * GOINDEX_MAX_NAME_BYTES. */
+int goindex_insert_tokens(uint64_t handle, uint64_t worker_id, uint32_t dp_rank, uint64_t event_id,
+                          goindex_in_u64* parent_hash, goindex_in_u64* external_hashes, size_t n_blocks,
+                          goindex_in_u32* tokens, size_t n_tokens,
+                          goindex_in_char* lora_name, size_t lora_len,
+                          goindex_in_char* cache_namespace, size_t namespace_len);
+
+/* goindex_remove applies one removed event: the member drops the blocks with
+ * these external hashes. A mid-chain removal makes the member's descendants
+ * of that block unreachable (Dynamo's semantics).
+ * Threading, Ownership: as goindex_insert.
+ * Returns: GOINDEX_OK; GOINDEX_EINVAL; GOINDEX_ETOOBIG; GOINDEX_EHANDLE;
+ * GOINDEX_EMODE; GOINDEX_ENOTFOUND (unknown hashes skipped, known ones
+ * removed); GOINDEX_EINTERNAL. */
+int goindex_remove(uint64_t handle, uint64_t worker_id, uint32_t dp_rank, uint64_t event_id,
+                   goindex_in_u64* external_hashes, size_t n);
+
+/* goindex_clear applies one cleared event: the member (or, with
+ * "clear_scope": "worker", every rank of its worker) drops all blocks.
+ * Threading: event call. Returns: GOINDEX_OK; GOINDEX_EHANDLE; GOINDEX_EMODE;
+ * GOINDEX_EINTERNAL. */
+int goindex_clear(uint64_t handle, uint64_t worker_id, uint32_t dp_rank, uint64_t event_id);
+
+/* goindex_remove_worker drops every rank of a worker (unknown workers are a
+ * no-op). Threading: event call. Returns: GOINDEX_OK; GOINDEX_EHANDLE;
+ * GOINDEX_EMODE; GOINDEX_EINTERNAL. */
+int goindex_remove_worker(uint64_t handle, uint64_t worker_id);
+
+/* goindex_remove_rank drops one (worker, dp rank) (unknown members are a
+ * no-op). Threading: event call. Returns: as goindex_remove_worker. */
+int goindex_remove_rank(uint64_t handle, uint64_t worker_id, uint32_t dp_rank);
+
+/* goindex_hash_tokens computes the Dynamo local block hashes of token ids with
+ * the handle's block size into out (one per full block; a trailing partial
+ * block is ignored) and stores the count in *written.
+ * Threading: any thread. Ownership: inputs read during the call only.
+ * Returns: GOINDEX_OK; GOINDEX_EINVAL; GOINDEX_ETOOBIG; GOINDEX_EHANDLE;
+ * GOINDEX_EBUFFER (*written = blocks needed); GOINDEX_EINTERNAL. */
+int goindex_hash_tokens(uint64_t handle, goindex_in_u32* tokens, size_t n_tokens,
+                        goindex_in_char* lora_name, size_t lora_len,
+                        goindex_in_char* cache_namespace, size_t namespace_len,
+                        uint64_t* out, size_t capacity, size_t* written);
+
+/* goindex_probe matches a request's local block hashes (from the root)
+ * against every member (exact, ckf) or ready DC lane (global) and writes one
+ * goindex_overlap per member or lane with a positive depth into out, in
+ * ascending (id, rank) order; *written = entries written. Exact mode gives
+ * Dynamo's find_matches scores; ckf and global modes never report below the
+ * exact depth of a tracked block and overcount only through fingerprint
+ * collisions.
+ * Threading: any thread, concurrently with event calls.
+ * Ownership: local_hashes read during the call only; out written only.
+ * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL with nonzero n, NULL written);
+ * GOINDEX_ETOOBIG; GOINDEX_EHANDLE; GOINDEX_EBUFFER (*written = entries
+ * needed; nothing else is meaningful); GOINDEX_EINTERNAL. */
+int goindex_probe(uint64_t handle, goindex_in_u64* local_hashes, size_t n,
+                  goindex_overlap* out, size_t capacity, size_t* written);
+
+/* goindex_probe_batch runs n_queries probes in one call. Query q is
+ * local_hashes[offset_q .. offset_q + lengths[q]), offsets being the running
+ * sum of lengths. Results are written back to back into out; counts[q] (an
+ * array of n_queries) receives the number of entries of query q; *written =
+ * total entries.
+ * Threading, Ownership: as goindex_probe.
+ * Returns: as goindex_probe; GOINDEX_ETOOBIG also for n_queries over
+ * GOINDEX_MAX_BATCH or a total over GOINDEX_MAX_BLOCKS * 16. */
+int goindex_probe_batch(uint64_t handle, goindex_in_u64* local_hashes, goindex_in_size* lengths,
+                        size_t n_queries, goindex_overlap* out, size_t capacity,
+                        size_t* counts, size_t* written);
+
+/* goindex_score picks the candidate with the lowest cost under the request's
+ * policy and fills *result (struct_size first). With the ttft policy:
+ * cost = rtt_ms + queue_ms + prefill_ms of the uncached part of the prompt.
+ * Candidates missing a signal the policy needs are not eligible.
+ * Threading: any thread, concurrently with event calls.
+ * Ownership: request and its arrays read during the call only.
+ * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL pointers, bad struct_size, unknown
+ * policy); GOINDEX_ETOOBIG; GOINDEX_EHANDLE; GOINDEX_ENOCANDIDATE;
+ * GOINDEX_EINTERNAL. */
+typedef const goindex_score_request goindex_in_score_request;
+int goindex_score(uint64_t handle, goindex_in_score_request* request, goindex_score_result* result);
+
+/* goindex_apply_frame feeds one relay frame (as published by `goindex relay`)
+ * into a global-mode handle, for hosts with their own transport. Frames for a
+ * lane are checked by the lane state machine (lease, identity, sequence);
+ * a rejected frame affects only its lane.
+ * Threading: event call. Ownership: frame read during the call only.
+ * Returns: GOINDEX_OK (applied or ignored as stale/duplicate); GOINDEX_EINVAL;
+ * GOINDEX_ETOOBIG (over GOINDEX_MAX_FRAME_BYTES); GOINDEX_EHANDLE;
+ * GOINDEX_EMODE (not a global handle, or a replica is attached);
+ * GOINDEX_EFRAME (malformed or rejected; the lane is faulted until it
+ * resyncs); GOINDEX_EUNAVAILABLE; GOINDEX_EINTERNAL. */
+int goindex_apply_frame(uint64_t handle, goindex_in_u8* frame, size_t len);
+
+/* goindex_attach_replica maps the shared-memory replica file at path (written
+ * by `goindex consume`) read-only into a global-mode handle; probes and scores
+ * then see every DC's lanes with no copying. A new replica generation (layout
+ * change) is detected and remapped by later probes.
+ * Threading: event call. Ownership: path read during the call only.
+ * Returns: GOINDEX_OK; GOINDEX_EINVAL; GOINDEX_ETOOBIG; GOINDEX_EHANDLE;
+ * GOINDEX_EMODE; GOINDEX_EREPLICA; GOINDEX_EUNAVAILABLE; GOINDEX_EINTERNAL. */
+int goindex_attach_replica(uint64_t handle, goindex_in_char* path, size_t path_len);
+
+/* goindex_stats fills at most stats->struct_size bytes of *stats.
+ * Threading: any thread. Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL, or
+ * struct_size smaller than 8); GOINDEX_EHANDLE; GOINDEX_EINTERNAL. */
+int goindex_stats(uint64_t handle, goindex_counters* stats);
+
+/* goindex_strerror returns a static, NUL-terminated name for a status code
+ * ("unknown error" for codes it does not know). Threading: any thread.
+ * Ownership: the string is static; never free it. */
+goindex_in_char* goindex_strerror(int code);
+
+/* goindex_last_error copies the detail of the last failed call on handle
+ * (handle 0: the last failed goindex_open of the process) into buf, always
+ * NUL-terminated and truncated to capacity − 1 bytes; an empty string means no
+ * failure recorded. *needed (optional, may be NULL) receives the full length
+ * including the NUL.
+ * Threading: any thread. Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL buf with
+ * nonzero capacity); GOINDEX_EHANDLE. */
+int goindex_last_error(uint64_t handle, char* buf, size_t capacity, size_t* needed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GOINDEX_H */
