@@ -1,0 +1,94 @@
+package score
+
+import "math"
+
+// cost returns candidate c's cost for a prompt of isl tokens and whether c is
+// eligible under the policy.
+func (s *Scorer) cost(c *Candidate, isl int) (float64, bool) {
+	switch s.cfg.Policy {
+	case TTFT:
+		if !c.HasLoad || !c.HasRTT {
+			return 0, false
+		}
+		p := s.ttftParts(c, isl)
+		return p.RTTms + p.QueueMs + p.PrefillMs, true
+	case PrefixThenLoad:
+		if !c.HasLoad {
+			return 0, false
+		}
+		// Longest prefix first, lowest load second: the depth dominates any
+		// load (loads are far below 2^40 blocks).
+		return -float64(c.CachedBlocks)*(1<<40) + s.loadBlocks(c), true
+	case LoadOnly:
+		if !c.HasLoad {
+			return 0, false
+		}
+		return s.loadBlocks(c), true
+	case Credit:
+		if !c.HasLoad {
+			return 0, false
+		}
+		bs := float64(s.cfg.BlockSize)
+		rawPrefill := (float64(c.ActivePrefillTokens) + float64(isl)) / bs
+		return CreditCost(rawPrefill, float64(s.cachedBlocks(c, isl)), s.decodeBlocks(c, isl), s.cfg.Credit), true
+	}
+	return 0, true
+}
+
+// CreditCost is Dynamo's current block cost (dynamo-compat §4.2, decay and
+// lower tiers off): max(0, rawPrefillBlocks − credit·overlapBlocks) +
+// decodeBlocks.
+func CreditCost(rawPrefillBlocks, overlapBlocks, decodeBlocks, credit float64) float64 {
+	return math.Max(0, rawPrefillBlocks-credit*overlapBlocks) + decodeBlocks
+}
+
+// ttftParts estimates the three TTFT terms of candidate c, in ms.
+func (s *Scorer) ttftParts(c *Candidate, isl int) Parts {
+	prefillRate := orDefault(c.PrefillTokensPerMs, s.cfg.PrefillTokensPerMs)
+	queueRate := orDefault(c.QueueTokensPerMs, s.cfg.QueueTokensPerMs)
+	uncached := isl - s.cachedTokens(c, isl)
+	queue := float64(c.ActivePrefillTokens) / queueRate
+	if c.HasCapacity {
+		// The request needs room for its uncached blocks; when running
+		// decodes hold too much, it waits for them to release the excess.
+		need := float64(s.blocksFor(uncached))
+		if excess := float64(c.ActiveDecodeBlocks) + need - float64(c.CapacityBlocks); excess > 0 {
+			queue += excess / s.cfg.DecodeBlocksPerMs
+		}
+	}
+	return Parts{RTTms: c.RTTms, QueueMs: queue, PrefillMs: float64(uncached) / prefillRate}
+}
+
+// loadBlocks is the G2025 load (prefill tokens in blocks plus decode blocks),
+// used by LoadOnly and as PrefixThenLoad's tie-break.
+func (s *Scorer) loadBlocks(c *Candidate) float64 {
+	return float64(c.ActivePrefillTokens)/float64(s.cfg.BlockSize) + float64(c.ActiveDecodeBlocks)
+}
+
+// decodeBlocks is the candidate's active blocks plus the request's blocks not
+// already cached there.
+func (s *Scorer) decodeBlocks(c *Candidate, isl int) float64 {
+	return float64(c.ActiveDecodeBlocks) + float64(s.blocksFor(isl)-s.cachedBlocks(c, isl))
+}
+
+// cachedBlocks caps the probe depth at the prompt's blocks.
+func (s *Scorer) cachedBlocks(c *Candidate, isl int) int {
+	return max(0, min(c.CachedBlocks, s.blocksFor(isl)))
+}
+
+// cachedTokens is the cached part of the prompt in tokens.
+func (s *Scorer) cachedTokens(c *Candidate, isl int) int {
+	return min(isl, s.cachedBlocks(c, isl)*s.cfg.BlockSize)
+}
+
+// blocksFor is the number of KV blocks tokens occupy (a partial block counts).
+func (s *Scorer) blocksFor(tokens int) int {
+	return (tokens + s.cfg.BlockSize - 1) / s.cfg.BlockSize
+}
+
+func orDefault(v, def float64) float64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,37 @@
+// Package score chooses where a request goes. For every eligible candidate (a
+// DC, or a worker inside one) it estimates a cost from the candidate's cached
+// prefix depth and live signals and picks the minimum.
+//
+// goindex's own policy, TTFT, estimates the time to first token:
+//
+//	TTFT = RTT + queue wait + prefill time of the uncached prompt
+//	queue wait   = queued prefill tokens / the candidate's aggregate prefill rate
+//	             + KV admission wait when running decodes leave too few free blocks
+//	prefill time = (prompt tokens − cached tokens) / the per-request prefill rate
+//
+// The other policies reproduce Dynamo's selectors so that every comparison can
+// run side by side: PrefixThenLoad (upstream's proof of concept: longest
+// prefix, then lowest load), LoadOnly, Credit (Dynamo's current block-cost
+// rule with overlap credit), plus the baselines RoundRobin and SingleDC.
+//
+// Missing signals are never read as zero: a candidate that lacks a signal its
+// policy needs (load for every load-aware policy, RTT for TTFT) is not
+// eligible, and the result counts the eligible candidates. With no eligible
+// candidate Score returns ErrNoCandidate and the caller falls back.
+//
+// Ties and temperature follow Dynamo (dynamo-compat §4.3): at temperature 0
+// the minimum cost wins and ties are broken uniformly at random; above 0 a
+// candidate is drawn with probability ∝ exp(−(c − c_min)/((c_max − c_min)·T)).
+//
+// A Scorer is immutable apart from its round-robin cursor (atomic); Score may
+// run concurrently from any number of goroutines, each with its own *rand.Rand.
+//
+// Files:
+//   - policy.go: Policy names and parsing, Config, Scorer, Score.
+//   - cost.go: the cost formulas of every policy.
+//   - sample.go: minimum with random tie-break, temperature sampling.
+//   - errors.go: sentinels.
+//
+// The tests pin Dynamo's documented cost examples, the TTFT arithmetic, the
+// eligibility rules, tie-breaking uniformity and the temperature distribution.
+package score

@@ -1,0 +1,205 @@
+package score
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+)
+
+// Policy names a selection rule.
+type Policy uint8
+
+// The policies. Their numbers match GOINDEX_POLICY_* in include/goindex.h
+// where one exists.
+const (
+	// TTFT minimizes RTT + queue wait + uncached prefill time (goindex).
+	TTFT Policy = iota + 1
+	// PrefixThenLoad takes the longest cached prefix, then the lowest load.
+	PrefixThenLoad
+	// LoadOnly takes the lowest load and ignores the cache.
+	LoadOnly
+	// Credit is Dynamo's current cost: max(0, prefill blocks − overlap
+	// credit) + decode blocks.
+	Credit
+	// RoundRobin cycles through the candidates in order.
+	RoundRobin
+	// SingleDC always takes Config.Home.
+	SingleDC
+)
+
+var policyNames = map[Policy]string{
+	TTFT: "ttft", PrefixThenLoad: "prefix-then-load", LoadOnly: "load-only",
+	Credit: "credit", RoundRobin: "round-robin", SingleDC: "single-dc",
+}
+
+// String returns the policy's name as the command line spells it.
+func (p Policy) String() string {
+	if n, ok := policyNames[p]; ok {
+		return n
+	}
+	return fmt.Sprintf("policy(%d)", uint8(p))
+}
+
+// ParsePolicy returns the policy named s.
+func ParsePolicy(s string) (Policy, error) {
+	for p, n := range policyNames {
+		if n == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown policy %q (want ttft, prefix-then-load, load-only, credit, round-robin or single-dc)", ErrBadConfig, s)
+}
+
+// Candidate is one place a request can go, with its signals. Has* flags say
+// which optional signals are present; absent ones are never read as zero.
+type Candidate struct {
+	ID   uint64 // DC id or worker id
+	Rank uint32 // lane or dp rank
+
+	CachedBlocks int // probe depth of the request's prefix, in blocks
+
+	HasLoad             bool
+	ActivePrefillTokens uint64 // tokens queued or running prefill
+	ActiveDecodeBlocks  uint64 // KV blocks held by running decodes
+
+	HasCapacity    bool
+	CapacityBlocks uint64 // KV capacity in blocks
+
+	HasRTT bool
+	RTTms  float64 // round trip router ↔ candidate, ms
+
+	// PrefillTokensPerMs and QueueTokensPerMs override Config's throughput
+	// model for this candidate (from its load report); 0 means the default.
+	PrefillTokensPerMs float64
+	QueueTokensPerMs   float64
+}
+
+// Request is what is being routed.
+type Request struct {
+	ISLTokens   int     // prompt length in tokens
+	Temperature float64 // 0: minimum cost; > 0: softmax sampling
+}
+
+// Config configures a Scorer.
+type Config struct {
+	Policy    Policy // optional; default: TTFT
+	BlockSize int    // tokens per KV block; required
+
+	// PrefillTokensPerMs is one request's prefill speed on one worker;
+	// optional; default: 20 (20k tokens/s, a mid-size model on one GPU).
+	PrefillTokensPerMs float64
+	// QueueTokensPerMs is the rate a candidate drains its queued prefill
+	// tokens (all its workers together); optional; default: PrefillTokensPerMs.
+	QueueTokensPerMs float64
+	// DecodeBlocksPerMs is the rate running decodes release KV blocks when a
+	// candidate is full; optional; default: 1.
+	DecodeBlocksPerMs float64
+	// Credit is Dynamo's overlap-score credit; optional; default: 1.
+	Credit float64
+	// Home is the candidate ID SingleDC always picks.
+	Home uint64
+}
+
+// Result is the chosen candidate and the cost that chose it.
+type Result struct {
+	Index        int     // into the candidates slice
+	Eligible     int     // candidates with every needed signal
+	CachedTokens int     // cached blocks × block size, capped at the prompt
+	Cost         float64 // the policy's cost: ms for TTFT, blocks otherwise
+	Parts        Parts   // TTFT's parts; zero for other policies
+}
+
+// Parts breaks a TTFT cost into its terms, in ms.
+type Parts struct {
+	RTTms, QueueMs, PrefillMs float64
+}
+
+// Scorer applies one policy. Build it with New.
+type Scorer struct {
+	cfg Config
+	rr  atomic.Uint64
+}
+
+// New validates cfg, fills defaults and returns a Scorer.
+func New(cfg Config) (*Scorer, error) {
+	if cfg.Policy == 0 {
+		cfg.Policy = TTFT
+	}
+	if _, ok := policyNames[cfg.Policy]; !ok {
+		return nil, fmt.Errorf("%w: policy %d", ErrBadConfig, cfg.Policy)
+	}
+	if cfg.BlockSize <= 0 {
+		return nil, fmt.Errorf("%w: block size %d must be > 0", ErrBadConfig, cfg.BlockSize)
+	}
+	if cfg.PrefillTokensPerMs == 0 {
+		cfg.PrefillTokensPerMs = 20
+	}
+	if cfg.QueueTokensPerMs == 0 {
+		cfg.QueueTokensPerMs = cfg.PrefillTokensPerMs
+	}
+	if cfg.DecodeBlocksPerMs == 0 {
+		cfg.DecodeBlocksPerMs = 1
+	}
+	if cfg.Credit == 0 {
+		cfg.Credit = 1
+	}
+	if cfg.PrefillTokensPerMs < 0 || cfg.QueueTokensPerMs < 0 || cfg.DecodeBlocksPerMs < 0 || cfg.Credit < 0 {
+		return nil, fmt.Errorf("%w: rates and credit must be positive", ErrBadConfig)
+	}
+	return &Scorer{cfg: cfg}, nil
+}
+
+// Config returns the scorer's configuration with defaults filled in.
+func (s *Scorer) Config() Config { return s.cfg }
+
+// Score picks a candidate for req. rng breaks ties and samples; it may be nil
+// only when ties are impossible to matter to the caller (the first minimum
+// then wins). Costs of every candidate can be read with Cost.
+func (s *Scorer) Score(req Request, cands []Candidate, rng *rand.Rand) (Result, error) {
+	isl := max(req.ISLTokens, 0)
+	switch s.cfg.Policy {
+	case RoundRobin:
+		if len(cands) == 0 {
+			return Result{}, ErrNoCandidate
+		}
+		i := int(s.rr.Add(1)-1) % len(cands)
+		return s.result(i, len(cands), isl, 0, Parts{}, cands), nil
+	case SingleDC:
+		for i, c := range cands {
+			if c.ID == s.cfg.Home {
+				return s.result(i, 1, isl, 0, Parts{}, cands), nil
+			}
+		}
+		return Result{}, fmt.Errorf("%w: home %d is not a candidate", ErrNoCandidate, s.cfg.Home)
+	}
+	costs := make([]float64, len(cands))
+	eligible := make([]bool, len(cands))
+	n := 0
+	for i := range cands {
+		c, ok := s.cost(&cands[i], isl)
+		costs[i], eligible[i] = c, ok
+		if ok {
+			n++
+		}
+	}
+	if n == 0 {
+		return Result{}, ErrNoCandidate
+	}
+	i := choose(costs, eligible, req.Temperature, rng)
+	var parts Parts
+	if s.cfg.Policy == TTFT {
+		parts = s.ttftParts(&cands[i], isl)
+	}
+	return s.result(i, n, isl, costs[i], parts, cands), nil
+}
+
+// Cost returns candidate c's cost under the scorer's policy and whether c is
+// eligible (has every signal the policy needs). RoundRobin and SingleDC have
+// no cost and report 0, true.
+func (s *Scorer) Cost(req Request, c Candidate) (float64, bool) {
+	return s.cost(&c, max(req.ISLTokens, 0))
+}
+
+func (s *Scorer) result(i, eligible, isl int, cost float64, parts Parts, cands []Candidate) Result {
+	return Result{Index: i, Eligible: eligible, CachedTokens: s.cachedTokens(&cands[i], isl), Cost: cost, Parts: parts}
+}

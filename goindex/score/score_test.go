@@ -1,0 +1,197 @@
+package score
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func mustNew(t *testing.T, cfg Config) *Scorer {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", cfg, err)
+	}
+	return s
+}
+
+func TestCreditCost_MatchesDynamoDocExamples(t *testing.T) {
+	// dynamo-compat §4.2: credit 1, raw prefill 10 blocks.
+	for _, c := range []struct{ overlap, decode, want float64 }{{2, 10, 18}, {5, 5, 10}, {8, 9, 11}} {
+		if got := CreditCost(10, c.overlap, c.decode, 1); got != c.want {
+			t.Errorf("CreditCost(10, %v, %v, 1) = %v, want %v", c.overlap, c.decode, got, c.want)
+		}
+	}
+	if got := CreditCost(3, 5, 2, 1); got != 2 {
+		t.Errorf("CreditCost(3, 5, 2, 1) = %v, want 2 (prefill term floors at 0)", got)
+	}
+}
+
+func TestScore_CreditPicksDocsWinner(t *testing.T) {
+	// Three candidates shaped like the docs example; request 10 blocks of 16
+	// tokens, no queued prefill, decode blocks chosen so totals are 18/10/11.
+	s := mustNew(t, Config{Policy: Credit, BlockSize: 16})
+	cands := []Candidate{
+		{ID: 1, CachedBlocks: 2, HasLoad: true, ActiveDecodeBlocks: 2}, // 8 + (2 + 8) = 18
+		{ID: 2, CachedBlocks: 5, HasLoad: true, ActiveDecodeBlocks: 0}, // 5 + (0 + 5) = 10
+		{ID: 3, CachedBlocks: 8, HasLoad: true, ActiveDecodeBlocks: 7}, // 2 + (7 + 2) = 11
+	}
+	r, err := s.Score(Request{ISLTokens: 160}, cands, rand.New(rand.NewPCG(1, 1)))
+	if err != nil || r.Index != 1 || r.Cost != 10 || r.Eligible != 3 {
+		t.Errorf("Score(credit) = %+v, %v; want index 1 cost 10 eligible 3", r, err)
+	}
+}
+
+func TestScore_TTFTTradesRTTAgainstPrefill(t *testing.T) {
+	s := mustNew(t, Config{Policy: TTFT, BlockSize: 512, PrefillTokensPerMs: 10})
+	// 40 blocks = 20480 tokens. Near DC: nothing cached, 5 ms away → 5 + 2048.
+	// Far DC: 38 blocks cached, 150 ms away → 150 + 1024/10 = 252.4.
+	near := Candidate{ID: 1, HasLoad: true, HasRTT: true, RTTms: 5}
+	far := Candidate{ID: 2, HasLoad: true, HasRTT: true, RTTms: 150, CachedBlocks: 38}
+	r, err := s.Score(Request{ISLTokens: 40 * 512}, []Candidate{near, far}, nil)
+	if err != nil || r.Index != 1 {
+		t.Fatalf("Score = %+v, %v; want the far DC with the cache", r, err)
+	}
+	want := Parts{RTTms: 150, QueueMs: 0, PrefillMs: 102.4}
+	if math.Abs(r.Parts.PrefillMs-want.PrefillMs) > 1e-9 || r.Parts.RTTms != want.RTTms || r.Parts.QueueMs != 0 {
+		t.Errorf("Parts = %+v, want %+v", r.Parts, want)
+	}
+	if r.CachedTokens != 38*512 || math.Abs(r.Cost-252.4) > 1e-9 {
+		t.Errorf("CachedTokens, Cost = %d, %v; want %d, 252.4", r.CachedTokens, r.Cost, 38*512)
+	}
+	// A short prompt is not worth a long WAN trip: 5 + 153.6 ms beats 200 ms.
+	r, _ = s.Score(Request{ISLTokens: 3 * 512}, []Candidate{near, {ID: 2, HasLoad: true, HasRTT: true, RTTms: 200, CachedBlocks: 3}}, nil)
+	if r.Index != 0 {
+		t.Errorf("short prompt: Score chose %d, want the near DC", r.Index)
+	}
+}
+
+func TestScore_TTFTQueueAndAdmissionWait(t *testing.T) {
+	s := mustNew(t, Config{Policy: TTFT, BlockSize: 16, PrefillTokensPerMs: 10, QueueTokensPerMs: 40, DecodeBlocksPerMs: 2})
+	c := Candidate{HasLoad: true, HasRTT: true, RTTms: 1, ActivePrefillTokens: 800, HasCapacity: true, CapacityBlocks: 100, ActiveDecodeBlocks: 96}
+	// 160-token prompt = 10 new blocks; 96 + 10 − 100 = 6 excess blocks → 3 ms;
+	// queue 800/40 = 20 ms; prefill 160/10 = 16 ms.
+	cost, ok := s.Cost(Request{ISLTokens: 160}, c)
+	if !ok || cost != 1+20+3+16 {
+		t.Errorf("Cost = %v, %v; want 40, true", cost, ok)
+	}
+	c.QueueTokensPerMs, c.PrefillTokensPerMs = 80, 20 // per-candidate overrides from the load report
+	if cost, _ = s.Cost(Request{ISLTokens: 160}, c); cost != 1+10+3+8 {
+		t.Errorf("Cost with overrides = %v, want 22", cost)
+	}
+}
+
+func TestScore_MissingSignalsExcludeNeverZero(t *testing.T) {
+	s := mustNew(t, Config{Policy: TTFT, BlockSize: 16})
+	// The candidate without load would look free if read as zero.
+	cands := []Candidate{
+		{ID: 1, HasRTT: true, RTTms: 1, CachedBlocks: 10},
+		{ID: 2, HasLoad: true, HasRTT: true, RTTms: 50, ActivePrefillTokens: 1000},
+		{ID: 3, HasLoad: true, CachedBlocks: 10},
+	}
+	r, err := s.Score(Request{ISLTokens: 160}, cands, nil)
+	if err != nil || r.Index != 1 || r.Eligible != 1 {
+		t.Errorf("Score = %+v, %v; want index 1 with 1 eligible", r, err)
+	}
+	if _, err := s.Score(Request{ISLTokens: 160}, cands[:1], nil); !errors.Is(err, ErrNoCandidate) {
+		t.Errorf("Score(no eligible) err = %v, want ErrNoCandidate", err)
+	}
+	for _, p := range []Policy{PrefixThenLoad, LoadOnly, Credit} {
+		s := mustNew(t, Config{Policy: p, BlockSize: 16})
+		if r, err := s.Score(Request{ISLTokens: 160}, cands, nil); err != nil || r.Index == 0 {
+			t.Errorf("%v: Score = %+v, %v; candidate without load must not win", p, r, err)
+		}
+	}
+}
+
+func TestScore_PrefixThenLoadAndLoadOnly(t *testing.T) {
+	cands := []Candidate{
+		{ID: 1, CachedBlocks: 4, HasLoad: true, ActiveDecodeBlocks: 500},
+		{ID: 2, CachedBlocks: 4, HasLoad: true, ActiveDecodeBlocks: 100},
+		{ID: 3, CachedBlocks: 1, HasLoad: true, ActiveDecodeBlocks: 0},
+	}
+	p := mustNew(t, Config{Policy: PrefixThenLoad, BlockSize: 16})
+	if r, _ := p.Score(Request{ISLTokens: 64}, cands, nil); r.Index != 1 {
+		t.Errorf("prefix-then-load chose %d, want 1 (longest prefix, lower load)", r.Index)
+	}
+	l := mustNew(t, Config{Policy: LoadOnly, BlockSize: 16})
+	if r, _ := l.Score(Request{ISLTokens: 64}, cands, nil); r.Index != 2 {
+		t.Errorf("load-only chose %d, want 2", r.Index)
+	}
+}
+
+func TestScore_RoundRobinAndSingleDC(t *testing.T) {
+	cands := []Candidate{{ID: 7}, {ID: 8}, {ID: 9}}
+	rr := mustNew(t, Config{Policy: RoundRobin, BlockSize: 16})
+	for i := 0; i < 7; i++ {
+		if r, _ := rr.Score(Request{}, cands, nil); r.Index != i%3 {
+			t.Errorf("round-robin call %d chose %d, want %d", i, r.Index, i%3)
+		}
+	}
+	home := mustNew(t, Config{Policy: SingleDC, BlockSize: 16, Home: 8})
+	if r, err := home.Score(Request{}, cands, nil); err != nil || r.Index != 1 {
+		t.Errorf("single-dc = %+v, %v; want index 1", r, err)
+	}
+	if _, err := home.Score(Request{}, cands[:1], nil); !errors.Is(err, ErrNoCandidate) {
+		t.Errorf("single-dc without home: err = %v, want ErrNoCandidate", err)
+	}
+}
+
+func TestScore_TiesBrokenUniformly(t *testing.T) {
+	s := mustNew(t, Config{Policy: LoadOnly, BlockSize: 16})
+	cands := []Candidate{{HasLoad: true}, {HasLoad: true, ActiveDecodeBlocks: 1}, {HasLoad: true}, {HasLoad: true}}
+	rng := rand.New(rand.NewPCG(5, 6))
+	counts := make([]int, len(cands))
+	const n = 30000
+	for i := 0; i < n; i++ {
+		r, _ := s.Score(Request{}, cands, rng)
+		counts[r.Index]++
+	}
+	if counts[1] != 0 {
+		t.Errorf("the costlier candidate won %d times, want 0", counts[1])
+	}
+	for _, i := range []int{0, 2, 3} {
+		if math.Abs(float64(counts[i])-n/3) > 0.05*n/3 {
+			t.Errorf("tie candidate %d won %d of %d, want ≈ %d", i, counts[i], n, n/3)
+		}
+	}
+}
+
+func TestScore_TemperatureMatchesSoftmax(t *testing.T) {
+	s := mustNew(t, Config{Policy: LoadOnly, BlockSize: 1})
+	cands := []Candidate{{HasLoad: true, ActiveDecodeBlocks: 0}, {HasLoad: true, ActiveDecodeBlocks: 5}, {HasLoad: true, ActiveDecodeBlocks: 10}}
+	const temp = 0.5
+	want := []float64{1, math.Exp(-0.5 / temp), math.Exp(-1 / temp)}
+	total := want[0] + want[1] + want[2]
+	rng := rand.New(rand.NewPCG(7, 8))
+	counts := make([]float64, 3)
+	const n = 60000
+	for i := 0; i < n; i++ {
+		r, _ := s.Score(Request{Temperature: temp}, cands, rng)
+		counts[r.Index]++
+	}
+	for i := range want {
+		p := want[i] / total
+		if math.Abs(counts[i]/n-p) > 0.01 {
+			t.Errorf("temperature %v: candidate %d share %.4f, want %.4f", temp, i, counts[i]/n, p)
+		}
+	}
+}
+
+func TestNew_RejectsBadConfig(t *testing.T) {
+	for _, cfg := range []Config{{BlockSize: 0}, {BlockSize: 16, Policy: 99}, {BlockSize: 16, PrefillTokensPerMs: -1}} {
+		if _, err := New(cfg); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("New(%+v) err = %v, want ErrBadConfig", cfg, err)
+		}
+	}
+	for _, name := range []string{"ttft", "prefix-then-load", "load-only", "credit", "round-robin", "single-dc"} {
+		p, err := ParsePolicy(name)
+		if err != nil || p.String() != name {
+			t.Errorf("ParsePolicy(%q) = %v, %v", name, p, err)
+		}
+	}
+	if _, err := ParsePolicy("fastest"); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("ParsePolicy(fastest) err = %v, want ErrBadConfig", err)
+	}
+}
