@@ -24,6 +24,7 @@ type command struct {
 // commands lists every subcommand in the order `goindex help` prints them.
 var commands = []command{
 	{"hash", "print Dynamo-compatible local and sequence hashes for tokens", runHash},
+	{"dynkv", "serve Dynamo's Valkey dynkv commands (swap the router's index with one flag)", runDynkv},
 }
 
 func main() {

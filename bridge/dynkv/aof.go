@@ -1,0 +1,153 @@
+package dynkv
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sync"
+)
+
+// The append-only log holds every mutating command that succeeded, in the
+// order the engine applied it. Record: u32 body length, u32 CRC-32C of the
+// body, body = u32 argc, argc × (u32 len, bytes), all little-endian. A torn
+// or corrupt tail (a crash mid-write) is truncated on open; everything before
+// it is replayed.
+
+// maxRecordBytes bounds one log record (the largest command the server accepts).
+const maxRecordBytes = MaxRequestBytes + 1<<16
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Log is an open append-only log. Safe for concurrent use.
+type Log struct {
+	mu    sync.Mutex
+	f     *os.File
+	w     *bufio.Writer
+	fsync bool
+	buf   []byte
+}
+
+// OpenLog opens (or creates) the log at path, replays it into e and returns
+// it ready for appends. fsync makes every append durable before the reply.
+func OpenLog(path string, e *Engine, fsync bool) (*Log, int, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, 0, fmt.Errorf("dynkv: open log: %w", err)
+	}
+	good, n, err := replay(f, e)
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if err := f.Truncate(good); err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("dynkv: truncate torn log tail at %d: %w", good, err)
+	}
+	if _, err := f.Seek(good, io.SeekStart); err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("dynkv: seek log: %w", err)
+	}
+	return &Log{f: f, w: bufio.NewWriterSize(f, 1<<16), fsync: fsync}, n, nil
+}
+
+// replay applies every intact record and returns the offset after the last one.
+func replay(f *os.File, e *Engine) (int64, int, error) {
+	r := bufio.NewReaderSize(f, 1<<16)
+	var off int64
+	var head [8]byte
+	n := 0
+	for {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return off, n, nil // clean end or torn header
+		}
+		size, sum := binary.LittleEndian.Uint32(head[:4]), binary.LittleEndian.Uint32(head[4:])
+		if size > maxRecordBytes {
+			return off, n, nil
+		}
+		body := make([]byte, size)
+		if _, err := io.ReadFull(r, body); err != nil || crc32.Checksum(body, crcTable) != sum {
+			return off, n, nil
+		}
+		args, err := decodeRecord(body)
+		if err != nil {
+			return off, n, nil
+		}
+		if res, _ := e.Exec(args); res.kind == replyError {
+			return 0, 0, fmt.Errorf("dynkv: log record %d at offset %d no longer applies: %s", n, off, res.str)
+		}
+		off += int64(len(head)) + int64(size)
+		n++
+	}
+}
+
+func decodeRecord(b []byte) ([][]byte, error) {
+	if len(b) < 4 {
+		return nil, errors.New("short record")
+	}
+	argc := binary.LittleEndian.Uint32(b)
+	b = b[4:]
+	if argc == 0 || argc > 8 {
+		return nil, errors.New("bad argc")
+	}
+	args := make([][]byte, argc)
+	for i := range args {
+		if len(b) < 4 {
+			return nil, errors.New("short arg length")
+		}
+		l := binary.LittleEndian.Uint32(b)
+		b = b[4:]
+		if uint64(l) > uint64(len(b)) {
+			return nil, errors.New("short arg")
+		}
+		args[i], b = b[:l], b[l:]
+	}
+	if len(b) != 0 {
+		return nil, errors.New("trailing bytes")
+	}
+	return args, nil
+}
+
+// Append writes one command's record (and syncs when configured).
+func (l *Log) Append(args [][]byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	body := binary.LittleEndian.AppendUint32(l.buf[:0], uint32(len(args)))
+	for _, a := range args {
+		body = binary.LittleEndian.AppendUint32(body, uint32(len(a)))
+		body = append(body, a...)
+	}
+	l.buf = body
+	var head [8]byte
+	binary.LittleEndian.PutUint32(head[:4], uint32(len(body)))
+	binary.LittleEndian.PutUint32(head[4:], crc32.Checksum(body, crcTable))
+	if _, err := l.w.Write(head[:]); err != nil {
+		return fmt.Errorf("dynkv: append log: %w", err)
+	}
+	if _, err := l.w.Write(body); err != nil {
+		return fmt.Errorf("dynkv: append log: %w", err)
+	}
+	if err := l.w.Flush(); err != nil {
+		return fmt.Errorf("dynkv: flush log: %w", err)
+	}
+	if l.fsync {
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("dynkv: sync log: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close flushes and closes the log.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.w.Flush(); err != nil {
+		l.f.Close()
+		return fmt.Errorf("dynkv: flush log: %w", err)
+	}
+	return l.f.Close()
+}
