@@ -136,7 +136,7 @@ func TestStore_ClearIsWorkerWideWithWatermark(t *testing.T) {
 		t.Errorf("after worker 1's clear: Match = %+v, want only 2/0", got)
 	}
 	mustApply(t, s, Event{Kind: KindClear, Rank: r10, EventID: 10}, false) // dedupe watermark
-	mustApply(t, s, chainStore(r10, 9, nil, []uint64{1}), false)            // older than the clear
+	mustApply(t, s, chainStore(r10, 9, nil, []uint64{1}), false)           // older than the clear
 	mustApply(t, s, chainStore(r10, 11, nil, []uint64{1}), true)
 	if got := matched(s, r10, 1, 2); got != 1 {
 		t.Errorf("re-store after clear: Match = %d, want 1", got)
