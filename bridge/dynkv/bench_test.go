@@ -1,0 +1,71 @@
+package dynkv
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkServer measures APPLY and MATCH over loopback with a pipelined
+// go-redis client (64 commands per round trip), Mooncake-like 32-block chains.
+// `goindex bench` does not wrap it: run
+// go test -run '^$' -bench BenchmarkServer ./bridge/dynkv/
+func BenchmarkServer(b *testing.B) {
+	const pipeline, chain = 64, 32
+	s, err := NewServer(Config{Addr: "127.0.0.1:0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve()
+	defer s.Close()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Protocol: 2, DisableIdentity: true})
+	defer c.Close()
+	ctx := context.Background()
+	locals := make([]uint64, chain)
+	for i := range locals {
+		locals[i] = uint64(i + 1)
+	}
+	event := func(i int) []byte {
+		return AppendEvent(nil, chainStore(Rank{uint64(i % 16), 0}, uint64(i+1), nil, locals))
+	}
+	b.Run("op=apply/pipeline=64", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i += pipeline {
+			p := c.Pipeline()
+			for j := 0; j < pipeline; j++ {
+				p.Do(ctx, "DYNKV.APPLY", testKey, event(i+j))
+			}
+			if _, err := p.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
+	})
+	query := AppendMatchRequest(nil, locals)
+	b.Run("op=match/pipeline=64", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i += pipeline {
+			p := c.Pipeline()
+			cmds := make([]*redis.Cmd, pipeline)
+			for j := range cmds {
+				cmds[j] = p.Do(ctx, "DYNKV.MATCH", testKey, query)
+			}
+			if _, err := p.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if r, _ := cmds[0].Text(); len(r) != 5+16*24 {
+				b.Fatalf("MATCH reply %d bytes, want %d (16 ranks)", len(r), 5+16*24)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
+	})
+	b.Run("op=match/pipeline=1", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := c.Do(ctx, "DYNKV.MATCH", testKey, query).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
+	})
+}
