@@ -25,6 +25,7 @@ type command struct {
 var commands = []command{
 	{"hash", "print Dynamo-compatible local and sequence hashes for tokens", runHash},
 	{"dynkv", "serve Dynamo's Valkey dynkv commands (swap the router's index with one flag)", runDynkv},
+	{"bench", "micro and macro benchmarks (radix, …) with machine-readable output", runBench},
 }
 
 func main() {

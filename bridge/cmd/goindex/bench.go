@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// benchmark is one `goindex bench` sub-benchmark.
+type benchmark struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// benchmarks lists the sub-benchmarks in the order `goindex bench --help`
+// prints them; adding one is one entry here plus its bench_<name>.go.
+var benchmarks = []benchmark{
+	{"radix", "replay a Mooncake trace into the exact radix index: apply rate, match latency, memory", runBenchRadix},
+}
+
+func benchSynopsis() string {
+	var b strings.Builder
+	b.WriteString("Usage: goindex bench <benchmark> [flags]\n\n" +
+		"Micro and macro benchmarks with machine-readable output: every benchmark\n" +
+		"prints a human-readable report, or exactly one JSON object with --json.\n" +
+		"Timings are single-threaded wall-clock figures of this machine; compare\n" +
+		"them as ratios measured in one run.\n\nBenchmarks:\n")
+	for _, bm := range benchmarks {
+		fmt.Fprintf(&b, "  %-8s %s\n", bm.name, bm.summary)
+	}
+	b.WriteString("\nRun `goindex bench <benchmark> --help` for its flags.")
+	return b.String()
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench", "", stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, benchSynopsis()) }
+	// Plain parsing stops at the benchmark's name; its flags are its own.
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return fmt.Errorf("bench: name a benchmark: %w", errUsage)
+	}
+	name := fs.Arg(0)
+	for _, bm := range benchmarks {
+		if bm.name == name {
+			return bm.run(ctx, fs.Args()[1:], stdout, stderr)
+		}
+	}
+	fs.Usage()
+	return fmt.Errorf("bench: unknown benchmark %q: %w", name, errUsage)
+}
