@@ -47,7 +47,8 @@ Workers and engines:
 Measurement and output:
   --queries Q          timed match queries, cycling over the prompts in trace
                        order (0: one per request)
-  --examples K         example queries to show with their matched depths
+  --examples K         show the K queries matched by the most members (earliest
+                       first among equals) with every member's matched depth
   --json               print one JSON object instead of the report
 
 Progress goes to stderr once a phase runs longer than a second.`
@@ -109,7 +110,7 @@ func runReplayBench(ctx context.Context, target replayTarget, args []string, std
 	schemeName := fs.String("scheme", trace.Split.String(), "id → block mapping: split or per-id")
 	fs.IntVar(&o.capacityBlocks, "capacity-blocks", trace.DefaultCapacityBlocks, "cache capacity of each worker's engine, in blocks")
 	fs.IntVar(&o.queries, "queries", 0, "timed match queries (0: one per request)")
-	fs.IntVar(&o.examples, "examples", 3, "example queries to show")
+	fs.IntVar(&o.examples, "examples", 3, "example queries to show (those matched by the most members)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -471,6 +472,7 @@ func verify(rep *replayReport, idx kv.Index, engines []*trace.Engine, prompts []
 	matchedBlocks := make([]int, len(engines))
 	var got []kv.Overlap
 	want := make([]kv.Overlap, 0, len(engines))
+	holders := make([]int, len(prompts)) // members matching each query
 	for q, p := range prompts {
 		got = idx.Match(got[:0], p)
 		want = want[:0]
@@ -494,6 +496,7 @@ func verify(rep *replayReport, idx kv.Index, engines []*trace.Engine, prompts []
 		if best > 0 {
 			rep.Overlap.Matched++
 		}
+		holders[q] = len(want)
 		bestSum += best
 		blocksSum += len(p)
 	}
@@ -503,10 +506,14 @@ func verify(rep *replayReport, idx kv.Index, engines []*trace.Engine, prompts []
 	for w := range rep.Workers {
 		rep.Workers[w].MeanMatched = ratio(matchedBlocks[w], rep.Workers[w].MatchedQueries)
 	}
-	// Examples spread evenly over the trace, deepest holders first.
-	examples = min(examples, len(prompts))
-	for k := range examples {
-		q := k * len(prompts) / examples
+	// Examples: the queries most members match, to show sharing across
+	// workers; deepest holders first.
+	order := make([]int, len(prompts))
+	for q := range order {
+		order[q] = q
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(holders[b], holders[a]) })
+	for _, q := range order[:min(examples, len(order))] {
 		ex := exampleQuery{Request: q, Worker: sentTo[q], Blocks: len(prompts[q]), Matches: []exampleHold{}}
 		got = idx.Match(got[:0], prompts[q])
 		slices.SortFunc(got, func(a, b kv.Overlap) int {
@@ -609,7 +616,7 @@ func (r *replayReport) print(w io.Writer) {
 		fmt.Fprintln(w, "\nexample queries (member=matched blocks, deepest first):")
 	}
 	for _, ex := range r.Examples {
-		fmt.Fprintf(w, "  request %d (%d blocks, served by worker %d):", ex.Request, ex.Blocks, ex.Worker)
+		fmt.Fprintf(w, "  request %d (%d-block prompt, served by worker %d):", ex.Request, ex.Blocks, ex.Worker)
 		for i, m := range ex.Matches {
 			if i == 8 {
 				fmt.Fprintf(w, " … %d more", len(ex.Matches)-8)

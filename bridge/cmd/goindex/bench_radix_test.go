@@ -172,6 +172,11 @@ func TestBenchRadix_JSONShape(t *testing.T) {
 	if requests != rep.Trace.Requests || hits != rep.Cache.HitBlocks || held != rep.Index.MemberBlocks {
 		t.Errorf("per-worker sums: %d requests, %d hits, %d held; want %d, %d, %d", requests, hits, held, rep.Trace.Requests, rep.Cache.HitBlocks, rep.Index.MemberBlocks)
 	}
+	for i := 1; i < len(rep.Examples); i++ {
+		if len(rep.Examples[i].Matches) > len(rep.Examples[i-1].Matches) {
+			t.Errorf("example %d has %d holders, more than example %d's %d: want the most-shared queries first", i, len(rep.Examples[i].Matches), i-1, len(rep.Examples[i-1].Matches))
+		}
+	}
 	if rep.Apply.Events != rep.Apply.StoredEvents+rep.Apply.RemovedEvents || rep.Overlap.Mismatches != 0 {
 		t.Errorf("events %d ≠ %d stored + %d removed, or %d mismatches", rep.Apply.Events, rep.Apply.StoredEvents, rep.Apply.RemovedEvents, rep.Overlap.Mismatches)
 	}
@@ -183,7 +188,7 @@ func TestBenchRadix_HumanReport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench radix: %v", err)
 	}
-	for _, want := range []string{"goindex bench radix:", "apply ", "events/s", "match ", "p99", "heap", "hit rate", "0 mismatches", "worker", "example queries", "request 0 (3 blocks"} {
+	for _, want := range []string{"goindex bench radix:", "apply ", "events/s", "match ", "p99", "heap", "hit rate", "0 mismatches", "worker", "example queries", "request 0 (3-block prompt"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
