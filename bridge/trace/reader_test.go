@@ -15,7 +15,7 @@ import (
 // slicePath is a shipped 400-request slice of the synthetic workload.
 var slicePath = filepath.Join("..", "..", "testdata", "mooncake", "synthetic_head400.jsonl")
 
-func readSlice(t *testing.T) []Request {
+func readSlice(t testing.TB) []Request {
 	t.Helper()
 	f, err := os.Open(slicePath)
 	if err != nil {

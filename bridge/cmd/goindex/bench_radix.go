@@ -218,11 +218,12 @@ type applyFigures struct {
 }
 
 type matchFigures struct {
-	Queries int     `json:"queries"`
-	P50us   float64 `json:"p50_us"`
-	P99us   float64 `json:"p99_us"`
-	MeanUs  float64 `json:"mean_us"`
-	MaxUs   float64 `json:"max_us"`
+	Queries  int     `json:"queries"`
+	Overlaps int     `json:"overlaps"` // member overlaps the timed queries returned
+	P50us    float64 `json:"p50_us"`
+	P99us    float64 `json:"p99_us"`
+	MeanUs   float64 `json:"mean_us"`
+	MaxUs    float64 `json:"max_us"`
 }
 
 // indexFigures counts what the index must track, from the engines' caches,
@@ -251,12 +252,13 @@ type cacheFigures struct {
 }
 
 type overlapFigures struct {
-	Verified       int     `json:"verified_queries"`
-	Mismatches     int     `json:"mismatches"`
-	FirstMismatch  string  `json:"first_mismatch,omitempty"`
-	Matched        int     `json:"matched_queries"`
-	MeanBestBlocks float64 `json:"mean_best_overlap_blocks"`
-	BestFraction   float64 `json:"best_overlap_fraction"` // Σ best depth / Σ query blocks
+	Verified          int     `json:"verified_queries"`
+	WantTimedOverlaps int     `json:"want_timed_overlaps"` // what match.overlaps must be
+	Mismatches        int     `json:"mismatches"`
+	FirstMismatch     string  `json:"first_mismatch,omitempty"`
+	Matched           int     `json:"matched_queries"`
+	MeanBestBlocks    float64 `json:"mean_best_overlap_blocks"`
+	BestFraction      float64 `json:"best_overlap_fraction"` // Σ best depth / Σ query blocks
 }
 
 type workerRow struct {
@@ -441,7 +443,7 @@ func replay(ctx context.Context, o replayOptions, target replayTarget, stderr io
 	}
 	lat := make([]time.Duration, queries)
 	dst := make([]kv.Overlap, 0, o.workers)
-	sink := 0
+	timedOverlaps := 0 // the sink: checked against the verification below
 	prog = newProgress(stderr, "matching")
 	for q := range lat {
 		if q&1023 == 0 {
@@ -454,20 +456,24 @@ func replay(ctx context.Context, o replayOptions, target replayTarget, stderr io
 		t0 := time.Now()
 		dst = idx.Match(dst[:0], p)
 		lat[q] = time.Since(t0)
-		sink += len(dst)
+		timedOverlaps += len(dst)
 	}
 	rep.Match = latencyFigures(lat)
-	runtime.KeepAlive(sink)
+	rep.Match.Overlaps = timedOverlaps
 
 	// Phase 4, untimed: every distinct query's answer must equal the
 	// engines' own cached prefixes.
-	verify(rep, idx, engines, prompts[:min(queries, len(prompts))], sentTo, o.examples)
+	holders := verify(rep, idx, engines, prompts[:min(queries, len(prompts))], sentTo, o.examples)
+	for q := range queries {
+		rep.Overlap.WantTimedOverlaps += holders[q%len(holders)]
+	}
 	return rep, nil
 }
 
-// verify checks each prompt's overlaps against the engines' Lookup and fills
-// the overlap figures, the per-worker match columns and the examples.
-func verify(rep *replayReport, idx kv.Index, engines []*trace.Engine, prompts [][]uint64, sentTo []int, examples int) {
+// verify checks each prompt's overlaps against the engines' Lookup, fills
+// the overlap figures, the per-worker match columns and the examples, and
+// returns how many members each prompt matches.
+func verify(rep *replayReport, idx kv.Index, engines []*trace.Engine, prompts [][]uint64, sentTo []int, examples int) []int {
 	var bestSum, blocksSum int
 	matchedBlocks := make([]int, len(engines))
 	var got []kv.Overlap
@@ -524,6 +530,7 @@ func verify(rep *replayReport, idx kv.Index, engines []*trace.Engine, prompts []
 		}
 		rep.Examples = append(rep.Examples, ex)
 	}
+	return holders
 }
 
 func compareOverlap(a, b kv.Overlap) int {
@@ -573,6 +580,9 @@ func (r *replayReport) check() error {
 	if rs := r.Index.Reported; rs != nil && (rs.DistinctBlocks != r.Index.DistinctBlocks || rs.MemberBlocks != r.Index.MemberBlocks) {
 		return fmt.Errorf("bench %s: the index reports %d distinct and %d member blocks, the engines hold %d and %d: %w",
 			r.Benchmark, rs.DistinctBlocks, rs.MemberBlocks, r.Index.DistinctBlocks, r.Index.MemberBlocks, errBenchCheck)
+	}
+	if r.Match.Overlaps != r.Overlap.WantTimedOverlaps {
+		return fmt.Errorf("bench %s: the timed queries returned %d overlaps, the engines imply %d: %w", r.Benchmark, r.Match.Overlaps, r.Overlap.WantTimedOverlaps, errBenchCheck)
 	}
 	if r.Overlap.Mismatches > 0 {
 		return fmt.Errorf("bench %s: %d of %d queries disagree with the engines' caches (first: %s): %w", r.Benchmark, r.Overlap.Mismatches, r.Overlap.Verified, r.Overlap.FirstMismatch, errBenchCheck)

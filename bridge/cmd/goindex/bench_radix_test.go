@@ -89,8 +89,8 @@ func TestBenchRadix_TinyTraceFiguresAreExact(t *testing.T) {
 			*rep.Index.Reported != (reportedSizes{DistinctBlocks: c.held, MemberBlocks: c.held}) {
 			t.Errorf("%s: index holds %d member / %d distinct blocks, worker row %d; want %d", c.name, rep.Index.MemberBlocks, rep.Index.DistinctBlocks, rep.Workers[0].HeldBlocks, c.held)
 		}
-		if rep.Match.Queries != 3 || rep.Overlap.Verified != 3 || rep.Overlap.Mismatches != 0 {
-			t.Errorf("%s: %d queries, %d verified, %d mismatches; want 3, 3, 0", c.name, rep.Match.Queries, rep.Overlap.Verified, rep.Overlap.Mismatches)
+		if rep.Match.Queries != 3 || rep.Match.Overlaps != 3 || rep.Overlap.Verified != 3 || rep.Overlap.Mismatches != 0 {
+			t.Errorf("%s: %d queries returning %d overlaps, %d verified, %d mismatches; want 3, 3, 3, 0", c.name, rep.Match.Queries, rep.Match.Overlaps, rep.Overlap.Verified, rep.Overlap.Mismatches)
 		}
 		// The final cache holds [0 1 2] in both cases, so request 1 ([0 1 3])
 		// matches 2 blocks when it was evicted and 3 when it fits.
