@@ -56,6 +56,13 @@ Progress goes to stderr once a phase runs longer than a second.`
 // defaultBenchTrace is the shipped slice replayed when --trace is not given.
 const defaultBenchTrace = "testdata/mooncake/synthetic_head400.jsonl"
 
+// Flag limits of the replay benchmarks, so a typo cannot ask for gigabytes
+// of engines or latency samples.
+const (
+	maxBenchWorkers = 1 << 16
+	maxBenchQueries = 1 << 24
+)
+
 // errBenchCheck marks a benchmark whose results failed their own check.
 var errBenchCheck = errors.New("benchmark check failed")
 
@@ -123,12 +130,14 @@ func runReplayBench(ctx context.Context, target replayTarget, args []string, std
 		return usageErr("--scheme: %v", err)
 	}
 	switch {
-	case o.workers < 1:
-		return usageErr("--workers must be at least 1")
+	case o.workers < 1 || o.workers > maxBenchWorkers:
+		return usageErr("--workers must be in [1, %d]", maxBenchWorkers)
 	case o.capacityBlocks < 1 || o.capacityBlocks > trace.MaxCapacityBlocks:
 		return usageErr("--capacity-blocks must be in [1, %d]", trace.MaxCapacityBlocks)
-	case o.queries < 0 || o.examples < 0:
-		return usageErr("--queries and --examples must not be negative")
+	case o.queries < 0 || o.queries > maxBenchQueries:
+		return usageErr("--queries must be in [0, %d]", maxBenchQueries)
+	case o.examples < 0:
+		return usageErr("--examples must not be negative")
 	}
 	if o.tracePath == "" {
 		if o.tracePath, err = findUp(defaultBenchTrace); err != nil {

@@ -231,6 +231,9 @@ func TestBenchRadix_RejectsBadInput(t *testing.T) {
 		msg   string // in the error
 	}{
 		{[]string{"--workers", "0"}, true, "--workers"},
+		{[]string{"--workers", "100000"}, true, "--workers"},
+		{[]string{"--queries", "100000000"}, true, "--queries"},
+		{[]string{"--examples", "-2"}, true, "--examples"},
 		{[]string{"--block-size", "100"}, true, "block size 100"},
 		{[]string{"--scheme", "upstream"}, true, "--scheme"},
 		{[]string{"--capacity-blocks", "0"}, true, "--capacity-blocks"},
