@@ -1,0 +1,120 @@
+package dynamo
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/goindex/goindex/goindex/kv"
+)
+
+func TestRouterEvent_KVConvertsEveryKind(t *testing.T) {
+	mm := &MMExtraInfo{Objects: []MMObject{{Hash: 42}}}
+	cases := []struct {
+		name string
+		in   RouterEvent
+		want kv.Event
+	}{
+		{"stored", RouterEvent{WorkerID: 7, Event: CacheEvent{EventID: 42, Kind: kv.Stored, DpRank: 2, Stored: StoreData{
+			HasParent: true, Parent: 99, HasStart: true, StartPosition: 3,
+			Blocks: []StoredBlock{{BlockHash: 1, TokensHash: 11, MM: mm}, {BlockHash: 2, TokensHash: 12}},
+		}}}, kv.Event{Member: kv.Member{Worker: 7, Rank: 2}, EventID: 42, Kind: kv.Stored, HasParent: true, Parent: 99,
+			HasStart: true, StartPosition: 3, Blocks: []kv.Block{{External: 1, Local: 11}, {External: 2, Local: 12}}}},
+		{"removed", RouterEvent{WorkerID: 7, StorageTier: TierDisk, Event: CacheEvent{EventID: 43, Kind: kv.Removed, Removed: []uint64{1, 2}}},
+			kv.Event{Member: kv.Member{Worker: 7}, EventID: 43, Kind: kv.Removed, Removed: []uint64{1, 2}}},
+		{"cleared", RouterEvent{WorkerID: 8, Residency: ResidencyWorker, Event: CacheEvent{EventID: 44, Kind: kv.Cleared, DpRank: 1}},
+			kv.Event{Member: kv.Member{Worker: 8, Rank: 1}, EventID: 44, Kind: kv.Cleared}},
+	}
+	for _, c := range cases {
+		got, err := c.in.KV()
+		if err != nil {
+			t.Errorf("%s: KV() error %v", c.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: KV() = %+v, want %+v", c.name, got, c.want)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("%s: KV() result fails kv.Event.Validate: %v", c.name, err)
+		}
+	}
+}
+
+func TestRouterEvent_KVCopiesRemovedHashes(t *testing.T) {
+	in := RouterEvent{Event: CacheEvent{Kind: kv.Removed, Removed: []uint64{1, 2}}}
+	got, err := in.KV()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Removed[0] = 100
+	if in.Event.Removed[0] != 1 {
+		t.Errorf("KV() result aliases RouterEvent.Removed: source now %v", in.Event.Removed)
+	}
+}
+
+func TestRouterEvent_ValidateRejectsOutOfRangeFields(t *testing.T) {
+	cases := []struct {
+		name string
+		in   RouterEvent
+		want error
+	}{
+		{"zero kind", RouterEvent{}, ErrMalformed},
+		{"tier", RouterEvent{StorageTier: tierCount, Event: CacheEvent{Kind: kv.Cleared}}, ErrUnknownStorageTier},
+		{"residency", RouterEvent{Residency: residencyCount, Event: CacheEvent{Kind: kv.Cleared}}, ErrUnsupportedResidency},
+	}
+	for _, c := range cases {
+		if err := c.in.Validate(); !errors.Is(err, c.want) {
+			t.Errorf("%s: Validate() = %v, want %v", c.name, err, c.want)
+		}
+		if _, err := c.in.KV(); !errors.Is(err, c.want) {
+			t.Errorf("%s: KV() error = %v, want %v", c.name, err, c.want)
+		}
+	}
+	big := RouterEvent{Event: CacheEvent{Kind: kv.Removed, Removed: make([]uint64, MaxBlocksPerEvent+1)}}
+	var le *LimitError
+	if err := big.Validate(); !errors.As(err, &le) {
+		t.Errorf("Validate(%d removed hashes) = %v, want *LimitError", MaxBlocksPerEvent+1, err)
+	}
+}
+
+func TestStorageTier_ParseAndString(t *testing.T) {
+	for tier := TierDevice; tier < tierCount; tier++ {
+		got, err := ParseStorageTier(tier.String())
+		if err != nil || got != tier {
+			t.Errorf("ParseStorageTier(%q) = %v, %v; want %v", tier.String(), got, err, tier)
+		}
+	}
+	for _, s := range []string{"", "Device", "gpu", "ssd"} {
+		if _, err := ParseStorageTier(s); !errors.Is(err, ErrUnknownStorageTier) {
+			t.Errorf("ParseStorageTier(%q) error = %v, want ErrUnknownStorageTier", s, err)
+		}
+	}
+	if (&RouterEvent{StorageTier: TierHostPinned}).Primary() || !(&RouterEvent{}).Primary() {
+		t.Error("Primary() must hold for the device tier only")
+	}
+}
+
+func TestResidency_ParseAndString(t *testing.T) {
+	for _, r := range []Residency{ResidencyWorker, ResidencyCacheOwner} {
+		got, err := ParseResidency(r.String())
+		if err != nil || got != r {
+			t.Errorf("ParseResidency(%q) = %v, %v; want %v", r.String(), got, err, r)
+		}
+	}
+	for _, s := range []string{"", "Worker", "owner"} {
+		if _, err := ParseResidency(s); !errors.Is(err, ErrUnsupportedResidency) {
+			t.Errorf("ParseResidency(%q) error = %v, want ErrUnsupportedResidency", s, err)
+		}
+	}
+}
+
+func TestMMExtraInfo_AppendHashes(t *testing.T) {
+	var none *MMExtraInfo
+	if got := none.AppendHashes(nil); len(got) != 0 {
+		t.Errorf("nil.AppendHashes = %v, want empty", got)
+	}
+	m := &MMExtraInfo{Objects: []MMObject{{Hash: 3}, {Hash: 1}}}
+	if got := m.AppendHashes([]uint64{9}); !reflect.DeepEqual(got, []uint64{9, 3, 1}) {
+		t.Errorf("AppendHashes([9]) = %v, want [9 3 1]", got)
+	}
+}
