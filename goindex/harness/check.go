@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/goindex/goindex/goindex/kv"
 )
@@ -25,6 +26,10 @@ type Counters struct {
 	Rejects          int // backend errors on MayReject operations (allowed)
 	ApplyErrors      int // backend errors on MustApply operations
 	Malformed        int // malformed Match results
+	// DetailChecks counts the detailed matches compared with Match (indexes
+	// implementing DetailMatcher); DetailMismatches those that disagreed.
+	DetailChecks     int
+	DetailMismatches int
 	// ConcurrentMatches counts the Match calls made while events were being
 	// applied (concurrent readers mode); they are checked only for shape.
 	ConcurrentMatches int
@@ -45,6 +50,8 @@ func (c *Counters) Add(o Counters) {
 	c.Rejects += o.Rejects
 	c.ApplyErrors += o.ApplyErrors
 	c.Malformed += o.Malformed
+	c.DetailChecks += o.DetailChecks
+	c.DetailMismatches += o.DetailMismatches
 	c.ConcurrentMatches += o.ConcurrentMatches
 	c.Checkpoints += o.Checkpoints
 }
@@ -60,15 +67,35 @@ func (c *Counters) OvercountRate() float64 {
 
 // String summarizes the counters on one line.
 func (c *Counters) String() string {
-	return fmt.Sprintf("ops %d, queries %d, member checks %d: exact %d, holes %d, overcounts %d (%d blocks, rate %.3g), undercounts %d (%d blocks); rejects %d, apply errors %d, malformed %d; concurrent matches %d; checkpoints %d",
+	return fmt.Sprintf("ops %d, queries %d, member checks %d: exact %d, holes %d, overcounts %d (%d blocks, rate %.3g), undercounts %d (%d blocks); rejects %d, apply errors %d, malformed %d; details %d (%d mismatched); concurrent matches %d; checkpoints %d",
 		c.Ops, c.Queries, c.MemberChecks, c.Exact, c.Holes, c.Overcounts, c.OvercountBlocks, c.OvercountRate(),
-		c.Undercounts, c.UndercountBlocks, c.Rejects, c.ApplyErrors, c.Malformed, c.ConcurrentMatches, c.Checkpoints)
+		c.Undercounts, c.UndercountBlocks, c.Rejects, c.ApplyErrors, c.Malformed, c.DetailChecks, c.DetailMismatches,
+		c.ConcurrentMatches, c.Checkpoints)
+}
+
+// Detail is one member's detailed match (Dynamo's last_matched_hashes): its
+// depth and its external hash of the deepest block it matched.
+type Detail struct {
+	Member kv.Member
+	Blocks int
+	Last   uint64
+}
+
+// DetailMatcher is implemented by indexes that also report detailed
+// matches. Check then requires them to list exactly the members and depths
+// Match reports, each with Last equal to the query's chain hash at
+// Blocks−1 (dynamo-compat §3.6): true whenever external hashes are the
+// router chain, as in every generated workload.
+type DetailMatcher interface {
+	MatchDetails(dst []Detail, locals []uint64) []Detail
 }
 
 // Check runs q against ix and judges every member's score against m's
 // bounds (dynamo-compat §3.6): above held_len is an overcount, below
 // reach_len an undercount, in between a hole, and equal to held_len exact; a
-// member the model does not know may only score 0. It adds to c and appends
+// member the model does not know may only score 0. If ix is a
+// DetailMatcher its detailed matches are compared with Match too. It adds to
+// c and appends
 // every violation (with Op unset) to dst. Check only reads m, so several
 // goroutines may check against one model while nothing mutates it.
 func Check(ix kv.Index, m *Model, q Query, c *Counters, dst []Violation) []Violation {
@@ -82,6 +109,31 @@ func Check(ix kv.Index, m *Model, q Query, c *Counters, dst []Violation) []Viola
 	for _, o := range got {
 		if o.Blocks > 0 && !m.Known(o.Member) {
 			dst = judge(o.Member, o.Blocks, 0, 0, q, c, dst)
+		}
+	}
+	if dm, ok := ix.(DetailMatcher); ok {
+		dst = checkDetails(dm.MatchDetails(nil, q.Locals), got, q, c, dst)
+	}
+	return dst
+}
+
+// checkDetails appends a DetailMismatch for every detailed match that
+// disagrees with Match or names the wrong last hash, and for every member
+// Match reports that has no detailed match.
+func checkDetails(ds []Detail, got []kv.Overlap, q Query, c *Counters, dst []Violation) []Violation {
+	c.DetailChecks += len(ds)
+	bad := func(d Detail) {
+		c.DetailMismatches++
+		dst = append(dst, Violation{Kind: DetailMismatch, Member: d.Member, Query: q, Score: scoreOf(got, d.Member), Detail: d})
+	}
+	for _, d := range ds {
+		if d.Blocks < 1 || d.Blocks > len(q.Chain) || d.Blocks != scoreOf(got, d.Member) || d.Last != q.Chain[d.Blocks-1] {
+			bad(d)
+		}
+	}
+	for _, o := range got {
+		if !slices.ContainsFunc(ds, func(d Detail) bool { return d.Member == o.Member }) {
+			bad(Detail{Member: o.Member})
 		}
 	}
 	return dst

@@ -88,3 +88,45 @@ func TestCheck_ViolationFields(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 }
+
+// detailIndex is a fixedIndex that also reports fixed detailed matches.
+type detailIndex struct {
+	fixedIndex
+	details []Detail
+}
+
+func (x *detailIndex) MatchDetails(dst []Detail, _ []uint64) []Detail {
+	return append(dst, x.details...)
+}
+
+// TestCheck_DetailedMatches: details must list Match's members and depths
+// with the chain hash of the last matched block.
+func TestCheck_DetailedMatches(t *testing.T) {
+	q := NewQuery([]uint64{7, 8})
+	m := NewModel(ClearRank)
+	m.Store(m0, false, 0, []kv.Block{{External: q.Chain[0], Local: 7}, {External: q.Chain[1], Local: 8}})
+	scores := []kv.Overlap{ov(m0, 2)}
+	cases := []struct {
+		name    string
+		details []Detail
+		bad     int
+	}{
+		{"agree", []Detail{{Member: m0, Blocks: 2, Last: q.Chain[1]}}, 0},
+		{"wrong last hash", []Detail{{Member: m0, Blocks: 2, Last: q.Chain[0]}}, 1},
+		{"wrong depth", []Detail{{Member: m0, Blocks: 1, Last: q.Chain[0]}}, 1},
+		{"missing member", nil, 1},
+		{"extra member", []Detail{{Member: m0, Blocks: 2, Last: q.Chain[1]}, {Member: kv.Member{Worker: 9}, Blocks: 1, Last: q.Chain[0]}}, 1},
+	}
+	for _, c := range cases {
+		var got Counters
+		vs := Check(&detailIndex{fixedIndex{scores: scores}, c.details}, m, q, &got, nil)
+		if len(vs) != c.bad || got.DetailMismatches != c.bad || got.DetailChecks != len(c.details) {
+			t.Errorf("%s: Check = %v, counters %+v; want %d detail mismatches of %d checks", c.name, vs, got, c.bad, len(c.details))
+		}
+		for _, v := range vs {
+			if v.Kind != DetailMismatch {
+				t.Errorf("%s: violation %s, want %s", c.name, v.Kind, DetailMismatch)
+			}
+		}
+	}
+}

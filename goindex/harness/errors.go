@@ -40,6 +40,10 @@ const (
 	// Malformed: Match returned a member twice, or a depth that is not in
 	// 1..len(query). Always fails.
 	Malformed
+	// DetailMismatch: a DetailMatcher's detailed match disagreed with
+	// Match, or its last hash is not the query's chain hash at depth−1.
+	// Always fails.
+	DetailMismatch
 )
 
 // String names the kind.
@@ -53,6 +57,8 @@ func (k ViolationKind) String() string {
 		return "apply error"
 	case Malformed:
 		return "malformed match"
+	case DetailMismatch:
+		return "detail mismatch"
 	}
 	return fmt.Sprintf("violation(%d)", uint8(k))
 }
@@ -69,6 +75,9 @@ type Violation struct {
 	// the member's score and the model's held_len and reach_len.
 	Query              Query
 	Score, Held, Reach int
+	// Detail is the offending detailed match (DetailMismatch only; Blocks
+	// 0 when Match reported the member and the details did not).
+	Detail Detail
 	// Err is the index's error (ApplyError only).
 	Err error
 }
@@ -81,6 +90,9 @@ func (v *Violation) Error() string {
 	case Malformed:
 		return fmt.Sprintf("harness: op %d: %s: member %s depth %d for a %d-block query",
 			v.Op, v.Kind, v.Member, v.Score, len(v.Query.Locals))
+	case DetailMismatch:
+		return fmt.Sprintf("harness: op %d: %s: member %s detail depth %d last %#x, Match depth %d (%d-block query)",
+			v.Op, v.Kind, v.Member, v.Detail.Blocks, v.Detail.Last, v.Score, len(v.Query.Locals))
 	}
 	return fmt.Sprintf("harness: op %d: %s: Match(%d blocks) member %s = %d, want %d..%d (reach_len..held_len)",
 		v.Op, v.Kind, len(v.Query.Locals), v.Member, v.Score, v.Reach, v.Held)

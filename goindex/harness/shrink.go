@@ -441,12 +441,14 @@ func (c *Case) String() string {
 	for _, q := range c.Probe {
 		fmt.Fprintf(&b, "  probe locals %s\n", nameList(l, q.Locals))
 	}
-	v := &c.Violation
-	if v.Kind == ApplyError {
+	switch v := &c.Violation; v.Kind {
+	case ApplyError:
 		fmt.Fprintf(&b, "  → %s at op %d: %v\n", v.Kind, v.Op+1, v.Err)
-	} else {
+	case Overcount, Undercount:
 		fmt.Fprintf(&b, "  → %s: member %s scored %d on locals %s, want %d..%d (reach_len..held_len)\n",
 			v.Kind, v.Member, v.Score, nameList(l, v.Query.Locals), v.Reach, v.Held)
+	default:
+		fmt.Fprintf(&b, "  → %v\n", v)
 	}
 	b.WriteString("  hashes:")
 	for i, h := range l.order {
