@@ -1,0 +1,49 @@
+package ckf
+
+import "math/bits"
+
+// XXH3-64 constants for inputs of 4–8 bytes: the two 64-bit words of the
+// default secret at byte offsets 8 and 16, and the rrmxmx multiplier.
+const (
+	xxh3Secret8  = 0x1cad21f72c81017c
+	xxh3Secret16 = 0xdb979083e96dd4de
+	xxh3MulMX    = 0x9fb21c651e98df25
+)
+
+// Hash8 returns XXH3-64 of LE64(x) with a 64-bit seed, bit-identical to
+// xxh3.HashSeed on those 8 bytes, without the library's generic length
+// dispatch. It is the len 4–8 path of XXH3: for exactly 8 bytes the "first
+// and last 4 bytes" it mixes are x's low and high halves, so the keyed input
+// is x rotated by 32. Small enough for the compiler to inline; the probe pays
+// about 4 ns per position for it instead of about 10 ns for a library call
+// (shared/notes/probe-performance.md; see BenchmarkHash8).
+func Hash8(x, seed uint64) uint64 {
+	seed ^= uint64(bits.ReverseBytes32(uint32(seed))) << 32
+	h := bits.RotateLeft64(x, 32) ^ ((xxh3Secret8 ^ xxh3Secret16) - seed)
+	h ^= bits.RotateLeft64(h, 49) ^ bits.RotateLeft64(h, 24)
+	h *= xxh3MulMX
+	h ^= h>>35 + 8
+	h *= xxh3MulMX
+	return h ^ h>>28
+}
+
+// ProbeFast returns the same Probe as Probe(h), computing the address hash
+// with the inlined Hash8 instead of a library call, and taking the alternate
+// bucket from the precomputed delta table (no second hash). The query hot
+// path (package replica) uses it; the randomized test holds it equal to
+// Probe.
+func (f *Format) ProbeFast(h uint64) Probe {
+	m := Hash8(h, f.seed)
+	fp := uint16(m)
+	fp += uint16(b2u(fp == 0))
+	a := uint32((m >> 16) & f.mask)
+	return Probe{FP: fp, A: a, B: a ^ f.delta[fp]}
+}
+
+// b2u converts a bool to 0 or 1 without a branch (the compiler emits SETcc).
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}

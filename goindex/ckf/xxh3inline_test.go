@@ -1,0 +1,139 @@
+package ckf
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/zeebo/xxh3"
+)
+
+// inlineSeed returns the randomized-test seed: GOINDEX_SEED if set, else
+// fixed.
+func inlineSeed(t testing.TB) uint64 {
+	if s := os.Getenv("GOINDEX_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 0, 64)
+		if err != nil {
+			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
+		}
+		return v
+	}
+	return 0x8A5CD789635D2DFF
+}
+
+func libraryHash8(x, seed uint64) uint64 {
+	var buf [8]byte
+	binary.LittleEndian.PutUint64(buf[:], x)
+	return xxh3.HashSeed(buf[:], seed)
+}
+
+func TestHash8_MatchesLibraryOnRandomInputsAndSeeds(t *testing.T) {
+	seed := inlineSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	cases := 4_000_000
+	if testing.Short() {
+		cases = 500_000
+	}
+	edges := []uint64{0, 1, 0xFFFFFFFF, 1 << 32, 1 << 63, ^uint64(0), DefaultSeed, chainSeedEdge}
+	check := func(x, s uint64) bool {
+		if got, want := Hash8(x, s), libraryHash8(x, s); got != want {
+			t.Errorf("Hash8(%#x, seed %#x) = %#x, want %#x (test seed %#x)", x, s, got, want, seed)
+			return false
+		}
+		return true
+	}
+	for _, x := range edges {
+		for _, s := range edges {
+			check(x, s)
+		}
+	}
+	for i := 0; i < cases; i++ {
+		if !check(rng.Uint64(), rng.Uint64()) {
+			return
+		}
+	}
+}
+
+// chainSeedEdge is Dynamo's chain seed (1337), an edge seed worth pinning.
+const chainSeedEdge = 1337
+
+func TestHash8_MatchesSpecRawHashes(t *testing.T) {
+	for _, v := range []struct{ h, m uint64 }{
+		{0x0000000000000000, 0x85A2CEAE045EB49E},
+		{0x0000000000000001, 0xEA2D49B1FA7FBABF},
+		{0x0000000000000539, 0xB46B479456694624},
+		{0x8000000000000000, 0xBA477DA68A2E84A4},
+		{0xFFFFFFFFFFFFFFFF, 0xA0DD3E19CA49500A},
+		{0x42B9B85973626CC1, 0x3C05CFB385A4E769},
+		{0x0000000000009222, 0xE59574E0D1B20000},
+		{0x7EE2CBEDC694AB46, 0x8EF5206D1AEC4FCC},
+		{0x83FB702F20E2AD65, 0x36DECFEDF675BFAD},
+	} {
+		if got := Hash8(v.h, DefaultSeed); got != v.m {
+			t.Errorf("Hash8(%#x, DefaultSeed) = %#x, want %#x", v.h, got, v.m)
+		}
+	}
+}
+
+func TestFormat_ProbeFastEqualsProbe(t *testing.T) {
+	seed := inlineSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	var formats []*Format
+	for _, n := range []uint64{2, 8, 1 << 19, MaxBuckets} {
+		for _, s := range []uint64{DefaultSeed, rng.Uint64()} {
+			f, err := NewFormat(s, n)
+			if err != nil {
+				t.Fatalf("NewFormat(%#x, %d): %v", s, n, err)
+			}
+			formats = append(formats, f)
+		}
+	}
+	cases := 1_000_000
+	if testing.Short() {
+		cases = 200_000
+	}
+	for i := 0; i < cases; i++ {
+		f := formats[i%len(formats)]
+		h := rng.Uint64()
+		if i%1024 == 0 {
+			h = 0x9222 // the vector whose raw fingerprint is 0
+		}
+		if got, want := f.ProbeFast(h), f.Probe(h); got != want {
+			t.Fatalf("ProbeFast(%#x) on n=%d seed=%#x = %+v, want %+v (test seed %#x)", h, f.Buckets(), f.Seed(), got, want, seed)
+		}
+	}
+}
+
+func FuzzHash8(f *testing.F) {
+	f.Add(uint64(0), DefaultSeed)
+	f.Add(uint64(0x9222), uint64(0))
+	f.Add(^uint64(0), ^uint64(0))
+	f.Fuzz(func(t *testing.T, x, seed uint64) {
+		if got, want := Hash8(x, seed), libraryHash8(x, seed); got != want {
+			t.Errorf("Hash8(%#x, seed %#x) = %#x, want %#x", x, seed, got, want)
+		}
+	})
+}
+
+var hashSink uint64
+
+// BenchmarkHash8 lines the inlined hash up against the library call it
+// replaces on the probe hot path.
+func BenchmarkHash8(b *testing.B) {
+	b.Run("impl=inline", func(b *testing.B) {
+		var acc uint64
+		for i := 0; b.Loop(); i++ {
+			acc += Hash8(uint64(i), DefaultSeed)
+		}
+		hashSink = acc
+	})
+	b.Run("impl=library", func(b *testing.B) {
+		var acc uint64
+		for i := 0; b.Loop(); i++ {
+			acc += libraryHash8(uint64(i), DefaultSeed)
+		}
+		hashSink = acc
+	})
+}
