@@ -303,9 +303,9 @@ func runLanes(ix kv.Index, ops []Op, rc *runConfig) outcome {
 			ch <- laneItem{barrier: &drained}
 		}
 		drained.Wait()
-		for l := range n {
-			if out.fail == nil {
-				out.fail = fails[l]
+		for _, f := range fails {
+			if f != nil && (out.fail == nil || f.Op < out.fail.Op) {
+				out.fail = f
 			}
 		}
 		if out.fail == nil {
