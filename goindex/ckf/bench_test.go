@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func readTrace(tb testing.TB, path string) [][]uint64 {
 type ingestStream struct {
 	events   []kv.Event
 	blockOps int
-	peak     int // most (member, block) mappings held at once
+	live     int // (member, block) mappings held after the stream
 }
 
 // mooncakeStream turns a trace into the KV events a pool of members would
@@ -58,14 +59,15 @@ type ingestStream struct {
 func mooncakeStream(reqs [][]uint64, members, capacity, copies int) ingestStream {
 	type held struct {
 		ext   map[uint64]uint64 // hash id → external hash
-		order []uint64          // hash ids, oldest first
+		order []uint64          // hash ids, oldest first, from head on
+		head  int
 	}
 	hs := make([]held, members)
 	for i := range hs {
 		hs[i].ext = map[uint64]uint64{}
 	}
 	var st ingestStream
-	live, n := 0, 0
+	n := 0
 	seq := make([]uint64, 0, 1024)
 	locals := make([]uint64, 0, 1024)
 	for cp := range copies {
@@ -95,20 +97,23 @@ func mooncakeStream(reqs [][]uint64, members, capacity, copies int) ingestStream
 				if _, ok := h.ext[id]; !ok {
 					h.ext[id] = seq[i]
 					h.order = append(h.order, id)
-					live++
+					st.live++
 				}
 			}
 			st.events = append(st.events, ev)
 			st.blockOps += len(ev.Blocks)
-			st.peak = max(st.peak, live)
-			if over := len(h.order) - capacity; over > 0 {
+			if over := len(h.order) - h.head - capacity; over > 0 {
 				rm := kv.Event{Member: m, Kind: kv.Removed}
-				for _, id := range h.order[:over] {
+				for _, id := range h.order[h.head : h.head+over] {
 					rm.Removed = append(rm.Removed, h.ext[id])
 					delete(h.ext, id)
 				}
-				h.order = append(h.order[:0], h.order[over:]...)
-				live -= over
+				h.head += over
+				if h.head > capacity { // compact now and then, not per request
+					h.order = append(h.order[:0], h.order[h.head:]...)
+					h.head = 0
+				}
+				st.live -= over
 				st.events = append(st.events, rm)
 				st.blockOps += len(rm.Removed)
 			}
@@ -123,12 +128,22 @@ func mixID(id uint64) uint64 {
 	return r.next()
 }
 
+// BenchmarkIngest replays Mooncake-shaped chains (stores below held
+// prefixes, FIFO evictions as removes) through a fresh producer sized for
+// the pool, draining at every boundary the default cadence asks for. It
+// reports block operations (stored plus removed blocks) per second, and
+// the producer's memory per tracked block at the end of the stream, both
+// from Stats and from the Go heap.
 func BenchmarkIngest(b *testing.B) {
 	reqs := readTrace(b, mooncakeTrace)
 	for _, cfg := range []struct{ members, capacity, copies int }{
 		{8, 2048, 4},
 		{16, 32768, 60},
+		{16, 131072, 240},
 	} {
+		if testing.Short() && cfg.capacity > 2048 {
+			continue
+		}
 		st := mooncakeStream(reqs, cfg.members, cfg.capacity, cfg.copies)
 		n, err := BucketCount(uint64(cfg.members * cfg.capacity))
 		if err != nil {
@@ -144,8 +159,12 @@ func BenchmarkIngest(b *testing.B) {
 			var elapsed time.Duration
 			var images []Image
 			var last Stats
+			var heap uint64
 			for b.Loop() {
 				b.StopTimer()
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
 				p, err := New(Config{Format: f})
 				if err != nil {
 					b.Fatal(err)
@@ -165,11 +184,115 @@ func BenchmarkIngest(b *testing.B) {
 				elapsed += time.Since(start)
 				b.StopTimer()
 				last = p.Stats()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				heap = after.HeapAlloc - before.HeapAlloc
+				runtime.KeepAlive(p)
 				b.StartTimer()
 			}
+			if last.TrackedBlocks != uint64(st.live) || last.CapacityOmissions != 0 {
+				b.Fatalf("after the stream: %d tracked, %d omitted; want %d tracked, none omitted", last.TrackedBlocks, last.CapacityOmissions, st.live)
+			}
 			b.ReportMetric(float64(st.blockOps)*float64(b.N)/elapsed.Seconds(), "blockops/s")
-			b.ReportMetric(float64(last.TrackedBlocks), "tracked")
-			_ = runtime.NumGoroutine
+			b.ReportMetric(float64(last.MemoryBytes)/float64(last.TrackedBlocks), "statsB/block")
+			b.ReportMetric(float64(heap)/float64(last.TrackedBlocks), "heapB/block")
+			b.ReportMetric(last.LoadFactor, "load")
 		})
 	}
+}
+
+// BenchmarkMap compares the producer's flatMap with a Go map on its
+// workload: find-or-insert of new random keys and deletion of the oldest,
+// at a steady size larger than the caches.
+func BenchmarkMap(b *testing.B) {
+	const size = 1 << 20
+	keys := make([]uint64, 4*size)
+	r := splitmix{state: 1}
+	for i := range keys {
+		keys[i] = r.next()
+	}
+	b.Run("impl=flat", func(b *testing.B) {
+		m := newFlatMap[uint64](0)
+		for _, k := range keys[:size] {
+			v, _ := m.upsert(k)
+			*v = k
+		}
+		i := 0
+		for b.Loop() {
+			in, out := keys[(i+size)%len(keys)], keys[i%len(keys)]
+			if v, found := m.upsert(in); !found {
+				*v = in
+			}
+			if !m.del(out) {
+				b.Fatalf("del(%#x) = false, want true", out)
+			}
+			i++
+		}
+		b.ReportMetric(float64(m.bytes())/float64(m.len()), "B/key")
+	})
+	b.Run("impl=gomap", func(b *testing.B) {
+		m := make(map[uint64]uint64)
+		for _, k := range keys[:size] {
+			m[k] = k
+		}
+		i := 0
+		for b.Loop() {
+			in, out := keys[(i+size)%len(keys)], keys[i%len(keys)]
+			if _, found := m[in]; !found {
+				m[in] = in
+			}
+			if _, ok := m[out]; !ok {
+				b.Fatalf("key %#x missing", out)
+			}
+			delete(m, out)
+			i++
+		}
+	})
+}
+
+// BenchmarkDrain compares drain's packed-key sort with sorting the dirty
+// entries by a comparison function, for a 16-event window's worth of
+// dirty buckets.
+func BenchmarkDrain(b *testing.B) {
+	const n, dirty = 1 << 18, 512
+	words := make([]uint64, n)
+	r := splitmix{state: 2}
+	entries := make([]touch, 0, dirty)
+	for len(entries) < dirty {
+		bk := uint32(r.next() % n)
+		if words[bk] == 0 {
+			words[bk] = r.next() | 1
+			entries = append(entries, touch{bucket: bk})
+		}
+	}
+	b.Run("impl=packed", func(b *testing.B) {
+		w := newWindow(n)
+		var out []Image
+		for b.Loop() {
+			for _, e := range entries {
+				w.mark(e)
+			}
+			out, _ = w.drain(out[:0], words)
+		}
+		if len(out) != dirty || !slices.IsSortedFunc(out, func(x, y Image) int { return int(x.Bucket) - int(y.Bucket) }) {
+			b.Fatalf("drain returned %d images (sorted %v), want %d sorted", len(out), slices.IsSortedFunc(out, func(x, y Image) int { return int(x.Bucket) - int(y.Bucket) }), dirty)
+		}
+	})
+	b.Run("impl=cmpfunc", func(b *testing.B) {
+		var list []touch
+		var out []Image
+		for b.Loop() {
+			list = append(list[:0], entries...)
+			slices.SortFunc(list, byBucket)
+			out = out[:0]
+			for _, e := range list {
+				if words[e.bucket] != e.word {
+					out = append(out, Image{Bucket: e.bucket, Word: words[e.bucket]})
+				}
+			}
+		}
+		if len(out) != dirty {
+			b.Fatalf("reference drain returned %d images, want %d", len(out), dirty)
+		}
+	})
 }

@@ -127,9 +127,12 @@ func (p *Producer) store(ev *kv.Event) error {
 		}
 		prev, chained = c, true
 		chain = append(chain, c)
-		p.sink += lin.warm(b.External) + p.owners.warm(c)
 	}
 	s.chain = chain
+	// A loop of loads only, so that the CPU keeps many misses in flight.
+	for i, b := range ev.Blocks {
+		p.sink += lin.warm(b.External) + p.owners.warm(chain[i])
+	}
 
 	// Classify. A new mapping enters the lineage at once, so a
 	// later block of this event sees it as the spec's "mapping created
@@ -254,23 +257,28 @@ func (p *Producer) remove(m kv.Member, srcs []uint64) error {
 		p.stats.UnknownRemovals += uint64(len(srcs))
 		return nil
 	}
-	// Look every block up before releasing any, so that the lineage and
-	// owner misses of the whole event overlap (BenchmarkIngest).
+	// Look every block up before releasing any, so that the lineage, owner
+	// and filter misses of the whole event overlap (BenchmarkIngest).
 	for _, src := range srcs {
 		p.sink += lin.warm(src)
 	}
+	probes := p.scratch.probes[:0]
 	for _, src := range srcs {
+		var pr Probe
 		if c := lin.find(src); c != nil {
-			p.sink += p.owners.warm(*c)
+			pr = p.f.Probe(*c)
+			p.sink += p.owners.warm(*c) + p.tab.words[pr.A]
 		}
+		probes = append(probes, pr)
 	}
-	for _, src := range srcs {
+	p.scratch.probes = probes
+	for i, src := range srcs {
 		c := lin.find(src) // again: an id may repeat within the event
 		if c == nil {
 			p.stats.UnknownRemovals++
 			continue
 		}
-		if err := p.release(*c); err != nil {
+		if err := p.release(*c, probes[i]); err != nil {
 			return fmt.Errorf("member %v block %#x: %w", m, src, err)
 		}
 		lin.del(src)
@@ -293,7 +301,7 @@ func (p *Producer) clearMember(m kv.Member) error {
 	done := 0
 	var err error
 	for src, c := range lin.all() {
-		if err = p.release(*c); err != nil {
+		if err = p.release(*c, Probe{}); err != nil {
 			err = fmt.Errorf("member %v block %#x: %w", m, src, err)
 			break
 		}
@@ -341,8 +349,10 @@ func (p *Producer) clearWorkerRanks(worker uint64) error {
 
 // release drops one owner of canonical c: the final owner of a resident
 // canonical also clears one copy of its fingerprint (spec §4.1, I5). If
-// that copy is missing, nothing changes and the producer is fenced.
-func (p *Producer) release(c uint64) error {
+// that copy is missing, nothing changes and the producer is fenced. pr is
+// c's probe when the caller has it, or the zero Probe (fingerprints are
+// never 0).
+func (p *Producer) release(c uint64, pr Probe) error {
 	o := p.owners.find(c)
 	switch {
 	case o == nil: // a mapping without an owner entry breaks I1
@@ -351,7 +361,10 @@ func (p *Producer) release(c uint64) error {
 		o.count--
 		return nil
 	case o.resident:
-		t, ok := p.tab.remove(p.f.Probe(c))
+		if pr.FP == 0 {
+			pr = p.f.Probe(c)
+		}
+		t, ok := p.tab.remove(pr)
 		if !ok {
 			return p.violate(c, *o)
 		}
