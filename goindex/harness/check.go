@@ -15,7 +15,7 @@ type Counters struct {
 	// MemberChecks counts (query, member) verdicts: every member the model
 	// knows, plus every member the model does not know that scored above 0.
 	MemberChecks int
-	Exact        int // score == held_len == reach_len, or reach_len < score == held_len
+	Exact        int // score == held_len (≥ reach_len)
 	Holes        int // reach_len ≤ score < held_len: allowed undercount
 	Overcounts   int // score > held_len
 	// OvercountBlocks sums score − held_len over the overcounts.

@@ -135,13 +135,17 @@ func (x *testIndex) Match(dst []kv.Overlap, locals []uint64) []kv.Overlap {
 // that tests can assert that a broken index is caught.
 type recorder struct {
 	t      *testing.T
+	logs   int
 	errors []string
 	fatal  string
 }
 
 func (r *recorder) Helper() {}
 
-func (r *recorder) Logf(format string, args ...any) { r.t.Logf(format, args...) }
+func (r *recorder) Logf(format string, args ...any) {
+	r.logs++
+	r.t.Logf(format, args...)
+}
 
 func (r *recorder) Errorf(format string, args ...any) {
 	r.errors = append(r.errors, fmt.Sprintf(format, args...))

@@ -259,3 +259,19 @@ func TestRun_FailedApplyInLane(t *testing.T) {
 		t.Errorf("lane pool with failing Apply: fail %v, ops %d; want an apply error at op 0 and 2 ops applied", out.fail, out.counters.Ops)
 	}
 }
+
+// TestRun_TraceLogsEveryOp: with HARNESS_TRACE on, every op (and every
+// checkpoint of a pipelined mode) is logged, plus the summary.
+func TestRun_TraceLogsEveryOp(t *testing.T) {
+	for _, o := range []Options{{Mode: Serial}, {Mode: LanePool, Lanes: 2}} {
+		k := testKnobs(t, 1, 30)
+		k.Seeds, k.Trace = 1, true
+		o.Knobs = k
+		rec := &recorder{t: t}
+		rep := Run(rec, newTestIndex(faultNone), o)
+		want := rep.Counters.Ops + rep.Counters.Checkpoints + 1
+		if rep.Failed() || rec.logs != want {
+			t.Errorf("%s trace: %d log lines, want %d (ops + checkpoints + summary)", o.Mode, rec.logs, want)
+		}
+	}
+}
