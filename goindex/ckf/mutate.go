@@ -13,16 +13,19 @@ import (
 type lineage = flatMap[uint64]
 
 // mapping is one new (source block → canonical) mapping of a Stored event.
-type mapping struct{ src, c uint64 }
+type mapping struct {
+	src, c uint64
+	at     int // block index in the event
+}
 
 // storeScratch is reused by every Stored event, so that ingest does not
 // allocate in steady state.
 type storeScratch struct {
 	chain    []uint64          // canonical hash of each block
 	fresh    []mapping         // new mappings, in block order
-	cands    []uint64          // non-resident candidates, deduplicated, in block order
-	probes   []Probe           // the candidates' probes
-	reoffers []uint64          // non-resident re-offers that are not candidates, deduplicated
+	probes   []Probe           // probe of each block (Removed: of each mapped id)
+	cands    []int             // blocks of non-resident candidates, deduplicated, in order
+	reoffers []int             // blocks of non-resident re-offers that are not candidates, deduplicated
 	seen     flatMap[struct{}] // everything in cands and reoffers
 	members  []kv.Member       // a worker's ranks, for clearWorkerRanks
 	keys     []uint64          // source ids a failed clear already removed
@@ -117,9 +120,11 @@ func (p *Producer) store(ev *kv.Event) error {
 	s.fresh, s.cands, s.reoffers = s.fresh[:0], s.cands[:0], s.reoffers[:0]
 	s.seen.reset(len(ev.Blocks))
 
-	// Chain, and start the cache misses of the lineage and owner slots of
-	// every block at once instead of one after another.
-	chain := s.chain[:0]
+	// Chain and address every block, then start the cache misses of its
+	// lineage, owner and filter lines all at once instead of one after
+	// another: a loop of loads only keeps many misses in flight
+	// (BenchmarkIngest).
+	chain, probes := s.chain[:0], s.probes[:0]
 	for _, b := range ev.Blocks {
 		c := b.Local
 		if chained {
@@ -127,11 +132,11 @@ func (p *Producer) store(ev *kv.Event) error {
 		}
 		prev, chained = c, true
 		chain = append(chain, c)
+		probes = append(probes, p.f.Probe(c))
 	}
-	s.chain = chain
-	// A loop of loads only, so that the CPU keeps many misses in flight.
+	s.chain, s.probes = chain, probes
 	for i, b := range ev.Blocks {
-		p.sink += lin.warm(b.External) + p.owners.warm(chain[i])
+		p.sink += lin.warm(b.External) + p.owners.warm(chain[i]) + p.tab.words[probes[i].A]
 	}
 
 	// Classify. A new mapping enters the lineage at once, so a
@@ -143,9 +148,9 @@ func (p *Producer) store(ev *kv.Event) error {
 		switch {
 		case !found:
 			*v = c
-			s.fresh = append(s.fresh, mapping{b.External, c})
+			s.fresh = append(s.fresh, mapping{b.External, c, i})
 		case *v == c:
-			s.reoffers = append(s.reoffers, c)
+			s.reoffers = append(s.reoffers, i)
 		default:
 			old := *v
 			p.unmap(m, lin, s.fresh)
@@ -166,7 +171,7 @@ func (p *Producer) store(ev *kv.Event) error {
 		}
 		o.count++
 		if !o.resident && s.seen.insert(f.c) {
-			s.cands = append(s.cands, f.c)
+			s.cands = append(s.cands, f.at)
 		}
 	}
 	p.tracked += uint64(len(s.fresh))
@@ -174,9 +179,9 @@ func (p *Producer) store(ev *kv.Event) error {
 	// Re-offers that may need a physical admission: not resident, not a
 	// candidate, once each (spec: candidates leave the re-offer list).
 	offers := s.reoffers[:0]
-	for _, c := range s.reoffers {
-		if o := p.owners.find(c); o != nil && !o.resident && s.seen.insert(c) {
-			offers = append(offers, c)
+	for _, i := range s.reoffers {
+		if o := p.owners.find(chain[i]); o != nil && !o.resident && s.seen.insert(chain[i]) {
+			offers = append(offers, i)
 		}
 	}
 	s.reoffers = offers
@@ -184,24 +189,17 @@ func (p *Producer) store(ev *kv.Event) error {
 
 	// Physical admission: full insertion for candidates, relocation-free
 	// for re-offers (a failed re-offer is not counted again).
-	probes := s.probes[:0]
-	for _, c := range s.cands {
-		pr := p.f.Probe(c)
-		probes = append(probes, pr)
-		p.sink += p.tab.words[pr.A] // warm the first bucket of every candidate at once
-	}
-	s.probes = probes
 	omitted := 0
-	for i, c := range s.cands {
+	for _, i := range s.cands {
 		if touched, ok := p.tab.insert(probes[i]); ok {
-			p.admit(c, touched)
+			p.admit(chain[i], touched)
 		} else {
 			omitted++
 		}
 	}
-	for _, c := range s.reoffers {
-		if touched, ok := p.tab.place(p.f.Probe(c)); ok {
-			p.admit(c, touched)
+	for _, i := range s.reoffers {
+		if touched, ok := p.tab.place(probes[i]); ok {
+			p.admit(chain[i], touched)
 		}
 	}
 	if omitted > 0 {
