@@ -317,7 +317,8 @@ func (m *mpReader) mmObject(out *MMObject) error {
 
 // pair reads a two-element integer array, each value ≤ max.
 func (m *mpReader) pair(out *[2]uint64, max uint64) error {
-	n, err := m.arrayLen(2)
+	n, err := m.arrayLen(math.MaxInt32) // any other length is a shape error
+
 	if err != nil {
 		return err
 	}
