@@ -51,9 +51,9 @@
 // copy (that is what published images are for).
 //
 // Non-goals: no online resize (the bucket count is fixed per layout
-// generation), no ReplaceRanks rebuild yet, no clock or timer inside the
-// producer, and no byte parity with upstream layouts (consumers only copy
-// producer bytes; layouts are reproducible from the seed and call order).
+// generation), no clock or timer inside the producer, and no byte parity
+// with upstream layouts (consumers only copy producer bytes; layouts are
+// reproducible from the seed and call order).
 //
 // # Files
 //
@@ -62,6 +62,7 @@
 //   - errors.go: every error of the package.
 //   - producer.go: Producer, Config, New, Stats and Counters, snapshot words.
 //   - mutate.go: Apply (Stored, Removed, Cleared), RemoveMember, RemoveWorker.
+//   - replace.go: ReplaceRanks, the off-to-the-side rebuild after an event gap.
 //   - cuckoo.go: the physical table: full and relocation-free insertion, removal.
 //   - rng.go: the splitmix64 kick RNG and laneRngSeed.
 //   - dirty.go: Image and the dirty window: marking, net reversion, drain.
@@ -76,7 +77,8 @@
 // against a trivial exact model over random streams with I1–I5 checked
 // after every event and a replica of the drained batches equal to the
 // filter byte for byte (§9 item 5), the capacity cases of §9 item 6, remap
-// rejection, fencing, owner overflow, cadence steps, the file map above,
+// rejection, fencing, owner overflow, cadence steps, ReplaceRanks against
+// a producer fed the same history directly, the file map above,
 // and zero allocations in steady ingest; a fuzz target feeds arbitrary
 // event streams through the same model and replica checks.
 package ckf

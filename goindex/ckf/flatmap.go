@@ -120,6 +120,13 @@ func (m *flatMap[V]) upsert(key uint64) (v *V, found bool) {
 	}
 }
 
+// insert adds key (with the zero value) and reports whether it was absent;
+// it is the set operation of the producer's per-event scratch set.
+func (m *flatMap[V]) insert(key uint64) bool {
+	_, found := m.upsert(key)
+	return !found
+}
+
 func (m *flatMap[V]) grow() {
 	old := m.slots
 	m.alloc(2 * len(old))

@@ -209,12 +209,6 @@ func (p *Producer) store(ev *kv.Event) error {
 	return nil
 }
 
-// insert adds c to the scratch set and reports whether it was absent.
-func (s *flatMap[V]) insert(c uint64) bool {
-	_, found := s.upsert(c)
-	return !found
-}
-
 // admit marks canonical c resident after an insertion wrote touched.
 func (p *Producer) admit(c uint64, touched []touch) {
 	for _, t := range touched {

@@ -160,7 +160,7 @@ func (p *Producer) Fenced() error { return p.fence }
 // (the payload of a barrier snapshot).
 func (p *Producer) AppendWords(dst []uint64) []uint64 { return append(dst, p.tab.words...) }
 
-// Word returns bucket b's current word.
+// Word returns bucket b's current word; b must be below Format().Buckets().
 func (p *Producer) Word(b uint32) uint64 { return p.tab.words[b] }
 
 // Stats is a point-in-time view of a Producer.
