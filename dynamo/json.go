@@ -56,11 +56,11 @@ type (
 		MMExtraInfo *jsonMMInfo `json:"mm_extra_info"`
 	}
 	jsonMMInfo struct {
-		MMObjects []jsonMMObject `json:"mm_objects"`
+		MMObjects *[]jsonMMObject `json:"mm_objects"`
 	}
 	jsonMMObject struct {
-		MMHash  *jsonHash   `json:"mm_hash"`
-		Offsets [][]jsonU64 `json:"offsets"`
+		MMHash  *jsonHash    `json:"mm_hash"`
+		Offsets *[][]jsonU64 `json:"offsets"`
 	}
 	jsonRemoved struct {
 		BlockHashes *[]jsonHash `json:"block_hashes"`
@@ -249,24 +249,26 @@ func decodeJSONBlock(j *jsonBlock, out *StoredBlock) error {
 	if j.MMExtraInfo == nil {
 		return nil
 	}
-	objs := j.MMExtraInfo.MMObjects
+	if j.MMExtraInfo.MMObjects == nil {
+		return at("mm_extra_info", malformed("missing mm_objects"))
+	}
+	objs := *j.MMExtraInfo.MMObjects
 	if len(objs) > MaxMMObjectsPerBlock {
 		return at("mm_extra_info", &LimitError{What: "mm objects", Got: len(objs), Min: 0, Max: MaxMMObjectsPerBlock})
 	}
 	info := &MMExtraInfo{Objects: make([]MMObject, len(objs))}
 	for i, o := range objs {
 		path := "mm_extra_info: mm_objects[" + strconv.Itoa(i) + "]"
-		if o.MMHash == nil {
+		switch {
+		case o.MMHash == nil:
 			return at(path, malformed("missing mm_hash"))
+		case o.Offsets == nil:
+			return at(path, malformed("missing offsets"))
+		case len(*o.Offsets) > MaxMMObjectsPerBlock:
+			return at(path, &LimitError{What: "offsets", Got: len(*o.Offsets), Min: 0, Max: MaxMMObjectsPerBlock})
 		}
-		if len(o.Offsets) > MaxMMObjectsPerBlock {
-			return at(path, &LimitError{What: "offsets", Got: len(o.Offsets), Min: 0, Max: MaxMMObjectsPerBlock})
-		}
-		obj := MMObject{Hash: uint64(*o.MMHash)}
-		if o.Offsets != nil {
-			obj.Offsets = make([][2]uint64, len(o.Offsets))
-		}
-		for k, r := range o.Offsets {
+		obj := MMObject{Hash: uint64(*o.MMHash), Offsets: make([][2]uint64, len(*o.Offsets))}
+		for k, r := range *o.Offsets {
 			if len(r) != 2 {
 				return at(path, malformed("offsets[%d]: want [start, end], got %d values", k, len(r)))
 			}

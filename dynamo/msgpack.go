@@ -260,16 +260,19 @@ func (m *mpReader) block(out *StoredBlock) error {
 	return nil
 }
 
-// mmExtraInfo decodes nil or {mm_objects: [{mm_hash, offsets: [[s, e], …]}]}.
+// mmExtraInfo decodes nil or {mm_objects: [{mm_hash, offsets: [[s, e], …]}]};
+// mm_objects, mm_hash and offsets are required, as serde requires them.
 func (m *mpReader) mmExtraInfo() (*MMExtraInfo, error) {
 	if isNil, err := m.nextNil(); err != nil || isNil {
 		return nil, err
 	}
 	info := &MMExtraInfo{}
+	var have bool
 	err := m.fields(maxStructFields, func(k string) error {
 		if k != "mm_objects" {
 			return m.skip()
 		}
+		have = true
 		n, err := m.arrayLen(MaxMMObjectsPerBlock)
 		if err != nil {
 			return err
@@ -282,11 +285,14 @@ func (m *mpReader) mmExtraInfo() (*MMExtraInfo, error) {
 		}
 		return nil
 	})
+	if err == nil && !have {
+		err = malformed("missing mm_objects")
+	}
 	return info, err
 }
 
 func (m *mpReader) mmObject(out *MMObject) error {
-	var haveHash bool
+	var haveHash, haveOffsets bool
 	err := m.fields(maxStructFields, func(k string) error {
 		var err error
 		switch k {
@@ -295,6 +301,7 @@ func (m *mpReader) mmObject(out *MMObject) error {
 			haveHash = err == nil
 			return err
 		case "offsets":
+			haveOffsets = true
 			n, err := m.arrayLen(MaxMMObjectsPerBlock)
 			if err != nil {
 				return err
@@ -309,16 +316,21 @@ func (m *mpReader) mmObject(out *MMObject) error {
 		}
 		return m.skip()
 	})
-	if err == nil && !haveHash {
-		err = malformed("missing mm_hash")
+	switch {
+	case err != nil:
+		return err
+	case !haveHash:
+		return malformed("missing mm_hash")
+	case !haveOffsets:
+		return malformed("missing offsets")
 	}
-	return err
+	return nil
 }
 
 // pair reads a two-element integer array, each value ≤ max.
 func (m *mpReader) pair(out *[2]uint64, max uint64) error {
-	n, err := m.arrayLen(math.MaxInt32) // any other length is a shape error
-
+	// Any length is read so that a wrong one is a shape error, not a limit.
+	n, err := m.arrayLen(math.MaxInt32)
 	if err != nil {
 		return err
 	}

@@ -296,6 +296,8 @@ func TestDecodeJSON_RejectsBadInput(t *testing.T) {
 		{`{"worker_id":1,"event":{"event_id":1,"data":{"removed":{"block_hashes":["1"]}}}}`, ErrMalformed},
 		{`{"worker_id":1,"event":{"event_id":1,"data":"cleared","dp_rank":4294967296}}`, ErrMalformed},
 		{`{"worker_id":1,"event":{"event_id":1,"data":{"stored":{"blocks":[{"block_hash":1,"tokens_hash":1,"mm_extra_info":{"mm_objects":[{"mm_hash":1,"offsets":[[1,2,3]]}]}}]}}}}`, ErrMalformed},
+		{`{"worker_id":1,"event":{"event_id":1,"data":{"stored":{"blocks":[{"block_hash":1,"tokens_hash":1,"mm_extra_info":{}}]}}}}`, ErrMalformed},
+		{`{"worker_id":1,"event":{"event_id":1,"data":{"stored":{"blocks":[{"block_hash":1,"tokens_hash":1,"mm_extra_info":{"mm_objects":[{"mm_hash":1}]}}]}}}}`, ErrMalformed},
 		{`{"worker_id":1,"event":{"event_id":1,"data":"cleared"}} x`, ErrMalformed},
 		{`[]`, ErrMalformed},
 		{``, ErrMalformed},

@@ -1,0 +1,97 @@
+package dynamo
+
+import (
+	"reflect"
+	"testing"
+)
+
+// Each fuzz target checks that a decoder never panics and that whatever it
+// accepts survives a round trip through the matching encoder.
+
+func FuzzDecodeJSON(f *testing.F) {
+	for _, name := range []string{"json_g2025_stored.json", "json_g2025_signed.json", "json_cur_stored.json", "json_cur_removed.json", "json_cur_cleared.json"} {
+		f.Add(golden(f, name))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := DecodeJSON(b)
+		if err != nil {
+			return
+		}
+		out, err := AppendJSON(nil, &ev)
+		if err != nil {
+			t.Fatalf("AppendJSON(DecodeJSON(%q)): %v", b, err)
+		}
+		back, err := DecodeJSON(out)
+		if err != nil || !reflect.DeepEqual(back, ev) {
+			t.Fatalf("DecodeJSON(AppendJSON(%+v)) = %+v, %v", ev, back, err)
+		}
+	})
+}
+
+func FuzzDecodeMessage(f *testing.F) {
+	for _, name := range []string{"envelope_stored.msgpack", "envelope_removed.msgpack", "envelope_cleared_ns.msgpack", "envelope_early.json"} {
+		f.Add(golden(f, name))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		env, ev, err := DecodeMessage(b)
+		if err != nil {
+			return
+		}
+		payload, err := AppendMsgpack(nil, &ev)
+		if err != nil {
+			t.Fatalf("AppendMsgpack(DecodeMessage(%x)): %v", b, err)
+		}
+		env.Encoding, env.Payload = EncodingMsgpack, payload
+		env2, ev2, err := DecodeMessage(AppendEnvelope(nil, &env))
+		if err != nil || !reflect.DeepEqual(ev2, ev) || !reflect.DeepEqual(env2, env) {
+			t.Fatalf("re-encoded message decodes to %+v, %+v, %v; want %+v, %+v", env2, ev2, err, env, ev)
+		}
+	})
+}
+
+func FuzzDecodeMsgpack(f *testing.F) {
+	for _, name := range []string{"envelope_stored.msgpack", "envelope_removed.msgpack", "envelope_cleared_ns.msgpack"} {
+		env, err := DecodeEnvelope(golden(f, name))
+		if err != nil {
+			f.Fatalf("DecodeEnvelope(%s): %v", name, err)
+		}
+		f.Add(env.Payload)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := DecodeMsgpack(b)
+		if err != nil {
+			return
+		}
+		out, err := AppendMsgpack(nil, &ev)
+		if err != nil {
+			t.Fatalf("AppendMsgpack(DecodeMsgpack(%x)): %v", b, err)
+		}
+		back, err := DecodeMsgpack(out)
+		if err != nil || !reflect.DeepEqual(back, ev) {
+			t.Fatalf("DecodeMsgpack(AppendMsgpack(%+v)) = %+v, %v", ev, back, err)
+		}
+	})
+}
+
+func FuzzDecodeEngineBatch(f *testing.F) {
+	for _, name := range []string{"zmq_vllm.msgpack", "zmq_vllm_cur.msgpack", "zmq_sglang_map.msgpack", "zmq_bytes_hash.msgpack"} {
+		f.Add(golden(f, name), false)
+		f.Add(golden(f, name), true)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, fold bool) {
+		batch, err := DecodeEngineBatch(b, ZMQConfig{FoldByteHashes: fold})
+		if err != nil {
+			return
+		}
+		// Whatever decodes must normalize without panicking, into valid events.
+		n, err := NewNormalizer(NormalizerConfig{WorkerID: 1, BlockSize: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range n.Append(nil, &batch) {
+			if err := ev.Validate(); err != nil {
+				t.Fatalf("normalized event %+v fails Validate: %v", ev, err)
+			}
+		}
+	})
+}
