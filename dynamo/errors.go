@@ -62,6 +62,7 @@ type LimitError struct {
 	Max  int
 }
 
+// Error formats the limit: "dynamo: blocks 5000000 out of range [0, 1048576]".
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("dynamo: %s %d out of range [%d, %d]", e.What, e.Got, e.Min, e.Max)
 }
@@ -74,6 +75,7 @@ type DecodeError struct {
 	Err    error
 }
 
+// Error formats the failure as "dynamo: <format>: <path>: <reason>".
 func (e *DecodeError) Error() string {
 	return "dynamo: " + e.Format + ": " + stripPrefix(e.Err.Error())
 }

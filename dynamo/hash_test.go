@@ -109,6 +109,14 @@ func TestHasher_SpecVectors(t *testing.T) {
 	}
 }
 
+func TestChain_V25(t *testing.T) {
+	// V25: the chain over local values [1..5] that §3.5's scenarios use.
+	want := []uint64{1, 16740963408272063728, 5417695437591212399, 15413681679220706959, 16713516116484648481}
+	if got := kv.AppendChain(nil, false, 0, []uint64{1, 2, 3, 4, 5}); !slices.Equal(got, want) {
+		t.Errorf("V25 AppendChain([1..5]) = %v, want %v", got, want)
+	}
+}
+
 func TestSaltedSeed_SpecVectors(t *testing.T) {
 	cases := []struct {
 		name, lora, ns string

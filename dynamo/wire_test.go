@@ -264,6 +264,42 @@ func TestAppendJSON_SignedAndUnsignedHashesDecodeEqual(t *testing.T) {
 	}
 }
 
+func TestDecodeMsgpack_SignedAndUnsignedHashesDecodeEqual(t *testing.T) {
+	event := func(hash func(w *mpWriter, v uint64)) []byte {
+		w := newMPWriter(nil)
+		w.mapLen(2)
+		w.str("worker_id")
+		w.uint(1)
+		w.str("event")
+		w.mapLen(2)
+		w.str("event_id")
+		w.uint(1)
+		w.str("data")
+		w.mapLen(1)
+		w.str("stored")
+		w.mapLen(2)
+		w.str("parent_hash")
+		hash(w, math.MaxUint64)
+		w.str("blocks")
+		w.arrayLen(1)
+		w.mapLen(2)
+		w.str("block_hash")
+		hash(w, 1<<63)
+		w.str("tokens_hash")
+		hash(w, 5)
+		return w.bytes()
+	}
+	unsigned := event(func(w *mpWriter, v uint64) { _ = w.e.EncodeUint64(v) })
+	signed := event(func(w *mpWriter, v uint64) { _ = w.e.EncodeInt64(int64(v)) })
+	a, errA := DecodeMsgpack(unsigned)
+	b, errB := DecodeMsgpack(signed)
+	want := RouterEvent{WorkerID: 1, Event: CacheEvent{EventID: 1, Kind: kv.Stored, Stored: StoreData{HasParent: true, Parent: math.MaxUint64,
+		Blocks: []StoredBlock{{BlockHash: 1 << 63, TokensHash: 5}}}}}
+	if errA != nil || errB != nil || !reflect.DeepEqual(a, want) || !reflect.DeepEqual(b, want) {
+		t.Errorf("DecodeMsgpack(unsigned) = %+v, %v; DecodeMsgpack(signed i64) = %+v, %v; want both %+v", a, errA, b, errB, want)
+	}
+}
+
 func TestDecodeJSON_RejectsBadInput(t *testing.T) {
 	ok := `{"worker_id":1,"event":{"event_id":1,"data":"cleared"}}`
 	if _, err := DecodeJSON([]byte(ok)); err != nil {
