@@ -31,7 +31,8 @@
 //     and the bytes left before every allocation, never panic, ignore
 //     unknown keys and default missing optional fields.
 //   - Encoders write exactly the shape Dynamo writes (CUR JSON; rmp-serde
-//     named msgpack), so decode(encode(e)) == e for every valid e.
+//     named msgpack), so decoding an encoded valid event gives it back field
+//     for field (a nil slice comes back empty).
 //
 // # Errors
 //

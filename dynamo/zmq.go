@@ -301,7 +301,7 @@ func (p *positional) stored(out *EngineEvent) error {
 		fn   func() error
 	}{
 		{"lora_id", d.skip}, // read and discarded, as Dynamo does
-		{"medium", func() error { var err error; out.Medium, err = d.str(); return err }},
+		{"medium", d.strInto(&out.Medium)},
 		{"lora_name", func() error { return d.loraSlot(out) }},
 		{"extra_keys", func() error { return d.extraKeys(out) }},
 	}
@@ -318,7 +318,7 @@ func (p *positional) removed(out *EngineEvent) error {
 	if err := p.required("block_hashes", func() error { return d.hashes(&out.BlockHashes) }); err != nil {
 		return err
 	}
-	if err := p.optional("medium", func() error { var err error; out.Medium, err = d.str(); return err }); err != nil {
+	if err := p.optional("medium", d.strInto(&out.Medium)); err != nil {
 		return err
 	}
 	return p.tail(out, false)
@@ -458,6 +458,15 @@ func (d *engineDecoder) mapEvent(out *EngineEvent) error {
 		return malformed("unknown event type %q", tag)
 	}
 	return nil
+}
+
+// strInto returns a step that reads a string into dst.
+func (d *engineDecoder) strInto(dst *string) func() error {
+	return func() error {
+		var err error
+		*dst, err = d.str()
+		return err
+	}
 }
 
 // hash reads one block hash: any msgpack integer (bit-reinterpreted), or
