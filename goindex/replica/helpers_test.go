@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -133,13 +134,13 @@ func (q *rowQuery) build(hits []uint64) []uint64 {
 			}
 		}
 		q.stamp[p.A], q.stamp[p.B] = q.gen, q.gen
-		for l := 0; l < q.t.Lanes(); l++ {
-			var w uint64
-			if hit>>uint(l)&1 == 1 {
-				w = uint64(p.FP)
-			}
-			q.t.StoreWord(l, uint64(p.A), w)
-			q.t.StoreWord(l, uint64(p.B), 0)
+		// Plain stores: set-up runs before any search, and atomic stores
+		// (XCHG on amd64) would dominate the 200,000-case test.
+		ra, rb := int(p.A)*q.t.stride, int(p.B)*q.t.stride
+		clear(q.t.rows[ra : ra+q.t.stride])
+		clear(q.t.rows[rb : rb+q.t.stride])
+		for h := hit; h != 0; h &= h - 1 {
+			q.t.rows[ra+bits.TrailingZeros64(h)] = uint64(p.FP)
 		}
 		q.hashes = append(q.hashes, h)
 		q.probes = append(q.probes, p)
@@ -148,14 +149,16 @@ func (q *rowQuery) build(hits []uint64) []uint64 {
 }
 
 // bitmapMembership is the fake of the vector tests: hits[pos] is the lane
-// mask at pos, and every probe's position is logged.
+// mask at pos, and every probe's position and participants are logged.
 type bitmapMembership struct {
 	hits  []uint64
 	order []int
+	asked []uint64
 }
 
 func (b *bitmapMembership) probe(pos int, lanes uint64) uint64 {
 	b.order = append(b.order, pos)
+	b.asked = append(b.asked, lanes)
 	return b.hits[pos] & lanes
 }
 
