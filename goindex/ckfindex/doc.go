@@ -1,0 +1,44 @@
+// Package ckfindex is an in-process CKF index whose lanes are members
+// (worker, dp rank): each member gets its own ckf.Producer (exact lineage and
+// a cuckoo filter sized for ExpectedBlocksPerLane), every event's drained
+// bucket images go straight into that member's lane of one transposed
+// replica.Table, and a query probes every member's lane at once. It is the
+// CKF counterpart of goindex/radix behind the same kv.Index, so the
+// differential harness, the C ABI's "ckf" mode and the benchmarks drive both
+// the same way.
+//
+// Guarantees. Exact ownership lives in the producers, so a block that was
+// admitted to its member's filter is never missed: Match never reports below
+// the reachable depth Dynamo's exact tree would report, and overcounts only
+// through fingerprint collisions (≈ 8α/65535 per position per lane at slot
+// occupancy α, spec §7). A block the filter could not admit (capacity
+// exhausted) is tracked exactly but is a stable false negative until space
+// frees; Apply then returns ckf.ErrCapacityExhausted and Stats counts it.
+// Unlike the radix tree, a mid-chain removal does not orphan descendants in
+// the filter (the filter holds canonical hashes, and a re-stored block makes
+// its descendants reachable again): scores stay within the harness's bounds.
+//
+// Lanes. A member takes a free lane on its first stored event and gives it
+// back when it holds no blocks any more (after removals, a clear or a member
+// removal), so Config.Lanes bounds concurrent members, not members over the
+// index's lifetime. A stored event for a new member when every lane is taken
+// fails with ErrNoFreeLane and changes nothing.
+//
+// Concurrency. Mutations (Apply, RemoveMember, RemoveWorker) are serialized
+// by an internal mutex. Match and Stats may run from any number of
+// goroutines concurrently with mutations and never take that mutex: they read
+// the table under the replica's weak-read contract and an immutable snapshot
+// of the lane → member map. A query racing a lane's reassignment may, for
+// that one query, attribute the lane to its old or new member.
+//
+// Files:
+//   - index.go: Config, Index, New, Apply, RemoveMember, RemoveWorker, Stats.
+//   - match.go: Match and its per-goroutine scratch.
+//   - errors.go: sentinels.
+//
+// Tests run the differential harness (40 seeds × 2000 steps by default) in
+// serial, concurrent-readers and lane-pool modes with overcounts reported,
+// and fail on any undercount or if the overcount rate exceeds the spec's
+// collision estimate by a clear margin; unit tests cover lane reuse,
+// capacity omissions, clear scopes and zero-allocation Match.
+package ckfindex

@@ -1,0 +1,5 @@
+//go:build !race
+
+package ckfindex
+
+const raceEnabled = false
