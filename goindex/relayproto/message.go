@@ -1,0 +1,171 @@
+package relayproto
+
+import (
+	"iter"
+	"strconv"
+)
+
+// Image is one absolute bucket image of a delta: the bucket index and its
+// packed word at drain time (a final removal publishes a 0 word). Applying
+// an image twice is harmless.
+type Image struct {
+	Bucket uint32
+	Word   uint64
+}
+
+// FrameType says which message a frame carries.
+type FrameType uint8
+
+// Frame types on the wire (header byte 5).
+const (
+	FrameSnapshot    FrameType = 1
+	FrameDelta       FrameType = 2
+	FrameDrainMarker FrameType = 3
+	FrameHeartbeat   FrameType = 4
+	FrameLoadReport  FrameType = 5
+)
+
+var frameTypeNames = [...]string{FrameSnapshot: "snapshot", FrameDelta: "delta", FrameDrainMarker: "drain-marker", FrameHeartbeat: "heartbeat", FrameLoadReport: "load-report"}
+
+func (t FrameType) String() string {
+	if int(t) < len(frameTypeNames) && frameTypeNames[t] != "" {
+		return frameTypeNames[t]
+	}
+	return "frame-type(" + strconv.FormatUint(uint64(t), 10) + ")"
+}
+
+// Message is one protocol message: *Snapshot, *Delta, *DrainMarker,
+// *Heartbeat or *LoadReport.
+type Message interface {
+	// Type returns the message's frame type.
+	Type() FrameType
+}
+
+// Encoding is how a snapshot chunk's words travel on the wire.
+type Encoding uint8
+
+// Snapshot encodings. Both round-trip every word byte for byte.
+const (
+	// Compact stores a 4-bit slot-occupancy mask per bucket (two buckets per
+	// byte) followed by the non-zero 16-bit fingerprints, LE: (0.5 + 8α)
+	// bytes per bucket at load α, i.e. 2 + 0.125/α bytes per block (spec §8
+	// open problem 2). It is the default.
+	Compact Encoding = 0
+	// Dense stores every word as LE u64: 8 bytes per bucket (upstream CBI1).
+	Dense Encoding = 1
+)
+
+func (e Encoding) String() string {
+	switch e {
+	case Compact:
+		return "compact"
+	case Dense:
+		return "dense"
+	}
+	return "encoding(" + strconv.FormatUint(uint64(e), 10) + ")"
+}
+
+// Snapshot is one chunk of a barrier snapshot (spec §5.1): the words of
+// buckets [Offset, Offset+len(Words)) of a snapshot of Total words (n for a
+// valid one) whose terminal sequence is Sequence (the last batch reflected
+// in the words; continuation starts at Sequence+1). A whole-lane snapshot is
+// the chunk at Offset 0 with all Total words; Chunks splits it for the wire.
+// Lease is zero on fan-out transports, where the consumer stamps its local
+// subscription lease on delivery.
+type Snapshot struct {
+	Identity ProducerIdentity
+	Lease    Lease
+	Sequence uint64
+	Total    uint64 // words in the whole snapshot, across all chunks
+	Offset   uint64
+	Words    []uint64
+	Encoding Encoding // wire encoding; optional; default: Compact
+}
+
+// Type returns FrameSnapshot.
+func (*Snapshot) Type() FrameType { return FrameSnapshot }
+
+// Chunks yields s split into chunks of at most maxWords words (MaxChunkWords
+// when maxWords is ≤ 0 or larger), in order and contiguous. The chunks share
+// s.Words.
+func (s *Snapshot) Chunks(maxWords int) iter.Seq[*Snapshot] {
+	if maxWords <= 0 || maxWords > MaxChunkWords {
+		maxWords = MaxChunkWords
+	}
+	return func(yield func(*Snapshot) bool) {
+		for start := 0; start < len(s.Words) || start == 0; start += maxWords {
+			end := min(start+maxWords, len(s.Words))
+			c := *s
+			c.Offset = s.Offset + uint64(start)
+			c.Words = s.Words[start:end]
+			if !yield(&c) || end == len(s.Words) {
+				return
+			}
+		}
+	}
+}
+
+// Delta is one published batch (spec §5.1): absolute images that move the
+// lane from sequence Base to Sequence = Base+1. Images are non-empty, their
+// indices are < n and unique; producers send them in ascending bucket order
+// but consumers do not depend on it.
+type Delta struct {
+	Identity ProducerIdentity
+	Lease    Lease
+	Base     uint64
+	Sequence uint64
+	Images   []Image
+}
+
+// Type returns FrameDelta.
+func (*Delta) Type() FrameType { return FrameDelta }
+
+// DrainMarker follows the final delta of a stream and names the sequence the
+// lane must have installed (spec §5.1), exposing a lost final delta.
+// [EXT] It also carries the identity, which fan-out lanes need because their
+// lease is consumer-local.
+type DrainMarker struct {
+	Identity ProducerIdentity
+	Lease    Lease
+	Expected uint64
+}
+
+// Type returns FrameDrainMarker.
+func (*DrainMarker) Type() FrameType { return FrameDrainMarker }
+
+// Heartbeat [EXT] is sent on idle streams with the publisher's last
+// sequence; it does not advance the sequence.
+type Heartbeat struct {
+	Identity ProducerIdentity
+	Lease    Lease
+	Sequence uint64
+}
+
+// Type returns FrameHeartbeat.
+func (*Heartbeat) Type() FrameType { return FrameHeartbeat }
+
+// LoadReport is a DC's periodic load sample for the TTFT cost model
+// (score: RTT + queue wait + prefill time). Counts are DC-wide sums over the
+// pool's live workers at TimestampUnixNano; rates are measured over the last
+// IntervalMs. A rate of 0 means "not measured" (the scorer then uses its
+// default), never "infinitely slow". Receivers treat a report older than a
+// few intervals as stale and exclude the DC rather than read it as zero.
+type LoadReport struct {
+	Identity          ProducerIdentity
+	Sequence          uint64 // the CKF stream's last sequence when sampled
+	TimestampUnixNano uint64 // sampling time, ns since the Unix epoch (relay clock)
+	IntervalMs        uint32 // report period and rate window, ms
+
+	ActiveBlocks        uint64 // KV blocks the relay tracks as cached on the pool's workers
+	QueuedPrefillTokens uint64 // prompt tokens waiting for or in prefill (score.Candidate.ActivePrefillTokens)
+	ActiveDecodeBlocks  uint64 // KV blocks held by running decodes (score.Candidate.ActiveDecodeBlocks)
+	LiveWorkers         uint32 // workers that published an event or load sample within IntervalMs
+	CapacityBlocks      uint64 // total KV capacity of the live workers, in blocks; 0: unknown
+
+	PrefillTokensPerMs float64 // one request's prefill speed on one worker, tokens/ms
+	QueueTokensPerMs   float64 // rate the whole DC drains queued prefill tokens, tokens/ms
+	DecodeBlocksPerMs  float64 // rate running decodes release KV blocks DC-wide, blocks/ms
+}
+
+// Type returns FrameLoadReport.
+func (*LoadReport) Type() FrameType { return FrameLoadReport }
