@@ -1,0 +1,107 @@
+// Package shm is the shared-memory replica file: one file (under /dev/shm
+// in production) that the router-site consumer writes and every router
+// process on the host maps read-only. It holds a header, one metadata
+// record per lane, and the transposed bucket table laid out exactly as
+// replica.Table expects, so a reader searches the mapping in place with no
+// copy and no system call.
+//
+// # Concepts
+//
+// A Writer (the consumer) creates the file for a Layout: the consumer's
+// addressing format (seed, bucket count), its domain and instance, and the
+// DC of each lane. The file's layout generation is one more than the file it
+// replaces. A new layout (Create again, or Writer.Resize) is written under a
+// temporary name and renamed into place, then the old file is marked
+// retired; readers poll Reader.Stale and Attach again, keeping the old
+// mapping until their in-flight searches end. A Reader (the router library)
+// attaches read-only after checking magic, version, checksum and sizes.
+//
+// # Layout (little-endian; offsets in bytes)
+//
+// Fixed header, 256 bytes at offset 0:
+//
+//	  0  [8]  magic "GOIXREPL"
+//	  8  u32  layout version (1)
+//	 12  u32  H: offset of the bucket region = 256 + 256·D rounded up to 4096
+//	 16  u64  layout generation (1 for a path's first file, +1 per Create)
+//	 24  u64  addressing seed
+//	 32  u64  bucket count n (power of two in [2, 2^24])
+//	 40  u32  lanes D (1..64)
+//	 44  u32  words per replica row: D rounded up to a multiple of 8
+//	 48  u64  region bytes R = replica.RegionWords(D, n) × 8
+//	 56  u64  domain id
+//	 64  u64  consumer instance
+//	 72  u64  created, ns since the Unix epoch
+//	 80  u64  checksum: XXH3-64 of bytes 0..79 and every lane's DC id
+//	 88  u64  state, atomic: 0 live, 1 retired (a newer generation replaced it)
+//	 96  u64  writer heartbeat, atomic: ns since the Unix epoch
+//	104  …    reserved, zero, up to 256
+//
+// Lane records, 256 bytes each at 256 + 256·l, 32 u64 words, all atomic
+// (word: field): 0 DC id (immutable, under the checksum); 1 lane state
+// (relayproto.State); 2 producer incarnation; 3 producer layout generation;
+// 4 lease epoch; 5 installed sequence; 6 latest known sequence; 7 last apply
+// time; 8 RTT µs (0 unmeasured); 9 RTT measured at; 10 load sampled at
+// (relay clock); 11 load received at; 12 active blocks; 13 queued prefill
+// tokens; 14 active decode blocks; 15 live workers; 16 capacity blocks;
+// 17 prefill tokens/ms, 18 queue tokens/ms, 19 decode blocks/ms (float64
+// bits); 20 faults; 21 snapshots installed; 22 deltas applied; 23–31
+// reserved, zero. Times are ns since the Unix epoch, 0 when unknown.
+//
+// Bucket region, R bytes at H (page-aligned, hence 64-byte aligned): the
+// replica region. Its first 64 bytes are the replica's header line: word 0
+// at H is the ready-lane mask (bit l: lane l has an installed snapshot),
+// words 1–7 reserved. Then n rows of S = ⌈D/8⌉·8 words: bucket b of lane l
+// is the u64 at H + 64 + 8·(b·S + l), the packed 4 × 16-bit bucket of spec
+// §3. The file is H + R bytes.
+//
+// # Invariants
+//
+//   - Bytes 0..87 and the lanes' DC ids never change after the rename; the
+//     checksum covers them, so a reader never maps a half-written header.
+//   - Every shared word (state, heartbeat, lane records, ready mask,
+//     buckets) is read and written with single sync/atomic u64 operations:
+//     the file is shared between processes and Go's atomics are plain
+//     aligned loads and stores on it.
+//   - Generations at one path strictly increase; the retired mark is set on
+//     the old file only after the new one is in place.
+//
+// # Errors
+//
+// Attach and Create return *FieldError values wrapping ErrForeign,
+// ErrVersion or ErrCorrupt, naming the field and byte offset; Create
+// refuses to replace a file that is not a valid replica file and leaves no
+// temporary file behind on any error. ErrBadLayout reports a Layout out of
+// range; ErrClosed a closed handle.
+//
+// # Concurrency
+//
+// The replica's rule holds across processes: one writer per lane (the
+// consumer's lane ingestor, which also stores that lane's record), any
+// number of concurrent readers in any process. Reads are weak (spec §5.4):
+// no seqlock, no lock; a lane record, like a multi-bucket delta, is not
+// read atomically as a whole. Close must not race with uses of the mapping.
+//
+// Non-goals: no locking against two writers of one path (the consumer owns
+// its path), no persistence across reboots (tmpfs), no in-place resize.
+//
+// # Files
+//
+//   - layout.go: Layout, the header byte offsets, header encoding and validation.
+//   - lane.go: LaneInfo and Load, the lane record's atomic encoding.
+//   - mapping.go: mapping a file and building the replica table over it; Info.
+//   - writer.go: Writer, Create (temporary file, rename, retire), Resize.
+//   - reader.go: Reader, Attach, Stale.
+//   - errors.go: sentinels and FieldError.
+//
+// # Tests
+//
+// The tests prove that a writer and readers (a second mapping and a child
+// process) see the same buckets, ready mask and lane records; that every
+// field sits at the byte offset documented above and the bucket region is
+// word for word the replica's region; that a new generation retires the
+// old file and readers detect it (also when only the path changed); that
+// foreign, short, truncated, corrupted and other-version files are rejected
+// with the right error; that Create never clobbers a foreign file and
+// leaves no temporary file; and that this file map matches the directory.
+package shm

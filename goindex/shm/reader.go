@@ -1,0 +1,78 @@
+package shm
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/replica"
+)
+
+// Reader is a read-only mapping of a replica file, for the router library:
+// search its Table with a replica.Searcher, read lane metadata, and check
+// Stale now and then. All its methods are safe for concurrent use, except
+// Close, which must wait until no search uses the Table.
+type Reader struct {
+	m *mapping
+}
+
+// Attach maps the replica file at path read-only after checking its magic,
+// version, checksum and sizes. A file that is not a replica file is
+// ErrForeign; one of another layout version is ErrVersion; a damaged or
+// truncated one is ErrCorrupt; each comes as a *FieldError naming the field.
+func Attach(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("shm: attach: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("shm: attach: %w", err)
+	}
+	m, err := mapFile(path, f, st.Size(), syscall.PROT_READ)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Reader{m: m}, nil
+}
+
+// Table returns the replica table over the mapping. It is read-only: only
+// Ready, Word, AppendLane, Probe and searches may be used (a store faults).
+func (r *Reader) Table() *replica.Table { return r.m.table }
+
+// Format returns the file's addressing format, for replica.NewSearcher.
+func (r *Reader) Format() *ckf.Format { return r.m.format }
+
+// Info returns the file's header.
+func (r *Reader) Info() Info { return r.m.info() }
+
+// Ready returns the ready-lane mask (the replica's ready word).
+func (r *Reader) Ready() uint64 { return r.m.table.Ready() }
+
+// Lane returns lane l's metadata. It panics if l is out of range.
+func (r *Reader) Lane(l int) LaneInfo { return loadLane(r.m.lane(l)) }
+
+// WriterHeartbeat returns the last time the writer called Touch (zero if
+// never).
+func (r *Reader) WriterHeartbeat() time.Time { return r.m.heartbeat() }
+
+// Stale reports whether a newer generation replaced this mapping's file:
+// the writer marked it retired, or the path now names another file (a writer
+// that crashed before marking). Attach again to follow it.
+func (r *Reader) Stale() (bool, error) {
+	if r.m.retired() {
+		return true, nil
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(r.m.path, &st); err != nil {
+		return false, fmt.Errorf("shm: stat %s: %w", r.m.path, err)
+	}
+	return st.Ino != r.m.inode, nil
+}
+
+// Close unmaps the file.
+func (r *Reader) Close() error { return r.m.close() }
