@@ -70,10 +70,10 @@ func (bw *bodyWriter) finish() []byte {
 	return bw.w.b
 }
 
-func (bw *bodyWriter) array(n int)       { _ = bw.enc.EncodeArrayLen(n) }
-func (bw *bodyWriter) uint(v uint64)     { _ = bw.enc.EncodeUint(v) }
-func (bw *bodyWriter) float(v float64)   { _ = bw.enc.EncodeFloat64(v) }
-func (bw *bodyWriter) binHeader(n int)   { _ = bw.enc.EncodeBytesLen(n) }
+func (bw *bodyWriter) array(n int)     { _ = bw.enc.EncodeArrayLen(n) }
+func (bw *bodyWriter) uint(v uint64)   { _ = bw.enc.EncodeUint(v) }
+func (bw *bodyWriter) float(v float64) { _ = bw.enc.EncodeFloat64(v) }
+func (bw *bodyWriter) binHeader(n int) { _ = bw.enc.EncodeBytesLen(n) }
 
 func (bw *bodyWriter) identity(id *ProducerIdentity) {
 	bw.array(identityFields)
@@ -169,6 +169,18 @@ func (br *bodyReader) uint(limit uint64, what string) (uint64, error) {
 		return 0, br.fail(ErrMalformed, "%s %d exceeds %d", what, v, limit)
 	}
 	return v, nil
+}
+
+// count reads an element count ≤ limit; a larger one is ErrTooLarge.
+func (br *bodyReader) count(limit int, what string) (int, error) {
+	v, err := br.uint(math.MaxUint64, what)
+	if err != nil {
+		return 0, err
+	}
+	if v > uint64(limit) {
+		return 0, br.fail(ErrTooLarge, "%s %d exceeds the limit %d", what, v, limit)
+	}
+	return int(v), nil
 }
 
 // float reads a finite, non-negative float64.

@@ -360,13 +360,13 @@ func (br *bodyReader) snapshot(s *Snapshot) error {
 		return err
 	}
 	s.Encoding = Encoding(enc)
-	count, err := br.uint(MaxChunkWords, "word count")
+	count, err := br.count(MaxChunkWords, "word count")
 	if err != nil {
 		return err
 	}
-	limit := denseBytes(int(count))
+	limit := denseBytes(count)
 	if s.Encoding == Compact {
-		limit = (int(count)+1)/2 + 8*int(count)
+		limit = (count+1)/2 + 8*count // every slot occupied
 	}
 	payload, err := br.bin(limit, "snapshot payload")
 	if err != nil {
@@ -375,13 +375,21 @@ func (br *bodyReader) snapshot(s *Snapshot) error {
 	if s.Encoding == Dense && len(payload) != limit {
 		return br.fail(ErrMalformed, "dense payload is %d bytes, want %d", len(payload), limit)
 	}
-	s.Words = growWords(s.Words, int(count))
+	if s.Encoding == Compact {
+		if reason := checkCompact(count, payload); reason != "" {
+			return br.fail(ErrMalformed, "%s", reason)
+		}
+	}
+	if err := br.end(); err != nil {
+		return err
+	}
+	s.Words = growWords(s.Words, count)
 	if s.Encoding == Dense {
 		decodeDense(s.Words, payload)
 	} else if reason := decodeCompact(s.Words, payload); reason != "" {
 		return br.fail(ErrMalformed, "%s", reason)
 	}
-	return br.end()
+	return nil
 }
 
 func growWords(w []uint64, n int) []uint64 {

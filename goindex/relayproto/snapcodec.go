@@ -69,15 +69,16 @@ func appendCompact(dst []byte, words []uint64) []byte {
 	return dst
 }
 
-// decodeCompact fills dst (len = count) from a compact payload and returns
-// the reason it is not canonical, or "".
-func decodeCompact(dst []uint64, payload []byte) string {
-	maskBytes := (len(dst) + 1) / 2
+// checkCompact returns why payload cannot be the compact encoding of count
+// words, or "", looking only at its size and occupancy masks; it runs before
+// the words are allocated.
+func checkCompact(count int, payload []byte) string {
+	maskBytes := (count + 1) / 2
 	if len(payload) < maskBytes {
 		return "compact payload shorter than its occupancy masks"
 	}
 	masks, fps := payload[:maskBytes], payload[maskBytes:]
-	if len(dst)%2 == 1 && masks[maskBytes-1]>>4 != 0 {
+	if count%2 == 1 && masks[maskBytes-1]>>4 != 0 {
 		return "compact padding nibble is not zero"
 	}
 	slots := 0
@@ -87,6 +88,13 @@ func decodeCompact(dst []uint64, payload []byte) string {
 	if len(fps) != 2*slots {
 		return "compact fingerprint bytes do not match the occupancy masks"
 	}
+	return ""
+}
+
+// decodeCompact fills dst (len = count) from a payload that passed
+// checkCompact and returns the reason it is not canonical, or "".
+func decodeCompact(dst []uint64, payload []byte) string {
+	masks, fps := payload[:(len(dst)+1)/2], payload[(len(dst)+1)/2:]
 	p := 0
 	for i := range dst {
 		m := masks[i/2] >> (4 * (i & 1)) & 0xF
