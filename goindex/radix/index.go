@@ -59,8 +59,9 @@ type Index struct {
 	bySlot  []kv.Member          // member of each slot, read by Match
 	members map[kv.Member]uint32 // slot of each known member
 
-	duplicates uint64
-	scratch    []uint32 // writer-only work stack
+	duplicates  uint64
+	scratch     []uint32 // writer-only work stack
+	hashScratch []uint64 // writer-only copy of a store's hashes
 }
 
 // member is one known member's own view: which node each of its external

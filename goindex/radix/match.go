@@ -77,6 +77,12 @@ func (x *Index) appendWideGone(dst []kv.Overlap, from, to uint32, depth int) []k
 	var next []uint32
 	if to != 0 {
 		next = x.a.wide[to-1]
+		if len(next) == len(prev) {
+			// next ⊆ prev (prefix closure), so equal sizes mean nobody
+			// left: the common case on a shared prefix, skipped in O(1)
+			// as Dynamo's tree does.
+			return dst
+		}
 	}
 	j := 0
 	for _, s := range prev {
