@@ -19,14 +19,14 @@ func sampleMessages(t testing.TB) map[string]Message {
 	lease := Lease{ConsumerInstance: 42, Lane: 3, Epoch: 9}
 	words := []uint64{0, 0x000000000000B49E, 0xBABF000045240000, 0xFFFFFFFFFFFFFFFF, 0, 0x0001000000000000, 0x7FFF800000010002, 0}
 	return map[string]Message{
-		"snapshot_compact":     &Snapshot{Identity: id, Lease: lease, Sequence: 7, Total: 8, Words: words},
-		"snapshot_dense":       &Snapshot{Identity: id, Lease: lease, Sequence: 7, Total: 8, Words: words, Encoding: Dense},
-		"snapshot_chunk_odd":   &Snapshot{Identity: id, Sequence: math.MaxUint64, Total: 8, Offset: 5, Words: words[5:]},
-		"delta":                &Delta{Identity: id, Lease: lease, Base: 7, Sequence: 8, Images: []Image{{Bucket: 1, Word: 0x000000000000B49E}, {Bucket: 6, Word: 0}}},
-		"delta_fanout":         &Delta{Identity: id, Base: math.MaxUint64 - 1, Sequence: math.MaxUint64, Images: []Image{{Bucket: 7, Word: 1}}},
-		"drain_marker":         &DrainMarker{Identity: id, Lease: lease, Expected: 8},
-		"heartbeat_fanout":     &Heartbeat{Identity: id, Sequence: 300},
-		"load_report":          &LoadReport{Identity: id, Sequence: 8, TimestampUnixNano: 1764684000123456789, IntervalMs: 1000, ActiveBlocks: 1 << 20, QueuedPrefillTokens: 65536, ActiveDecodeBlocks: 4096, LiveWorkers: 16, CapacityBlocks: 1 << 22, PrefillTokensPerMs: 20.5, QueueTokensPerMs: 300, DecodeBlocksPerMs: 1.25},
+		"snapshot_compact":       &Snapshot{Identity: id, Lease: lease, Sequence: 7, Total: 8, Words: words},
+		"snapshot_dense":         &Snapshot{Identity: id, Lease: lease, Sequence: 7, Total: 8, Words: words, Encoding: Dense},
+		"snapshot_chunk_odd":     &Snapshot{Identity: id, Sequence: math.MaxUint64, Total: 8, Offset: 5, Words: words[5:]},
+		"delta":                  &Delta{Identity: id, Lease: lease, Base: 7, Sequence: 8, Images: []Image{{Bucket: 1, Word: 0x000000000000B49E}, {Bucket: 6, Word: 0}}},
+		"delta_fanout":           &Delta{Identity: id, Base: math.MaxUint64 - 1, Sequence: math.MaxUint64, Images: []Image{{Bucket: 7, Word: 1}}},
+		"drain_marker":           &DrainMarker{Identity: id, Lease: lease, Expected: 8},
+		"heartbeat_fanout":       &Heartbeat{Identity: id, Sequence: 300},
+		"load_report":            &LoadReport{Identity: id, Sequence: 8, TimestampUnixNano: 1764684000123456789, IntervalMs: 1000, ActiveBlocks: 1 << 20, QueuedPrefillTokens: 65536, ActiveDecodeBlocks: 4096, LiveWorkers: 16, CapacityBlocks: 1 << 22, PrefillTokensPerMs: 20.5, QueueTokensPerMs: 300, DecodeBlocksPerMs: 1.25},
 		"load_report_unmeasured": &LoadReport{Identity: id},
 	}
 }
