@@ -138,7 +138,9 @@ func (s *Server) start() error {
 }
 
 // ClientURL returns the nats:// URL clients connect to.
-func (s *Server) ClientURL() string { return "nats://" + net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port)) }
+func (s *Server) ClientURL() string {
+	return "nats://" + net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port))
+}
 
 // LeafURL returns the nats-leaf:// URL leaf nodes connect to, or "" when
 // the server has no leaf listener.
