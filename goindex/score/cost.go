@@ -53,7 +53,7 @@ func (s *Scorer) ttftParts(c *Candidate, isl int) Parts {
 		// decodes hold too much, it waits for them to release the excess.
 		need := float64(s.blocksFor(uncached))
 		if excess := float64(c.ActiveDecodeBlocks) + need - float64(c.CapacityBlocks); excess > 0 {
-			queue += excess / s.cfg.DecodeBlocksPerMs
+			queue += excess / orDefault(c.DecodeBlocksPerMs, s.cfg.DecodeBlocksPerMs)
 		}
 	}
 	return Parts{RTTms: c.RTTms, QueueMs: queue, PrefillMs: float64(uncached) / prefillRate}

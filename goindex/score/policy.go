@@ -68,10 +68,12 @@ type Candidate struct {
 	HasRTT bool
 	RTTms  float64 // round trip router ↔ candidate, ms
 
-	// PrefillTokensPerMs and QueueTokensPerMs override Config's throughput
-	// model for this candidate (from its load report); 0 means the default.
+	// PrefillTokensPerMs, QueueTokensPerMs and DecodeBlocksPerMs override
+	// Config's throughput model for this candidate (from its load report);
+	// 0 means the default.
 	PrefillTokensPerMs float64
 	QueueTokensPerMs   float64
+	DecodeBlocksPerMs  float64
 }
 
 // Request is what is being routed.

@@ -80,6 +80,10 @@ func TestScore_TTFTQueueAndAdmissionWait(t *testing.T) {
 	if cost, _ = s.Cost(Request{ISLTokens: 160}, c); cost != 1+10+3+8 {
 		t.Errorf("Cost with overrides = %v, want 22", cost)
 	}
+	c.DecodeBlocksPerMs = 0.5 // the report's release rate: 6 excess blocks → 12 ms
+	if cost, _ = s.Cost(Request{ISLTokens: 160}, c); cost != 1+10+12+8 {
+		t.Errorf("Cost with a decode-rate override = %v, want 31", cost)
+	}
 }
 
 func TestScore_MissingSignalsExcludeNeverZero(t *testing.T) {
