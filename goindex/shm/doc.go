@@ -77,8 +77,9 @@
 // # Concurrency
 //
 // The replica's rule holds across processes: one writer per lane (the
-// consumer's lane ingestor, which also stores that lane's record), any
-// number of concurrent readers in any process. Reads are weak (spec §5.4):
+// consumer's lane ingestor), any number of concurrent readers in any
+// process. Each group of a lane record (protocol state, RTT, load) has one
+// writer of its own. Reads are weak (spec §5.4):
 // no seqlock, no lock; a lane record, like a multi-bucket delta, is not
 // read atomically as a whole. Close must not race with uses of the mapping.
 //
@@ -88,7 +89,7 @@
 // # Files
 //
 //   - layout.go: Layout, the header byte offsets, header encoding and validation.
-//   - lane.go: LaneInfo and Load, the lane record's atomic encoding.
+//   - lane.go: LaneInfo, LaneState and Load, the lane record's atomic encoding.
 //   - mapping.go: mapping a file and building the replica table over it; Info.
 //   - writer.go: Writer, Create (temporary file, rename, retire), Resize.
 //   - reader.go: Reader, Attach, Stale.

@@ -56,31 +56,55 @@ func fromUnixNano(v uint64) time.Time {
 	return time.Unix(0, int64(v))
 }
 
-// storeLane writes every field of info but DC into the record w.
-func storeLane(w []uint64, info *LaneInfo) {
-	st := func(i int, v uint64) { atomic.StoreUint64(&w[i], v) }
-	st(lwState, uint64(info.State))
-	st(lwIncarnation, info.Incarnation)
-	st(lwLayoutGeneration, info.LayoutGeneration)
-	st(lwEpoch, info.Epoch)
-	st(lwInstalled, info.Installed)
-	st(lwLatest, info.Latest)
-	st(lwAppliedAt, unixNano(info.AppliedAt))
-	st(lwRTTMicros, uint64(info.RTT/time.Microsecond))
-	st(lwRTTAt, unixNano(info.RTTAt))
-	st(lwLoadAt, unixNano(info.Load.At))
-	st(lwLoadReceivedAt, unixNano(info.Load.ReceivedAt))
-	st(lwActiveBlocks, info.Load.ActiveBlocks)
-	st(lwQueuedPrefillTokens, info.Load.QueuedPrefillTokens)
-	st(lwActiveDecodeBlocks, info.Load.ActiveDecodeBlocks)
-	st(lwLiveWorkers, info.Load.LiveWorkers)
-	st(lwCapacityBlocks, info.Load.CapacityBlocks)
-	st(lwPrefillTokensPerMs, math.Float64bits(info.Load.PrefillTokensPerMs))
-	st(lwQueueTokensPerMs, math.Float64bits(info.Load.QueueTokensPerMs))
-	st(lwDecodeBlocksPerMs, math.Float64bits(info.Load.DecodeBlocksPerMs))
-	st(lwFaults, info.Faults)
-	st(lwSnapshots, info.Snapshots)
-	st(lwDeltas, info.Deltas)
+// LaneState is the protocol part of a lane record, written by the lane's
+// ingestor.
+type LaneState struct {
+	State            uint8
+	Incarnation      uint64
+	LayoutGeneration uint64
+	Epoch            uint64
+	Installed        uint64
+	Latest           uint64
+	AppliedAt        time.Time
+	Faults           uint64
+	Snapshots        uint64
+	Deltas           uint64
+}
+
+func store(w []uint64, i int, v uint64) { atomic.StoreUint64(&w[i], v) }
+
+// storeState writes the protocol words of the record w.
+func storeState(w []uint64, s *LaneState) {
+	store(w, lwState, uint64(s.State))
+	store(w, lwIncarnation, s.Incarnation)
+	store(w, lwLayoutGeneration, s.LayoutGeneration)
+	store(w, lwEpoch, s.Epoch)
+	store(w, lwInstalled, s.Installed)
+	store(w, lwLatest, s.Latest)
+	store(w, lwAppliedAt, unixNano(s.AppliedAt))
+	store(w, lwFaults, s.Faults)
+	store(w, lwSnapshots, s.Snapshots)
+	store(w, lwDeltas, s.Deltas)
+}
+
+// storeRTT writes the RTT words of the record w.
+func storeRTT(w []uint64, rtt time.Duration, at time.Time) {
+	store(w, lwRTTMicros, uint64(rtt/time.Microsecond))
+	store(w, lwRTTAt, unixNano(at))
+}
+
+// storeLoad writes the load words of the record w.
+func storeLoad(w []uint64, l *Load) {
+	store(w, lwLoadAt, unixNano(l.At))
+	store(w, lwLoadReceivedAt, unixNano(l.ReceivedAt))
+	store(w, lwActiveBlocks, l.ActiveBlocks)
+	store(w, lwQueuedPrefillTokens, l.QueuedPrefillTokens)
+	store(w, lwActiveDecodeBlocks, l.ActiveDecodeBlocks)
+	store(w, lwLiveWorkers, l.LiveWorkers)
+	store(w, lwCapacityBlocks, l.CapacityBlocks)
+	store(w, lwPrefillTokensPerMs, math.Float64bits(l.PrefillTokensPerMs))
+	store(w, lwQueueTokensPerMs, math.Float64bits(l.QueueTokensPerMs))
+	store(w, lwDecodeBlocksPerMs, math.Float64bits(l.DecodeBlocksPerMs))
 }
 
 // loadLane reads the record w.

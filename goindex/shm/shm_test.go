@@ -95,6 +95,15 @@ func sampleInfo(l int) LaneInfo {
 		Faults: 1, Snapshots: 2, Deltas: 77}
 }
 
+// storeInfo writes every group of info into lane l.
+func storeInfo(w *Writer, l int, info LaneInfo) {
+	w.SetState(l, &LaneState{State: info.State, Incarnation: info.Incarnation, LayoutGeneration: info.LayoutGeneration,
+		Epoch: info.Epoch, Installed: info.Installed, Latest: info.Latest, AppliedAt: info.AppliedAt,
+		Faults: info.Faults, Snapshots: info.Snapshots, Deltas: info.Deltas})
+	w.SetRTT(l, info.RTT, info.RTTAt)
+	w.SetLoad(l, &info.Load)
+}
+
 func TestWriterReader_SecondMappingSeesBucketsReadyAndLanes(t *testing.T) {
 	seed := testSeed(t)
 	path := filepath.Join(t.TempDir(), "replica")
@@ -112,8 +121,7 @@ func TestWriterReader_SecondMappingSeesBucketsReadyAndLanes(t *testing.T) {
 				if err := w.Table().Install(i, want[i]); err != nil {
 					t.Fatalf("Install(lane %d): %v", i, err)
 				}
-				info := sampleInfo(i)
-				w.StoreLane(i, &info)
+				storeInfo(w, i, sampleInfo(i))
 			}
 			w.Touch(time.Unix(1700000001, 0))
 			if got, all := r.Ready(), ^uint64(0)>>(64-lanes); got != all {
@@ -169,7 +177,7 @@ func TestLayout_FieldsAtDocumentedOffsets(t *testing.T) {
 	}
 	w.Table().ClearReady(4)
 	info := sampleInfo(2)
-	w.StoreLane(2, &info)
+	storeInfo(w, 2, info)
 	w.Touch(time.Unix(0, 12345))
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -408,8 +416,7 @@ func TestChildProcess_ReadsWriterUpdates(t *testing.T) {
 		t.Fatalf("child's first round: read %q, %v; stderr: %s", buf, err, stderr.String())
 	}
 	install(2)
-	info := LaneInfo{Installed: 2}
-	w.StoreLane(0, &info)
+	w.SetState(0, &LaneState{Installed: 2})
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("child process: %v; stderr: %s", err, stderr.String())
 	}

@@ -15,8 +15,9 @@ import (
 )
 
 // Writer is the consumer's read-write mapping of a replica file. Its table's
-// lanes follow the replica's rule (one writer per lane); StoreLane for a lane
-// belongs to that lane's writer; Touch may be called from anywhere. Close
+// lanes follow the replica's rule (one writer per lane). A lane record has
+// three groups of words, each with one writer: SetState (the lane's
+// ingestor), SetRTT and SetLoad. Touch may be called from anywhere. Close
 // must not run concurrently with other calls.
 type Writer struct {
 	m *mapping
@@ -128,9 +129,18 @@ func (w *Writer) Info() Info { return w.m.info() }
 // Lane returns lane l's metadata as stored. It panics if l is out of range.
 func (w *Writer) Lane(l int) LaneInfo { return loadLane(w.m.lane(l)) }
 
-// StoreLane stores every field of info except DC (fixed at Create) into
-// lane l's record, one atomic store per field. It panics if l is out of range.
-func (w *Writer) StoreLane(l int, info *LaneInfo) { storeLane(w.m.lane(l), info) }
+// SetState stores the protocol words of lane l's record, one atomic store
+// per field. It belongs to the lane's ingestor. It panics if l is out of
+// range.
+func (w *Writer) SetState(l int, s *LaneState) { storeState(w.m.lane(l), s) }
+
+// SetRTT stores lane l's last round trip and when it was measured. It
+// belongs to the lane's RTT prober. It panics if l is out of range.
+func (w *Writer) SetRTT(l int, rtt time.Duration, at time.Time) { storeRTT(w.m.lane(l), rtt, at) }
+
+// SetLoad stores lane l's last load report. It belongs to the lane's load
+// receiver. It panics if l is out of range.
+func (w *Writer) SetLoad(l int, load *Load) { storeLoad(w.m.lane(l), load) }
 
 // Touch records now as the writer's heartbeat, so readers can tell a live
 // consumer from one that died with the file in place.
