@@ -83,8 +83,12 @@ func (l *Lane) CatchUp(log DeltaLog, batch int) (int, Outcome, error) {
 	if batch <= 0 {
 		batch = 256
 	}
-	if l.state != StateReady {
+	switch l.state {
+	case StateAwaiting:
 		return 0, l.note(AwaitingSnapshot), nil
+	case StateReady:
+	default:
+		return 0, l.note(ForeignLease), nil
 	}
 	applied, last := 0, Outcome(0)
 	for {

@@ -1,0 +1,229 @@
+package relayproto
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+// Fault injection at the protocol level (spec §9 item 10): a 3-lane grid,
+// a fault on lane 1, then recovery and a drain; every lane ends READY and
+// equal to its producer, and lanes 0 and 2 never see a fault.
+
+const victim = 1
+
+func newFaultGrid(t *testing.T, cfg ConsumerConfig) *grid {
+	t.Helper()
+	g := newGrid(t, 3, 64, 24, cfg, 10)
+	g.run(t, 5)
+	return g
+}
+
+// finish recovers the victim if it is not READY, drains every lane, and
+// checks convergence and that the other lanes were undisturbed.
+func (g *grid) finish(t *testing.T) {
+	t.Helper()
+	if g.dcs[victim].lane.Status().State != StateReady {
+		g.dcs[victim].recover()
+	}
+	g.run(t, 3)
+	for _, d := range g.dcs {
+		if o := d.drain(); o != Acknowledged {
+			t.Errorf("lane %d drain = %v, want Acknowledged", d.lane.Index(), o)
+		}
+		d.checkConverged(g.tbl)
+	}
+	for _, i := range []int{0, 2} {
+		if n := faults(g.c.Lane(i)); n != 0 {
+			t.Errorf("lane %d saw %d faults from lane %d's trouble", i, n, victim)
+		}
+	}
+}
+
+func (g *grid) expectLast(t *testing.T, what string, outs []Outcome, want Outcome) {
+	t.Helper()
+	if len(outs) == 0 || outs[len(outs)-1] != want {
+		t.Errorf("%s: outcomes %v, want the last to be %v", what, outs, want)
+	}
+}
+
+func TestFault_DroppedDeltaIsABaseSequenceMismatch(t *testing.T) {
+	g := newFaultGrid(t, ConsumerConfig{})
+	d := g.dcs[victim]
+	if err := d.step(g.rng, 2); err != nil {
+		t.Fatal(err)
+	}
+	d.w.queue = nil // lost
+	if err := d.step(g.rng, 2); err != nil {
+		t.Fatal(err)
+	}
+	g.expectLast(t, "delta after a dropped one", d.w.pump(), BaseSequenceMismatch)
+	g.finish(t)
+}
+
+func TestFault_DroppedFinalDeltaIsADrainMismatch(t *testing.T) {
+	g := newFaultGrid(t, ConsumerConfig{})
+	d := g.dcs[victim]
+	if err := d.step(g.rng, 2); err != nil {
+		t.Fatal(err)
+	}
+	d.w.queue = nil
+	m, err := d.pub.DrainMarker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.w.Send(m); err != nil {
+		t.Fatal(err)
+	}
+	g.expectLast(t, "drain marker after a dropped final delta", d.w.pump(), TerminalSequenceMismatch)
+	g.finish(t)
+}
+
+func TestFault_DuplicateDeltaIsIgnored(t *testing.T) {
+	g := newFaultGrid(t, ConsumerConfig{})
+	d := g.dcs[victim]
+	if err := d.step(g.rng, 3); err != nil {
+		t.Fatal(err)
+	}
+	d.w.queue = append(d.w.queue, d.w.queue...)
+	if outs := d.w.pump(); !slices.Equal(outs, []Outcome{Applied, StaleOrDuplicate}) {
+		t.Errorf("a delta delivered twice: %v, want [Applied StaleOrDuplicate]", outs)
+	}
+	if faults(d.lane) != 0 {
+		t.Errorf("a duplicate faulted the lane")
+	}
+	g.finish(t)
+}
+
+func TestFault_ReorderedDeltasFault(t *testing.T) {
+	g := newFaultGrid(t, ConsumerConfig{})
+	d := g.dcs[victim]
+	for range 2 {
+		if err := d.step(g.rng, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.w.queue[0], d.w.queue[1] = d.w.queue[1], d.w.queue[0]
+	if outs := d.w.pump(); !slices.Equal(outs, []Outcome{BaseSequenceMismatch, ForeignLease}) {
+		t.Errorf("reordered deltas: %v, want [BaseSequenceMismatch ForeignLease]", outs)
+	}
+	g.finish(t)
+}
+
+func TestFault_BadImageIndexFaultsWithNoWrite(t *testing.T) {
+	g := newFaultGrid(t, ConsumerConfig{})
+	d := g.dcs[victim]
+	if err := d.step(g.rng, 4); err != nil {
+		t.Fatal(err)
+	}
+	var bad Delta
+	if _, err := DecodeDelta(&bad, d.w.queue[0]); err != nil {
+		t.Fatal(err)
+	}
+	bad.Images = append(bad.Images, Image{Bucket: 64, Word: 0xDEAD})
+	frame, err := AppendDelta(nil, &bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.w.queue[0] = frame
+	before, writes := g.tbl.laneCopy(victim), g.tbl.writes[victim]
+	g.expectLast(t, "delta with image index n", d.w.pump(), InvalidIndex)
+	if g.tbl.writes[victim] != writes || !slices.Equal(g.tbl.words[victim], before) {
+		t.Errorf("a delta with a bad index wrote %d words", g.tbl.writes[victim]-writes)
+	}
+	g.finish(t)
+}
+
+func TestFault_StaleLeaseReplayIsIgnored(t *testing.T) {
+	g := newFaultGrid(t, ConsumerConfig{OrderedHeartbeats: true})
+	d := g.dcs[victim]
+	old := slices.Clone(d.w.history) // snapshot, deltas under the first lease
+	d.recover()                       // lease 2
+	g.run(t, 2)
+	words := g.tbl.laneCopy(victim)
+	d.w.queue = old
+	for i, o := range d.w.pump() {
+		if o != ForeignLease {
+			t.Errorf("replayed old-lease frame %d = %v, want ForeignLease", i, o)
+		}
+	}
+	if !slices.Equal(g.tbl.words[victim], words) || d.lane.Status().State != StateReady {
+		t.Errorf("an old-lease replay changed the lane")
+	}
+	g.finish(t)
+	if n := faults(d.lane); n != 0 {
+		t.Errorf("the replay caused %d faults", n)
+	}
+}
+
+func TestFault_SinkFailureFencesThenSnapshotAtTheSameSequence(t *testing.T) {
+	g := newFaultGrid(t, ConsumerConfig{})
+	d := g.dcs[victim]
+	at := d.pub.Status().LastSequence
+	d.w.fail = true
+	if err := d.step(g.rng, 2); !errors.Is(err, ErrDeliveryUncertain) {
+		t.Fatalf("Publish into a failing sink = %v, want ErrDeliveryUncertain", err)
+	}
+	d.w.fail = false
+	if err := d.step(g.rng, 2); !errors.Is(err, ErrFenced) {
+		t.Errorf("Publish while fenced = %v, want ErrFenced", err)
+	}
+	if st := d.pub.Status(); st.LastSequence != at || st.Fence != FenceDeliveryUncertain {
+		t.Errorf("after the failure: lastSeq %d fence %v, want %d and delivery-uncertain", st.LastSequence, st.Fence, at)
+	}
+	d.recover()
+	if st := d.lane.Status(); st.Installed != at {
+		t.Errorf("recovery snapshot installed at %d, want the same sequence %d", st.Installed, at)
+	}
+	d.checkConverged(g.tbl)
+	g.finish(t)
+}
+
+func TestFault_RelayRestartReSnapshotsWithANewIncarnation(t *testing.T) {
+	g := newFaultGrid(t, ConsumerConfig{})
+	d := g.dcs[victim]
+	if err := d.step(g.rng, 2); err != nil { // in flight when the relay dies
+		t.Fatal(err)
+	}
+	inFlight := slices.Clone(d.w.queue)
+	d.w.queue = nil
+	oldID := d.id
+	d.restart()
+	if err := d.step(g.rng, 2); err != nil || len(d.w.queue) != 0 {
+		t.Fatalf("the new incarnation without a lease sent %d frames (%v)", len(d.w.queue), err)
+	}
+	if d.lane.Status().Identity != oldID {
+		t.Fatalf("lane lost its old identity before reassignment")
+	}
+	d.recover() // the control plane assigns the new identity under a new lease
+	if st := d.lane.Status(); st.Identity.Incarnation != oldID.Incarnation+1 || st.Installed != 0 {
+		t.Errorf("after restart: incarnation %d installed %d, want %d at 0", st.Identity.Incarnation, st.Installed, oldID.Incarnation+1)
+	}
+	d.w.queue = inFlight // the old incarnation's late frame
+	g.expectLast(t, "old incarnation's late delta", d.w.pump(), ForeignLease)
+	g.finish(t)
+}
+
+func TestFault_WorkerCrashMidApplyRetiresTheLane(t *testing.T) {
+	g := newFaultGrid(t, ConsumerConfig{})
+	d := g.dcs[victim]
+	g.tbl.panicAfter[victim] = 2 // crash on the second image store
+	if err := d.step(g.rng, 8); err != nil {
+		t.Fatal(err)
+	}
+	crashed := func() (crashed bool) {
+		defer func() { crashed = recover() != nil }()
+		d.w.pump()
+		return false
+	}()
+	if !crashed {
+		t.Fatalf("the injected crash did not happen")
+	}
+	d.w.queue = nil
+	d.lane.Release() // the supervisor drops the dead ingestor
+	if st := d.lane.Status(); st.State != StateUnclaimed || g.tbl.isReady(victim) {
+		t.Errorf("after Release: %v ready=%v, want UNCLAIMED and not ready", st.State, g.tbl.isReady(victim))
+	}
+	d.recover() // a new ingestor claims the lane and re-snapshots
+	g.finish(t)
+}

@@ -1,0 +1,188 @@
+package relayproto
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// wire is an in-memory leased transport from one publisher to a consumer:
+// every message is encoded to a frame and queued; pump delivers the queue
+// through Consumer.Apply. Tests drop, duplicate, reorder or corrupt queued
+// frames, make Send fail, and replay history.
+type wire struct {
+	t       testing.TB
+	c       *Consumer
+	queue   [][]byte
+	history [][]byte // every frame ever sent, for replays
+	fail    bool     // Send fails and nothing is queued
+}
+
+func (w *wire) Send(m Message) error {
+	frame, err := AppendFrame(nil, m)
+	if err != nil {
+		w.t.Fatalf("wire: AppendFrame(%v): %v", m.Type(), err)
+	}
+	if w.fail {
+		return errSinkDown
+	}
+	w.history = append(w.history, frame)
+	w.queue = append(w.queue, frame)
+	return nil
+}
+
+// pump delivers every queued frame and returns their outcomes.
+func (w *wire) pump() []Outcome {
+	var outs []Outcome
+	for _, f := range w.queue {
+		o, rest, err := w.c.Apply(f)
+		var le *LaneError
+		if err != nil && !errors.As(err, &le) {
+			w.t.Fatalf("wire: Apply: %v", err)
+		}
+		if len(rest) != 0 {
+			w.t.Fatalf("wire: %d bytes left after a frame", len(rest))
+		}
+		outs = append(outs, o)
+	}
+	w.queue = w.queue[:0]
+	return outs
+}
+
+// dc is one producer DC feeding lane `lane` of a consumer through a wire.
+type dc struct {
+	t     testing.TB
+	id    ProducerIdentity
+	src   *modelSource
+	pub   *Publisher
+	w     *wire
+	lane  *Lane
+	chunk int // snapshot chunk words
+}
+
+func newDC(t testing.TB, c *Consumer, lane int, f Format, chunk int) *dc {
+	d := &dc{t: t, id: testIdentity(f, c.Lane(lane).Owner().DC, 1), src: newModelSource(f.Buckets), w: &wire{t: t, c: c}, lane: c.Lane(lane), chunk: chunk}
+	d.restart()
+	return d
+}
+
+// restart starts a new relay incarnation over the same producer words (a
+// relay restart keeps no lease and no sequence).
+func (d *dc) restart() {
+	d.id.Incarnation++
+	p, err := NewPublisher(PublisherConfig{Identity: d.id, Sink: d.w, Source: d.src})
+	if err != nil {
+		d.t.Fatalf("NewPublisher: %v", err)
+	}
+	d.pub = p
+}
+
+// recover takes a new lease, assigns it, and installs the barrier snapshot.
+func (d *dc) recover() {
+	d.t.Helper()
+	if d.lane.Status().State == StateUnclaimed {
+		if err := d.lane.Claim(); err != nil {
+			d.t.Fatalf("lane %d Claim: %v", d.lane.Index(), err)
+		}
+	}
+	lease := d.lane.NextLease()
+	if err := d.lane.Assign(d.id, lease); err != nil {
+		d.t.Fatalf("lane %d Assign(%v): %v", d.lane.Index(), lease, err)
+	}
+	snap, err := d.pub.SnapshotAfterBarrier(lease)
+	if err != nil {
+		d.t.Fatalf("lane %d SnapshotAfterBarrier: %v", d.lane.Index(), err)
+	}
+	for c := range snap.Chunks(d.chunk) {
+		if err := d.w.Send(c); err != nil {
+			d.t.Fatalf("lane %d snapshot chunk: %v", d.lane.Index(), err)
+		}
+	}
+	if outs := d.w.pump(); outs[len(outs)-1] != Installed {
+		d.t.Fatalf("lane %d recovery ended with %v, want Installed", d.lane.Index(), outs)
+	}
+}
+
+// step applies k random producer mutations and publishes the batch.
+func (d *dc) step(rng *rand.Rand, k int) error {
+	d.src.mutate(rng, k)
+	_, err := d.pub.Publish(d.src.AppendDrain(nil))
+	return err
+}
+
+// drain publishes the pending window and a drain marker, delivers
+// everything, and returns the marker's outcome.
+func (d *dc) drain() Outcome {
+	d.t.Helper()
+	if _, err := d.pub.Publish(d.src.AppendDrain(nil)); err != nil {
+		d.t.Fatalf("lane %d final Publish: %v", d.lane.Index(), err)
+	}
+	m, err := d.pub.DrainMarker()
+	if err != nil {
+		d.t.Fatalf("lane %d DrainMarker: %v", d.lane.Index(), err)
+	}
+	if err := d.w.Send(m); err != nil {
+		d.t.Fatalf("lane %d drain marker: %v", d.lane.Index(), err)
+	}
+	outs := d.w.pump()
+	return outs[len(outs)-1]
+}
+
+// checkConverged checks that the lane is READY, its ready bit set, and its
+// words equal the producer's byte for byte.
+func (d *dc) checkConverged(tbl *memTable) {
+	d.t.Helper()
+	st := d.lane.Status()
+	if st.State != StateReady || !tbl.isReady(d.lane.Index()) {
+		d.t.Errorf("lane %d: %v ready=%v, want READY", d.lane.Index(), st.State, tbl.isReady(d.lane.Index()))
+	}
+	if !slices.Equal(tbl.words[d.lane.Index()], d.src.words) {
+		d.t.Errorf("lane %d words differ from its producer's", d.lane.Index())
+	}
+}
+
+// faults returns how many messages faulted the lane.
+func faults(l *Lane) uint64 {
+	st := l.Status()
+	var n uint64
+	for o := WrongIdentity; o < outcomeCount; o++ {
+		n += st.Counts[o]
+	}
+	return n
+}
+
+// grid is a consumer with one DC per lane, every lane recovered.
+type grid struct {
+	c   *Consumer
+	tbl *memTable
+	dcs []*dc
+	rng *rand.Rand
+}
+
+func newGrid(t testing.TB, lanes int, n uint64, chunk int, cfg ConsumerConfig, seed uint64) *grid {
+	t.Helper()
+	c, tbl, f := newTestConsumer(t, lanes, n, cfg)
+	g := &grid{c: c, tbl: tbl, rng: testRand(t, seed)}
+	for i := range lanes {
+		d := newDC(t, c, i, f, chunk)
+		d.src.mutate(g.rng, int(n))
+		d.src.AppendDrain(nil)
+		d.recover()
+		g.dcs = append(g.dcs, d)
+	}
+	return g
+}
+
+// run publishes rounds random batches on every lane and delivers them.
+func (g *grid) run(t testing.TB, rounds int) {
+	t.Helper()
+	for range rounds {
+		for _, d := range g.dcs {
+			if err := d.step(g.rng, 1+g.rng.IntN(4)); err != nil {
+				t.Fatalf("lane %d Publish: %v", d.lane.Index(), err)
+			}
+			d.w.pump()
+		}
+	}
+}
