@@ -138,7 +138,7 @@ func TestFault_StaleLeaseReplayIsIgnored(t *testing.T) {
 	g := newFaultGrid(t, ConsumerConfig{OrderedHeartbeats: true})
 	d := g.dcs[victim]
 	old := slices.Clone(d.w.history) // snapshot, deltas under the first lease
-	d.recover()                       // lease 2
+	d.recover()                      // lease 2
 	g.run(t, 2)
 	words := g.tbl.laneCopy(victim)
 	d.w.queue = old

@@ -17,6 +17,8 @@ type wire struct {
 	queue   [][]byte
 	history [][]byte // every frame ever sent, for replays
 	fail    bool     // Send fails and nothing is queued
+	lossy   bool     // frames that fail to decode are dropped (counted) instead of failing the test
+	corrupt int      // frames dropped by the decoder
 }
 
 func (w *wire) Send(m Message) error {
@@ -38,6 +40,11 @@ func (w *wire) pump() []Outcome {
 	for _, f := range w.queue {
 		o, rest, err := w.c.Apply(f)
 		var le *LaneError
+		var fe *FrameError
+		if w.lossy && errors.As(err, &fe) {
+			w.corrupt++
+			continue
+		}
 		if err != nil && !errors.As(err, &le) {
 			w.t.Fatalf("wire: Apply: %v", err)
 		}
@@ -154,10 +161,11 @@ func faults(l *Lane) uint64 {
 
 // grid is a consumer with one DC per lane, every lane recovered.
 type grid struct {
-	c   *Consumer
-	tbl *memTable
-	dcs []*dc
-	rng *rand.Rand
+	c          *Consumer
+	tbl        *memTable
+	dcs        []*dc
+	rng        *rand.Rand
+	recoveries int // lanes healed by the control plane
 }
 
 func newGrid(t testing.TB, lanes int, n uint64, chunk int, cfg ConsumerConfig, seed uint64) *grid {
