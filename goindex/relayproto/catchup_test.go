@@ -93,7 +93,7 @@ func (fl *fanoutLane) publish(t *testing.T, batches int) {
 	rng := testRand(t, uint64(batches))
 	for range batches {
 		fl.src.mutate(rng, 3)
-		if _, err := fl.pub.Publish(fl.src.AppendDrain(nil)); err != nil {
+		if _, err := fl.pub.Publish(fl.src.Drain(nil)); err != nil {
 			t.Fatal(err)
 		}
 	}

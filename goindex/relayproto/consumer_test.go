@@ -149,12 +149,22 @@ func TestConsumer_FaultOnOneLaneNeverDisturbsTheOthers(t *testing.T) {
 	restarted := ids[1]
 	restarted.Incarnation++
 	bad := []func(l Lease) Message{
-		func(l Lease) Message { return &Delta{Identity: ids[1], Lease: l, Base: 3, Sequence: 4, Images: []Image{{Bucket: 1}}} },
-		func(l Lease) Message { return &Delta{Identity: ids[1], Lease: l, Base: 0, Sequence: 2, Images: []Image{{Bucket: 1}}} },
+		func(l Lease) Message {
+			return &Delta{Identity: ids[1], Lease: l, Base: 3, Sequence: 4, Images: []Image{{Bucket: 1}}}
+		},
+		func(l Lease) Message {
+			return &Delta{Identity: ids[1], Lease: l, Base: 0, Sequence: 2, Images: []Image{{Bucket: 1}}}
+		},
 		func(l Lease) Message { return &Delta{Identity: ids[1], Lease: l, Base: 0, Sequence: 1} },
-		func(l Lease) Message { return &Delta{Identity: ids[1], Lease: l, Base: 0, Sequence: 1, Images: []Image{{Bucket: 16}}} },
-		func(l Lease) Message { return &Delta{Identity: ids[1], Lease: l, Base: 0, Sequence: 1, Images: []Image{{Bucket: 2}, {Bucket: 2}}} },
-		func(l Lease) Message { return &Delta{Identity: restarted, Lease: l, Base: 0, Sequence: 1, Images: []Image{{Bucket: 1}}} },
+		func(l Lease) Message {
+			return &Delta{Identity: ids[1], Lease: l, Base: 0, Sequence: 1, Images: []Image{{Bucket: 16}}}
+		},
+		func(l Lease) Message {
+			return &Delta{Identity: ids[1], Lease: l, Base: 0, Sequence: 1, Images: []Image{{Bucket: 2}, {Bucket: 2}}}
+		},
+		func(l Lease) Message {
+			return &Delta{Identity: restarted, Lease: l, Base: 0, Sequence: 1, Images: []Image{{Bucket: 1}}}
+		},
 		func(l Lease) Message { return &DrainMarker{Identity: ids[1], Lease: l, Expected: 3} },
 		func(l Lease) Message { return &Heartbeat{Identity: ids[1], Lease: l, Sequence: 3} },
 		func(l Lease) Message { return whole(ids[1], l, 5, make([]uint64, 16)) },
@@ -236,7 +246,7 @@ func TestConsumer_LanesIngestConcurrently(t *testing.T) {
 			}
 			for seq := range uint64(rounds) {
 				srcs[i].mutate(rng, 4)
-				images := srcs[i].AppendDrain(nil)
+				images := srcs[i].Drain(nil)
 				if len(images) == 0 {
 					images = []Image{{Bucket: 0, Word: srcs[i].words[0]}}
 				}

@@ -61,15 +61,30 @@ func (w *wire) pump() []Outcome {
 type dc struct {
 	t     testing.TB
 	id    ProducerIdentity
-	src   *modelSource
+	src   Source
 	pub   *Publisher
 	w     *wire
 	lane  *Lane
 	chunk int // snapshot chunk words
+	// advance runs events producer events, publishing at the boundaries the
+	// producer's cadence asks for and at the end (a timer flush).
+	advance func(rng *rand.Rand, events int) error
 }
 
+// newDC returns a DC whose producer is a modelSource mutated at random.
 func newDC(t testing.TB, c *Consumer, lane int, f Format, chunk int) *dc {
-	d := &dc{t: t, id: testIdentity(f, c.Lane(lane).Owner().DC, 1), src: newModelSource(f.Buckets), w: &wire{t: t, c: c}, lane: c.Lane(lane), chunk: chunk}
+	m := newModelSource(f.Buckets)
+	d := newDCOver(t, c, lane, f, chunk, m)
+	d.advance = func(rng *rand.Rand, events int) error {
+		m.mutate(rng, events)
+		_, err := d.pub.Publish(m.Drain(nil))
+		return err
+	}
+	return d
+}
+
+func newDCOver(t testing.TB, c *Consumer, lane int, f Format, chunk int, src Source) *dc {
+	d := &dc{t: t, id: testIdentity(f, c.Lane(lane).Owner().DC, 1), src: src, w: &wire{t: t, c: c}, lane: c.Lane(lane), chunk: chunk}
 	d.restart()
 	return d
 }
@@ -111,18 +126,14 @@ func (d *dc) recover() {
 	}
 }
 
-// step applies k random producer mutations and publishes the batch.
-func (d *dc) step(rng *rand.Rand, k int) error {
-	d.src.mutate(rng, k)
-	_, err := d.pub.Publish(d.src.AppendDrain(nil))
-	return err
-}
+// step runs k producer events and publishes them.
+func (d *dc) step(rng *rand.Rand, k int) error { return d.advance(rng, k) }
 
 // drain publishes the pending window and a drain marker, delivers
 // everything, and returns the marker's outcome.
 func (d *dc) drain() Outcome {
 	d.t.Helper()
-	if _, err := d.pub.Publish(d.src.AppendDrain(nil)); err != nil {
+	if _, err := d.pub.Publish(d.src.Drain(nil)); err != nil {
 		d.t.Fatalf("lane %d final Publish: %v", d.lane.Index(), err)
 	}
 	m, err := d.pub.DrainMarker()
@@ -144,7 +155,7 @@ func (d *dc) checkConverged(tbl *memTable) {
 	if st.State != StateReady || !tbl.isReady(d.lane.Index()) {
 		d.t.Errorf("lane %d: %v ready=%v, want READY", d.lane.Index(), st.State, tbl.isReady(d.lane.Index()))
 	}
-	if !slices.Equal(tbl.words[d.lane.Index()], d.src.words) {
+	if !slices.Equal(tbl.words[d.lane.Index()], d.src.AppendWords(nil)) {
 		d.t.Errorf("lane %d words differ from its producer's", d.lane.Index())
 	}
 }
@@ -174,8 +185,9 @@ func newGrid(t testing.TB, lanes int, n uint64, chunk int, cfg ConsumerConfig, s
 	g := &grid{c: c, tbl: tbl, rng: testRand(t, seed)}
 	for i := range lanes {
 		d := newDC(t, c, i, f, chunk)
-		d.src.mutate(g.rng, int(n))
-		d.src.AppendDrain(nil)
+		if err := d.step(g.rng, int(n)); err != nil { // dropped: no lease yet
+			t.Fatal(err)
+		}
 		d.recover()
 		g.dcs = append(g.dcs, d)
 	}

@@ -142,7 +142,7 @@ func (s *modelSource) mutate(rng *rand.Rand, k int) {
 
 func (s *modelSource) AppendWords(dst []uint64) []uint64 { return append(dst, s.words...) }
 
-func (s *modelSource) AppendDrain(dst []Image) []Image {
+func (s *modelSource) Drain(dst []Image) []Image {
 	start := len(dst)
 	for b, o := range s.original {
 		if s.words[b] != o {

@@ -3,15 +3,15 @@ package relayproto
 import (
 	"iter"
 	"strconv"
+
+	"github.com/goindex/goindex/goindex/ckf"
 )
 
 // Image is one absolute bucket image of a delta: the bucket index and its
 // packed word at drain time (a final removal publishes a 0 word). Applying
-// an image twice is harmless.
-type Image struct {
-	Bucket uint32
-	Word   uint64
-}
+// an image twice is harmless. It is the producer's own type, so a drained
+// batch is published without copying.
+type Image = ckf.Image
 
 // FrameType says which message a frame carries.
 type FrameType uint8

@@ -15,14 +15,14 @@ type Sink interface {
 	Send(m Message) error
 }
 
-// Source is the producer a publisher drains (ckf.Producer behind a small
-// adapter). Both calls happen on the producer's single writer goroutine.
+// Source is the producer a publisher drains; *ckf.Producer implements it.
+// Both calls happen on the producer's single writer goroutine.
 type Source interface {
 	// AppendWords appends a copy of all n bucket words to dst.
 	AppendWords(dst []uint64) []uint64
-	// AppendDrain drains the pending window: it appends the net-changed
-	// images to dst (none when nothing changed) and starts a new window.
-	AppendDrain(dst []Image) []Image
+	// Drain is a publication boundary: it appends the net-changed images to
+	// dst (none when nothing changed) and starts a new window.
+	Drain(dst []Image) []Image
 }
 
 // FenceReason is why a publisher refuses to publish.
@@ -134,7 +134,7 @@ func (s *stream) send(lease Lease, images []Image) error {
 // means a failed copy cannot lose the tail).
 func (s *stream) barrier() ([]uint64, []Image) {
 	words := s.source.AppendWords(make([]uint64, 0, s.identity.Format.Buckets))
-	s.tail = s.source.AppendDrain(s.tail[:0])
+	s.tail = s.source.Drain(s.tail[:0])
 	return words, s.tail
 }
 

@@ -32,10 +32,10 @@ func newPubFixture(t *testing.T, start uint64) *pubFixture {
 func (fx *pubFixture) event(t *testing.T) (bool, error) {
 	t.Helper()
 	fx.src.mutate(fx.rng, 1)
-	batch := fx.src.AppendDrain(nil)
+	batch := fx.src.Drain(nil)
 	for len(batch) == 0 { // a net reversion published nothing; change something for real
 		fx.src.mutate(fx.rng, 1)
-		batch = fx.src.AppendDrain(nil)
+		batch = fx.src.Drain(nil)
 	}
 	return fx.p.Publish(batch)
 }
@@ -284,7 +284,7 @@ func newFanoutFixture(t *testing.T, n uint64, start uint64, chunk int) *fanoutFi
 
 func (fx *fanoutFixture) event() (bool, error) {
 	fx.src.set(uint32(fx.rng.IntN(len(fx.src.words))), randomWord(fx.rng)|1)
-	return fx.p.Publish(fx.src.AppendDrain(nil))
+	return fx.p.Publish(fx.src.Drain(nil))
 }
 
 func TestFanoutPublisher_PublishesWithoutLeaseAndSnapshotsAfterTheTail(t *testing.T) {
