@@ -92,7 +92,7 @@
 //   - snapcodec.go: dense and compact snapshot word encodings.
 //   - publisher.go: Sink, Source, the shared sequencing core, Publisher, FanoutPublisher.
 //   - lane.go: LaneTable, State, Outcome, the Lane state machine.
-//   - catchup.go: DeltaLog, merged ApplyDeltas, CatchUp (lag policy [EXT]).
+//   - catchup.go: DeltaLog, ApplyDeltas, CatchUp (lag policy [EXT]).
 //   - consumer.go: Consumer, the manifest-driven router of messages to lanes.
 //   - errors.go: sentinels, FrameError, LaneError.
 //
@@ -107,6 +107,8 @@
 // validation before write; the fault-injection list of spec §9 item 10 with
 // recovery to a converged READY lane and undisturbed neighbours; randomized
 // convergence (§9 item 11) of every lane to its producer's words under
-// random batches, cadence and faults; that merged catch-up equals one-by-one
-// application; and that this file map matches the directory.
+// random batches, cadence and faults, with a model producer and with the
+// real ckf.Producer; that a lagging lane catches up from a retained log and
+// re-snapshots when it is truncated; and that this file map matches the
+// directory.
 package relayproto

@@ -211,7 +211,6 @@ type Lane struct {
 	hasLoad   bool
 
 	indices []uint32 // scratch for the duplicate-index check
-	merged  []Image  // scratch for ApplyDeltas
 	logBuf  []Delta  // scratch for CatchUp
 }
 

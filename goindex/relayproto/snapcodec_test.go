@@ -99,3 +99,62 @@ func TestSnapcodec_CompactRejectsNonCanonicalPayloads(t *testing.T) {
 		t.Errorf("decodeCompact accepted an occupied slot holding fingerprint 0")
 	}
 }
+
+// Slow references for the branch-free compact codec.
+
+func occupancyRef(w uint64) byte {
+	var m byte
+	for i := range 4 {
+		if uint16(w>>(16*i)) != 0 {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+func appendCompactRef(dst []byte, words []uint64) []byte {
+	masks := len(dst)
+	dst = append(dst, make([]byte, (len(words)+1)/2)...)
+	for i, w := range words {
+		m := occupancyRef(w)
+		dst[masks+i/2] |= m << (4 * (i & 1))
+		for s := range 4 {
+			if m&(1<<s) != 0 {
+				dst = append(dst, byte(w>>(16*s)), byte(w>>(16*s+8)))
+			}
+		}
+	}
+	return dst
+}
+
+func TestSnapcodec_FastPathsMatchReferences(t *testing.T) {
+	rng := testRand(t, 4)
+	// Every slot value class, on every slot.
+	alphabet := []uint64{0, 1, 2, 0x7FFF, 0x8000, 0x8001, 0xFFFE, 0xFFFF}
+	for a := range 1 << 12 {
+		var w uint64
+		for s := range 4 {
+			w |= alphabet[a>>(3*s)&7] << (16 * s)
+		}
+		if got, want := occupancy(w), occupancyRef(w); got != want {
+			t.Fatalf("occupancy(%#016x) = %04b, want %04b", w, got, want)
+		}
+	}
+	cases := 3000
+	if testing.Short() {
+		cases = 500
+	}
+	for c := range cases {
+		n := rng.IntN(70)
+		words := wordsAtLoad(rng, n, rng.Float64())
+		prefix := []byte{byte(c)}
+		got, want := appendCompact(slices.Clone(prefix), words), appendCompactRef(slices.Clone(prefix), words)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("case %d: appendCompact(%d words) = % x, want % x", c, n, got, want)
+		}
+		back := make([]uint64, n)
+		if reason := decodeCompact(back, got[1:]); reason != "" || !slices.Equal(back, words) {
+			t.Fatalf("case %d: decodeCompact(%d words): %q, equal %v", c, n, reason, slices.Equal(back, words))
+		}
+	}
+}
