@@ -222,9 +222,14 @@ func BenchmarkMatch(b *testing.B) {
 		})
 		scatter(b, x, w)
 		b.Run("impl=radix-churned/"+name, func(b *testing.B) { runMatch(b, w, x.Match) })
+		t0 := time.Now()
 		x.Compact()
+		compactNs := float64(time.Since(t0).Nanoseconds()) / float64(x.Stats().Nodes)
 		runtime.GC()
-		b.Run("impl=radix-compacted/"+name, func(b *testing.B) { runMatch(b, w, x.Match) })
+		b.Run("impl=radix-compacted/"+name, func(b *testing.B) {
+			runMatch(b, w, x.Match)
+			b.ReportMetric(compactNs, "compact-ns/node")
+		})
 		st := x.Stats()
 		b.Logf("%s: %d nodes, %d held blocks", name, st.Nodes, st.Blocks)
 		x = nil

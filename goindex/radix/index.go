@@ -34,12 +34,11 @@ func (s ClearScope) String() string {
 // Config selects the version-dependent behaviours of an Index. The zero
 // Config is CUR Dynamo.
 type Config struct {
-	// ClearScope says what a Cleared event removes. // optional; default: ClearRank
-	ClearScope ClearScope
+	// ClearScope says what a Cleared event removes.
+	ClearScope ClearScope // optional; default: ClearRank
 	// StopAtUnknownRemoval makes a removal stop at the first hash the member
 	// does not hold, as G2025 did; CUR skips it and carries on.
-	// // optional; default: false
-	StopAtUnknownRemoval bool
+	StopAtUnknownRemoval bool // optional; default: false
 }
 
 // Index is Dynamo's exact KV-block index: a tree navigated by local hashes
