@@ -73,12 +73,12 @@ type filler struct {
 }
 
 // add inserts h unless its fingerprint is already in one of its buckets
-// (so shared prefixes are stored once), and reports false if 500 kicks did
-// not find room (the carried fingerprint is then lost).
-func (fl *filler) add(h uint64) bool {
+// (so shared prefixes are stored once; fresh reports whether it was not).
+// ok is false if 500 kicks did not find room (a fingerprint is then lost).
+func (fl *filler) add(h uint64) (fresh, ok bool) {
 	p := fl.f.ProbeFast(h)
 	if ckf.Contains(fl.words[p.A], p.FP) || ckf.Contains(fl.words[p.B], p.FP) {
-		return true
+		return false, true
 	}
 	fp, b := p.FP, p.A
 	if fl.rng.IntN(2) == 1 {
@@ -89,7 +89,7 @@ func (fl *filler) add(h uint64) bool {
 			w := ckf.Bucket(fl.words[c])
 			if i := w.FirstEmpty(); i >= 0 {
 				fl.words[c] = uint64(w.WithSlot(i, fp))
-				return true
+				return true, true
 			}
 		}
 		i := fl.rng.IntN(ckf.SlotsPerBucket)
@@ -97,7 +97,7 @@ func (fl *filler) add(h uint64) bool {
 		fl.words[b], fp = uint64(w.WithSlot(i, fp)), w.Slot(i)
 		b = fl.f.Alt(b, fp)
 	}
-	return false
+	return true, false
 }
 
 // rowQuery builds a query whose membership on a real table is exactly a

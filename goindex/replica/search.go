@@ -13,11 +13,11 @@ type Mode uint8
 
 const (
 	// Chunked is the default: a linear scan in chunks of positions whose
-	// row loads are issued together (addresses first, then one touch pass
-	// over every cache line the chunk will test, then the tests), stopping
-	// as soon as no lane is left. Its depths equal Linear's on any table
-	// state, and it measured fastest on Mooncake-shaped requests
-	// (BenchmarkProbe, BENCHMARKS.md).
+	// rows are addressed and prefetched together, the next chunk while the
+	// current one's last position is tested, sized to keep about 96 cache
+	// lines in flight (prefetchBudgetLines); it stops as soon as no lane is
+	// left. Its depths equal Linear's on any table state, and it measured
+	// fastest on Mooncake-shaped requests (BenchmarkProbe, BENCHMARKS.md).
 	Chunked Mode = iota
 	// Bisect is upstream's shape (spec §7): galloping, grouped binary search,
 	// a verification window and the terminal-branch fallback. It reads
@@ -46,12 +46,6 @@ const (
 	DefaultWindow = 8
 )
 
-// chunkPositions is how many positions the chunked scan addresses and
-// touches before testing any of them: 8 positions × 2 rows keep 16 lines
-// per lane group in flight at once, and a chunk is small enough that an
-// early exit wastes little (BenchmarkProbe picked it).
-const chunkPositions = 8
-
 // SearchConfig configures a Searcher.
 type SearchConfig struct {
 	// Mode selects the algorithm. // optional; default: Chunked
@@ -73,11 +67,13 @@ type Searcher struct {
 	mode   Mode
 	window int
 	stats  Stats
-	probes []ckf.Probe // all positions' probes, for Bisect and Linear
-	chunk  [chunkPositions]ckf.Probe
+	probes []ckf.Probe // the query's probes, computed as the search reaches them
+	offs   []uint32    // one chunk's line offsets, cap prefetchBudgetLines
 	bis    bisector
-	tp     tableProbes // the reference modes' membership, kept here so it does not escape per search
-	sink   uint64      // keeps the touch pass's loads live
+	tp     tableProbes // the reference modes' membership, kept here so it does not escape
+	// fetch is prefetchLines; the tests swap in touchLines to run the
+	// portable path on amd64.
+	fetch func(rows []uint64, offsets []uint32)
 }
 
 // NewSearcher returns a Searcher over t whose hashes are addressed with f;
@@ -95,7 +91,9 @@ func NewSearcher(t *Table, f *ckf.Format, cfg SearchConfig) (*Searcher, error) {
 	if cfg.Window < MinWindow || cfg.Window > MaxWindow {
 		return nil, fmt.Errorf("%w: window %d, want %d..%d", ErrBadConfig, cfg.Window, MinWindow, MaxWindow)
 	}
-	return &Searcher{t: t, f: f, mode: cfg.Mode, window: cfg.Window}, nil
+	s := &Searcher{t: t, f: f, mode: cfg.Mode, window: cfg.Window, offs: make([]uint32, 0, prefetchBudgetLines), fetch: prefetchLines}
+	s.tp.s = s
+	return s, nil
 }
 
 // Mode returns the Searcher's algorithm.
@@ -113,15 +111,18 @@ func (s *Searcher) Stats() Stats { return s.stats }
 // Every depth is ≤ len(hashes).
 func (s *Searcher) Search(dst []uint32, hashes []uint64, lanes uint64) ([]uint32, uint64) {
 	depth, m := s.begin(dst, lanes)
+	if cap(s.probes) < len(hashes) {
+		s.probes = make([]ckf.Probe, len(hashes))
+	}
+	ps := s.probes[:len(hashes)]
 	if s.mode == Chunked {
-		s.scanHashes(depth, hashes, m)
+		s.scan(depth, hashes, ps, m)
 		return depth, m
 	}
-	s.probes = s.probes[:0]
-	for _, h := range hashes {
-		s.probes = append(s.probes, s.f.ProbeFast(h))
+	for i, h := range hashes {
+		ps[i] = s.f.ProbeFast(h)
 	}
-	s.reference(depth, s.probes, m)
+	s.reference(depth, ps, m)
 	return depth, m
 }
 
@@ -130,7 +131,7 @@ func (s *Searcher) Search(dst []uint32, hashes []uint64, lanes uint64) ([]uint32
 func (s *Searcher) SearchProbes(dst []uint32, probes []ckf.Probe, lanes uint64) ([]uint32, uint64) {
 	depth, m := s.begin(dst, lanes)
 	if s.mode == Chunked {
-		s.scanProbes(depth, probes, m)
+		s.scan(depth, nil, probes, m)
 		return depth, m
 	}
 	s.reference(depth, probes, m)
@@ -151,67 +152,56 @@ func (s *Searcher) begin(dst []uint32, lanes uint64) ([]uint32, uint64) {
 
 // reference runs Bisect or Linear over probes.
 func (s *Searcher) reference(depth []uint32, probes []ckf.Probe, m uint64) {
-	s.tp = tableProbes{t: s.t, probes: probes}
+	s.tp.probes = probes
 	if s.mode == Bisect {
 		s.bis.bisect(&s.tp, &s.stats, depth, len(probes), m, s.window)
 	} else {
 		linear(&s.tp, &s.stats, depth, len(probes), m)
 	}
-	s.sink ^= s.tp.sink
 	s.tp.probes = nil // do not keep the caller's probes alive
 }
 
 // tableProbes is the membership of a query over the real table.
 type tableProbes struct {
-	t      *Table
+	s      *Searcher
 	probes []ckf.Probe
-	sink   uint64
 }
 
-func (tp *tableProbes) probe(pos int, lanes uint64) uint64 { return tp.t.probe(tp.probes[pos], lanes) }
+func (tp *tableProbes) probe(pos int, lanes uint64) uint64 {
+	return tp.s.t.probe(tp.probes[pos], lanes)
+}
 
 func (tp *tableProbes) prefetch(pos int, lanes uint64) {
-	tp.sink ^= tp.t.touch(tp.probes[pos:pos+1], lanes)
+	s := tp.s
+	s.fetch(s.t.rows, s.t.appendLines(s.offs[:0], tp.probes[pos], lanes))
 }
 
-// scanHashes is the chunked scan over canonical hashes: each chunk's probes
-// are computed only once the scan reaches it, so an early exit also saves
-// the hashing.
-func (s *Searcher) scanHashes(depth []uint32, hashes []uint64, active uint64) {
-	for base := 0; base < len(hashes) && active != 0; base += chunkPositions {
-		ps := s.chunk[:min(chunkPositions, len(hashes)-base)]
-		for i := range ps {
-			ps[i] = s.f.ProbeFast(hashes[base+i])
-		}
-		active = s.scanChunk(depth, ps, base, active)
-	}
-	setDepth(depth, active, len(hashes))
-}
-
-// scanProbes is the chunked scan over precomputed probes.
-func (s *Searcher) scanProbes(depth []uint32, probes []ckf.Probe, active uint64) {
-	for base := 0; base < len(probes) && active != 0; base += chunkPositions {
-		active = s.scanChunk(depth, probes[base:min(base+chunkPositions, len(probes))], base, active)
-	}
-	setDepth(depth, active, len(probes))
-}
-
-// scanChunk tests positions base… of ps in order against the lanes still
-// active, after one touch pass over every line they will read, and returns
-// the lanes that hit at all of them. A lane that misses at base+i gets depth
-// base+i.
-func (s *Searcher) scanChunk(depth []uint32, ps []ckf.Probe, base int, active uint64) uint64 {
-	s.sink ^= s.t.touch(ps, active)
-	for i, p := range ps {
-		s.stats.count(active)
-		next := active & s.t.probe(p, active)
-		if next != active {
-			setDepth(depth, active&^next, base+i)
-			active = next
-			if active == 0 {
-				return 0
+// scan is the chunked linear scan over L = len(ps) positions. With hashes
+// non-nil it fills ps[i] = ProbeFast(hashes[i]) as it reaches position i,
+// so an early exit also saves the hashing; otherwise ps holds the probes.
+// When the test cursor reaches the last prefetched position, the next
+// chunk is addressed and prefetched for the lanes still active: as many
+// positions as fit prefetchBudgetLines at 2 lines per active lane group.
+func (s *Searcher) scan(depth []uint32, hashes []uint64, ps []ckf.Probe, active uint64) {
+	L := len(ps)
+	fetched := 0
+	for i := 0; i < L && active != 0; i++ {
+		if fetched-i <= 1 {
+			end := min(L, i+max(2, prefetchBudgetLines/(2*groups(active))))
+			offs := s.offs[:0]
+			for ; fetched < end; fetched++ {
+				if hashes != nil {
+					ps[fetched] = s.f.ProbeFast(hashes[fetched])
+				}
+				offs = s.t.appendLines(offs, ps[fetched], active)
 			}
+			s.fetch(s.t.rows, offs)
+		}
+		s.stats.count(active)
+		if next := active & s.t.probe(ps[i], active); next != active {
+			setDepth(depth, active&^next, i)
+			active = next
 		}
 	}
-	return active
+	setDepth(depth, active, L)
 }

@@ -22,6 +22,7 @@ type rigTable struct {
 	q      *rowQuery
 	linear *Searcher
 	chunk  *Searcher
+	touch  *Searcher // Chunked on the portable touch pass
 	bisect [MaxWindow + 1]*Searcher
 }
 
@@ -37,7 +38,8 @@ func (r *searchRig) table(t testing.TB, lanes int) *rigTable {
 	}
 	tab := mustTable(t, lanes, rigBuckets)
 	rt := &rigTable{t: tab, q: newRowQuery(tab, r.f, r.rng),
-		linear: mustSearcher(t, tab, r.f, Linear, 0), chunk: mustSearcher(t, tab, r.f, Chunked, 0)}
+		linear: mustSearcher(t, tab, r.f, Linear, 0), chunk: mustSearcher(t, tab, r.f, Chunked, 0), touch: mustSearcher(t, tab, r.f, Chunked, 0)}
+	rt.touch.fetch = touchLines
 	for w := MinWindow; w <= MaxWindow; w++ {
 		rt.bisect[w] = mustSearcher(t, tab, r.f, Bisect, w)
 	}
@@ -101,7 +103,7 @@ func TestSearch_PrefixClosedRandomCasesAllModesEqualDepth(t *testing.T) {
 	if testing.Short() {
 		cases = 4_000 // -race runs this about 10× slower
 	}
-	var lin, chk, bis []uint32
+	var lin, chk, tch, bis []uint32
 	for c := 0; c < cases; c++ {
 		lanes, L, depths := randomCase(rng)
 		rt := rig.table(t, lanes)
@@ -111,21 +113,22 @@ func TestSearch_PrefixClosedRandomCasesAllModesEqualDepth(t *testing.T) {
 		w := MinWindow + rng.IntN(MaxWindow)
 		wantM := ready & ask & rt.t.all
 
-		var ml, mc, mb uint64
+		var ml, mc, mt, mb uint64
 		lin, ml = search(rng, rt.linear, lin, rt.q, ask)
 		chk, mc = search(rng, rt.chunk, chk, rt.q, ask)
+		tch, mt = search(rng, rt.touch, tch, rt.q, ask)
 		bis, mb = search(rng, rt.bisect[w], bis, rt.q, ask)
-		if ml != wantM || mc != wantM || mb != wantM {
-			t.Fatalf("case %d (seed %#x): masks linear %#x chunked %#x bisect %#x, want %#x", c, seed, ml, mc, mb, wantM)
+		if ml != wantM || mc != wantM || mt != wantM || mb != wantM {
+			t.Fatalf("case %d (seed %#x): masks linear %#x chunked %#x touch %#x bisect %#x, want %#x", c, seed, ml, mc, mt, mb, wantM)
 		}
 		for l := 0; l < lanes; l++ {
 			want := uint32(0)
 			if wantM>>uint(l)&1 == 1 {
 				want = uint32(depths[l])
 			}
-			if lin[l] != want || chk[l] != want || bis[l] != want {
-				t.Fatalf("case %d (seed %#x): lanes=%d L=%d W=%d lane %d t=%d: linear %d chunked %d bisect %d, want %d",
-					c, seed, lanes, L, w, l, depths[l], lin[l], chk[l], bis[l], want)
+			if lin[l] != want || chk[l] != want || tch[l] != want || bis[l] != want {
+				t.Fatalf("case %d (seed %#x): lanes=%d L=%d W=%d lane %d t=%d: linear %d chunked %d touch %d bisect %d, want %d",
+					c, seed, lanes, L, w, l, depths[l], lin[l], chk[l], tch[l], bis[l], want)
 			}
 		}
 	}
@@ -195,7 +198,7 @@ func TestSearch_StaticNoisyMembershipChunkedEqualsLinearBisectNeverUnder(t *test
 	if testing.Short() {
 		cases = 3_000
 	}
-	var lin, chk, bis []uint32
+	var lin, chk, tch, bis []uint32
 	var lanesSeen, inflated uint64
 	for c := 0; c < cases; c++ {
 		lanes, L, depths := randomCase(rng)
@@ -207,6 +210,7 @@ func TestSearch_StaticNoisyMembershipChunkedEqualsLinearBisectNeverUnder(t *test
 		var m uint64
 		lin, m = search(rng, rt.linear, lin, rt.q, ask)
 		chk, _ = search(rng, rt.chunk, chk, rt.q, ask)
+		tch, _ = search(rng, rt.touch, tch, rt.q, ask)
 		bis, _ = search(rng, rt.bisect[w], bis, rt.q, ask)
 		for l := 0; l < lanes; l++ {
 			in := m>>uint(l)&1 == 1
@@ -215,8 +219,8 @@ func TestSearch_StaticNoisyMembershipChunkedEqualsLinearBisectNeverUnder(t *test
 				want = longestRun(hits, l)
 				lanesSeen++
 			}
-			if lin[l] != want || chk[l] != want {
-				t.Fatalf("case %d (seed %#x): lanes=%d L=%d lane %d: linear %d chunked %d, want run %d", c, seed, lanes, L, l, lin[l], chk[l], want)
+			if lin[l] != want || chk[l] != want || tch[l] != want {
+				t.Fatalf("case %d (seed %#x): lanes=%d L=%d lane %d: linear %d chunked %d touch %d, want run %d", c, seed, lanes, L, l, lin[l], chk[l], tch[l], want)
 			}
 			if bis[l] < lin[l] || int(bis[l]) > L || !in && bis[l] != 0 {
 				t.Fatalf("case %d (seed %#x): lanes=%d L=%d W=%d lane %d (in M %v): bisect %d, linear %d: want linear ≤ bisect ≤ L", c, seed, lanes, L, w, l, in, bis[l], lin[l])

@@ -260,39 +260,55 @@ func (t *Table) Probe(p ckf.Probe, lanes uint64) uint64 {
 	return t.probe(p, lanes) & lanes
 }
 
-// probe tests fp against every lane of each group holding a lane in lanes
-// and returns the hits; bits of groups with no lane in lanes are 0, other
-// bits outside lanes are hits of lanes the caller did not ask about.
+// sparseLanes is the most asked lanes of a group that probe tests one by
+// one instead of testing all 8: with 2 or fewer, per-lane tests cost less
+// than the whole line (10% off p50 at 16 lanes, BenchmarkProbe).
+const sparseLanes = 2
+
+// probe tests fp against the lanes of each group holding a lane in lanes
+// and returns the hits. Bits of groups with no lane in lanes are 0; other
+// bits outside lanes are undefined (callers mask).
 func (t *Table) probe(p ckf.Probe, lanes uint64) uint64 {
 	ra, rb := int(p.A)*t.stride, int(p.B)*t.stride
 	f := uint64(p.FP) * swarOnes
 	var hits uint64
-	for lanes != 0 {
-		g := bits.TrailingZeros64(lanes) &^ (GroupLanes - 1)
-		lanes &^= 0xFF << uint(g)
+	for gm := lanes; gm != 0; {
+		g := bits.TrailingZeros64(gm) &^ (GroupLanes - 1)
+		gm &^= 0xFF << uint(g)
 		la := (*[GroupLanes]uint64)(t.rows[ra+g : ra+g+GroupLanes])
 		lb := (*[GroupLanes]uint64)(t.rows[rb+g : rb+g+GroupLanes])
-		hits |= lineHits(la, lb, f) << uint(g)
+		in := uint8(lanes >> uint(g))
+		if bits.OnesCount8(in) > sparseLanes {
+			hits |= lineHits(la, lb, f) << uint(g)
+			continue
+		}
+		for ; in != 0; in &= in - 1 {
+			i := bits.TrailingZeros8(in) & (GroupLanes - 1)
+			hits |= pairHit(atomic.LoadUint64(&la[i]), atomic.LoadUint64(&lb[i]), f) << uint(g+i)
+		}
 	}
 	return hits
 }
 
-// touch loads one word of each cache line probe(p, lanes) will read, for
-// every probe in ps, and returns their XOR so the loads stay live. The
-// loads are independent, so their misses overlap; the following test pass
-// then finds its lines in cache (the "touch pass" of
-// shared/notes/probe-performance.md; see BenchmarkProbe).
-func (t *Table) touch(ps []ckf.Probe, lanes uint64) uint64 {
-	var acc uint64
-	for _, p := range ps {
-		ra, rb := int(p.A)*t.stride, int(p.B)*t.stride
-		for gm := lanes; gm != 0; {
-			g := bits.TrailingZeros64(gm) &^ (GroupLanes - 1)
-			gm &^= 0xFF << uint(g)
-			acc ^= atomic.LoadUint64(&t.rows[ra+g]) ^ atomic.LoadUint64(&t.rows[rb+g])
-		}
+// appendLines appends to offs the word offset (into rows) of every cache
+// line probe(p, lanes) reads: one per group with a lane in lanes, in rows A
+// and B. Offsets fit a uint32: rows hold at most 2^24 · 64 words.
+func (t *Table) appendLines(offs []uint32, p ckf.Probe, lanes uint64) []uint32 {
+	ra, rb := int(p.A)*t.stride, int(p.B)*t.stride
+	for gm := lanes; gm != 0; {
+		g := bits.TrailingZeros64(gm) &^ (GroupLanes - 1)
+		gm &^= 0xFF << uint(g)
+		offs = append(offs, uint32(ra+g), uint32(rb+g))
 	}
-	return acc
+	return offs
+}
+
+// groups returns the number of lane groups holding a lane in lanes.
+func groups(lanes uint64) int {
+	lanes |= lanes >> 4
+	lanes |= lanes >> 2
+	lanes |= lanes >> 1
+	return bits.OnesCount64(lanes & 0x0101010101010101)
 }
 
 // SWAR constants of spec §3 (ckf.Contains); lineHits fuses the test of the
