@@ -1,0 +1,163 @@
+package relay
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of Config.
+const (
+	DefaultExpectedBlocks = 1 << 20 // upstream relay's default: 524,288 buckets, 4 MiB
+	DefaultMaxAge         = time.Hour
+	DefaultMaxBytes       = 256 << 20
+	DefaultSnapshotEvery  = time.Minute
+	DefaultLoadEvery      = time.Second
+	DefaultHeartbeatEvery = time.Second
+	DefaultLiveWindow     = 10 * time.Second
+	DefaultPublishTimeout = 5 * time.Second
+	DefaultRetryEvery     = 250 * time.Millisecond
+	// eventQueue is the decoded-event buffer between the NATS callbacks and
+	// a pool's writer goroutine.
+	eventQueue = 4096
+)
+
+// PoolConfig is one pool (domain, this DC) the relay serves: the Dynamo
+// component whose KV events feed it and the CKF sizing every DC of the
+// domain must share.
+type PoolConfig struct {
+	Domain    relayproto.DomainID
+	Namespace string // Dynamo namespace; required
+	Component string // Dynamo component; required
+	// ExpectedBlocks sizes the filter (ckf.BucketCount); optional; default:
+	// 1,048,576.
+	ExpectedBlocks uint64
+	// Seed is the addressing seed; optional; default: ckf.DefaultSeed.
+	Seed uint64
+	// MaxKicks bounds a cuckoo insertion; optional; default: 500.
+	MaxKicks int
+	// ClearWorker widens Cleared events to every rank of the worker;
+	// optional; default: false.
+	ClearWorker bool
+}
+
+// Config configures a Relay.
+type Config struct {
+	// Conn is the NATS connection to the DC's server; required.
+	Conn *nats.Conn
+	// Prefix is the first subject token; optional; default: "goindex".
+	Prefix string
+	// DC is this data center's id; required (non-zero).
+	DC relayproto.DCID
+	// Name is the DC's human name, shown in Info; optional.
+	Name string
+	// JSDomain is the JetStream domain consumers reach this DC's assets
+	// through (a leaf node's domain); optional; default: none.
+	JSDomain string
+	// Pools are the pools served; at least one, distinct domains.
+	Pools []PoolConfig
+	// BatchEvents is N of the publication cadence; optional; default: 16.
+	BatchEvents int
+	// FlushAfter is the cadence timer; optional; default: 1ms.
+	FlushAfter time.Duration
+	// MaxAge and MaxBytes bound the delta log's retention; optional;
+	// defaults: 1h, 256 MiB.
+	MaxAge   time.Duration
+	MaxBytes int64
+	// Storage of the JetStream assets; optional; default: file.
+	Storage jetstream.StorageType
+	// Encoding of stored snapshots; optional; default: compact.
+	Encoding relayproto.Encoding
+	// SnapshotEvery refreshes the stored snapshot when deltas were
+	// published since the last one; optional; default: 1m.
+	SnapshotEvery time.Duration
+	// LoadEvery is the load-report period; optional; default: 1s.
+	LoadEvery time.Duration
+	// HeartbeatEvery puts a heartbeat in an idle delta log; optional;
+	// default: 1s.
+	HeartbeatEvery time.Duration
+	// LiveWindow is how recently a worker must have sent an event or a load
+	// sample to count as live; optional; default: 10s.
+	LiveWindow time.Duration
+	// PublishTimeout bounds one JetStream publish or store; optional;
+	// default: 5s.
+	PublishTimeout time.Duration
+	// RetryEvery is how often a fenced pool retries storing a snapshot;
+	// optional; default: 250ms.
+	RetryEvery time.Duration
+	// Throughput model figures copied into load reports (relayproto
+	// LoadReport units; 0: not measured) and the per-worker capacity used
+	// when workers send no samples; optional.
+	PrefillTokensPerMs   float64
+	QueueTokensPerMs     float64
+	DecodeBlocksPerMs    float64
+	WorkerCapacityBlocks uint64
+	// Logger receives progress and health logs; optional; default: discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Conn == nil {
+		return fmt.Errorf("%w: a relay needs a NATS connection", ErrBadConfig)
+	}
+	if c.DC == 0 {
+		return fmt.Errorf("%w: the DC id must be non-zero", ErrBadConfig)
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if err := validPrefix(c.Prefix); err != nil {
+		return err
+	}
+	if len(c.Pools) == 0 {
+		return fmt.Errorf("%w: no pools", ErrBadConfig)
+	}
+	seen := map[relayproto.DomainID]bool{}
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		if seen[p.Domain] {
+			return fmt.Errorf("%w: domain %d served twice", ErrBadConfig, p.Domain)
+		}
+		seen[p.Domain] = true
+		if p.Namespace == "" || p.Component == "" {
+			return fmt.Errorf("%w: pool %d needs a namespace and a component", ErrBadConfig, p.Domain)
+		}
+		if p.ExpectedBlocks == 0 {
+			p.ExpectedBlocks = DefaultExpectedBlocks
+		}
+		if p.Seed == 0 {
+			p.Seed = ckf.DefaultSeed
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.BatchEvents <= 0 {
+		c.BatchEvents = ckf.DefaultBatchEvents
+	}
+	def(&c.FlushAfter, ckf.DefaultFlushAfter)
+	def(&c.MaxAge, DefaultMaxAge)
+	def(&c.SnapshotEvery, DefaultSnapshotEvery)
+	def(&c.LoadEvery, DefaultLoadEvery)
+	def(&c.HeartbeatEvery, DefaultHeartbeatEvery)
+	def(&c.LiveWindow, DefaultLiveWindow)
+	def(&c.PublishTimeout, DefaultPublishTimeout)
+	def(&c.RetryEvery, DefaultRetryEvery)
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.Encoding != relayproto.Compact && c.Encoding != relayproto.Dense {
+		return fmt.Errorf("%w: unknown snapshot %v", ErrBadConfig, c.Encoding)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}

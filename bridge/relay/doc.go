@@ -1,0 +1,94 @@
+// Package relay is the DC relay: it consumes the DC's Dynamo KV events from
+// NATS, keeps exact ownership and a CKF filter per pool (domain, DC) in a
+// ckf.Producer, and publishes the filter to every router site over NATS
+// JetStream: an ordered delta log with bounded retention, a stored
+// snapshot that cold consumers resync from without asking the relay, load
+// reports, and a ping responder for RTT.
+//
+// # Concepts
+//
+// Intake: each pool subscribes to its Dynamo component's current event plane
+// (namespace.<ns>.component.<comp>.kv-events, a msgpack EventEnvelope per
+// event) and to the legacy G2025 subject (….kv_events, one JSON RouterEvent
+// per message). Envelopes at or below their publisher's last sequence are
+// dropped as duplicates and gaps are counted; only device-tier events reach
+// the producer. Workers (or an adapter) may send JSON WorkerLoad samples.
+//
+// Publication: the cadence is the producer's (N events, default 16, or the
+// FlushAfter timer, default 1 ms). Each boundary's batch goes through a
+// relayproto.FanoutPublisher [EXT] into the delta log, cut to the server's
+// max payload; every frame is one stream message, published with the
+// stream's expected last sequence. Snapshots (compact encoding by default)
+// are stored as one object whose metadata name the terminal sequence N and
+// the stream sequence of the last log message they reflect: a cold consumer
+// installs the object and reads the log after that position. The stored
+// snapshot is refreshed every SnapshotEvery (when deltas were published) and
+// on request. Heartbeats fill an idle log; a graceful shutdown ends it with
+// a drain marker.
+//
+// Identity and fencing: a starting relay claims each pool in its state
+// bucket with a new incarnation (above the previous owner's and the clock),
+// so a restart always means a new identity and a re-snapshot on every lane.
+// A publish that finds the log moved by someone else reads the claim: a
+// newer owner means this relay was superseded and the pool stops
+// (ErrSuperseded): two producers of one pool are fenced, never merged.
+// After an uncertain publish (NATS restart, timeout) the publisher is
+// fenced and the pool retries, every RetryEvery, to re-read the log
+// position and store a new snapshot (relayproto burns the uncertain
+// sequences), dropping batches meanwhile (the snapshot covers them). A
+// producer fenced by an invariant violation is rebuilt empty as the next
+// layout generation.
+//
+// Subjects and assets (P = Config.Prefix, default "goindex"; D = domain id,
+// C = DC id, decimal): see Names. In short: P.D.C.delta (the log),
+// P.D.C.load, P.D.C.ping, P.D.C.snapshot, P.D.C.worker-load, P.D.discover;
+// stream P-D-C-delta, object store P-D-C-snapshot, KV P-D-C-state.
+//
+// # Invariants
+//
+//   - A stored snapshot at sequence N plus the log's deltas N+1..M of its
+//     identity reproduce the producer's words at the cut of M, byte for byte.
+//   - No delta goes out after a failed one until a newer snapshot is stored.
+//   - Every relay start has a new, larger incarnation per pool.
+//
+// # Errors
+//
+// New returns ErrBadConfig and does nothing else. Run returns a *PoolError
+// when a pool cannot be set up (nothing keeps running) and the pools' own
+// errors (ErrSuperseded) when they stop; a stopped pool never disturbs the
+// others. DecodeInfo and DecodeWorkerLoad return ErrTooLarge or
+// ErrMalformed and nothing else.
+//
+// # Concurrency
+//
+// Each pool has one writer goroutine that owns its producer, publisher and
+// intake state; NATS callbacks only hand it messages. Status, AppendWords,
+// Flush, Snapshot, Info and Close may be called from any goroutine while
+// Run runs.
+//
+// Non-goals: no recovery of events lost in an envelope gap (that would need
+// the workers' dumps through ckf.ReplaceRanks; gaps are counted and
+// logged), no standby relay, no per-consumer leases (fan-out only).
+//
+// # Files
+//
+//   - config.go: Config, PoolConfig, defaults.
+//   - names.go: Names (subjects, stream and bucket names), Info, WorkerLoad and their decoders.
+//   - relay.go: Relay: New, Run, Close, Status, AppendWords, Flush, Snapshot.
+//   - pool.go: one pool's setup, claim, writer loop, publication, fencing and shutdown.
+//   - sinks.go: the JetStream delta log and snapshot store behind the publisher.
+//   - intake.go: decoding Dynamo messages, duplicate and gap accounting.
+//   - load.go: worker liveness and load aggregation into load reports.
+//   - errors.go: sentinels and PoolError.
+//
+// # Tests
+//
+// The tests prove that a stored snapshot plus the log reproduce the
+// producer's words after random event streams (including a mid-stream
+// snapshot and a legacy JSON event), that pings answer the identity and
+// asset names, that load reports count live workers, that a graceful stop
+// ends the log with a drain marker, that a restart takes a larger
+// incarnation and stores an empty snapshot, that a second relay of a pool
+// supersedes the first, that bad configs are refused, and (fuzz) that the
+// Info and WorkerLoad decoders never panic and respect their limits.
+package relay

@@ -1,0 +1,40 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of package relay; test with errors.Is.
+var (
+	// ErrBadConfig reports an invalid Config or PoolConfig.
+	ErrBadConfig = errors.New("relay: bad config")
+	// ErrSuperseded reports that another relay took over a pool: the delta
+	// log moved under this relay's feet and the pool's owner record names a
+	// newer incarnation. The pool stops publishing (it is fenced, never
+	// merged with the other producer).
+	ErrSuperseded = errors.New("relay: pool taken over by another relay")
+	// ErrClosed reports a call on a relay that is not running.
+	ErrClosed = errors.New("relay: closed")
+	// ErrUnknownPool reports a domain the relay does not serve.
+	ErrUnknownPool = errors.New("relay: unknown pool")
+	// ErrTooLarge reports an inbound control message (an Info reply or a
+	// worker load sample) over its size limit.
+	ErrTooLarge = errors.New("relay: message too large")
+	// ErrMalformed reports an inbound control message that does not decode.
+	ErrMalformed = errors.New("relay: malformed message")
+)
+
+// PoolError is a failure of one pool; other pools keep running.
+type PoolError struct {
+	Domain uint64
+	DC     uint64
+	Err    error
+}
+
+func (e *PoolError) Error() string {
+	return fmt.Sprintf("relay: pool %d/%d: %v", e.Domain, e.DC, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *PoolError) Unwrap() error { return e.Err }

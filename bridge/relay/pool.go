@@ -1,0 +1,576 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Pending limits of the event subscriptions: generous, because a burst of
+// events must queue rather than be dropped by the client (a drop shows up
+// as an envelope gap).
+const (
+	eventPendingMsgs  = 1 << 20
+	eventPendingBytes = 512 << 20
+)
+
+// inKind says which subject an inbound message came from.
+type inKind uint8
+
+const (
+	inEnvelope inKind = iota + 1
+	inLegacy
+	inWorkerLoad
+)
+
+type inbound struct {
+	kind inKind
+	data []byte
+}
+
+// ownerRecord is the pool's claim in its state bucket: the incarnation of
+// the relay that serves it now.
+type ownerRecord struct {
+	Incarnation uint64 `json:"incarnation"`
+	Host        string `json:"host"`
+	PID         int    `json:"pid"`
+	StartedAt   int64  `json:"started_at_unix_nano"`
+}
+
+// PoolStatus is one pool's state and counters.
+type PoolStatus struct {
+	Domain           uint64
+	DC               uint64
+	Incarnation      uint64
+	LayoutGeneration uint64
+	Intake           IntakeStats
+	// Rejected counts events the producer refused (missing parent, remap,
+	// owner overflow, bad shape); capacity omissions are in Producer.
+	Rejected         uint64
+	Producer         ckf.Stats
+	Publisher        relayproto.PublisherStatus
+	Snapshots        uint64 // snapshots stored
+	SnapshotSequence uint64 // terminal sequence of the stored snapshot
+	SnapshotBytes    int    // size of the stored snapshot object
+	LogSequence      uint64 // stream sequence of the last log message written
+	Rebuilds         uint64 // new layout generations after a fenced producer
+	Err              string // why the pool stopped, if it did
+}
+
+// pool is one pool's writer goroutine state: everything here is touched by
+// that goroutine only, except info (atomic, read by the ping responder).
+type pool struct {
+	r      *Relay
+	cfg    PoolConfig
+	names  Names
+	log    *slog.Logger
+	format *ckf.Format
+
+	prod  *ckf.Producer
+	pub   *relayproto.FanoutPublisher
+	id    relayproto.ProducerIdentity
+	dlog  *deltaLog
+	snaps *snapshotStore
+
+	stream jetstream.Stream
+	state  jetstream.KeyValue
+	subs   []*nats.Subscription
+
+	in     chan inbound
+	req    chan func()
+	intake *intake
+	istats IntakeStats
+	load   *loadTracker
+
+	maxImages    int
+	images       []relayproto.Image
+	frame        []byte
+	rejected     uint64
+	rebuilds     uint64
+	sinceSnap    uint64
+	lastLogWrite time.Time
+	lastLoad     time.Time
+	fenceLogged  bool
+}
+
+func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
+	n, err := ckf.BucketCount(cfg.ExpectedBlocks)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pool %d: %w", ErrBadConfig, cfg.Domain, err)
+	}
+	f, err := ckf.NewFormat(cfg.Seed, n)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pool %d: %w", ErrBadConfig, cfg.Domain, err)
+	}
+	names := Names{Prefix: r.cfg.Prefix, Domain: cfg.Domain, DC: r.cfg.DC}
+	p := &pool{r: r, cfg: cfg, names: names, format: f,
+		log: r.cfg.Logger.With("domain", uint64(cfg.Domain), "dc", uint64(r.cfg.DC)),
+		in:  make(chan inbound, eventQueue), req: make(chan func()),
+		load: newLoadTracker(r.cfg.LiveWindow), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload())}
+	p.intake = newIntake(&p.istats)
+	if err := p.newProducer(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newProducer makes an empty producer for the pool's format.
+func (p *pool) newProducer() error {
+	prod, err := ckf.New(ckf.Config{Format: p.format, MaxKicks: p.cfg.MaxKicks, BatchEvents: p.r.cfg.BatchEvents,
+		FlushAfter: p.r.cfg.FlushAfter, ClearWorker: p.cfg.ClearWorker})
+	if err != nil {
+		return fmt.Errorf("%w: pool %d: %w", ErrBadConfig, p.cfg.Domain, err)
+	}
+	p.prod = prod
+	return nil
+}
+
+// setup creates or opens the pool's JetStream assets, claims the pool with
+// a new incarnation, stores the first snapshot and subscribes.
+func (p *pool) setup(ctx context.Context) error {
+	c := &p.r.cfg
+	js, err := jetstream.New(c.Conn)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, c.PublishTimeout)
+	defer cancel()
+	p.stream, err = js.CreateOrUpdateStream(sctx, jetstream.StreamConfig{
+		Name: p.names.Stream(), Subjects: []string{p.names.DeltaSubject()},
+		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
+		MaxAge: c.MaxAge, MaxBytes: c.MaxBytes, Storage: c.Storage,
+		Description: "goindex delta log of one pool",
+	})
+	if err != nil {
+		return fmt.Errorf("delta stream %s: %w", p.names.Stream(), err)
+	}
+	obs, err := js.CreateOrUpdateObjectStore(sctx, jetstream.ObjectStoreConfig{Bucket: p.names.SnapshotBucket(), Storage: c.Storage,
+		Description: "goindex snapshot of one pool"})
+	if err != nil {
+		return fmt.Errorf("snapshot store %s: %w", p.names.SnapshotBucket(), err)
+	}
+	p.state, err = js.CreateOrUpdateKeyValue(sctx, jetstream.KeyValueConfig{Bucket: p.names.StateBucket(), Storage: c.Storage,
+		Description: "goindex relay claim and last load report of one pool"})
+	if err != nil {
+		return fmt.Errorf("state bucket %s: %w", p.names.StateBucket(), err)
+	}
+	incarnation, err := p.claim(sctx)
+	if err != nil {
+		return err
+	}
+	p.dlog = &deltaLog{ctx: p.r.base, js: js, subject: p.names.DeltaSubject(), timeout: c.PublishTimeout}
+	if err := p.dlog.resync(p.stream); err != nil {
+		return err
+	}
+	p.snaps = &snapshotStore{ctx: p.r.base, obs: obs, log: p.dlog, timeout: c.PublishTimeout, buckets: p.format.Buckets()}
+	p.id = relayproto.ProducerIdentity{Pool: relayproto.PoolID{Domain: p.cfg.Domain, DC: c.DC},
+		Incarnation: incarnation, LayoutGeneration: 1, Format: relayproto.FormatOf(p.format)}
+	if err := p.newPublisher(0); err != nil {
+		return err
+	}
+	if err := p.snapshot(); err != nil {
+		return err
+	}
+	return p.subscribe()
+}
+
+// claim writes a new owner record: the incarnation is above the previous
+// owner's and above the clock, so it differs from every earlier one.
+func (p *pool) claim(ctx context.Context) (uint64, error) {
+	prev := uint64(0)
+	if e, err := p.state.Get(ctx, OwnerKey); err == nil {
+		var o ownerRecord
+		if json.Unmarshal(e.Value(), &o) == nil {
+			prev = o.Incarnation
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, fmt.Errorf("read owner: %w", err)
+	}
+	now := time.Now()
+	inc := max(prev+1, uint64(now.UnixNano()))
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(ownerRecord{Incarnation: inc, Host: host, PID: os.Getpid(), StartedAt: now.UnixNano()})
+	if _, err := p.state.Put(ctx, OwnerKey, b); err != nil {
+		return 0, fmt.Errorf("claim pool: %w", err)
+	}
+	return inc, nil
+}
+
+// owner reads the current owner's incarnation.
+func (p *pool) owner() (uint64, error) {
+	ctx, cancel := context.WithTimeout(p.dlog.ctx, p.r.cfg.PublishTimeout)
+	defer cancel()
+	e, err := p.state.Get(ctx, OwnerKey)
+	if err != nil {
+		return 0, err
+	}
+	var o ownerRecord
+	if err := json.Unmarshal(e.Value(), &o); err != nil {
+		return 0, fmt.Errorf("%w: owner record: %v", ErrMalformed, err)
+	}
+	return o.Incarnation, nil
+}
+
+func (p *pool) newPublisher(start uint64) error {
+	pub, err := relayproto.NewFanoutPublisher(relayproto.FanoutConfig{
+		PublisherConfig: relayproto.PublisherConfig{Identity: p.id, StartSequence: start, Sink: p.dlog, Source: p.prod},
+		Snapshots:       p.snaps, Encoding: p.r.cfg.Encoding,
+	})
+	if err != nil {
+		return fmt.Errorf("publisher: %w", err)
+	}
+	p.pub = pub
+	return nil
+}
+
+// subscribe starts the event intake, the worker-load intake and the
+// request responders.
+func (p *pool) subscribe() error {
+	nc := p.r.cfg.Conn
+	push := func(kind inKind) nats.MsgHandler {
+		return func(m *nats.Msg) {
+			select {
+			case p.in <- inbound{kind: kind, data: m.Data}:
+			case <-p.r.stop:
+			}
+		}
+	}
+	ns, comp := p.cfg.Namespace, p.cfg.Component
+	subs := []struct {
+		subject string
+		handler nats.MsgHandler
+		events  bool
+	}{
+		{dynamo.EventSubject(ns, comp), push(inEnvelope), true},
+		{dynamo.LegacyEventSubject(ns, comp), push(inLegacy), true},
+		{p.names.WorkerLoadSubject(), push(inWorkerLoad), false},
+		{p.names.PingSubject(), p.respondInfo, false},
+		{p.names.DiscoverSubject(), p.respondInfo, false},
+		{p.names.SnapshotSubject(), p.requestSnapshot, false},
+	}
+	for _, s := range subs {
+		sub, err := nc.Subscribe(s.subject, s.handler)
+		if err != nil {
+			p.unsubscribe()
+			return fmt.Errorf("subscribe %s: %w", s.subject, err)
+		}
+		if s.events {
+			if err := sub.SetPendingLimits(eventPendingMsgs, eventPendingBytes); err != nil {
+				p.unsubscribe()
+				return fmt.Errorf("pending limits of %s: %w", s.subject, err)
+			}
+		}
+		p.subs = append(p.subs, sub)
+	}
+	return nc.Flush()
+}
+
+func (p *pool) unsubscribe() {
+	for _, s := range p.subs {
+		_ = s.Unsubscribe()
+	}
+	p.subs = nil
+}
+
+// info returns the pool's current Info; the loop keeps a copy in the relay
+// for the responders.
+func (p *pool) info() Info {
+	st := p.pub.Status()
+	return Info{Domain: uint64(p.cfg.Domain), DC: uint64(p.r.cfg.DC), Name: p.r.cfg.Name,
+		Incarnation: p.id.Incarnation, LayoutGeneration: p.id.LayoutGeneration,
+		Seed: p.format.Seed(), Buckets: p.format.Buckets(), JSDomain: p.r.cfg.JSDomain,
+		Stream: p.names.Stream(), SnapshotBucket: p.names.SnapshotBucket(), StateBucket: p.names.StateBucket(),
+		LastSequence: st.LastSequence, SnapshotSequence: p.snaps.stored}
+}
+
+func (p *pool) publishInfo() { p.r.setInfo(p.cfg.Domain, p.info()) }
+
+// respondInfo answers a ping or discover request (NATS callback goroutine).
+func (p *pool) respondInfo(m *nats.Msg) {
+	info, ok := p.r.getInfo(p.cfg.Domain)
+	if !ok || m.Reply == "" {
+		return
+	}
+	info.SentAtUnixNano = time.Now().UnixNano()
+	b, _ := json.Marshal(info)
+	_ = m.Respond(b)
+}
+
+// requestSnapshot hands a snapshot request to the loop, which stores a
+// fresh snapshot and replies with the new Info.
+func (p *pool) requestSnapshot(m *nats.Msg) {
+	fn := func() {
+		if err := p.snapshot(); err != nil {
+			p.log.Warn("requested snapshot failed", "err", err)
+			return
+		}
+		p.respondInfo(m)
+	}
+	select {
+	case p.req <- fn:
+	case <-p.r.stop:
+	}
+}
+
+// run is the pool's writer loop. It returns nil after a graceful drain
+// (ctx done), at once when the relay is killed, and an error when the pool
+// cannot go on (superseded).
+func (p *pool) run(ctx context.Context) error {
+	defer p.unsubscribe()
+	c := &p.r.cfg
+	tickEvery := min(c.RetryEvery, c.LoadEvery, c.HeartbeatEvery, c.SnapshotEvery)
+	tick := time.NewTicker(tickEvery)
+	defer tick.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var timerC <-chan time.Time
+	p.lastLogWrite, p.lastLoad = time.Now(), time.Time{}
+	for {
+		select {
+		case <-p.r.stop:
+			return nil
+		case <-ctx.Done():
+			return p.shutdown()
+		case m := <-p.in:
+			switch p.handle(m) {
+			case ckf.StepArmTimer:
+				timer.Reset(c.FlushAfter)
+				timerC = timer.C
+			case ckf.StepPublish:
+				timer.Stop()
+				timerC = nil
+				if err := p.publish(); err != nil {
+					return err
+				}
+			}
+		case <-timerC:
+			timerC = nil
+			if err := p.publish(); err != nil {
+				return err
+			}
+		case fn := <-p.req:
+			fn()
+		case now := <-tick.C:
+			if err := p.periodic(now); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// handle applies one inbound message and returns the cadence step.
+func (p *pool) handle(m inbound) ckf.Step {
+	now := time.Now()
+	if m.kind == inWorkerLoad {
+		if s, err := DecodeWorkerLoad(m.data); err == nil {
+			p.load.sample(s, now)
+		} else {
+			p.istats.Malformed++
+		}
+		return ckf.StepContinue
+	}
+	decode := p.intake.legacy
+	if m.kind == inEnvelope {
+		decode = p.intake.envelope
+	}
+	k, ok := decode(m.data)
+	if !ok {
+		return ckf.StepContinue
+	}
+	p.load.sawEvent(k.Member.Worker, now)
+	step, err := p.prod.Apply(&k)
+	if err != nil && !errors.Is(err, ckf.ErrCapacityExhausted) {
+		p.rejected++
+		if p.rejected&(p.rejected-1) == 0 {
+			p.log.Warn("event rejected", "count", p.rejected, "err", err)
+		}
+	}
+	if p.prod.Fenced() != nil {
+		p.rebuild()
+		return ckf.StepContinue
+	}
+	return step
+}
+
+// rebuild replaces a fenced producer (its exact state is suspect) with an
+// empty one of the next layout generation and stores its snapshot; every
+// consumer lane re-snapshots on the new identity.
+func (p *pool) rebuild() {
+	p.log.Error("producer fenced; rebuilding a new layout generation", "err", p.prod.Fenced(), "generation", p.id.LayoutGeneration+1)
+	last := p.pub.Status().LastSequence
+	if err := p.newProducer(); err != nil {
+		p.log.Error("rebuild", "err", err)
+		return
+	}
+	p.id.LayoutGeneration++
+	p.rebuilds++
+	if err := p.newPublisher(last); err != nil {
+		p.log.Error("rebuild", "err", err)
+		return
+	}
+	if err := p.snapshot(); err != nil {
+		p.log.Warn("snapshot after rebuild", "err", err)
+	}
+}
+
+// publish drains the producer and sends the batch as deltas of at most
+// maxImages images each. A fenced publisher drops it: the snapshot that
+// lifts the fence covers it.
+func (p *pool) publish() error {
+	p.images = p.prod.Drain(p.images[:0])
+	if len(p.images) == 0 {
+		return nil
+	}
+	if p.pub.Status().Fence != relayproto.FenceNone {
+		return nil
+	}
+	for imgs := p.images; len(imgs) > 0; {
+		part := imgs[:min(len(imgs), p.maxImages)]
+		imgs = imgs[len(part):]
+		if _, err := p.pub.Publish(part); err != nil {
+			return p.fenced(err)
+		}
+		p.sinceSnap++
+		p.lastLogWrite = time.Now()
+	}
+	return nil
+}
+
+// fenced handles a failed send: another writer means the pool was taken
+// over (the loop stops); anything else waits for periodic's recovery.
+func (p *pool) fenced(err error) error {
+	if p.dlog.conflict {
+		if owner, oerr := p.owner(); oerr == nil && owner != p.id.Incarnation {
+			p.log.Error("another relay owns the pool; stopping", "owner", owner, "self", p.id.Incarnation)
+			return &PoolError{Domain: uint64(p.cfg.Domain), DC: uint64(p.r.cfg.DC), Err: ErrSuperseded}
+		}
+	}
+	if !p.fenceLogged {
+		p.log.Warn("delta delivery uncertain; recovering with a snapshot", "err", err)
+		p.fenceLogged = true
+	}
+	return nil
+}
+
+// snapshot stores a barrier snapshot (the tail goes to the log first).
+func (p *pool) snapshot() error {
+	if _, err := p.pub.Snapshot(); err != nil {
+		return err
+	}
+	p.sinceSnap, p.lastLogWrite, p.fenceLogged = 0, time.Now(), false
+	p.publishInfo()
+	return nil
+}
+
+// periodic runs on every tick: fence recovery, heartbeats, load reports and
+// the snapshot refresh.
+func (p *pool) periodic(now time.Time) error {
+	c := &p.r.cfg
+	if p.pub.Status().Fence != relayproto.FenceNone {
+		if p.dlog.conflict {
+			if owner, err := p.owner(); err == nil && owner != p.id.Incarnation {
+				return p.fenced(ErrSuperseded)
+			}
+		}
+		if err := p.dlog.resync(p.stream); err != nil {
+			return nil
+		}
+		if err := p.snapshot(); err != nil {
+			return nil
+		}
+		p.log.Info("recovered with a snapshot", "sequence", p.snaps.stored)
+	}
+	if now.Sub(p.lastLogWrite) >= c.HeartbeatEvery {
+		err := p.dlog.Send(p.pub.Heartbeat())
+		switch {
+		case err == nil:
+			p.lastLogWrite = now
+		case p.dlog.conflict:
+			// Someone else wrote the log: a newer relay (stop), or our own
+			// uncertain publish that landed late (resync and go on).
+			if err := p.fenced(err); err != nil {
+				return err
+			}
+			_ = p.dlog.resync(p.stream)
+		}
+	}
+	if now.Sub(p.lastLoad) >= c.LoadEvery {
+		p.lastLoad = now
+		p.reportLoad(now)
+	}
+	if p.sinceSnap > 0 && now.Sub(p.snaps.storedAt) >= c.SnapshotEvery {
+		if err := p.snapshot(); err != nil {
+			p.log.Warn("snapshot refresh failed", "err", err)
+		}
+	}
+	p.publishInfo()
+	return nil
+}
+
+// reportLoad publishes a load report on the load subject and keeps it as
+// the state bucket's last value.
+func (p *pool) reportLoad(now time.Time) {
+	c := &p.r.cfg
+	st := p.prod.Stats()
+	r := relayproto.LoadReport{Identity: p.id, Sequence: p.pub.Status().LastSequence,
+		TimestampUnixNano: uint64(now.UnixNano()), IntervalMs: uint32(c.LoadEvery / time.Millisecond),
+		ActiveBlocks: st.TrackedBlocks, PrefillTokensPerMs: c.PrefillTokensPerMs,
+		QueueTokensPerMs: c.QueueTokensPerMs, DecodeBlocksPerMs: c.DecodeBlocksPerMs}
+	p.load.fill(&r, now, c.WorkerCapacityBlocks)
+	b, err := relayproto.AppendLoadReport(p.frame[:0], &r)
+	if err != nil {
+		p.log.Warn("load report", "err", err)
+		return
+	}
+	p.frame = b
+	_ = c.Conn.Publish(p.names.LoadSubject(), b)
+	ctx, cancel := context.WithTimeout(p.dlog.ctx, c.PublishTimeout)
+	defer cancel()
+	_, _ = p.state.Put(ctx, LoadKey, b)
+}
+
+// shutdown is the graceful end: stop the intake, apply what is queued,
+// publish the tail and the drain marker.
+func (p *pool) shutdown() error {
+	p.unsubscribe()
+queued:
+	for {
+		select {
+		case m := <-p.in:
+			p.handle(m)
+		default:
+			break queued
+		}
+	}
+	if err := p.publish(); err != nil {
+		return err
+	}
+	if p.pub.Status().Fence != relayproto.FenceNone {
+		p.log.Warn("shutdown while fenced: no drain marker")
+		return nil
+	}
+	if err := p.dlog.Send(p.pub.DrainMarker()); err != nil {
+		p.log.Warn("drain marker", "err", err)
+		return nil
+	}
+	p.log.Info("drained", "sequence", p.pub.Status().LastSequence)
+	return nil
+}
+
+// status returns the pool's status (loop goroutine).
+func (p *pool) status() PoolStatus {
+	return PoolStatus{Domain: uint64(p.cfg.Domain), DC: uint64(p.r.cfg.DC), Incarnation: p.id.Incarnation,
+		LayoutGeneration: p.id.LayoutGeneration, Intake: p.istats, Rejected: p.rejected, Producer: p.prod.Stats(),
+		Publisher: p.pub.Status(), Snapshots: p.snaps.count, SnapshotSequence: p.snaps.stored,
+		SnapshotBytes: p.snaps.bytes, LogSequence: p.dlog.last, Rebuilds: p.rebuilds}
+}

@@ -1,0 +1,177 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/goindex/goindex/goindex/relayproto"
+)
+
+// Relay is a DC's relay: one ckf.Producer per pool, fed by the DC's Dynamo
+// KV events, publishing a delta log, stored snapshots and load reports over
+// NATS JetStream, and answering RTT pings. Build it with New, then Run it;
+// Status, Words and Flush may be called from any goroutine while it runs.
+type Relay struct {
+	cfg   Config
+	pools []*pool
+	base  context.Context // canceled by Close: aborts in-flight JetStream calls
+	kill  context.CancelFunc
+	stop  <-chan struct{} // closed by Close
+	ready chan struct{}
+
+	mu     sync.Mutex
+	infos  map[relayproto.DomainID]Info
+	final  map[relayproto.DomainID]PoolStatus
+	closed bool
+}
+
+// New validates cfg and builds the relay's producers; it does no I/O.
+func New(cfg Config) (*Relay, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	base, kill := context.WithCancel(context.Background())
+	r := &Relay{cfg: cfg, base: base, kill: kill, stop: base.Done(), ready: make(chan struct{}),
+		infos: map[relayproto.DomainID]Info{}, final: map[relayproto.DomainID]PoolStatus{}}
+	for _, pc := range cfg.Pools {
+		p, err := newPool(r, pc)
+		if err != nil {
+			kill()
+			return nil, err
+		}
+		r.pools = append(r.pools, p)
+	}
+	return r, nil
+}
+
+// Run sets up every pool (JetStream assets, a new incarnation, the first
+// snapshot, the subscriptions), then serves until ctx is done, when each
+// pool drains gracefully (tail, drain marker), or until Close. A pool that
+// fails stops alone; Run returns when every pool has stopped, with their
+// errors joined. Run may be called once.
+func (r *Relay) Run(ctx context.Context) error {
+	for _, p := range r.pools {
+		if err := p.setup(ctx); err != nil {
+			for _, q := range r.pools {
+				q.unsubscribe()
+			}
+			r.Close()
+			return &PoolError{Domain: uint64(p.cfg.Domain), DC: uint64(r.cfg.DC), Err: err}
+		}
+		p.log.Info("relay pool up", "incarnation", p.id.Incarnation, "buckets", p.format.Buckets(),
+			"stream", p.names.Stream(), "events", p.cfg.Namespace+"/"+p.cfg.Component)
+	}
+	close(r.ready)
+	errs := make([]error, len(r.pools))
+	var wg sync.WaitGroup
+	for i, p := range r.pools {
+		wg.Go(func() {
+			errs[i] = p.run(ctx)
+			st := p.status()
+			if errs[i] != nil {
+				st.Err = errs[i].Error()
+			}
+			r.mu.Lock()
+			r.final[p.cfg.Domain] = st
+			r.mu.Unlock()
+		})
+	}
+	wg.Wait()
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.kill()
+	return errors.Join(errs...)
+}
+
+// Ready is closed once every pool is up and has stored its first snapshot.
+func (r *Relay) Ready() <-chan struct{} { return r.ready }
+
+// Close stops the relay at once, without a drain marker: to consumers it
+// looks like a crash. It is safe to call more than once.
+func (r *Relay) Close() { r.kill() }
+
+func (r *Relay) setInfo(d relayproto.DomainID, info Info) {
+	r.mu.Lock()
+	r.infos[d] = info
+	r.mu.Unlock()
+}
+
+func (r *Relay) getInfo(d relayproto.DomainID) (Info, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	info, ok := r.infos[d]
+	return info, ok
+}
+
+// Info returns the pool of domain d's current Info (what a ping answers).
+func (r *Relay) Info(d relayproto.DomainID) (Info, bool) { return r.getInfo(d) }
+
+// do runs fn on the writer goroutine of domain d's pool and waits for it.
+func (r *Relay) do(ctx context.Context, d relayproto.DomainID, fn func(p *pool)) error {
+	for _, p := range r.pools {
+		if p.cfg.Domain != d {
+			continue
+		}
+		done := make(chan struct{})
+		select {
+		case p.req <- func() { fn(p); close(done) }:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.stop:
+			return ErrClosed
+		}
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%w: domain %d", ErrUnknownPool, d)
+}
+
+// Status returns every pool's status; a stopped pool reports its last one.
+func (r *Relay) Status(ctx context.Context) ([]PoolStatus, error) {
+	var out []PoolStatus
+	for _, p := range r.pools {
+		r.mu.Lock()
+		st, stopped := r.final[p.cfg.Domain]
+		r.mu.Unlock()
+		if !stopped {
+			if err := r.do(ctx, p.cfg.Domain, func(p *pool) { st = p.status() }); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// AppendWords appends a copy of domain d's producer filter words to dst
+// (taken between two events, so it reflects every event applied so far).
+func (r *Relay) AppendWords(ctx context.Context, dst []uint64, d relayproto.DomainID) ([]uint64, error) {
+	err := r.do(ctx, d, func(p *pool) { dst = p.prod.AppendWords(dst) })
+	return dst, err
+}
+
+// Flush forces a publication boundary on domain d's pool: the pending
+// window goes out as deltas now instead of at the cadence timer.
+func (r *Relay) Flush(ctx context.Context, d relayproto.DomainID) error {
+	var perr error
+	if err := r.do(ctx, d, func(p *pool) { perr = p.publish() }); err != nil {
+		return err
+	}
+	return perr
+}
+
+// Snapshot stores a fresh snapshot of domain d's pool now.
+func (r *Relay) Snapshot(ctx context.Context, d relayproto.DomainID) error {
+	var serr error
+	if err := r.do(ctx, d, func(p *pool) { serr = p.snapshot() }); err != nil {
+		return err
+	}
+	return serr
+}

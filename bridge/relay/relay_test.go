@@ -1,0 +1,389 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func testSeed(t *testing.T) uint64 {
+	seed := uint64(5)
+	if s := os.Getenv("GOINDEX_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d (set GOINDEX_SEED to replay)", seed)
+		}
+	})
+	return seed
+}
+
+// checkFor polls fn every few milliseconds until it returns nil or total
+// passes, then fails with fn's last error.
+func checkFor(t *testing.T, total time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %v", total, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func startServer(t *testing.T) (*natsutil.Server, *nats.Conn) {
+	t.Helper()
+	s, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := natsutil.Connect(s.ClientURL(), "test", nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return s, nc
+}
+
+type running struct {
+	r    *Relay
+	stop context.CancelFunc
+	done chan error
+}
+
+func startRelay(t *testing.T, cfg Config) *running {
+	t.Helper()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{r: r, stop: cancel, done: make(chan error, 1)}
+	go func() { run.done <- r.Run(ctx) }()
+	select {
+	case <-r.Ready():
+	case err := <-run.done:
+		t.Fatalf("Run ended before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("relay not ready")
+	}
+	t.Cleanup(func() { r.Close(); cancel() })
+	return run
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("GOINDEX_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}
+
+func testConfig(nc *nats.Conn) Config {
+	return Config{Conn: nc, Logger: testLogger(), DC: 3, Name: "fra", HeartbeatEvery: 50 * time.Millisecond, LoadEvery: 50 * time.Millisecond,
+		Pools: []PoolConfig{{Domain: 1, Namespace: "dynamo", Component: "backend", ExpectedBlocks: 4096}}}
+}
+
+// generator emits Dynamo events for a few workers: chains of stored blocks
+// with parents, and removals of blocks a worker holds.
+type generator struct {
+	rng    *rand.Rand
+	held   map[uint64][]uint64 // worker → external hashes it holds (a chain per store)
+	next   uint64
+	seq    map[uint64]uint64
+	events int
+}
+
+func newGenerator(seed uint64) *generator {
+	return &generator{rng: rand.New(rand.NewPCG(seed, 1)), held: map[uint64][]uint64{}, seq: map[uint64]uint64{}}
+}
+
+// event returns the next event as a msgpack envelope.
+func (g *generator) event(t *testing.T) []byte {
+	w := uint64(1 + g.rng.IntN(3))
+	ev := dynamo.RouterEvent{WorkerID: w, Event: dynamo.CacheEvent{EventID: uint64(g.events)}}
+	g.events++
+	if h := g.held[w]; len(h) > 0 && g.rng.IntN(3) == 0 {
+		i := g.rng.IntN(len(h))
+		ev.Event.Kind = kv.Removed
+		ev.Event.Removed = []uint64{h[i]}
+		g.held[w] = append(h[:i], h[i+1:]...)
+	} else {
+		ev.Event.Kind = kv.Stored
+		for range 1 + g.rng.IntN(4) {
+			g.next++
+			ev.Event.Stored.Blocks = append(ev.Event.Stored.Blocks, dynamo.StoredBlock{BlockHash: g.next<<8 | w, TokensHash: g.rng.Uint64()})
+			g.held[w] = append(g.held[w], g.next<<8|w)
+		}
+	}
+	payload, err := dynamo.AppendMsgpack(nil, &ev)
+	if err != nil {
+		t.Fatalf("encode event: %v", err)
+	}
+	msg := dynamo.AppendEnvelope(nil, &dynamo.Envelope{Topic: dynamo.EventTopic, PublisherID: w, Sequence: g.seq[w], Payload: payload})
+	g.seq[w]++
+	return msg
+}
+
+// replay rebuilds a pool's words the way a cold consumer does: the stored
+// snapshot, then the log's deltas after it.
+func replay(ctx context.Context, nc *nats.Conn, names Names) ([]uint64, relayproto.ProducerIdentity, error) {
+	js, _ := jetstream.New(nc)
+	obs, err := js.ObjectStore(ctx, names.SnapshotBucket())
+	if err != nil {
+		return nil, relayproto.ProducerIdentity{}, err
+	}
+	res, err := obs.Get(ctx, SnapshotObject)
+	if err != nil {
+		return nil, relayproto.ProducerIdentity{}, err
+	}
+	info, _ := res.Info()
+	body, err := io.ReadAll(res)
+	res.Close()
+	if err != nil {
+		return nil, relayproto.ProducerIdentity{}, err
+	}
+	var words []uint64
+	var id relayproto.ProducerIdentity
+	seq := uint64(0)
+	for len(body) > 0 {
+		m, rest, err := relayproto.Decode(body)
+		if err != nil {
+			return nil, id, err
+		}
+		s := m.(*relayproto.Snapshot)
+		words = append(words, s.Words...)
+		id, seq, body = s.Identity, s.Sequence, rest
+	}
+	from, _ := strconv.ParseUint(info.Metadata[MetaLogSequence], 10, 64)
+	stream, err := js.Stream(ctx, names.Stream())
+	if err != nil {
+		return nil, id, err
+	}
+	last := uint64(0)
+	if st, err := stream.Info(ctx); err == nil {
+		last = st.State.LastSeq
+	}
+	for s := from + 1; s <= last; s++ {
+		raw, err := stream.GetMsg(ctx, s)
+		if err != nil {
+			return nil, id, err
+		}
+		m, _, err := relayproto.Decode(raw.Data)
+		if err != nil {
+			return nil, id, err
+		}
+		if d, ok := m.(*relayproto.Delta); ok && d.Identity == id && d.Sequence > seq {
+			if d.Base != seq {
+				return nil, id, fmt.Errorf("delta %d→%d after %d", d.Base, d.Sequence, seq)
+			}
+			for _, im := range d.Images {
+				words[im.Bucket] = im.Word
+			}
+			seq = d.Sequence
+		}
+	}
+	return words, id, nil
+}
+
+func TestRelay_LogAndSnapshotReproduceProducerWords(t *testing.T) {
+	seed := testSeed(t)
+	_, nc := startServer(t)
+	cfg := testConfig(nc)
+	run := startRelay(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g := newGenerator(seed)
+	subject := dynamo.EventSubject("dynamo", "backend")
+	for i := range 600 {
+		if err := nc.Publish(subject, g.event(t)); err != nil {
+			t.Fatalf("publish event: %v", err)
+		}
+		if i == 300 {
+			if err := run.r.Snapshot(ctx, 1); err != nil {
+				t.Fatalf("Snapshot: %v", err)
+			}
+		}
+	}
+	// One event on the legacy JSON subject too.
+	legacy, _ := dynamo.AppendJSON(nil, &dynamo.RouterEvent{WorkerID: 9, Event: dynamo.CacheEvent{Kind: kv.Stored,
+		Stored: dynamo.StoreData{Blocks: []dynamo.StoredBlock{{BlockHash: 1, TokensHash: 77}}}}})
+	if err := nc.Publish(dynamo.LegacyEventSubject("dynamo", "backend"), legacy); err != nil {
+		t.Fatalf("publish legacy: %v", err)
+	}
+	names := Names{Prefix: DefaultPrefix, Domain: 1, DC: 3}
+	checkFor(t, 20*time.Second, func() error {
+		st, err := run.r.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if got := st[0].Intake.Events; got != 601 {
+			return fmt.Errorf("intake events = %d, want 601", got)
+		}
+		want, err := run.r.AppendWords(ctx, nil, 1)
+		if err != nil {
+			return err
+		}
+		got, id, err := replay(ctx, nc, names)
+		if err != nil {
+			return err
+		}
+		if id.Incarnation != st[0].Incarnation {
+			return fmt.Errorf("snapshot incarnation %d, relay %d", id.Incarnation, st[0].Incarnation)
+		}
+		if !slices.Equal(got, want) {
+			return errors.New("snapshot + log words differ from the producer's")
+		}
+		return nil
+	})
+
+	// Ping: an Info with the identity and the assets.
+	reply, err := nc.Request(names.PingSubject(), nil, 5*time.Second)
+	if err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	info, err := DecodeInfo(reply.Data)
+	if err != nil {
+		t.Fatalf("DecodeInfo: %v", err)
+	}
+	if info.DC != 3 || info.Domain != 1 || info.Stream != names.Stream() || info.Buckets != 2048 || info.Name != "fra" {
+		t.Errorf("ping Info = %+v, want dc 3, domain 1, stream %s, 2048 buckets", info, names.Stream())
+	}
+
+	// Load reports: on the subject and in the state bucket.
+	sub, err := nc.SubscribeSync(names.LoadSubject())
+	if err != nil {
+		t.Fatalf("subscribe load: %v", err)
+	}
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("load report: %v", err)
+	}
+	m, _, err := relayproto.Decode(msg.Data)
+	if err != nil {
+		t.Fatalf("decode load report: %v", err)
+	}
+	if lr := m.(*relayproto.LoadReport); lr.LiveWorkers != 4 || lr.ActiveBlocks == 0 || lr.Identity.Incarnation != info.Incarnation {
+		t.Errorf("load report = %+v, want 4 live workers, active blocks, incarnation %d", lr, info.Incarnation)
+	}
+
+	// Graceful shutdown ends the log with a drain marker at the last sequence.
+	run.stop()
+	if err := <-run.done; err != nil {
+		t.Fatalf("Run after graceful stop: %v", err)
+	}
+	js, _ := jetstream.New(nc)
+	stream, _ := js.Stream(ctx, names.Stream())
+	last, err := stream.GetLastMsgForSubject(ctx, names.DeltaSubject())
+	if err != nil {
+		t.Fatalf("last log message: %v", err)
+	}
+	lm, _, err := relayproto.Decode(last.Data)
+	if err != nil {
+		t.Fatalf("decode last: %v", err)
+	}
+	dm, ok := lm.(*relayproto.DrainMarker)
+	if !ok || dm.Expected == 0 || dm.Identity.Incarnation != info.Incarnation {
+		t.Errorf("last log message = %v %+v, want a drain marker of incarnation %d", lm.Type(), lm, info.Incarnation)
+	}
+
+	// A restarted relay takes a newer incarnation and starts from an empty
+	// snapshot.
+	run2 := startRelay(t, cfg)
+	st2, err := run2.r.Status(ctx)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if st2[0].Incarnation <= info.Incarnation {
+		t.Errorf("restarted incarnation %d, want > %d", st2[0].Incarnation, info.Incarnation)
+	}
+	got, id, err := replay(ctx, nc, names)
+	if err != nil || id.Incarnation != st2[0].Incarnation || slices.ContainsFunc(got, func(w uint64) bool { return w != 0 }) {
+		t.Errorf("restarted relay's stored snapshot: incarnation %d (want %d), err %v, want all-zero words", id.Incarnation, st2[0].Incarnation, err)
+	}
+}
+
+func TestRelay_SecondRelayOfPoolSupersedesFirst(t *testing.T) {
+	seed := testSeed(t)
+	_, nc := startServer(t)
+	cfg := testConfig(nc)
+	first := startRelay(t, cfg)
+	second := startRelay(t, cfg)
+	// Both relays receive every event; whichever publishes second finds the
+	// log moved. The first relay must find the second one's claim and stop.
+	g := newGenerator(seed)
+	subject := dynamo.EventSubject("dynamo", "backend")
+	deadline := time.After(30 * time.Second)
+	for stopped := false; !stopped; {
+		if err := nc.Publish(subject, g.event(t)); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		select {
+		case err := <-first.done:
+			if !errors.Is(err, ErrSuperseded) {
+				t.Errorf("first relay's Run = %v, want ErrSuperseded", err)
+			}
+			stopped = true
+		case <-deadline:
+			t.Fatalf("first relay kept running beside a second one")
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := second.r.Status(ctx); err != nil {
+		t.Errorf("second relay Status: %v", err)
+	}
+}
+
+func TestNew_RejectsBadConfig(t *testing.T) {
+	_, nc := startServer(t)
+	good := testConfig(nc)
+	cases := map[string]func(c *Config){
+		"no conn":         func(c *Config) { c.Conn = nil },
+		"dc zero":         func(c *Config) { c.DC = 0 },
+		"no pools":        func(c *Config) { c.Pools = nil },
+		"bad prefix":      func(c *Config) { c.Prefix = "a..b" },
+		"prefix wildcard": func(c *Config) { c.Prefix = "a.*" },
+		"no component":    func(c *Config) { c.Pools[0].Component = "" },
+		"duplicate domain": func(c *Config) {
+			c.Pools = append(c.Pools, c.Pools[0])
+		},
+		"bad encoding": func(c *Config) { c.Encoding = 9 },
+		"too many blocks": func(c *Config) {
+			c.Pools[0].ExpectedBlocks = 1 << 40
+		},
+	}
+	for name, mutate := range cases {
+		c := good
+		c.Pools = slices.Clone(good.Pools)
+		mutate(&c)
+		if _, err := New(c); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("New(%s) = %v, want ErrBadConfig", name, err)
+		}
+	}
+}

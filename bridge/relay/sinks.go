@@ -1,0 +1,123 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// frameOverheadBytes is room for a delta frame's header and identity
+// fields beside its images when a batch is cut to the server's max payload.
+const frameOverheadBytes = 1024
+
+// imageBytes is one image on the wire (u32 index, u64 word).
+const imageBytes = 12
+
+// maxImagesFor returns how many images one delta frame may carry under a
+// server max payload of maxPayload bytes.
+func maxImagesFor(maxPayload int64) int {
+	n := int((maxPayload - frameOverheadBytes) / imageBytes)
+	return max(1, min(n, relayproto.MaxDeltaImages))
+}
+
+// deltaLog is the JetStream delta log of one pool, the FanoutPublisher's
+// Sink. Every publish expects the stream's last sequence to be the one this
+// relay last wrote, so a second relay writing the same pool is detected
+// instead of merged.
+type deltaLog struct {
+	ctx     context.Context
+	js      jetstream.JetStream
+	subject string
+	timeout time.Duration
+	last    uint64 // stream sequence of the last message this relay knows is in the log
+	buf     []byte
+	// conflict is set when a publish found another writer's messages.
+	conflict bool
+}
+
+// Send publishes m as one frame and waits for the stream's ack.
+func (l *deltaLog) Send(m relayproto.Message) error {
+	b, err := relayproto.AppendFrame(l.buf[:0], m)
+	if err != nil {
+		return err
+	}
+	l.buf = b
+	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
+	defer cancel()
+	ack, err := l.js.Publish(ctx, l.subject, b, jetstream.WithExpectLastSequence(l.last))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			l.conflict = true
+		}
+		return fmt.Errorf("publish %v to %s after stream sequence %d: %w", m.Type(), l.subject, l.last, err)
+	}
+	l.last = ack.Sequence
+	return nil
+}
+
+// resync reads the stream's last sequence (after an uncertain publish).
+func (l *deltaLog) resync(stream jetstream.Stream) error {
+	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
+	defer cancel()
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream info: %w", err)
+	}
+	l.last, l.conflict = info.State.LastSeq, false
+	return nil
+}
+
+// snapshotStore is the FanoutPublisher's snapshot Sink: it gathers the
+// chunk frames of one snapshot and stores them as one object, with the
+// snapshot's sequence and the delta log position it reflects as metadata.
+type snapshotStore struct {
+	ctx      context.Context
+	obs      jetstream.ObjectStore
+	log      *deltaLog
+	timeout  time.Duration
+	buckets  uint64
+	buf      []byte
+	stored   uint64 // terminal sequence of the last stored snapshot
+	storedAt time.Time
+	count    uint64
+	bytes    int // size of the last stored object
+}
+
+// Send appends one chunk; the last chunk of a snapshot stores the object.
+func (s *snapshotStore) Send(m relayproto.Message) error {
+	snap, ok := m.(*relayproto.Snapshot)
+	if !ok {
+		return fmt.Errorf("%w: snapshot store got a %v", ErrMalformed, m.Type())
+	}
+	if snap.Offset == 0 {
+		s.buf = s.buf[:0]
+	}
+	b, err := relayproto.AppendSnapshot(s.buf, snap)
+	if err != nil {
+		return err
+	}
+	s.buf = b
+	if snap.Offset+uint64(len(snap.Words)) < s.buckets {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+	defer cancel()
+	meta := jetstream.ObjectMeta{Name: SnapshotObject, Metadata: map[string]string{
+		MetaSequence:    strconv.FormatUint(snap.Sequence, 10),
+		MetaIncarnation: strconv.FormatUint(snap.Identity.Incarnation, 10),
+		MetaLogSequence: strconv.FormatUint(s.log.last, 10),
+	}}
+	if _, err := s.obs.Put(ctx, meta, bytes.NewReader(s.buf)); err != nil {
+		return fmt.Errorf("store snapshot %d: %w", snap.Sequence, err)
+	}
+	s.stored, s.storedAt, s.bytes = snap.Sequence, time.Now(), len(s.buf)
+	s.count++
+	return nil
+}
