@@ -129,6 +129,22 @@ func (d *dc) recover() {
 // step runs k producer events and publishes them.
 func (d *dc) step(rng *rand.Rand, k int) error { return d.advance(rng, k) }
 
+// publishOne steps until exactly one more delta went out (a step whose
+// changes net-revert publishes nothing).
+func (d *dc) publishOne(rng *rand.Rand) {
+	d.t.Helper()
+	want := d.pub.Status().LastSequence + 1
+	for range 100 {
+		if err := d.step(rng, 1); err != nil {
+			d.t.Fatalf("lane %d Publish: %v", d.lane.Index(), err)
+		}
+		if d.pub.Status().LastSequence == want {
+			return
+		}
+	}
+	d.t.Fatalf("lane %d: 100 steps published nothing", d.lane.Index())
+}
+
 // drain publishes the pending window and a drain marker, delivers
 // everything, and returns the marker's outcome.
 func (d *dc) drain() Outcome {

@@ -42,7 +42,7 @@ const (
 // (occupancy is random per bucket, so a branch per slot mispredicts half the
 // time: BenchmarkSnapshot).
 func occupancy(w uint64) byte {
-	x := ((w&slotLow)+slotLow | w) & slotHigh
+	x := ((w & slotLow) + slotLow | w) & slotHigh
 	return byte(x>>15&1 | x>>30&2 | x>>45&4 | x>>60&8)
 }
 
@@ -62,21 +62,30 @@ func compactBytes(words []uint64) int {
 // in bucket order and slot order within a bucket.
 func appendCompact(dst []byte, words []uint64) []byte {
 	masks := len(dst)
-	size := compactBytes(words)
-	// Every slot is written and the cursor advances only past occupied ones,
-	// so the buffer needs 8 bytes of slack past the payload.
-	dst = slices.Grow(dst, size+8)[:masks+size+8]
+	end := masks + compactBytes(words)
+	dst = slices.Grow(dst, end-masks)[:end]
 	clear(dst[masks : masks+(len(words)+1)/2])
 	p := masks + (len(words)+1)/2
 	for i, w := range words {
 		m := occupancy(w)
 		dst[masks+i/2] |= m << (4 * (i & 1))
+		if p+8 <= end {
+			// Write every slot and advance only past occupied ones: no
+			// branch per slot. The 8 bytes written stay inside the payload.
+			for s := range 4 {
+				binary.LittleEndian.PutUint16(dst[p:], uint16(w>>(16*s)))
+				p += 2 * int(m>>s&1)
+			}
+			continue
+		}
 		for s := range 4 {
-			binary.LittleEndian.PutUint16(dst[p:], uint16(w>>(16*s)))
-			p += 2 * int(m>>s&1)
+			if m>>s&1 != 0 {
+				binary.LittleEndian.PutUint16(dst[p:], uint16(w>>(16*s)))
+				p += 2
+			}
 		}
 	}
-	return dst[:masks+size]
+	return dst
 }
 
 // checkCompact returns why payload cannot be the compact encoding of count
