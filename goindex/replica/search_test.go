@@ -196,7 +196,7 @@ func TestSearch_StaticNoisyMembershipChunkedEqualsLinearBisectNeverUnder(t *test
 	rig := newSearchRig(t, rng)
 	cases := 30_000
 	if testing.Short() {
-		cases = 3_000
+		cases = 1_500
 	}
 	var lin, chk, tch, bis []uint32
 	var lanesSeen, inflated uint64
