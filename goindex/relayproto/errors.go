@@ -13,7 +13,7 @@ var (
 	// ErrChecksum reports a body whose XXH3 checksum differs from the header's.
 	ErrChecksum = errors.New("relayproto: frame checksum mismatch")
 	// ErrTooLarge reports a frame or field over one of the named limits
-	// (MaxFrameBytes, MaxDeltaImages, MaxChunkWords, MaxLoadBytes).
+	// (MaxFrameBytes, MaxDeltaImages, MaxChunkWords).
 	ErrTooLarge = errors.New("relayproto: frame exceeds a size limit")
 	// ErrVersion reports a frame written with an unsupported wire version.
 	ErrVersion = errors.New("relayproto: unsupported wire version")

@@ -61,9 +61,21 @@ func encodeError(t FrameType, err error, format string, args ...any) error {
 	return &FrameError{Lane: -1, Reason: fmt.Sprintf("%v: ", t) + fmt.Sprintf(format, args...), Err: err}
 }
 
+// checkEnvelope refuses what the decoder would reject in every frame: an
+// invalid format, or a lease with epoch 0 or a lane ≥ MaxLanes.
+func checkEnvelope(t FrameType, id *ProducerIdentity, l Lease) error {
+	if err := id.Format.Validate(); err != nil {
+		return encodeError(t, ErrBadFormat, "%v", err)
+	}
+	if !l.IsZero() && (l.Epoch == 0 || l.Lane >= MaxLanes) {
+		return encodeError(t, ErrMalformed, "%v: epochs start at 1 and lanes are < %d", l, MaxLanes)
+	}
+	return nil
+}
+
 // AppendSnapshot appends s as one snapshot-chunk frame to dst. It refuses a
-// chunk of more than MaxChunkWords words, an unknown encoding or an invalid
-// format; dst is then returned unchanged.
+// chunk of more than MaxChunkWords words, an unknown encoding, an invalid
+// format or lease; dst is then returned unchanged.
 func AppendSnapshot(dst []byte, s *Snapshot) ([]byte, error) {
 	if len(s.Words) > MaxChunkWords {
 		return dst, encodeError(FrameSnapshot, ErrTooLarge, "%d words, limit %d per chunk", len(s.Words), MaxChunkWords)
@@ -71,8 +83,8 @@ func AppendSnapshot(dst []byte, s *Snapshot) ([]byte, error) {
 	if s.Encoding != Compact && s.Encoding != Dense {
 		return dst, encodeError(FrameSnapshot, ErrMalformed, "unknown %v", s.Encoding)
 	}
-	if err := s.Identity.Format.Validate(); err != nil {
-		return dst, encodeError(FrameSnapshot, ErrBadFormat, "%v", err)
+	if err := checkEnvelope(FrameSnapshot, &s.Identity, s.Lease); err != nil {
+		return dst, err
 	}
 	return appendFrame(dst, FrameSnapshot, func(bw *bodyWriter) {
 		bw.array(snapshotFields)
@@ -94,14 +106,14 @@ func AppendSnapshot(dst []byte, s *Snapshot) ([]byte, error) {
 }
 
 // AppendDelta appends d as a delta frame to dst. It refuses more than
-// MaxDeltaImages images or an invalid format. It does not check the
+// MaxDeltaImages images or an invalid format or lease. It does not check the
 // protocol rules (non-empty, indices < n and unique): the lane does.
 func AppendDelta(dst []byte, d *Delta) ([]byte, error) {
 	if len(d.Images) > MaxDeltaImages {
 		return dst, encodeError(FrameDelta, ErrTooLarge, "%d images, limit %d", len(d.Images), MaxDeltaImages)
 	}
-	if err := d.Identity.Format.Validate(); err != nil {
-		return dst, encodeError(FrameDelta, ErrBadFormat, "%v", err)
+	if err := checkEnvelope(FrameDelta, &d.Identity, d.Lease); err != nil {
+		return dst, err
 	}
 	return appendFrame(dst, FrameDelta, func(bw *bodyWriter) {
 		bw.array(deltaFields)
@@ -119,8 +131,8 @@ func AppendDelta(dst []byte, d *Delta) ([]byte, error) {
 
 // AppendDrainMarker appends m as a drain-marker frame to dst.
 func AppendDrainMarker(dst []byte, m *DrainMarker) ([]byte, error) {
-	if err := m.Identity.Format.Validate(); err != nil {
-		return dst, encodeError(FrameDrainMarker, ErrBadFormat, "%v", err)
+	if err := checkEnvelope(FrameDrainMarker, &m.Identity, m.Lease); err != nil {
+		return dst, err
 	}
 	return appendFrame(dst, FrameDrainMarker, func(bw *bodyWriter) {
 		bw.array(drainFields)
@@ -132,8 +144,8 @@ func AppendDrainMarker(dst []byte, m *DrainMarker) ([]byte, error) {
 
 // AppendHeartbeat appends h as a heartbeat frame to dst.
 func AppendHeartbeat(dst []byte, h *Heartbeat) ([]byte, error) {
-	if err := h.Identity.Format.Validate(); err != nil {
-		return dst, encodeError(FrameHeartbeat, ErrBadFormat, "%v", err)
+	if err := checkEnvelope(FrameHeartbeat, &h.Identity, h.Lease); err != nil {
+		return dst, err
 	}
 	return appendFrame(dst, FrameHeartbeat, func(bw *bodyWriter) {
 		bw.array(heartbeatFields)
@@ -146,8 +158,8 @@ func AppendHeartbeat(dst []byte, h *Heartbeat) ([]byte, error) {
 // AppendLoadReport appends r as a load-report frame to dst. Rates must be
 // finite and ≥ 0.
 func AppendLoadReport(dst []byte, r *LoadReport) ([]byte, error) {
-	if err := r.Identity.Format.Validate(); err != nil {
-		return dst, encodeError(FrameLoadReport, ErrBadFormat, "%v", err)
+	if err := checkEnvelope(FrameLoadReport, &r.Identity, Lease{}); err != nil {
+		return dst, err
 	}
 	for _, v := range [...]float64{r.PrefillTokensPerMs, r.QueueTokensPerMs, r.DecodeBlocksPerMs} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
@@ -368,6 +380,7 @@ func (br *bodyReader) snapshot(s *Snapshot) error {
 	if s.Encoding == Compact {
 		limit = (count+1)/2 + 8*count // every slot occupied
 	}
+	at := br.offset()
 	payload, err := br.bin(limit, "snapshot payload")
 	if err != nil {
 		return err
@@ -387,7 +400,7 @@ func (br *bodyReader) snapshot(s *Snapshot) error {
 	if s.Encoding == Dense {
 		decodeDense(s.Words, payload)
 	} else if reason := decodeCompact(s.Words, payload); reason != "" {
-		return br.fail(ErrMalformed, "%s", reason)
+		return &FrameError{Lane: -1, Offset: at, Reason: reason, Err: ErrMalformed}
 	}
 	return nil
 }

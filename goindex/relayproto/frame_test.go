@@ -248,6 +248,13 @@ func TestFrame_DecoderRejectsHostileFields(t *testing.T) {
 			t.Errorf("Decode(heartbeat, %s) = %v, want %v", tc.name, err, tc.want)
 		}
 	}
+	// Leases the decoder would reject are refused by the encoders.
+	hid := testIdentity(testFormat(t, 8), 1, 1)
+	for _, l := range []Lease{{ConsumerInstance: 1}, {Lane: MaxLanes, Epoch: 1}} {
+		if _, err := AppendHeartbeat(nil, &Heartbeat{Identity: hid, Lease: l}); !errors.Is(err, ErrMalformed) {
+			t.Errorf("AppendHeartbeat(%v) = %v, want ErrMalformed", l, err)
+		}
+	}
 	// A bad format inside the identity is ErrBadFormat.
 	f := testFormat(t, 8)
 	id := testIdentity(f, 1, 1)

@@ -233,7 +233,8 @@ func (l *Lane) Claim() error {
 
 // Release drops the ingestor (say, after it crashed mid-apply): it clears the
 // ready bit, the assignment and the claim (→ UNCLAIMED). The epoch history
-// is kept, so later leases still need higher epochs.
+// is kept, so later leases still need higher epochs. Call it from the
+// ingestor, or from a supervisor once the ingestor has stopped.
 func (l *Lane) Release() {
 	if !l.claimed.Load() {
 		return

@@ -146,11 +146,13 @@ func (s *stream) statusOf(lease Lease) PublisherStatus {
 
 // Publisher is the leased publisher of spec §5.2: it holds (identity,
 // lease?, lastSeq, fence?) for one producer stream bound to one consumer
-// lane. It is not safe for concurrent use; call it from the producer's
-// writer goroutine.
+// lane. Draining its Source is destructive, so a Source feeds one Publisher;
+// many consumers of one producer are a FanoutPublisher's job. It is not safe
+// for concurrent use; call it from the producer's writer goroutine.
 type Publisher struct {
 	s     stream
 	lease Lease
+	last  Lease // the last lease installed, kept across retirements
 }
 
 // NewPublisher returns a publisher with no lease at cfg.StartSequence.
@@ -192,14 +194,15 @@ func (p *Publisher) Publish(images []Image) (sent bool, err error) {
 // then installs newLease, clears the fence and tags the snapshot with
 // lastSeq. A tail that was not published is absorbed into the snapshot. It
 // refuses (changing nothing) when the sequence is exhausted, when newLease
-// is zero, or when newLease is for the same consumer lane as the current
-// lease without a higher epoch (a delayed, stale reassignment).
+// is zero, or when newLease is for the same consumer lane as the last lease
+// installed (even if since retired) without a higher epoch: a delayed, stale
+// reassignment.
 func (p *Publisher) SnapshotAfterBarrier(newLease Lease) (*Snapshot, error) {
 	if newLease.IsZero() {
 		return nil, fmt.Errorf("%w: the new lease is zero", ErrNoLease)
 	}
-	if cur := p.lease; !cur.IsZero() && cur.ConsumerInstance == newLease.ConsumerInstance && cur.Lane == newLease.Lane && newLease.Epoch <= cur.Epoch {
-		return nil, fmt.Errorf("%w: %v after %v", ErrStaleEpoch, newLease, cur)
+	if last := p.last; !last.IsZero() && last.ConsumerInstance == newLease.ConsumerInstance && last.Lane == newLease.Lane && newLease.Epoch <= last.Epoch {
+		return nil, fmt.Errorf("%w: %v after %v", ErrStaleEpoch, newLease, last)
 	}
 	if p.s.lastSeq == math.MaxUint64 {
 		return nil, fmt.Errorf("%w: %w: snapshot at %d", ErrFenced, ErrSequenceExhausted, p.s.lastSeq)
@@ -209,7 +212,7 @@ func (p *Publisher) SnapshotAfterBarrier(newLease Lease) (*Snapshot, error) {
 	if len(tail) > 0 && (p.s.fence != FenceNone || p.lease.IsZero() || p.s.send(p.lease, tail) != nil) {
 		p.s.status.Absorbed++
 	}
-	p.lease, p.s.fence = newLease, FenceNone
+	p.lease, p.last, p.s.fence = newLease, newLease, FenceNone
 	return &Snapshot{Identity: p.s.identity, Lease: newLease, Sequence: p.s.lastSeq, Total: uint64(len(words)), Words: words}, nil
 }
 

@@ -212,6 +212,10 @@ func TestPublisher_RefusesStaleOrZeroLeases(t *testing.T) {
 	if len(fx.sink.msgs) != 0 || len(fx.src.original) != 1 {
 		t.Errorf("a refused barrier drained or sent the tail")
 	}
+	fx.p.RetireLease()
+	if _, err := fx.p.SnapshotAfterBarrier(lease(5)); !errors.Is(err, ErrStaleEpoch) {
+		t.Errorf("SnapshotAfterBarrier(epoch 5) after retiring epoch 5 = %v, want ErrStaleEpoch", err)
+	}
 	// Another consumer instance (a restarted consumer) may start at epoch 1.
 	other := Lease{ConsumerInstance: 43, Epoch: 1}
 	if s, err := fx.p.SnapshotAfterBarrier(other); err != nil || s.Lease != other {
