@@ -63,13 +63,15 @@
 //
 // # Concurrency
 //
-// One sync.RWMutex: Match, MatchDetailed, Dump, Snapshot, Stats, TreeSize and
-// TreeSizes take the read lock and run concurrently with each other from any
-// number of goroutines; Apply, RemoveMember, RemoveWorker and Compact take
-// the write lock. Every reader therefore sees the state between two whole
-// events. Non-goal: lock-free or seqlock reads; with Match at a few hundred
-// nanoseconds under the lock, readers do not wait long, and a torn read of
-// a map could crash the process.
+// Two locks. Readers (Match, MatchDetailed, Dump, Snapshot, Stats, TreeSize,
+// TreeSizes) share a sync.RWMutex and run concurrently with each other from
+// any number of goroutines. Writers (Apply, RemoveMember, RemoveWorker,
+// Compact) are serialized by a second mutex and take the RWMutex exclusively
+// while they change the index, so every reader sees the state between two
+// whole events. Compact builds its new layout under the read lock and
+// excludes readers only to swap it in. Non-goal: lock-free or seqlock reads;
+// Match holds the read lock for about a microsecond, and a torn read of a Go
+// map can crash the process.
 //
 // # Performance
 //
@@ -77,9 +79,12 @@
 // chunks (never scanned by the garbage collector, never copied on growth);
 // the first two children are inline in the parent with their local hashes,
 // more spill into a map. A chain stored in one event takes consecutive ids,
-// so a walk down it reads consecutive cache lines. Freed ids are reused, and
-// after long churn a chain's nodes scatter; Compact lays the tree out depth
-// first again. Match takes no allocations given room in dst. Non-goal: a
+// so a walk down it reads consecutive cache lines: Match of a Mooncake-shaped
+// request at 16 members × 1M blocks takes about 1.5 µs at p50 without
+// allocating (BENCHMARKS.md). Freed ids are reused; after long churn a
+// chain's nodes scatter and Match slows down about fivefold, which Compact
+// undoes. A held block costs about 100 bytes when no other member shares its
+// node (64 for the node, the rest the member's lookup entry). Non-goal: a
 // compressed (run-length) tree; Dynamo's compressed variant exists but the
 // classic tree is the compatibility reference.
 //

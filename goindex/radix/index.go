@@ -47,10 +47,12 @@ type Config struct {
 //
 // Match (and MatchDetailed, TreeSize, TreeSizes, Stats, Dump, Snapshot) may
 // run concurrently with each other from any number of goroutines; Apply,
-// RemoveMember, RemoveWorker and Compact take the write lock and exclude
-// everything else. Nodes are 64-byte cache lines in a pointer-free arena.
+// RemoveMember, RemoveWorker and Compact are serialized among themselves and
+// exclude readers while they change the index (Compact only for its final
+// swap). Nodes are 64-byte cache lines in a pointer-free arena.
 type Index struct {
-	mu  sync.RWMutex
+	wmu sync.Mutex   // serializes writers; Compact holds it throughout
+	mu  sync.RWMutex // readers against the writer holding wmu
 	cfg Config
 	a   arena
 
@@ -99,6 +101,8 @@ func (x *Index) Apply(ev *kv.Event) error {
 	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	switch ev.Kind {
@@ -121,6 +125,8 @@ func (x *Index) Apply(ev *kv.Event) error {
 // RemoveMember drops every block of m and forgets m. Removing an unknown
 // member is a no-op.
 func (x *Index) RemoveMember(m kv.Member) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if s, ok := x.members[m]; ok {
@@ -132,6 +138,8 @@ func (x *Index) RemoveMember(m kv.Member) error {
 // RemoveWorker drops every block of every rank of worker and forgets those
 // ranks. Removing an unknown worker is a no-op.
 func (x *Index) RemoveWorker(worker uint64) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, s := range x.workerSlots(worker) {
