@@ -44,8 +44,11 @@
 //     events, and after every Fill the CKF's resident count equals the
 //     study's accounting (resident = owned canonicals − omitted + filler);
 //     otherwise the study stops with ErrDiverged.
-//   - Positions the exact index reaches are owned in the model
-//     (ProbeFigures.ExactBeyondOwnership stays 0).
+//   - A pair below its exact depth is a capacity miss (an omitted block on
+//     the exact path), a rejected miss (the path holds a block of an event
+//     only the exact index accepted: the two follow different upstream
+//     rules, e.g. a start position without a parent) or an underestimate,
+//     which the CKF promises never happens.
 //   - Measure changes neither index.
 //
 // # Errors
