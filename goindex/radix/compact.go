@@ -4,12 +4,12 @@ package radix
 // nodes lie in consecutive cache lines again, and drops the arena's free
 // list. After long churn a chain's nodes sit at scattered ids and Match
 // slows down several times (BenchmarkMatch impl=radix-churned vs
-// impl=radix-compacted: about 5× at p50); Compact undoes that. Scores,
+// impl=radix-compacted: 7–8× at p50); Compact undoes that. Scores,
 // dumps and snapshots are unchanged by it.
 //
 // Compact builds the new layout under the read lock, so Match and the other
 // readers keep running; it excludes writers for its whole duration (about
-// 0.1–0.3 µs per node, BenchmarkMatch's compact-ns/node) and readers only
+// 0.3–0.7 µs per node here, BenchmarkMatch's compact-ns/node) and readers only
 // for the final swap. It needs memory for a second copy of the nodes and of
 // the members' lookups while it runs. Callers schedule it, for instance when
 // the tree has turned over since the last call.
