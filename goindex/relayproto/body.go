@@ -40,11 +40,13 @@ const (
 // fails, so msgpack's encoder writes to it directly, without buffering.
 type appendWriter struct{ b []byte }
 
+// Write appends p.
 func (w *appendWriter) Write(p []byte) (int, error) {
 	w.b = append(w.b, p...)
 	return len(p), nil
 }
 
+// WriteByte appends c.
 func (w *appendWriter) WriteByte(c byte) error {
 	w.b = append(w.b, c)
 	return nil

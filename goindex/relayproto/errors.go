@@ -85,6 +85,7 @@ type FrameError struct {
 	Err    error // ErrMalformed, ErrChecksum, ErrTooLarge, ErrVersion or ErrBadFormat
 }
 
+// Error describes the frame problem with its sentinel, lane and offset.
 func (e *FrameError) Error() string {
 	if e.Lane >= 0 {
 		return fmt.Sprintf("%v: lane %d, byte %d: %s", e.Err, e.Lane, e.Offset, e.Reason)
@@ -104,6 +105,7 @@ type LaneError struct {
 	Sequence  uint64 // the message's sequence (snapshot N, delta sequence, drain expected, heartbeat sequence)
 }
 
+// Error describes the fault with the lane, outcome and sequences.
 func (e *LaneError) Error() string {
 	return fmt.Sprintf("relayproto: lane %d faulted: %v (installed %d, message %d)", e.Lane, e.Outcome, e.Installed, e.Sequence)
 }

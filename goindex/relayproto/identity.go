@@ -25,6 +25,7 @@ type PoolID struct {
 	DC     DCID
 }
 
+// String formats p for logs.
 func (p PoolID) String() string { return fmt.Sprintf("pool(domain %d, dc %d)", p.Domain, p.DC) }
 
 // Format is the CKF layout a producer publishes and every lane of a consumer
@@ -90,6 +91,7 @@ type Lease struct {
 // IsZero reports whether l is the zero Lease, i.e. no lease.
 func (l Lease) IsZero() bool { return l == Lease{} }
 
+// String formats l for logs.
 func (l Lease) String() string {
 	return fmt.Sprintf("lease(consumer %d, lane %d, epoch %d)", l.ConsumerInstance, l.Lane, l.Epoch)
 }

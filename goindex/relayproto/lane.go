@@ -48,6 +48,7 @@ const (
 
 var stateNames = [...]string{"UNCLAIMED", "IDLE", "AWAITING_SNAPSHOT", "READY", "FAULTED"}
 
+// String returns the spec's name of s.
 func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]
@@ -130,6 +131,7 @@ var outcomeNames = [...]string{
 	DeltaLost: "DeltaLost", DeltasNotRetained: "DeltasNotRetained",
 }
 
+// String returns the spec's name of o.
 func (o Outcome) String() string {
 	if o > 0 && o < outcomeCount {
 		return outcomeNames[o]

@@ -27,6 +27,7 @@ const (
 
 var frameTypeNames = [...]string{FrameSnapshot: "snapshot", FrameDelta: "delta", FrameDrainMarker: "drain-marker", FrameHeartbeat: "heartbeat", FrameLoadReport: "load-report"}
 
+// String names t.
 func (t FrameType) String() string {
 	if int(t) < len(frameTypeNames) && frameTypeNames[t] != "" {
 		return frameTypeNames[t]
@@ -55,6 +56,7 @@ const (
 	Dense Encoding = 1
 )
 
+// String names e.
 func (e Encoding) String() string {
 	switch e {
 	case Compact:

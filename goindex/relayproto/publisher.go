@@ -42,6 +42,7 @@ const (
 	FenceLeaseStalled
 )
 
+// String names r.
 func (r FenceReason) String() string {
 	return [...]string{"none", "sequence-exhausted", "delivery-uncertain", "lease-stalled"}[r]
 }
