@@ -82,7 +82,7 @@
 // so a walk down it reads consecutive cache lines: Match of a Mooncake-shaped
 // request at 16 members × 1M blocks takes about 1.5 µs at p50 without
 // allocating (BENCHMARKS.md). Freed ids are reused; after long churn a
-// chain's nodes scatter and Match slows down seven- to eightfold, which Compact
+// chain's nodes scatter and Match slows down six- to eightfold, which Compact
 // undoes. A held block costs about 100 bytes when no other member shares its
 // node (64 for the node, the rest the member's lookup entry). Non-goal: a
 // compressed (run-length) tree; Dynamo's compressed variant exists but the
