@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -14,46 +13,13 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-func testSeed(t *testing.T) uint64 {
-	seed := uint64(5)
-	if s := os.Getenv("GOINDEX_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seed %d (set GOINDEX_SEED to replay)", seed)
-		}
-	})
-	return seed
-}
-
-// checkFor polls fn every few milliseconds until it returns nil or total
-// passes, then fails with fn's last error.
-func checkFor(t *testing.T, total time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", total, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func startServer(t *testing.T) (*natsutil.Server, *nats.Conn) {
 	t.Helper()
@@ -106,47 +72,6 @@ func testLogger() *slog.Logger {
 func testConfig(nc *nats.Conn) Config {
 	return Config{Conn: nc, Logger: testLogger(), DC: 3, Name: "fra", HeartbeatEvery: 50 * time.Millisecond, LoadEvery: 50 * time.Millisecond,
 		Pools: []PoolConfig{{Domain: 1, Namespace: "dynamo", Component: "backend", ExpectedBlocks: 4096}}}
-}
-
-// generator emits Dynamo events for a few workers: chains of stored blocks
-// with parents, and removals of blocks a worker holds.
-type generator struct {
-	rng    *rand.Rand
-	held   map[uint64][]uint64 // worker → external hashes it holds (a chain per store)
-	next   uint64
-	seq    map[uint64]uint64
-	events int
-}
-
-func newGenerator(seed uint64) *generator {
-	return &generator{rng: rand.New(rand.NewPCG(seed, 1)), held: map[uint64][]uint64{}, seq: map[uint64]uint64{}}
-}
-
-// event returns the next event as a msgpack envelope.
-func (g *generator) event(t *testing.T) []byte {
-	w := uint64(1 + g.rng.IntN(3))
-	ev := dynamo.RouterEvent{WorkerID: w, Event: dynamo.CacheEvent{EventID: uint64(g.events)}}
-	g.events++
-	if h := g.held[w]; len(h) > 0 && g.rng.IntN(3) == 0 {
-		i := g.rng.IntN(len(h))
-		ev.Event.Kind = kv.Removed
-		ev.Event.Removed = []uint64{h[i]}
-		g.held[w] = append(h[:i], h[i+1:]...)
-	} else {
-		ev.Event.Kind = kv.Stored
-		for range 1 + g.rng.IntN(4) {
-			g.next++
-			ev.Event.Stored.Blocks = append(ev.Event.Stored.Blocks, dynamo.StoredBlock{BlockHash: g.next<<8 | w, TokensHash: g.rng.Uint64()})
-			g.held[w] = append(g.held[w], g.next<<8|w)
-		}
-	}
-	payload, err := dynamo.AppendMsgpack(nil, &ev)
-	if err != nil {
-		t.Fatalf("encode event: %v", err)
-	}
-	msg := dynamo.AppendEnvelope(nil, &dynamo.Envelope{Topic: dynamo.EventTopic, PublisherID: w, Sequence: g.seq[w], Payload: payload})
-	g.seq[w]++
-	return msg
 }
 
 // replay rebuilds a pool's words the way a cold consumer does: the stored
@@ -211,16 +136,16 @@ func replay(ctx context.Context, nc *nats.Conn, names Names) ([]uint64, relaypro
 }
 
 func TestRelay_LogAndSnapshotReproduceProducerWords(t *testing.T) {
-	seed := testSeed(t)
+	seed := relaytest.Seed(t, 5)
 	_, nc := startServer(t)
 	cfg := testConfig(nc)
 	run := startRelay(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	g := newGenerator(seed)
+	g := relaytest.NewGenerator(seed, 4)
 	subject := dynamo.EventSubject("dynamo", "backend")
 	for i := range 600 {
-		if err := nc.Publish(subject, g.event(t)); err != nil {
+		if err := nc.Publish(subject, g.Next()); err != nil {
 			t.Fatalf("publish event: %v", err)
 		}
 		if i == 300 {
@@ -236,7 +161,7 @@ func TestRelay_LogAndSnapshotReproduceProducerWords(t *testing.T) {
 		t.Fatalf("publish legacy: %v", err)
 	}
 	names := Names{Prefix: DefaultPrefix, Domain: 1, DC: 3}
-	checkFor(t, 20*time.Second, func() error {
+	relaytest.CheckFor(t, 20*time.Second, 5*time.Millisecond, func() error {
 		st, err := run.r.Status(ctx)
 		if err != nil {
 			return err
@@ -287,8 +212,8 @@ func TestRelay_LogAndSnapshotReproduceProducerWords(t *testing.T) {
 	if err != nil {
 		t.Fatalf("decode load report: %v", err)
 	}
-	if lr := m.(*relayproto.LoadReport); lr.LiveWorkers != 4 || lr.ActiveBlocks == 0 || lr.Identity.Incarnation != info.Incarnation {
-		t.Errorf("load report = %+v, want 4 live workers, active blocks, incarnation %d", lr, info.Incarnation)
+	if lr := m.(*relayproto.LoadReport); lr.LiveWorkers != 5 || lr.ActiveBlocks == 0 || lr.Identity.Incarnation != info.Incarnation {
+		t.Errorf("load report = %+v, want 5 live workers (4 generated and the legacy one), active blocks, incarnation %d", lr, info.Incarnation)
 	}
 
 	// Graceful shutdown ends the log with a drain marker at the last sequence.
@@ -328,18 +253,18 @@ func TestRelay_LogAndSnapshotReproduceProducerWords(t *testing.T) {
 }
 
 func TestRelay_SecondRelayOfPoolSupersedesFirst(t *testing.T) {
-	seed := testSeed(t)
+	seed := relaytest.Seed(t, 5)
 	_, nc := startServer(t)
 	cfg := testConfig(nc)
 	first := startRelay(t, cfg)
 	second := startRelay(t, cfg)
 	// Both relays receive every event; whichever publishes second finds the
 	// log moved. The first relay must find the second one's claim and stop.
-	g := newGenerator(seed)
+	g := relaytest.NewGenerator(seed, 4)
 	subject := dynamo.EventSubject("dynamo", "backend")
 	deadline := time.After(30 * time.Second)
 	for stopped := false; !stopped; {
-		if err := nc.Publish(subject, g.event(t)); err != nil {
+		if err := nc.Publish(subject, g.Next()); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
 		select {

@@ -1,0 +1,146 @@
+// Package relaytest holds the test support shared by the relay, consumer and
+// end-to-end tests: a seeded generator of Dynamo KV events that tracks the
+// canonical hash of every block its workers hold, and condition polling.
+package relaytest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/kv"
+)
+
+// Seed returns a randomized test's seed: GOINDEX_SEED when set, else def;
+// it is logged when the test fails.
+func Seed(t testing.TB, def uint64) uint64 {
+	seed := def
+	if s := os.Getenv("GOINDEX_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d (set GOINDEX_SEED to replay)", seed)
+		}
+	})
+	return seed
+}
+
+// CheckFor polls fn every interval until it returns nil, and fails the
+// test with fn's last error if total passes first.
+func CheckFor(t testing.TB, total, every time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %v", total, err)
+		}
+		time.Sleep(every)
+	}
+}
+
+// block is one block a worker holds.
+type block struct {
+	external  uint64
+	canonical uint64
+}
+
+// Generator emits the KV events of a few workers as Dynamo event-plane
+// envelopes: stored runs (from the root or below a block the worker holds)
+// and removals of held blocks. It models what each worker holds, so a test
+// knows every canonical hash a producer tracks. Not safe for concurrent use.
+type Generator struct {
+	rng     *rand.Rand
+	workers int
+	held    map[uint64][]block
+	next    uint64
+	seq     map[uint64]uint64
+	pub     map[uint64]uint64
+	events  uint64
+}
+
+// NewGenerator returns a generator of workers workers (ids 1..workers).
+func NewGenerator(seed uint64, workers int) *Generator {
+	g := &Generator{rng: rand.New(rand.NewPCG(seed, 0x9e37)), workers: workers, held: map[uint64][]block{},
+		seq: map[uint64]uint64{}, pub: map[uint64]uint64{}}
+	for w := 1; w <= workers; w++ {
+		g.pub[uint64(w)] = g.rng.Uint64() >> 11
+	}
+	return g
+}
+
+// Next returns the next event's envelope.
+func (g *Generator) Next() []byte {
+	w := uint64(1 + g.rng.IntN(g.workers))
+	ev := dynamo.RouterEvent{WorkerID: w, Event: dynamo.CacheEvent{EventID: g.events}}
+	g.events++
+	h := g.held[w]
+	if len(h) > 8 && g.rng.IntN(3) == 0 {
+		i := g.rng.IntN(len(h))
+		ev.Event.Kind = kv.Removed
+		ev.Event.Removed = []uint64{h[i].external}
+		g.held[w] = append(h[:i], h[i+1:]...)
+	} else {
+		ev.Event.Kind = kv.Stored
+		prev, hasParent := uint64(0), false
+		if len(h) > 0 && g.rng.IntN(2) == 0 {
+			p := h[g.rng.IntN(len(h))]
+			ev.Event.Stored.HasParent, ev.Event.Stored.Parent = true, p.external
+			prev, hasParent = p.canonical, true
+		}
+		for range 1 + g.rng.IntN(4) {
+			g.next++
+			local := g.rng.Uint64()
+			c := local
+			if hasParent {
+				c = kv.ChainHash(prev, local)
+			}
+			prev, hasParent = c, true
+			ext := g.next<<8 | w
+			ev.Event.Stored.Blocks = append(ev.Event.Stored.Blocks, dynamo.StoredBlock{BlockHash: ext, TokensHash: local})
+			g.held[w] = append(g.held[w], block{external: ext, canonical: c})
+		}
+	}
+	return g.envelope(w, &ev)
+}
+
+func (g *Generator) envelope(w uint64, ev *dynamo.RouterEvent) []byte {
+	payload, err := dynamo.AppendMsgpack(nil, ev)
+	if err != nil {
+		panic(fmt.Sprintf("relaytest: encode event: %v", err))
+	}
+	msg := dynamo.AppendEnvelope(nil, &dynamo.Envelope{Topic: dynamo.EventTopic, PublisherID: g.pub[w],
+		Sequence: g.seq[w], PublishedAtMs: uint64(time.Now().UnixMilli()), Payload: payload})
+	g.seq[w]++
+	return msg
+}
+
+// Forget drops every block from the model without emitting anything: what
+// a relay that restarted (and lost its exact state) knows of the workers.
+func (g *Generator) Forget() { clear(g.held) }
+
+// Tracked returns the canonical hash of every block some worker holds.
+func (g *Generator) Tracked() []uint64 {
+	var out []uint64
+	for _, h := range g.held {
+		for _, b := range h {
+			out = append(out, b.canonical)
+		}
+	}
+	return out
+}
+
+// Events returns how many events Next has produced.
+func (g *Generator) Events() uint64 { return g.events }
