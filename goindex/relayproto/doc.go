@@ -80,8 +80,10 @@
 //
 // Non-goals: no seqlock, table lock, double buffering or query retry
 // (spec §5.4); no buffering across sequence gaps; no transport (NATS lives
-// in bridge/); producers and replicas are reached only through the Source
-// and LaneTable interfaces.
+// in bridge/). Producers and replicas are reached only through the Source
+// and LaneTable interfaces, which *ckf.Producer and *replica.Table implement
+// as they are (the package imports ckf for its types, and replica only in
+// tests).
 //
 // # Files
 //
@@ -108,7 +110,8 @@
 // recovery to a converged READY lane and undisturbed neighbours; randomized
 // convergence (§9 item 11) of every lane to its producer's words under
 // random batches, cadence and faults, with a model producer and with the
-// real ckf.Producer; that a lagging lane catches up from a retained log and
+// real ckf.Producer, down to a real replica.Table whose probes find every
+// tracked block; that a lagging lane catches up from a retained log and
 // re-snapshots when it is truncated; and that this file map matches the
 // directory.
 package relayproto

@@ -20,10 +20,11 @@ func (t *table) Buckets() uint64 { return uint64(len(t.words)) }
 func (t *table) StoreWords(_ int, off uint64, w []uint64) {
 	copy(t.words[off:], w)
 }
-func (t *table) ApplyImages(_ int, ims []relayproto.Image) {
+func (t *table) Apply(_ int, ims []relayproto.Image) error {
 	for _, im := range ims {
 		t.words[im.Bucket] = im.Word
 	}
+	return nil
 }
 func (t *table) SetReady(int)   { t.ready.Store(1) }
 func (t *table) ClearReady(int) { t.ready.Store(0) }

@@ -51,13 +51,14 @@ func testIdentity(f Format, dc DCID, incarnation uint64) ProducerIdentity {
 }
 
 // memTable is an in-memory LaneTable that counts writes per lane and can be
-// told to panic mid-apply (an ingestion worker crash).
+// told to panic mid-apply (an ingestion worker crash) or to refuse images.
 type memTable struct {
 	n          uint64
 	words      [][]uint64
 	ready      atomic.Uint64
 	writes     []int
 	panicAfter []int // per lane: panic after this many more image stores (0: never)
+	refuse     bool  // Apply fails, storing nothing
 }
 
 func newMemTable(lanes int, n uint64) *memTable {
@@ -79,7 +80,12 @@ func (t *memTable) StoreWords(lane int, offset uint64, words []uint64) {
 	t.writes[lane] += len(words)
 }
 
-func (t *memTable) ApplyImages(lane int, images []Image) {
+var errTableRefused = fmt.Errorf("memTable: injected refusal")
+
+func (t *memTable) Apply(lane int, images []Image) error {
+	if t.refuse {
+		return errTableRefused
+	}
 	for _, im := range images {
 		if t.panicAfter[lane] > 0 {
 			t.panicAfter[lane]--
@@ -90,6 +96,7 @@ func (t *memTable) ApplyImages(lane int, images []Image) {
 		t.words[lane][im.Bucket] = im.Word
 		t.writes[lane]++
 	}
+	return nil
 }
 
 func (t *memTable) SetReady(lane int) { t.ready.Or(1 << lane) }

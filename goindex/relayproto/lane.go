@@ -6,7 +6,7 @@ import (
 )
 
 // LaneTable is the consumer-side storage the lanes write: a transposed table
-// of n words per lane (replica.Table) with a ready mask, or a test fake. Each
+// of n words per lane with a ready mask. *replica.Table implements it. Each
 // method touches one lane only, and every word is written with one atomic
 // 64-bit store, so queries may read concurrently (spec §5.4). A lane is
 // written by its own ingestor only; different lanes may be written
@@ -19,9 +19,10 @@ type LaneTable interface {
 	// StoreWords stores words[i] into bucket offset+i of lane
 	// (offset+len(words) ≤ n).
 	StoreWords(lane int, offset uint64, words []uint64)
-	// ApplyImages stores each image's word into its bucket of lane (indices
-	// < n, checked by the caller).
-	ApplyImages(lane int, images []Image)
+	// Apply stores each image's word into its bucket of lane, in order. The
+	// lane has already checked every index; an error (nothing stored) is
+	// an ingestion failure that faults the lane.
+	Apply(lane int, images []Image) error
 	// SetReady sets lane's ready bit with release semantics, after its words.
 	SetReady(lane int)
 	// ClearReady clears lane's ready bit.
@@ -116,6 +117,9 @@ const (
 	// DeltasNotRetained (lag policy, fault): catching up needs deltas the
 	// log no longer holds, so the lane must re-snapshot.
 	DeltasNotRetained
+	// IngestFailure (fault): the table refused a validated delta (an
+	// ingestion failure mid-apply); Disposition.Detail has its error.
+	IngestFailure
 
 	outcomeCount
 )
@@ -128,7 +132,7 @@ var outcomeNames = [...]string{
 	SnapshotWhileReady: "SnapshotWhileReady", BaseSequenceMismatch: "BaseSequenceMismatch",
 	NonContiguous: "NonContiguous", EmptyDelta: "EmptyDelta", InvalidIndex: "InvalidIndex",
 	DuplicateIndex: "DuplicateIndex", TerminalSequenceMismatch: "TerminalSequenceMismatch",
-	DeltaLost: "DeltaLost", DeltasNotRetained: "DeltasNotRetained",
+	DeltaLost: "DeltaLost", DeltasNotRetained: "DeltasNotRetained", IngestFailure: "IngestFailure",
 }
 
 // String returns the spec's name of o.
@@ -152,6 +156,7 @@ type Disposition struct {
 	Identity  ProducerIdentity
 	Installed uint64 // installed sequence at the fault
 	Sequence  uint64 // the message's sequence
+	Detail    string // the table's error, for IngestFailure
 }
 
 // LaneStatus is a snapshot of a lane's protocol state.
@@ -373,7 +378,11 @@ func (l *Lane) Delta(d *Delta) Outcome {
 	o := l.checkDelta(d, l.installed)
 	switch {
 	case o == Applied:
-		l.table.ApplyImages(l.index, d.Images)
+		if err := l.table.Apply(l.index, d.Images); err != nil {
+			o = l.fault(IngestFailure, d.Sequence)
+			l.disp.Detail = err.Error()
+			return o
+		}
 		l.installed = d.Sequence
 		return l.note(Applied)
 	case o.Faults():

@@ -635,3 +635,13 @@ func TestLane_LoadReportsFollowTheAssignedIdentity(t *testing.T) {
 		t.Errorf("after load reports: %v lag %d, want READY lag 4", st.State, st.Lag())
 	}
 }
+
+func TestLane_TableRefusalIsAnIngestFailure(t *testing.T) {
+	fx := newLaneFixture(t, ConsumerConfig{})
+	fx.tbl.refuse = true
+	o := fx.l.Delta(fx.delta(5, 6, Image{Bucket: 1, Word: 9}))
+	fx.expectFault(t, "Delta into a refusing table", o, IngestFailure)
+	if d := fx.l.Status().Disposition; d.Detail != errTableRefused.Error() || d.Installed != 5 {
+		t.Errorf("disposition = %+v, want the table's error at installed 5", d)
+	}
+}
