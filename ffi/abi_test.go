@@ -1,0 +1,314 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/ckfindex"
+	"github.com/goindex/goindex/goindex/radix"
+	"github.com/goindex/goindex/goindex/score"
+)
+
+// The tests call the exports as Go functions with Go memory: everything but
+// the cgo transition itself (tests/c, tests/python and tests/gohost cover
+// that on the real library), and under -race.
+
+// seed returns GOINDEX_SEED or def, and logs it for reproduction.
+func seed(t testing.TB, def uint64) uint64 {
+	if s := os.Getenv("GOINDEX_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
+		}
+		return v
+	}
+	return def
+}
+
+// mix64 and chainOf are tests/c/chain.h's opaque external hashes: a
+// SplitMix64 fold over the chain prefix.
+func mix64(z uint64) uint64 {
+	z ^= z >> 30
+	z *= 0xBF58476D1CE4E5B9
+	z ^= z >> 27
+	z *= 0x94D049BB133111EB
+	z ^= z >> 31
+	return z
+}
+
+const chainRoot = 0xD1B54A32D192ED03
+
+func chainOf(locals []uint64) []uint64 {
+	ext, prev := make([]uint64, len(locals)), uint64(chainRoot)
+	for i, l := range locals {
+		prev = mix64(prev ^ mix64(l))
+		ext[i] = prev
+	}
+	return ext
+}
+
+func u64p(s []uint64) *inU64 { return (*inU64)(unsafe.Pointer(unsafe.SliceData(s))) }
+
+func charp(s string) *inChar { return (*inChar)(unsafe.Pointer(unsafe.StringData(s))) }
+
+// openT opens a handle and closes it when the test ends.
+func openT(t testing.TB, cfg string) cU64 {
+	t.Helper()
+	var h cU64
+	if rc := goindex_open(charp(cfg), cSize(len(cfg)), &h); rc != 0 {
+		t.Fatalf("goindex_open(%s) = %d: %s", cfg, rc, handles.openError())
+	}
+	t.Cleanup(func() {
+		if rc := goindex_close(h); rc != 0 {
+			t.Errorf("goindex_close(%d) = %d", h, rc)
+		}
+	})
+	return h
+}
+
+// store inserts blocks below the chain of prefix on (w, 0), local hashes
+// being the values themselves (dynamo-compat §3.5's convention).
+func store(h cU64, w uint64, prefix, blocks []uint64) status {
+	ext := chainOf(append(append([]uint64(nil), prefix...), blocks...))
+	var parent *inU64
+	if len(prefix) > 0 {
+		parent = u64p(ext[len(prefix)-1:])
+	}
+	return goindex_insert(h, cU64(w), 0, 0, parent, u64p(ext[len(prefix):]), u64p(blocks), cSize(len(blocks)))
+}
+
+// probe returns the probe of q as "w/r=d …".
+func probe(t testing.TB, h cU64, q []uint64) string {
+	t.Helper()
+	out := make([]overlapC, 64)
+	var n cSize
+	if rc := goindex_probe(h, u64p(q), cSize(len(q)), &out[0], cSize(len(out)), &n); rc != 0 {
+		t.Fatalf("goindex_probe(%v) = %d", q, rc)
+	}
+	parts := make([]string, n)
+	for i, o := range out[:n] {
+		parts[i] = fmt.Sprintf("%d/%d=%d", o.id, o.rank, o.blocks)
+	}
+	return strings.Join(parts, " ")
+}
+
+func lastError(h cU64) string {
+	buf := make([]byte, 512)
+	if rc := goindex_last_error(h, (*cChar)(unsafe.Pointer(&buf[0])), cSize(len(buf)), nil); rc != 0 {
+		return fmt.Sprintf("goindex_last_error = %d", rc)
+	}
+	return string(buf[:strings.IndexByte(string(buf), 0)])
+}
+
+func TestConfig_DefaultsAndEveryKey(t *testing.T) {
+	def, err := parseConfig(nil)
+	if err != nil || def != defaultConfig() {
+		t.Errorf("parseConfig(nil) = %+v, %v; want the defaults", def, err)
+	}
+	got, err := parseConfig([]byte(`{"mode":"exact","lanes":8,"expected_blocks_per_lane":4096,"block_size":64,"clear_scope":"worker",
+		"seed":18446744073709551615,"max_kicks":7,"policy":"credit","prefill_tokens_per_ms":5.5,"decode_blocks_per_ms":2}`))
+	want := config{Mode: "exact", Lanes: 8, ExpectedBlocksPerLane: 4096, BlockSize: 64, ClearScope: "worker",
+		Seed: 1<<64 - 1, MaxKicks: 7, Policy: "credit", PrefillTokensPerMs: 5.5, DecodeBlocksPerMs: 2}
+	if err != nil || got != want {
+		t.Errorf("parseConfig(every key) = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+func TestConfig_RejectsUnknownKeysTrailingDataAndRanges(t *testing.T) {
+	for _, src := range []string{
+		`{`, `[]`, `null x`, `{} {}`, `{"Mode":"exact","mdoe":1}`, `{"mode":"fuzzy"}`, `{"lanes":0}`, `{"lanes":65}`,
+		`{"expected_blocks_per_lane":0}`, `{"expected_blocks_per_lane":1e12}`, `{"block_size":0}`, `{"block_size":65537}`,
+		`{"clear_scope":"pool"}`, `{"seed":-1}`, `{"max_kicks":0}`, `{"max_kicks":4097}`, `{"policy":"single-dc"}`,
+		`{"prefill_tokens_per_ms":0}`, `{"decode_blocks_per_ms":-1}`,
+	} {
+		if _, err := parseConfig([]byte(src)); !errors.Is(err, errConfig) {
+			t.Errorf("parseConfig(%s) = %v, want errConfig", src, err)
+		}
+	}
+}
+
+func TestCode_MapsEverySentinelThroughWrapping(t *testing.T) {
+	for _, row := range codes {
+		if got := code(fmt.Errorf("call: %w", row.err)); got != row.code {
+			t.Errorf("code(wrapped %v) = %d, want %d", row.err, got, row.code)
+		}
+		if name := goindex_strerror(row.code); name == unknownName {
+			t.Errorf("goindex_strerror(%d) = unknown error, want a name", row.code)
+		}
+	}
+	if got := code(nil); got != 0 {
+		t.Errorf("code(nil) = %d, want 0", got)
+	}
+	if got := code(errors.New("stray")); got != code(errInternal) {
+		t.Errorf("code(unmapped) = %d, want GOINDEX_EINTERNAL", got)
+	}
+	for _, err := range []error{radix.ErrParentNotFound, radix.ErrInvalidBlockSequence, radix.ErrConflictingBlock, radix.ErrBlockNotFound,
+		radix.ErrCapacity, ckf.ErrParentBlockNotFound, ckf.ErrInvalidBlockSequence, ckf.ErrCapacityExhausted, ckfindex.ErrNoFreeLane,
+		score.ErrNoCandidate} {
+		if code(err) == code(errInternal) {
+			t.Errorf("code(%v) = GOINDEX_EINTERNAL: the index sentinel has no row", err)
+		}
+	}
+}
+
+func TestGuard_PanicBecomesInternalWithDetail(t *testing.T) {
+	h := openT(t, "{}")
+	boom := func(id uint64) (rc status) {
+		defer guard(&rc, id, "goindex_boom")
+		panic("boom")
+	}
+	if rc := boom(uint64(h)); rc != code(errInternal) {
+		t.Errorf("guarded panic = %d, want GOINDEX_EINTERNAL", rc)
+	}
+	if msg := lastError(h); msg != "goindex_boom: ffi: internal error: panic: boom" {
+		t.Errorf("last_error after a panic = %q", msg)
+	}
+	if rc := boom(0); rc != code(errInternal) || !strings.Contains(handles.openError(), "panic: boom") {
+		t.Errorf("guarded panic on handle 0 = %d, open error %q", rc, handles.openError())
+	}
+	if got := probe(t, h, []uint64{1}); got != "" {
+		t.Errorf("probe after a recovered panic = %q, want the handle still usable", got)
+	}
+}
+
+func TestHandles_NeverReusedAndClosedMeansEHANDLE(t *testing.T) {
+	var a, b cU64
+	if goindex_open(nil, 0, &a) != 0 || goindex_close(a) != 0 || goindex_open(nil, 0, &b) != 0 {
+		t.Fatal("open/close/open failed")
+	}
+	defer goindex_close(b)
+	if b <= a {
+		t.Errorf("handle after close = %d, want above %d", b, a)
+	}
+	if rc := goindex_close(a); rc != code(errHandle) {
+		t.Errorf("second goindex_close(%d) = %d, want GOINDEX_EHANDLE", a, rc)
+	}
+	if rc := store(a, 0, nil, []uint64{1}); rc != code(errHandle) {
+		t.Errorf("insert on a closed handle = %d, want GOINDEX_EHANDLE", rc)
+	}
+}
+
+func TestHandle_CallsRacingCloseSeeEHANDLE(t *testing.T) {
+	h := &handle{cfg: defaultConfig(), ix: exactIndex{radix.New(radix.Config{})}}
+	h.close()
+	if err := h.read(func(index) error { return nil }); !errors.Is(err, errHandle) {
+		t.Errorf("read on a closed handle = %v, want errHandle", err)
+	}
+	if err := h.update(func(index) error { return nil }); !errors.Is(err, errHandle) {
+		t.Errorf("update on a closed handle = %v, want errHandle", err)
+	}
+}
+
+func TestProbe_SortedByMemberAndTruncatedAtMismatch(t *testing.T) {
+	h := openT(t, "{}")
+	for _, w := range []uint64{9, 3, 5} {
+		if rc := store(h, w, nil, []uint64{1, 2, 3}); rc != 0 {
+			t.Fatalf("store(%d) = %d", w, rc)
+		}
+	}
+	if rc := store(h, 3, []uint64{1, 2, 3}, []uint64{4}); rc != 0 {
+		t.Fatalf("store(3, [1 2 3]→[4]) = %d", rc)
+	}
+	if got, want := probe(t, h, []uint64{1, 2, 3, 4}), "3/0=4 5/0=3 9/0=3"; got != want {
+		t.Errorf("probe([1 2 3 4]) = %q, want %q", got, want)
+	}
+	if got, want := probe(t, h, []uint64{1, 7, 3}), "3/0=1 5/0=1 9/0=1"; got != want {
+		t.Errorf("probe([1 7 3]) = %q, want %q", got, want)
+	}
+}
+
+// TestProbe_ConcurrentWithEvents runs probes on several goroutines while one
+// applies events (under -race, the handle's locking is checked too): no
+// probe may report a depth above what its member ever stored.
+func TestProbe_ConcurrentWithEvents(t *testing.T) {
+	const members, depth = 4, 32
+	h := openT(t, "{}")
+	s := seed(t, 7)
+	q := make([]uint64, depth)
+	for i := range q {
+		q[i] = uint64(i + 1)
+	}
+	ext := chainOf(q)
+	var maxStored [members]atomic.Uint32
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]overlapC, members)
+			for n := 0; !done.Load() || n < 50; n++ {
+				var w cSize
+				if rc := goindex_probe(h, u64p(q), depth, &out[0], members, &w); rc != 0 {
+					t.Errorf("goindex_probe = %d", rc)
+					return
+				}
+				for _, o := range out[:w] {
+					if o.id >= members {
+						t.Errorf("probe: unknown member %d", o.id)
+						return
+					}
+					if bound := maxStored[o.id].Load(); uint32(o.blocks) > bound {
+						t.Errorf("probe: member %d depth %d, at most %d ever stored (GOINDEX_SEED=%d)", o.id, o.blocks, bound, s)
+						return
+					}
+				}
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(s, 1))
+	var held [members]int
+	rounds := 2000
+	if testing.Short() {
+		rounds = 300
+	}
+	for i := 0; i < rounds; i++ {
+		w, k := rng.IntN(members), rng.IntN(depth)+1
+		var rc status
+		switch rng.IntN(4) {
+		case 0, 1:
+			if k > held[w] {
+				if uint32(k) > maxStored[w].Load() {
+					maxStored[w].Store(uint32(k))
+				}
+				var parent *inU64
+				if held[w] > 0 {
+					parent = u64p(ext[held[w]-1:])
+				}
+				rc = goindex_insert(h, cU64(w), 0, 0, parent, u64p(ext[held[w]:]), u64p(q[held[w]:]), cSize(k-held[w]))
+				held[w] = k
+			}
+		case 2:
+			if k <= held[w] {
+				rc = goindex_remove(h, cU64(w), 0, 0, u64p(ext[k-1:]), 1)
+				held[w] = k - 1
+			}
+		default:
+			rc = goindex_clear(h, cU64(w), 0, 0)
+			held[w] = 0
+		}
+		if rc != 0 {
+			t.Fatalf("event %d on worker %d = %d: %s (GOINDEX_SEED=%d)", i, w, rc, lastError(h), s)
+		}
+	}
+	done.Store(true)
+	wg.Wait()
+	var want []string
+	for w, n := range held {
+		if n > 0 {
+			want = append(want, fmt.Sprintf("%d/0=%d", w, n))
+		}
+	}
+	if got := probe(t, h, q); got != strings.Join(want, " ") {
+		t.Errorf("final probe = %q, want %q (GOINDEX_SEED=%d)", got, strings.Join(want, " "), s)
+	}
+}

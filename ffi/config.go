@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/score"
+)
+
+// config is goindex_open's JSON config (include/goindex.h documents every
+// key). Every field is optional; parseConfig starts from defaultConfig.
+type config struct {
+	Mode                  string  `json:"mode"`                     // optional; default: "exact"
+	Lanes                 int     `json:"lanes"`                    // optional; default: 64
+	ExpectedBlocksPerLane uint64  `json:"expected_blocks_per_lane"` // optional; default: 1048576
+	BlockSize             int     `json:"block_size"`               // optional; default: 16
+	ClearScope            string  `json:"clear_scope"`              // optional; default: "rank"
+	Seed                  uint64  `json:"seed"`                     // optional; default: ckf.DefaultSeed
+	MaxKicks              int     `json:"max_kicks"`                // optional; default: 500
+	Policy                string  `json:"policy"`                   // optional; default: "ttft"
+	PrefillTokensPerMs    float64 `json:"prefill_tokens_per_ms"`    // optional; default: 20
+	DecodeBlocksPerMs     float64 `json:"decode_blocks_per_ms"`     // optional; default: 50
+}
+
+// Config ranges from include/goindex.h.
+const (
+	maxLanes    = 64   // one bit per lane in the ckf lane masks
+	maxMaxKicks = 4096 // bounds the worst-case insertion time
+)
+
+// abiPolicies maps the config's policy names to score policies; the ABI
+// offers these four (GOINDEX_POLICY_TTFT .. GOINDEX_POLICY_CREDIT).
+var abiPolicies = map[string]score.Policy{
+	"ttft": score.TTFT, "prefix-then-load": score.PrefixThenLoad, "load-only": score.LoadOnly, "credit": score.Credit,
+}
+
+func defaultConfig() config {
+	return config{
+		Mode:                  "exact",
+		Lanes:                 maxLanes,
+		ExpectedBlocksPerLane: 1 << 20,
+		BlockSize:             16,
+		ClearScope:            "rank",
+		Seed:                  ckf.DefaultSeed,
+		MaxKicks:              500,
+		Policy:                "ttft",
+		PrefillTokensPerMs:    20,
+		DecodeBlocksPerMs:     50,
+	}
+}
+
+// parseConfig decodes and checks a config. Empty input means every default.
+// Unknown keys, trailing data and out-of-range values are errors (errConfig).
+func parseConfig(src []byte) (config, error) {
+	cfg := defaultConfig()
+	if len(src) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(src))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return config{}, fmt.Errorf("%w: %v", errConfig, err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return config{}, fmt.Errorf("%w: data after the config object", errConfig)
+		}
+	}
+	if err := cfg.check(); err != nil {
+		return config{}, err
+	}
+	return cfg, nil
+}
+
+// check validates every field, whatever the mode, so that a config stays
+// valid when only its mode changes.
+func (c *config) check() error {
+	switch c.Mode {
+	case "exact", "ckf", "global":
+	default:
+		return fmt.Errorf("%w: mode %q (want exact, ckf or global)", errConfig, c.Mode)
+	}
+	if c.Lanes < 1 || c.Lanes > maxLanes {
+		return fmt.Errorf("%w: lanes %d out of range [1, %d]", errConfig, c.Lanes, maxLanes)
+	}
+	if _, err := ckf.BucketCount(c.ExpectedBlocksPerLane); err != nil {
+		return fmt.Errorf("%w: expected_blocks_per_lane: %v", errConfig, err)
+	}
+	if c.BlockSize < 1 || c.BlockSize > dynamo.MaxBlockSize {
+		return fmt.Errorf("%w: block_size %d out of range [1, %d]", errConfig, c.BlockSize, dynamo.MaxBlockSize)
+	}
+	if c.ClearScope != "rank" && c.ClearScope != "worker" {
+		return fmt.Errorf("%w: clear_scope %q (want rank or worker)", errConfig, c.ClearScope)
+	}
+	if c.MaxKicks < 1 || c.MaxKicks > maxMaxKicks {
+		return fmt.Errorf("%w: max_kicks %d out of range [1, %d]", errConfig, c.MaxKicks, maxMaxKicks)
+	}
+	if _, ok := abiPolicies[c.Policy]; !ok {
+		return fmt.Errorf("%w: policy %q (want ttft, prefix-then-load, load-only or credit)", errConfig, c.Policy)
+	}
+	if !(c.PrefillTokensPerMs > 0) || !(c.DecodeBlocksPerMs > 0) {
+		return fmt.Errorf("%w: prefill_tokens_per_ms %g and decode_blocks_per_ms %g must be > 0", errConfig, c.PrefillTokensPerMs, c.DecodeBlocksPerMs)
+	}
+	return nil
+}

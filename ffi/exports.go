@@ -1,0 +1,616 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include
+#include "goindex.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"unsafe"
+
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/score"
+)
+
+// Every export below runs the same four steps (STYLE.md): the deferred
+// guard, then the handle and argument checks, then one call into goindex/
+// (through the handle), then the error-to-code mapping of errors.go. The
+// parameter types are the header's own (goindex_in_u64 and friends), so the
+// prototypes cgo writes are textually those of include/goindex.h.
+
+// Go names of the header's types, so that Go code which cannot say C (the
+// package's tests) can call the exports with Go memory.
+type (
+	cU64     = C.uint64_t
+	cU32     = C.uint32_t
+	cSize    = C.size_t
+	cChar    = C.char
+	inU64    = C.goindex_in_u64
+	inSize   = C.goindex_in_size
+	inChar   = C.goindex_in_char
+	overlapC = C.goindex_overlap
+)
+
+// guard is each export's deferred first step: a panic becomes
+// GOINDEX_EINTERNAL, its detail recorded on the handle (id 0: goindex_open's
+// slot).
+func guard(rc *status, id uint64, call string) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	err := fmt.Errorf("%w: panic: %v", errInternal, r)
+	if id == 0 {
+		*rc = handles.failOpen(err)
+		return
+	}
+	if h := handles.get(id); h != nil {
+		*rc = h.fail(call, err)
+		return
+	}
+	*rc = code(err)
+}
+
+// view returns the host array p[0:n] as a Go slice of E without copying. The
+// slice aliases host memory: it is valid during the call only and is never
+// handed to an index (which copies or only reads it, see ops.go).
+func view[E, T any](p *T, n C.size_t, limit uint64, what string) ([]E, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%w: %s is NULL with length %d", errInvalid, what, uint64(n))
+	}
+	if uint64(n) > limit {
+		return nil, fmt.Errorf("%w: %s length %d over %d", errTooBig, what, uint64(n), limit)
+	}
+	return unsafe.Slice((*E)(unsafe.Pointer(p)), int(n)), nil
+}
+
+// output checks an output triple (buffer, capacity, written).
+func output[T any](p *T, capacity C.size_t, written *C.size_t, what string) error {
+	if written == nil {
+		return fmt.Errorf("%w: written is NULL", errInvalid)
+	}
+	if p == nil && capacity > 0 {
+		return fmt.Errorf("%w: %s is NULL with capacity %d", errInvalid, what, uint64(capacity))
+	}
+	return nil
+}
+
+// room stores need in *written and reports errBuffer when need exceeds
+// capacity.
+func room(need int, capacity cSize, written *cSize, what string) error {
+	*written = cSize(need)
+	if uint64(need) > uint64(capacity) {
+		return fmt.Errorf("%w: %s needs %d entries, capacity %d", errBuffer, what, need, uint64(capacity))
+	}
+	return nil
+}
+
+// result maps err to a status code, recording it when it is a failure.
+func (h *handle) result(call string, err error) status {
+	if err != nil {
+		return h.fail(call, err)
+	}
+	return C.GOINDEX_OK
+}
+
+func member(worker cU64, rank cU32) kv.Member {
+	return kv.Member{Worker: uint64(worker), Rank: uint32(rank)}
+}
+
+//export goindex_abi_version
+func goindex_abi_version() C.uint32_t { return C.GOINDEX_ABI_VERSION }
+
+//export goindex_open
+func goindex_open(configJSON *C.goindex_in_char, configLen C.size_t, handleOut *C.uint64_t) (rc C.int) {
+	defer guard(&rc, 0, "goindex_open")
+	if handleOut == nil {
+		return handles.failOpen(fmt.Errorf("%w: handle_out is NULL", errInvalid))
+	}
+	src, err := view[byte](configJSON, configLen, C.GOINDEX_MAX_CONFIG_BYTES, "config_json")
+	if err != nil {
+		return handles.failOpen(err)
+	}
+	cfg, err := parseConfig(src)
+	if err != nil {
+		return handles.failOpen(err)
+	}
+	h, err := newHandle(cfg)
+	if err != nil {
+		return handles.failOpen(err)
+	}
+	*handleOut = C.uint64_t(handles.add(h))
+	return C.GOINDEX_OK
+}
+
+//export goindex_close
+func goindex_close(handle C.uint64_t) (rc C.int) {
+	defer guard(&rc, uint64(handle), "goindex_close")
+	h := handles.remove(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	h.close()
+	return C.GOINDEX_OK
+}
+
+//export goindex_insert
+func goindex_insert(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, eventID C.uint64_t,
+	parentHash *C.goindex_in_u64, externalHashes *C.goindex_in_u64,
+	localHashes *C.goindex_in_u64, nBlocks C.size_t) (rc C.int) {
+	const call = "goindex_insert"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	ext, err := view[uint64](externalHashes, nBlocks, C.GOINDEX_MAX_BLOCKS, "external_hashes")
+	if err != nil {
+		return h.fail(call, err)
+	}
+	locals, err := view[uint64](localHashes, nBlocks, C.GOINDEX_MAX_BLOCKS, "local_hashes")
+	if err != nil {
+		return h.fail(call, err)
+	}
+	ev := storedEvent(member(workerID, dpRank), uint64(eventID), (*uint64)(unsafe.Pointer(parentHash)), ext, locals)
+	return h.result(call, h.update(func(ix index) error { return ix.Apply(ev) }))
+}
+
+//export goindex_insert_tokens
+func goindex_insert_tokens(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, eventID C.uint64_t,
+	parentHash *C.goindex_in_u64, externalHashes *C.goindex_in_u64, nBlocks C.size_t,
+	tokens *C.goindex_in_u32, nTokens C.size_t,
+	loraName *C.goindex_in_char, loraLen C.size_t,
+	cacheNamespace *C.goindex_in_char, namespaceLen C.size_t) (rc C.int) {
+	const call = "goindex_insert_tokens"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	ext, err := view[uint64](externalHashes, nBlocks, C.GOINDEX_MAX_BLOCKS, "external_hashes")
+	if err != nil {
+		return h.fail(call, err)
+	}
+	toks, lora, ns, err := tokenArgs(tokens, nTokens, loraName, loraLen, cacheNamespace, namespaceLen)
+	if err != nil {
+		return h.fail(call, err)
+	}
+	need := len(ext) * h.cfg.BlockSize
+	if len(toks) < need {
+		return h.fail(call, fmt.Errorf("%w: %d blocks of %d tokens need %d tokens, got %d", errInvalid, len(ext), h.cfg.BlockSize, need, len(toks)))
+	}
+	locals, err := h.hashTokens(nil, toks[:need], lora, ns)
+	if err != nil {
+		return h.fail(call, err)
+	}
+	ev := storedEvent(member(workerID, dpRank), uint64(eventID), (*uint64)(unsafe.Pointer(parentHash)), ext, locals)
+	return h.result(call, h.update(func(ix index) error { return ix.Apply(ev) }))
+}
+
+// tokenArgs checks and views the token array and the two salt names.
+func tokenArgs(tokens *C.goindex_in_u32, nTokens C.size_t, loraName *C.goindex_in_char, loraLen C.size_t,
+	cacheNamespace *C.goindex_in_char, namespaceLen C.size_t) (toks []uint32, lora, ns string, err error) {
+	if toks, err = view[uint32](tokens, nTokens, C.GOINDEX_MAX_TOKENS, "tokens"); err != nil {
+		return nil, "", "", err
+	}
+	l, err := view[byte](loraName, loraLen, C.GOINDEX_MAX_NAME_BYTES, "lora_name")
+	if err != nil {
+		return nil, "", "", err
+	}
+	n, err := view[byte](cacheNamespace, namespaceLen, C.GOINDEX_MAX_NAME_BYTES, "cache_namespace")
+	if err != nil {
+		return nil, "", "", err
+	}
+	return toks, string(l), string(n), nil
+}
+
+// storedEvent builds a stored event in Go memory: the host's arrays are
+// copied, so the index may keep what it is given.
+func storedEvent(m kv.Member, eventID uint64, parent *uint64, ext, locals []uint64) *kv.Event {
+	ev := &kv.Event{Member: m, EventID: eventID, Kind: kv.Stored, Blocks: make([]kv.Block, len(ext))}
+	if parent != nil {
+		ev.HasParent, ev.Parent = true, *parent
+	}
+	for i := range ext {
+		ev.Blocks[i] = kv.Block{External: ext[i], Local: locals[i]}
+	}
+	return ev
+}
+
+//export goindex_remove
+func goindex_remove(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, eventID C.uint64_t,
+	externalHashes *C.goindex_in_u64, n C.size_t) (rc C.int) {
+	const call = "goindex_remove"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	ext, err := view[uint64](externalHashes, n, C.GOINDEX_MAX_BLOCKS, "external_hashes")
+	if err != nil {
+		return h.fail(call, err)
+	}
+	ev := &kv.Event{Member: member(workerID, dpRank), EventID: uint64(eventID), Kind: kv.Removed, Removed: slices.Clone(ext)}
+	return h.result(call, h.update(func(ix index) error { return ix.Apply(ev) }))
+}
+
+//export goindex_clear
+func goindex_clear(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, eventID C.uint64_t) (rc C.int) {
+	const call = "goindex_clear"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	ev := &kv.Event{Member: member(workerID, dpRank), EventID: uint64(eventID), Kind: kv.Cleared}
+	return h.result(call, h.update(func(ix index) error { return ix.Apply(ev) }))
+}
+
+//export goindex_remove_worker
+func goindex_remove_worker(handle C.uint64_t, workerID C.uint64_t) (rc C.int) {
+	const call = "goindex_remove_worker"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	return h.result(call, h.update(func(ix index) error { return ix.RemoveWorker(uint64(workerID)) }))
+}
+
+//export goindex_remove_rank
+func goindex_remove_rank(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t) (rc C.int) {
+	const call = "goindex_remove_rank"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	return h.result(call, h.update(func(ix index) error { return ix.RemoveMember(member(workerID, dpRank)) }))
+}
+
+//export goindex_hash_tokens
+func goindex_hash_tokens(handle C.uint64_t, tokens *C.goindex_in_u32, nTokens C.size_t,
+	loraName *C.goindex_in_char, loraLen C.size_t,
+	cacheNamespace *C.goindex_in_char, namespaceLen C.size_t,
+	out *C.uint64_t, capacity C.size_t, written *C.size_t) (rc C.int) {
+	const call = "goindex_hash_tokens"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	toks, lora, ns, err := tokenArgs(tokens, nTokens, loraName, loraLen, cacheNamespace, namespaceLen)
+	if err == nil {
+		err = output(out, capacity, written, "out")
+	}
+	if err == nil {
+		err = room(len(toks)/h.cfg.BlockSize, capacity, written, "out")
+	}
+	if err != nil {
+		return h.fail(call, err)
+	}
+	locals, err := h.hashTokens(nil, toks, lora, ns)
+	if err != nil {
+		return h.fail(call, err)
+	}
+	copy(unsafe.Slice((*uint64)(unsafe.Pointer(out)), len(locals)), locals)
+	return C.GOINDEX_OK
+}
+
+// putOverlaps writes overlaps into the host's buffer p, which has room.
+func putOverlaps(p *overlapC, overlaps []kv.Overlap) {
+	if len(overlaps) == 0 {
+		return
+	}
+	dst := unsafe.Slice(p, len(overlaps))
+	for i, o := range overlaps {
+		dst[i] = overlapC{id: cU64(o.Member.Worker), rank: cU32(o.Member.Rank), blocks: cU32(o.Blocks)}
+	}
+}
+
+//export goindex_probe
+func goindex_probe(handle C.uint64_t, localHashes *C.goindex_in_u64, n C.size_t,
+	out *C.goindex_overlap, capacity C.size_t, written *C.size_t) (rc C.int) {
+	const call = "goindex_probe"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	locals, err := view[uint64](localHashes, n, C.GOINDEX_MAX_BLOCKS, "local_hashes")
+	if err == nil {
+		err = output(out, capacity, written, "out")
+	}
+	if err != nil {
+		return h.fail(call, err)
+	}
+	s := h.getScratch()
+	defer h.putScratch(s)
+	s.lens = append(s.lens[:0], len(locals))
+	if err := h.probe(s, locals, s.lens); err != nil {
+		return h.fail(call, err)
+	}
+	if err := room(len(s.overlaps), capacity, written, "out"); err != nil {
+		return h.fail(call, err)
+	}
+	putOverlaps(out, s.overlaps)
+	return C.GOINDEX_OK
+}
+
+// maxBatchBlocks bounds the hashes of one goindex_probe_batch (header:
+// GOINDEX_MAX_BLOCKS * 16).
+const maxBatchBlocks = C.GOINDEX_MAX_BLOCKS * 16
+
+//export goindex_probe_batch
+func goindex_probe_batch(handle C.uint64_t, localHashes *C.goindex_in_u64, lengths *C.goindex_in_size,
+	nQueries C.size_t, out *C.goindex_overlap, capacity C.size_t,
+	counts *C.size_t, written *C.size_t) (rc C.int) {
+	const call = "goindex_probe_batch"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	lens, err := view[C.size_t](lengths, nQueries, C.GOINDEX_MAX_BATCH, "lengths")
+	if err == nil {
+		_, err = view[C.size_t](counts, nQueries, C.GOINDEX_MAX_BATCH, "counts")
+	}
+	if err == nil {
+		err = output(out, capacity, written, "out")
+	}
+	if err != nil {
+		return h.fail(call, err)
+	}
+	s := h.getScratch()
+	defer h.putScratch(s)
+	s.lens = s.lens[:0]
+	total := uint64(0)
+	for q, n := range lens {
+		if uint64(n) > C.GOINDEX_MAX_BLOCKS {
+			return h.fail(call, fmt.Errorf("%w: lengths[%d] = %d over %d", errTooBig, q, uint64(n), C.GOINDEX_MAX_BLOCKS))
+		}
+		total += uint64(n)
+		s.lens = append(s.lens, int(n))
+	}
+	if total > maxBatchBlocks {
+		return h.fail(call, fmt.Errorf("%w: the batch holds %d hashes, over %d", errTooBig, total, maxBatchBlocks))
+	}
+	locals, err := view[uint64](localHashes, C.size_t(total), maxBatchBlocks, "local_hashes")
+	if err != nil {
+		return h.fail(call, err)
+	}
+	if err := h.probe(s, locals, s.lens); err != nil {
+		return h.fail(call, err)
+	}
+	if len(lens) > 0 {
+		cs, start := unsafe.Slice(counts, len(lens)), 0
+		for q, end := range s.ends {
+			cs[q], start = C.size_t(end-start), end
+		}
+	}
+	if err := room(len(s.overlaps), capacity, written, "out"); err != nil {
+		return h.fail(call, err)
+	}
+	putOverlaps(out, s.overlaps)
+	return C.GOINDEX_OK
+}
+
+// scoreQueryOf checks a goindex_score_request and converts it to Go memory.
+func scoreQueryOf(h *handle, r *C.goindex_in_score_request) (*scoreQuery, error) {
+	if uint64(r.struct_size) < C.sizeof_goindex_score_request {
+		return nil, fmt.Errorf("%w: request struct_size %d, want %d", errInvalid, uint32(r.struct_size), C.sizeof_goindex_score_request)
+	}
+	q := &scoreQuery{policy: abiPolicies[h.cfg.Policy], temperature: float64(r.temperature), seed: uint64(r.random_seed)}
+	switch p := uint32(r.policy); {
+	case p > C.GOINDEX_POLICY_CREDIT:
+		return nil, fmt.Errorf("%w: policy %d", errInvalid, p)
+	case p != C.GOINDEX_POLICY_DEFAULT:
+		q.policy = score.Policy(p) // score's numbers are the header's
+	}
+	if math.IsNaN(q.temperature) || math.IsInf(q.temperature, 0) || q.temperature < 0 {
+		return nil, fmt.Errorf("%w: temperature %g must be finite and >= 0", errInvalid, q.temperature)
+	}
+	if uint64(r.isl_tokens) > C.GOINDEX_MAX_TOKENS {
+		return nil, fmt.Errorf("%w: isl_tokens %d over %d", errTooBig, uint64(r.isl_tokens), C.GOINDEX_MAX_TOKENS)
+	}
+	q.islTokens = int(r.isl_tokens)
+	var err error
+	if q.locals, err = view[uint64](r.local_hashes, r.n_hashes, C.GOINDEX_MAX_BLOCKS, "local_hashes"); err != nil {
+		return nil, err
+	}
+	cands, err := view[C.goindex_candidate](r.candidates, r.n_candidates, C.GOINDEX_MAX_CANDIDATES, "candidates")
+	if err != nil {
+		return nil, err
+	}
+	q.members = r.candidates == nil
+	q.cands = make([]score.Candidate, len(cands))
+	for i := range cands {
+		if q.cands[i], err = candidateOf(&cands[i]); err != nil {
+			return nil, fmt.Errorf("candidates[%d]: %w", i, err)
+		}
+	}
+	return q, nil
+}
+
+// candFlags is every GOINDEX_CAND_* bit.
+const candFlags = C.GOINDEX_CAND_LOAD | C.GOINDEX_CAND_CAPACITY | C.GOINDEX_CAND_RTT
+
+func candidateOf(c *C.goindex_candidate) (score.Candidate, error) {
+	flags := uint32(c.flags)
+	if flags&^candFlags != 0 {
+		return score.Candidate{}, fmt.Errorf("%w: unknown flags %#x", errInvalid, flags&^candFlags)
+	}
+	rtt := float64(c.rtt_ms)
+	if flags&C.GOINDEX_CAND_RTT != 0 && (math.IsNaN(rtt) || math.IsInf(rtt, 0) || rtt < 0) {
+		return score.Candidate{}, fmt.Errorf("%w: rtt_ms %g must be finite and >= 0", errInvalid, rtt)
+	}
+	return score.Candidate{
+		ID: uint64(c.id), Rank: uint32(c.rank),
+		HasLoad:             flags&C.GOINDEX_CAND_LOAD != 0,
+		ActivePrefillTokens: uint64(c.active_prefill_tokens),
+		ActiveDecodeBlocks:  uint64(c.active_decode_blocks),
+		HasCapacity:         flags&C.GOINDEX_CAND_CAPACITY != 0,
+		CapacityBlocks:      uint64(c.capacity_blocks),
+		HasRTT:              flags&C.GOINDEX_CAND_RTT != 0,
+		RTTms:               rtt,
+	}, nil
+}
+
+//export goindex_score
+func goindex_score(handle C.uint64_t, request *C.goindex_in_score_request, result *C.goindex_score_result) (rc C.int) {
+	const call = "goindex_score"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	if request == nil || result == nil {
+		return h.fail(call, fmt.Errorf("%w: request or result is NULL", errInvalid))
+	}
+	if uint64(result.struct_size) < C.sizeof_goindex_score_result {
+		return h.fail(call, fmt.Errorf("%w: result struct_size %d, want %d", errInvalid, uint32(result.struct_size), C.sizeof_goindex_score_result))
+	}
+	q, err := scoreQueryOf(h, request)
+	if err != nil {
+		return h.fail(call, err)
+	}
+	s := h.getScratch()
+	defer h.putScratch(s)
+	sc, err := h.score(s, q)
+	if err != nil {
+		return h.fail(call, err)
+	}
+	result.chosen = C.int32_t(sc.res.Index)
+	result.id, result.rank = C.uint64_t(sc.id), C.uint32_t(sc.rank)
+	result.eligible = C.uint32_t(sc.res.Eligible)
+	result.cached_blocks = C.uint64_t(sc.cachedBlocks)
+	result.cached_tokens = C.uint64_t(sc.res.CachedTokens)
+	result.cost = C.double(sc.res.Cost)
+	result.rtt_ms, result.queue_ms, result.prefill_ms = C.double(sc.res.Parts.RTTms), C.double(sc.res.Parts.QueueMs), C.double(sc.res.Parts.PrefillMs)
+	return C.GOINDEX_OK
+}
+
+//export goindex_apply_frame
+func goindex_apply_frame(handle C.uint64_t, frame *C.goindex_in_u8, frameLen C.size_t) (rc C.int) {
+	const call = "goindex_apply_frame"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	if _, err := view[byte](frame, frameLen, C.GOINDEX_MAX_FRAME_BYTES, "frame"); err != nil {
+		return h.fail(call, err)
+	}
+	return h.fail(call, fmt.Errorf("%w: relay frames need the relay protocol and replica (goindex/relayproto, goindex/replica)", errUnavailable))
+}
+
+//export goindex_attach_replica
+func goindex_attach_replica(handle C.uint64_t, path *C.goindex_in_char, pathLen C.size_t) (rc C.int) {
+	const call = "goindex_attach_replica"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	if _, err := view[byte](path, pathLen, C.GOINDEX_MAX_NAME_BYTES, "path"); err != nil {
+		return h.fail(call, err)
+	}
+	return h.fail(call, fmt.Errorf("%w: shared replicas need goindex/replica", errUnavailable))
+}
+
+//export goindex_stats
+func goindex_stats(handle C.uint64_t, stats *C.goindex_counters) (rc C.int) {
+	const call = "goindex_stats"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	if stats == nil {
+		return h.fail(call, fmt.Errorf("%w: stats is NULL", errInvalid))
+	}
+	size := uint64(stats.struct_size)
+	if size < 8 {
+		return h.fail(call, fmt.Errorf("%w: stats struct_size %d is under 8", errInvalid, size))
+	}
+	c, err := h.counters()
+	if err != nil {
+		return h.fail(call, err)
+	}
+	img := C.goindex_counters{
+		mode: C.uint32_t(c.mode), blocks: cU64(c.blocks), members: cU64(c.members), lanes_ready: cU64(c.lanesReady),
+		memory_bytes: cU64(c.memoryBytes), capacity_omissions: cU64(c.capacityOmissions),
+		events_applied: cU64(c.eventsApplied), events_rejected: cU64(c.eventsRejected), probes: cU64(c.probes),
+	}
+	// Fill bytes [4, size) only: struct_size stays the caller's, and an
+	// older, shorter struct gets the fields it has.
+	n := min(size, C.sizeof_goindex_counters)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(stats)), n)[4:], unsafe.Slice((*byte)(unsafe.Pointer(&img)), n)[4:])
+	return C.GOINDEX_OK
+}
+
+// errorNames holds goindex_strerror's strings, allocated once in C memory
+// and never freed.
+var errorNames = func() map[status]*C.char {
+	names := map[status]string{
+		C.GOINDEX_OK: "ok", C.GOINDEX_EINVAL: "invalid argument", C.GOINDEX_EHANDLE: "unknown or closed handle",
+		C.GOINDEX_ECONFIG: "bad configuration", C.GOINDEX_ETOOBIG: "length over limit",
+		C.GOINDEX_EBUFFER: "output buffer too small", C.GOINDEX_EPARENT: "parent block not held by the member",
+		C.GOINDEX_ESEQUENCE: "invalid block sequence", C.GOINDEX_ENOTFOUND: "some removed blocks were unknown",
+		C.GOINDEX_ECAPACITY: "filter capacity exhausted", C.GOINDEX_EMODE: "call not available in this mode",
+		C.GOINDEX_EFRAME: "malformed or rejected relay frame", C.GOINDEX_EREPLICA: "replica cannot be attached",
+		C.GOINDEX_ENOCANDIDATE: "no eligible candidate", C.GOINDEX_EINTERNAL: "internal error",
+		C.GOINDEX_EUNAVAILABLE: "feature not built into this library",
+	}
+	m := make(map[status]*C.char, len(names))
+	for c, s := range names {
+		m[c] = C.CString(s)
+	}
+	return m
+}()
+
+// unknownName is goindex_strerror's answer for codes it does not know.
+var unknownName = C.CString("unknown error")
+
+//export goindex_strerror
+func goindex_strerror(code C.int) *C.goindex_in_char {
+	p, ok := errorNames[code]
+	if !ok {
+		p = unknownName
+	}
+	return (*inChar)(unsafe.Pointer(p))
+}
+
+//export goindex_last_error
+func goindex_last_error(handle C.uint64_t, buf *C.char, capacity C.size_t, needed *C.size_t) (rc C.int) {
+	defer guard(&rc, uint64(handle), "goindex_last_error")
+	if buf == nil && capacity > 0 {
+		return C.GOINDEX_EINVAL // not recorded: it would replace the detail asked for
+	}
+	var msg string
+	if handle == 0 {
+		msg = handles.openError()
+	} else if h := handles.get(uint64(handle)); h != nil {
+		msg = h.lastError()
+	} else {
+		return C.GOINDEX_EHANDLE
+	}
+	if needed != nil {
+		*needed = C.size_t(len(msg) + 1)
+	}
+	if capacity == 0 {
+		return C.GOINDEX_OK
+	}
+	n := min(uint64(len(msg)), uint64(capacity)-1)
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), n+1)
+	copy(dst, msg[:n])
+	dst[n] = 0
+	return C.GOINDEX_OK
+}

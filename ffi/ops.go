@@ -1,0 +1,135 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/score"
+)
+
+// scratch is one probe's working memory. Handles pool them, so a probe or
+// batch whose output fits allocates nothing once the pool is warm.
+type scratch struct {
+	locals   []uint64
+	overlaps []kv.Overlap
+	lens     []int // each query's length in locals
+	ends     []int // end of each query's entries in overlaps
+}
+
+func (h *handle) getScratch() *scratch {
+	if s, ok := h.pool.Get().(*scratch); ok {
+		return s
+	}
+	return new(scratch)
+}
+
+func (h *handle) putScratch(s *scratch) { h.pool.Put(s) }
+
+func byMember(a, b kv.Overlap) int {
+	return cmp.Or(cmp.Compare(a.Member.Worker, b.Member.Worker), cmp.Compare(a.Member.Rank, b.Member.Rank))
+}
+
+// probe matches the queries locals[0:lens[0]], locals[lens[0]:lens[0]+lens[1]],
+// … under one read lock and leaves in s.overlaps each query's entries sorted
+// by (worker, rank), query q's ending at s.ends[q]. The query hashes are
+// copied into s first: the index only ever sees Go memory.
+func (h *handle) probe(s *scratch, locals []uint64, lens []int) error {
+	s.locals = append(s.locals[:0], locals...)
+	s.overlaps, s.ends = s.overlaps[:0], s.ends[:0]
+	err := h.read(func(ix index) error {
+		off := 0
+		for _, n := range lens {
+			s.overlaps = ix.Match(s.overlaps, s.locals[off:off+n])
+			s.ends = append(s.ends, len(s.overlaps))
+			off += n
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	h.probes.Add(1)
+	start := 0
+	for _, end := range s.ends {
+		slices.SortFunc(s.overlaps[start:end], byMember)
+		start = end
+	}
+	return nil
+}
+
+// depth returns m's entry in overlaps sorted by member, 0 when absent.
+func depth(overlaps []kv.Overlap, m kv.Member) int {
+	i, ok := slices.BinarySearchFunc(overlaps, kv.Overlap{Member: m}, byMember)
+	if !ok {
+		return 0
+	}
+	return overlaps[i].Blocks
+}
+
+// pcgStream derives the PCG stream word from the request's seed, so one
+// 64-bit seed picks the whole generator state.
+const pcgStream = 0x9E3779B97F4A7C15
+
+// scoreQuery is one goindex_score request in Go memory.
+type scoreQuery struct {
+	policy      score.Policy
+	locals      []uint64 // a view of host memory; probe copies it
+	islTokens   int      // 0: len(locals) × block size
+	cands       []score.Candidate
+	members     bool // cands was NULL: every member the index knows
+	temperature float64
+	seed        uint64 // 0: a random seed
+}
+
+// scored is a goindex_score result in Go memory.
+type scored struct {
+	res          score.Result
+	id           uint64
+	rank         uint32
+	cachedBlocks int
+}
+
+// score probes the request's prefix and lets the policy's scorer choose
+// among the candidates, each given its probe depth.
+func (h *handle) score(s *scratch, q *scoreQuery) (scored, error) {
+	if q.members {
+		// Members carry no load signals, and every ABI policy needs them:
+		// no member is eligible (global mode's lanes will bring theirs).
+		return scored{}, fmt.Errorf("%s over the handle's members: %w: members carry no load signals; pass candidates", q.policy, score.ErrNoCandidate)
+	}
+	if err := h.probe(s, q.locals, []int{len(q.locals)}); err != nil {
+		return scored{}, err
+	}
+	for i := range q.cands {
+		q.cands[i].CachedBlocks = depth(s.overlaps, kv.Member{Worker: q.cands[i].ID, Rank: q.cands[i].Rank})
+	}
+	isl := q.islTokens
+	if isl == 0 {
+		isl = len(q.locals) * h.cfg.BlockSize
+	}
+	seed := q.seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^pcgStream))
+	res, err := h.scorers[q.policy].Score(score.Request{ISLTokens: isl, Temperature: q.temperature}, q.cands, rng)
+	if err != nil {
+		return scored{}, fmt.Errorf("%s over %d candidates: %w", q.policy, len(q.cands), err)
+	}
+	c := &q.cands[res.Index]
+	return scored{res: res, id: c.ID, rank: c.Rank, cachedBlocks: c.CachedBlocks}, nil
+}
+
+// hashTokens returns the local block hashes of tokens with the handle's
+// block size and the given salts, appended to dst.
+func (h *handle) hashTokens(dst []uint64, tokens []uint32, lora, namespace string) ([]uint64, error) {
+	hs, err := dynamo.NewHasher(dynamo.HasherConfig{BlockSize: h.cfg.BlockSize, LoRA: lora, Namespace: namespace})
+	if err != nil {
+		return dst, fmt.Errorf("%w: %w", errInternal, err)
+	}
+	return hs.AppendLocal(dst, tokens), nil
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# tests/c/run.sh: the C host suite of libgoindex.so.
+#   1. the library's shape: exactly the header's goindex_* calls exported,
+#      soname libgoindex.so.1, no symbol table or debug info;
+#   2. abi_test.c (gcc -Wall -Wextra -Werror) against the library;
+#   3. the same binary against a GOEXPERIMENT=cgocheck2 build of the library
+#      (built here into $GOINDEX_BUILD/cgocheck2);
+#   4. only with GOINDEX_BENCH_ABI=1: bench.c next to the Go benchmarks of
+#      ffi/bench_test.go, one run, for BENCHMARKS.md.
+# Needs GOINDEX_BUILD (./build.sh test sets it). GOINDEX_SEED steers the
+# stress writer of abi_test.c.
+set -euo pipefail
+: "${GOINDEX_BUILD:?GOINDEX_BUILD must name the directory holding libgoindex.so (./build.sh test sets it)}"
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=$(cd "$GOINDEX_BUILD" && pwd)
+lib=$build/libgoindex.so
+work=$build/tests-c
+mkdir -p "$work"
+step=setup
+fail() { printf 'tests/c: FAIL [%s] %s\n' "$step" "$*" >&2; exit 1; }
+[ -f "$lib" ] || fail "$lib is missing: run ./build.sh first"
+
+step="exported symbols are the header's calls"
+want=$(grep -oE '^[A-Za-z_][A-Za-z0-9_]*\*? +\**goindex_[a-z0-9_]+\(' "$root/include/goindex.h" | grep -oE 'goindex_[a-z0-9_]+\($' | tr -d '(' | sort -u)
+got=$(nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort -u)
+[ -n "$want" ] || fail "found no prototypes in include/goindex.h"
+[ "$want" = "$got" ] || fail "nm -D exports differ from include/goindex.h:
+$(diff <(echo "$want") <(echo "$got") || true)"
+
+step="soname and stripping"
+readelf -d "$lib" | grep -q 'Library soname: \[libgoindex.so.1\]' || fail "soname is not libgoindex.so.1: $(readelf -d "$lib" | grep -i soname)"
+sections=$(readelf -S -W "$lib")
+! grep -qE '\.debug_|\.symtab' <<<"$sections" || fail "the library keeps debug info or a symbol table"
+
+step="compile abi_test.c and bench.c"
+cflags=(-std=c11 -O2 -Wall -Wextra -Werror -pthread -I "$root/include" -I "$here")
+gcc "${cflags[@]}" "$here/abi_test.c" -L "$build" -lgoindex -lm -o "$work/abi_test"
+gcc "${cflags[@]}" "$here/bench.c" -L "$build" -lgoindex -o "$work/bench"
+
+# run_suite DIR runs abi_test against DIR's library and checks it was that one.
+run_suite() {
+	local out
+	out=$(LD_LIBRARY_PATH="$1" "$work/abi_test") || { printf '%s\n' "$out"; fail "abi_test failed against $1"; }
+	printf '%s\n' "$out"
+	grep -qxF "library: $1/libgoindex.so.1" <<<"$out" || fail "abi_test did not load $1/libgoindex.so.1"
+}
+
+step="abi_test against the library"
+run_suite "$build"
+
+step="abi_test against the cgocheck2 library"
+GOEXPERIMENT=cgocheck2 bash "$root/ffi/build.sh" "$build/cgocheck2"
+run_suite "$build/cgocheck2"
+
+if [ "${GOINDEX_BENCH_ABI:-0}" = 1 ]; then
+	step="boundary benchmark"
+	(cd "$root" && go test -run '^$' -bench 'Benchmark(Probe|ProbeBatch|TrivialCall)$' -benchtime=200000x -count=1 ./ffi)
+	LD_LIBRARY_PATH="$build" "$work/bench" 200000
+fi
+echo "tests/c: passed"
