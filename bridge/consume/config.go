@@ -1,0 +1,107 @@
+package consume
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/nats-io/nats.go"
+)
+
+// Defaults of Config.
+const (
+	DefaultDiscoverFor    = 2 * time.Second
+	DefaultPingEvery      = time.Second
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultRetryEvery     = 250 * time.Millisecond
+	DefaultPullMessages   = 1024
+	// MaxSnapshotBytes bounds a stored snapshot object: 2^24 buckets dense
+	// (128 MiB) plus chunk frame overhead.
+	MaxSnapshotBytes = 130 << 20
+)
+
+// Config configures a Consumer.
+type Config struct {
+	// Conn is the NATS connection at the router site; required.
+	Conn *nats.Conn
+	// Prefix is the relays' subject prefix; optional; default: "goindex".
+	Prefix string
+	// Domain is the one domain served.
+	Domain relayproto.DomainID
+	// DCs lists the DCs, one lane each in this order; optional; default:
+	// discovered (every relay of Domain that answers within DiscoverFor,
+	// in DC id order).
+	DCs []relayproto.DCID
+	// DiscoverFor bounds discovery and the wait for a first ping when the
+	// format is not given; optional; default: 2s.
+	DiscoverFor time.Duration
+	// Seed and Buckets give the format every lane shares; optional;
+	// default: learned from the relays (which must agree).
+	Seed, Buckets uint64
+	// Path is the shared-memory replica file; required.
+	Path string
+	// Instance is the consumer instance id in leases; optional; default:
+	// random.
+	Instance uint64
+	// PingEvery is the RTT probe period; optional; default: 1s.
+	PingEvery time.Duration
+	// RequestTimeout bounds pings, snapshot requests and store reads;
+	// optional; default: 5s (snapshot reads get 10×).
+	RequestTimeout time.Duration
+	// RetryEvery is the pause between a lane's resync attempts; optional;
+	// default: 250ms.
+	RetryEvery time.Duration
+	// PullMessages is how many log messages a lane keeps requested (the
+	// pipelining that hides the WAN round trip); optional; default: 1024.
+	PullMessages int
+	// Filter, when set, sees every delta-log frame of a lane before it is
+	// decoded and returns the frames to apply instead (none drops it, two
+	// copies duplicate it, holding one back reorders): fault injection at
+	// the transport for tests; optional; default: none.
+	Filter func(dc relayproto.DCID, frame []byte) [][]byte
+	// Logger receives progress and health logs; optional; default: discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Conn == nil {
+		return fmt.Errorf("%w: a consumer needs a NATS connection", ErrBadConfig)
+	}
+	if c.Path == "" {
+		return fmt.Errorf("%w: a consumer needs a replica file path", ErrBadConfig)
+	}
+	if c.Prefix == "" {
+		c.Prefix = relay.DefaultPrefix
+	}
+	if len(c.DCs) > relayproto.MaxLanes {
+		return fmt.Errorf("%w: %d DCs, at most %d lanes", ErrBadConfig, len(c.DCs), relayproto.MaxLanes)
+	}
+	seen := map[relayproto.DCID]bool{}
+	for _, dc := range c.DCs {
+		if dc == 0 || seen[dc] {
+			return fmt.Errorf("%w: DC %d is zero or listed twice", ErrBadConfig, dc)
+		}
+		seen[dc] = true
+	}
+	if (c.Seed == 0) != (c.Buckets == 0) {
+		return fmt.Errorf("%w: give both the seed and the bucket count, or neither", ErrBadConfig)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.DiscoverFor, DefaultDiscoverFor)
+	def(&c.PingEvery, DefaultPingEvery)
+	def(&c.RequestTimeout, DefaultRequestTimeout)
+	def(&c.RetryEvery, DefaultRetryEvery)
+	if c.PullMessages <= 0 {
+		c.PullMessages = DefaultPullMessages
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}

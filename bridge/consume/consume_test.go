@@ -1,0 +1,287 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/bridge/relay/relaytest"
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/shm"
+	"github.com/nats-io/nats.go"
+)
+
+const wait = 30 * time.Second
+
+func startServer(t *testing.T) *nats.Conn {
+	t.Helper()
+	s, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := natsutil.Connect(s.ClientURL(), "test", nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// dcRelay is one DC's relay fed by its own generator on its own component.
+type dcRelay struct {
+	dc   relayproto.DCID
+	r    *relay.Relay
+	gen  *relaytest.Generator
+	comp string
+	stop context.CancelFunc
+	done chan error
+}
+
+func startRelay(t *testing.T, nc *nats.Conn, dc relayproto.DCID, seed uint64) *dcRelay {
+	t.Helper()
+	comp := fmt.Sprintf("backend-%d", dc)
+	r, err := relay.New(relay.Config{Conn: nc, DC: dc, HeartbeatEvery: 20 * time.Millisecond, LoadEvery: 50 * time.Millisecond,
+		Pools: []relay.PoolConfig{{Domain: 1, Namespace: "dynamo", Component: comp, ExpectedBlocks: 4096}}})
+	if err != nil {
+		t.Fatalf("relay.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &dcRelay{dc: dc, r: r, gen: relaytest.NewGenerator(seed+uint64(dc), 3), comp: comp, stop: cancel, done: make(chan error, 1)}
+	go func() { d.done <- r.Run(ctx) }()
+	select {
+	case <-r.Ready():
+	case err := <-d.done:
+		t.Fatalf("relay %d: %v", dc, err)
+	case <-time.After(wait):
+		t.Fatalf("relay %d not ready", dc)
+	}
+	t.Cleanup(func() { r.Close(); cancel() })
+	return d
+}
+
+func (d *dcRelay) feed(t *testing.T, nc *nats.Conn, n int) {
+	t.Helper()
+	subject := dynamo.EventSubject("dynamo", d.comp)
+	for range n {
+		if err := nc.Publish(subject, d.gen.Next()); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+}
+
+func startConsumer(t *testing.T, cfg Config) (*Consumer, context.CancelFunc, chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("consume.New: %v", err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(rctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return c, stop, done
+}
+
+// converged reports nil once lane i of the replica file at path holds
+// exactly d's producer words and every block d's workers hold is found.
+func converged(ctx context.Context, r *shm.Reader, lane int, d *dcRelay) error {
+	want, err := d.r.AppendWords(ctx, nil, 1)
+	if err != nil {
+		return err
+	}
+	if r.Ready()&(1<<lane) == 0 {
+		return fmt.Errorf("lane %d (dc %d) not ready", lane, d.dc)
+	}
+	if got := r.Table().AppendLane(nil, lane); !slices.Equal(got, want) {
+		diff := 0
+		for i := range got {
+			if got[i] != want[i] {
+				diff++
+			}
+		}
+		return fmt.Errorf("lane %d (dc %d): %d of %d words differ from the producer's", lane, d.dc, diff, len(want))
+	}
+	f := r.Format()
+	for _, c := range d.gen.Tracked() {
+		if r.Table().Probe(f.Probe(c), 1<<lane) == 0 {
+			return fmt.Errorf("lane %d (dc %d): tracked block %#x not found", lane, d.dc, c)
+		}
+	}
+	return nil
+}
+
+func TestConsumer_DiscoveredLanesConvergeAndCarryRTTAndLoad(t *testing.T) {
+	seed := relaytest.Seed(t, 11)
+	nc := startServer(t)
+	relays := []*dcRelay{startRelay(t, nc, 7, seed), startRelay(t, nc, 3, seed)}
+	path := filepath.Join(t.TempDir(), "replica")
+	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, Path: path, DiscoverFor: 300 * time.Millisecond, PingEvery: 20 * time.Millisecond})
+	if got := c.Lanes(); !slices.Equal(got, []relayproto.DCID{3, 7}) {
+		t.Fatalf("discovered lanes %v, want [3 7] (DC order)", got)
+	}
+	reader, err := shm.Attach(path)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	defer reader.Close()
+	byLane := []*dcRelay{relays[1], relays[0]}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for round := range 3 {
+		for _, d := range relays {
+			d.feed(t, nc, 300)
+		}
+		relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+			for i, d := range byLane {
+				if err := converged(ctx, reader, i, d); err != nil {
+					return fmt.Errorf("round %d: %w", round, err)
+				}
+			}
+			return nil
+		})
+	}
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+		for i := range byLane {
+			li := reader.Lane(i)
+			if li.RTT <= 0 || li.Load.LiveWorkers != 3 || li.Load.ActiveBlocks == 0 || li.State != uint8(relayproto.StateReady) {
+				return fmt.Errorf("lane %d record %+v: want an RTT, 3 live workers, active blocks, READY", i, li)
+			}
+		}
+		return nil
+	})
+	for _, st := range c.Status() {
+		if st.Snapshots != 1 || st.Faults != 0 || st.Deltas == 0 {
+			t.Errorf("lane %d status %+v: want 1 snapshot, 0 faults, deltas applied", st.Lane, st)
+		}
+	}
+}
+
+// dropper drops, duplicates or reorders delta frames of one DC on demand.
+type dropper struct {
+	mu   sync.Mutex
+	dc   relayproto.DCID
+	mode string // "drop", "dup", "swap" or ""
+	held []byte
+	hits atomic.Int64
+}
+
+func (d *dropper) filter(dc relayproto.DCID, frame []byte) [][]byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t, err := relayproto.PeekType(frame); dc != d.dc || err != nil || t != relayproto.FrameDelta || d.mode == "" {
+		return [][]byte{frame}
+	}
+	mode := d.mode
+	switch mode {
+	case "drop":
+		d.mode = ""
+		d.hits.Add(1)
+		return nil
+	case "dup":
+		d.mode = ""
+		d.hits.Add(1)
+		return [][]byte{frame, frame}
+	case "swap":
+		if d.held == nil {
+			d.held = slices.Clone(frame)
+			return nil
+		}
+		held := d.held
+		d.held, d.mode = nil, ""
+		d.hits.Add(1)
+		return [][]byte{frame, held}
+	}
+	return [][]byte{frame}
+}
+
+func TestConsumer_TransportFaultsRecoverOnlyTheirLane(t *testing.T) {
+	seed := relaytest.Seed(t, 12)
+	nc := startServer(t)
+	a, b := startRelay(t, nc, 1, seed), startRelay(t, nc, 2, seed)
+	inject := &dropper{dc: 2}
+	path := filepath.Join(t.TempDir(), "replica")
+	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{1, 2}, Path: path, Filter: inject.filter, RetryEvery: 10 * time.Millisecond})
+	reader, err := shm.Attach(path)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	defer cancel()
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+		if err := converged(ctx, reader, 0, a); err != nil {
+			return err
+		}
+		return converged(ctx, reader, 1, b)
+	})
+	for _, mode := range []string{"drop", "dup", "swap", "drop"} {
+		before := c.Status()
+		inject.mu.Lock()
+		inject.mode = mode
+		inject.mu.Unlock()
+		hits := inject.hits.Load()
+		for inject.hits.Load() == hits {
+			a.feed(t, nc, 20)
+			b.feed(t, nc, 20)
+			relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+				if err := converged(ctx, reader, 0, a); err != nil {
+					return err
+				}
+				if inject.hits.Load() != hits {
+					return nil
+				}
+				return converged(ctx, reader, 1, b)
+			})
+		}
+		relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+			if err := converged(ctx, reader, 0, a); err != nil {
+				return err
+			}
+			return converged(ctx, reader, 1, b)
+		})
+		after := c.Status()
+		if after[0].Snapshots != before[0].Snapshots || after[0].Faults != 0 {
+			t.Errorf("%s on lane 1 disturbed lane 0: %+v", mode, after[0])
+		}
+		faulted := after[1].Faults > before[1].Faults
+		if want := mode != "dup"; faulted != want {
+			t.Errorf("%s: lane 1 faults %d → %d, want a fault: %v", mode, before[1].Faults, after[1].Faults, want)
+		}
+	}
+}
+
+func TestNew_RejectsBadConfigAndMissingRelays(t *testing.T) {
+	nc := startServer(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	bad := []Config{
+		{Path: filepath.Join(dir, "x")},
+		{Conn: nc},
+		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{1, 1}},
+		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{0}},
+		{Conn: nc, Path: filepath.Join(dir, "x"), Seed: 1},
+	}
+	for i, cfg := range bad {
+		if _, err := New(ctx, cfg); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("New(bad config %d) = %v, want ErrBadConfig", i, err)
+		}
+	}
+	if _, err := New(ctx, Config{Conn: nc, Path: filepath.Join(dir, "x"), DiscoverFor: 50 * time.Millisecond}); !errors.Is(err, ErrNoRelays) {
+		t.Errorf("New with no relays = %v, want ErrNoRelays", err)
+	}
+	if _, err := New(ctx, Config{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{4}, DiscoverFor: 50 * time.Millisecond}); !errors.Is(err, ErrNoRelays) {
+		t.Errorf("New with a silent DC and no format = %v, want ErrNoRelays", err)
+	}
+}

@@ -1,0 +1,70 @@
+// Package consume is the router-site consumer: it keeps one lane per DC of a
+// domain in a shared-memory replica file (package shm), following each
+// DC relay's stored snapshot and ordered delta log over NATS JetStream
+// through relayproto's lane state machine, and records each DC's RTT and
+// load in the lane's record for the scorer.
+//
+// # Concepts
+//
+// The manifest (lanes, format) is fixed at New: the DC list comes from the
+// Config or from discovery (every relay of the domain answering the
+// domain's discover request), and the format from the Config or from the
+// relays, which must agree. Each lane has one ingestor goroutine that runs
+// subscriptions in a loop. One subscription: ping the relay for its Info
+// (identity, JetStream domain, asset names); take the lane's next lease
+// and Assign the identity; install the stored snapshot, whose metadata say
+// which log position it reflects; then follow the log from just after that
+// position with an ordered JetStream consumer (PullMessages pipelined, so
+// the WAN round trip is paid once), stamping the subscription's lease on
+// every delta, heartbeat and drain marker (fan-out transport [EXT]).
+//
+// Lag is freshness, not failure: a slow lane keeps its state and reads on
+// from where it is; it re-snapshots only after a fault. A fault, a bad
+// frame or a transport failure ends the subscription; the next one
+// installs the stored snapshot and replays the retained log after it, and
+// asks the relay for a fresh snapshot only when the store holds another
+// identity or the log no longer retains the deltas after the stored one
+// (ErrDeltasGone). A relay restart shows up as a new identity in the log
+// (WrongIdentity) and is recovered the same way.
+//
+// # Invariants
+//
+//   - After snapshot N and the log's deltas N+1..M, a lane's words in the
+//     replica file equal its producer's words at M, byte for byte; the ready
+//     bit is set only after a snapshot is installed and cleared on every
+//     fault, bad frame, resync and exit.
+//   - A fault on one lane never touches another lane's words, ready bit or
+//     record: each lane has its own ingestor, subscription and lease.
+//
+// # Errors
+//
+// New returns ErrBadConfig, ErrNoRelays, ErrFormatMismatch or a replica file
+// error and leaves nothing behind but, for a replica file error, what Create
+// leaves. A subscription ends with a *SyncError (wrapping the ping, store or
+// log error, ErrDeltasGone, ErrSnapshotTooLarge, ErrSnapshotIncomplete or a
+// *relayproto.LaneError); it is logged, counted and retried, never returned.
+//
+// # Concurrency
+//
+// Each lane's words, ready bit and protocol record are written only by its
+// ingestor; its RTT by its prober; its load by the load subscription.
+// Status may be called from any goroutine.
+//
+// # Files
+//
+//   - config.go: Config and defaults.
+//   - consumer.go: Consumer: New (resolve, replica file, lanes), Run, Status.
+//   - discover.go: discovery, ping, resolving the DC list and format.
+//   - lane.go: a lane's ingestor (sync, install, follow, apply), prober and load record.
+//   - errors.go: sentinels and SyncError.
+//
+// # Tests
+//
+// The tests prove that discovered lanes (in DC order) converge to their
+// producers' exact words with every tracked block found, over several
+// rounds of events, and carry RTT, load and READY in their records; that a
+// dropped or reordered delta faults only its lane, which then converges
+// again, while a duplicate is ignored; and that bad configs and missing
+// relays are refused. The end-to-end suite (tests/e2e) adds WAN latency,
+// relay and NATS restarts, cold restarts and slow consumers.
+package consume

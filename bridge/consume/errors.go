@@ -1,0 +1,39 @@
+package consume
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of package consume; test with errors.Is.
+var (
+	// ErrBadConfig reports an invalid Config.
+	ErrBadConfig = errors.New("consume: bad config")
+	// ErrNoRelays reports that discovery found no relay of the domain, or
+	// that the format could not be learned from any relay.
+	ErrNoRelays = errors.New("consume: no relays")
+	// ErrFormatMismatch reports relays of one domain that publish different
+	// formats (every lane of a consumer shares one, spec §1).
+	ErrFormatMismatch = errors.New("consume: relays disagree on the format")
+	// ErrSnapshotTooLarge reports a stored snapshot over MaxSnapshotBytes.
+	ErrSnapshotTooLarge = errors.New("consume: snapshot too large")
+	// ErrSnapshotIncomplete reports a stored snapshot whose chunks do not
+	// cover the lane.
+	ErrSnapshotIncomplete = errors.New("consume: snapshot incomplete")
+	// ErrDeltasGone reports that the log no longer holds the deltas after
+	// the stored snapshot, so the lane asks the relay for a new one.
+	ErrDeltasGone = errors.New("consume: deltas after the snapshot are gone")
+)
+
+// SyncError is why one subscription of a lane ended (a fault, a bad frame,
+// a transport error); the lane then resyncs with a new lease.
+type SyncError struct {
+	Lane int
+	DC   uint64
+	Err  error
+}
+
+func (e *SyncError) Error() string { return fmt.Sprintf("consume: lane %d (dc %d): %v", e.Lane, e.DC, e.Err) }
+
+// Unwrap returns the cause.
+func (e *SyncError) Unwrap() error { return e.Err }

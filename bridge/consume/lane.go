@@ -1,0 +1,384 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/shm"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// LaneStatus is one lane's state as its ingestor last reported it.
+type LaneStatus struct {
+	Lane        int
+	DC          uint64
+	State       string
+	Incarnation uint64
+	Epoch       uint64
+	Installed   uint64
+	Latest      uint64 // highest sequence the relay is known to have published
+	Lag         uint64 // Latest − Installed
+	RTT         time.Duration
+	Faults      uint64 // messages that faulted the lane, and bad frames
+	Resyncs     uint64 // subscriptions that ended (faults, relay or transport down) and were retried
+	Snapshots   uint64 // snapshots installed from the store
+	Requests    uint64 // fresh snapshots asked of the relay (deltas gone, store behind)
+	Deltas      uint64 // deltas applied
+	Drained     bool   // the relay's drain marker was acknowledged at Installed
+	LastFault   string
+	Load        *relayproto.LoadReport // last load report; nil before the first
+}
+
+// laneRunner is one lane's ingestor goroutine (the lane's only writer of
+// words, ready bit and protocol record), its RTT prober and its load
+// receiver.
+type laneRunner struct {
+	c     *Consumer
+	index int
+	dc    relayproto.DCID
+	names relay.Names
+	lane  *relayproto.Lane
+	log   *slog.Logger
+	dec   relayproto.Decoder
+
+	mu      sync.Mutex // guards st and lastLoad
+	st      LaneStatus
+	lastRTT time.Duration
+}
+
+func newLaneRunner(c *Consumer, i int, dc relayproto.DCID) *laneRunner {
+	return &laneRunner{c: c, index: i, dc: dc, lane: c.core.Lane(i),
+		names: relay.Names{Prefix: c.cfg.Prefix, Domain: c.cfg.Domain, DC: dc},
+		log:   c.cfg.Logger.With("lane", i, "dc", uint64(dc)),
+		st:    LaneStatus{Lane: i, DC: uint64(dc), State: relayproto.StateUnclaimed.String()}}
+}
+
+func (l *laneRunner) status() LaneStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.st
+	st.RTT = l.lastRTT
+	if st.Load != nil {
+		r := *st.Load
+		st.Load = &r
+	}
+	return st
+}
+
+// publish copies the lane's protocol state into the status and the
+// replica file's record (ingestor goroutine).
+func (l *laneRunner) publish(now time.Time) {
+	s := l.lane.Status()
+	l.mu.Lock()
+	st := &l.st
+	st.State, st.Incarnation, st.Epoch = s.State.String(), s.Identity.Incarnation, s.Lease.Epoch
+	st.Installed, st.Latest, st.Lag = s.Installed, max(s.Latest, s.Installed), s.Lag()
+	rec := shm.LaneState{State: uint8(s.State), Incarnation: s.Identity.Incarnation, LayoutGeneration: s.Identity.LayoutGeneration,
+		Epoch: s.Lease.Epoch, Installed: s.Installed, Latest: st.Latest, AppliedAt: now,
+		Faults: st.Faults, Snapshots: st.Snapshots, Deltas: st.Deltas}
+	l.mu.Unlock()
+	l.c.w.SetState(l.index, &rec)
+}
+
+func (l *laneRunner) count(fn func(st *LaneStatus)) {
+	l.mu.Lock()
+	fn(&l.st)
+	l.mu.Unlock()
+}
+
+// run is the lane's ingestor: claim, then sync until ctx ends, resyncing
+// after every fault. On return the lane is retired.
+func (l *laneRunner) run(ctx context.Context) {
+	if err := l.lane.Claim(); err != nil {
+		l.log.Error("claim", "err", err)
+		return
+	}
+	defer func() {
+		_ = l.lane.Retire()
+		l.publish(time.Now())
+	}()
+	for ctx.Err() == nil {
+		err := l.sync(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		l.count(func(st *LaneStatus) { st.Resyncs++; st.LastFault = err.Error() })
+		l.log.Warn("lane resync", "err", err)
+		l.publish(time.Now())
+		select {
+		case <-ctx.Done():
+		case <-time.After(l.c.cfg.RetryEvery):
+		}
+	}
+}
+
+// sync is one subscription of the lane: ask the relay who it is, take a new
+// lease, install the stored snapshot, and follow the log after it until
+// something faults the lane. It returns why it ended.
+func (l *laneRunner) sync(ctx context.Context) error {
+	cfg := &l.c.cfg
+	info, _, err := ping(ctx, cfg.Conn, l.names, cfg.RequestTimeout)
+	if err != nil {
+		return l.fail(err)
+	}
+	id, err := info.Identity()
+	if err != nil {
+		return l.fail(err)
+	}
+	js, err := l.c.jetStream(info.JSDomain)
+	if err != nil {
+		return l.fail(err)
+	}
+	lease := l.lane.NextLease()
+	if err := l.lane.Assign(id, lease); err != nil {
+		return l.fail(fmt.Errorf("assign %v: %w", lease, err))
+	}
+	l.publish(time.Now())
+	logSeq, err := l.install(ctx, js, &info, lease)
+	if err != nil {
+		return l.fail(err)
+	}
+	l.loadLast(ctx, js, &info)
+	return l.fail(l.follow(ctx, js, &info, lease, logSeq))
+}
+
+func (l *laneRunner) fail(err error) error {
+	return &SyncError{Lane: l.index, DC: uint64(l.dc), Err: err}
+}
+
+// install loads the stored snapshot into the lane and returns the log
+// position it reflects. When the store's snapshot is of another identity,
+// or the log no longer holds the deltas after it, it asks the relay for a
+// fresh one (the next sync installs it).
+func (l *laneRunner) install(ctx context.Context, js jetstream.JetStream, info *relay.Info, lease relayproto.Lease) (uint64, error) {
+	cfg := &l.c.cfg
+	c, cancel := context.WithTimeout(ctx, 10*cfg.RequestTimeout)
+	defer cancel()
+	obs, err := js.ObjectStore(c, info.SnapshotBucket)
+	if err != nil {
+		return 0, fmt.Errorf("snapshot store %s: %w", info.SnapshotBucket, err)
+	}
+	res, err := obs.Get(c, relay.SnapshotObject)
+	if err != nil {
+		return 0, fmt.Errorf("stored snapshot: %w", err)
+	}
+	defer res.Close()
+	meta, err := res.Info()
+	if err != nil {
+		return 0, fmt.Errorf("stored snapshot info: %w", err)
+	}
+	if meta.Size > MaxSnapshotBytes {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrSnapshotTooLarge, meta.Size, MaxSnapshotBytes)
+	}
+	logSeq, err := strconv.ParseUint(meta.Metadata[relay.MetaLogSequence], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("stored snapshot: log sequence %q: %w", meta.Metadata[relay.MetaLogSequence], err)
+	}
+	if err := l.retained(c, js, info, logSeq); err != nil {
+		return 0, err
+	}
+	body, err := io.ReadAll(io.LimitReader(res, MaxSnapshotBytes+1))
+	if err != nil {
+		return 0, fmt.Errorf("read stored snapshot: %w", err)
+	}
+	if len(body) > MaxSnapshotBytes {
+		return 0, fmt.Errorf("%w: more than %d bytes", ErrSnapshotTooLarge, MaxSnapshotBytes)
+	}
+	for len(body) > 0 {
+		m, rest, err := l.dec.Decode(body)
+		if err != nil {
+			return 0, fmt.Errorf("stored snapshot frame: %w", err)
+		}
+		body = rest
+		s, ok := m.(*relayproto.Snapshot)
+		if !ok {
+			return 0, fmt.Errorf("stored snapshot holds a %v frame", m.Type())
+		}
+		s.Lease = lease
+		switch o := l.lane.Snapshot(s); o {
+		case relayproto.ChunkStored:
+		case relayproto.Installed:
+			l.count(func(st *LaneStatus) { st.Snapshots++; st.Drained = false })
+			l.publish(time.Now())
+			l.log.Info("snapshot installed", "sequence", s.Sequence, "incarnation", s.Identity.Incarnation)
+			return logSeq, nil
+		case relayproto.WrongIdentity:
+			// The store still holds an older producer's snapshot.
+			l.requestSnapshot(ctx)
+			return 0, fmt.Errorf("stored snapshot of incarnation %d, relay is %d", s.Identity.Incarnation, info.Incarnation)
+		default:
+			return 0, fmt.Errorf("stored snapshot chunk at %d: %v", s.Offset, o)
+		}
+	}
+	return 0, ErrSnapshotIncomplete
+}
+
+// retained checks that the log still holds everything after logSeq; if
+// not, it asks the relay for a fresh snapshot and returns ErrDeltasGone.
+func (l *laneRunner) retained(ctx context.Context, js jetstream.JetStream, info *relay.Info, logSeq uint64) error {
+	stream, err := js.Stream(ctx, info.Stream)
+	if err != nil {
+		return fmt.Errorf("delta log %s: %w", info.Stream, err)
+	}
+	si, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("delta log %s: %w", info.Stream, err)
+	}
+	if si.State.FirstSeq > logSeq+1 && si.State.LastSeq > logSeq {
+		l.requestSnapshot(ctx)
+		return fmt.Errorf("%w: log starts at %d, the snapshot needs %d", ErrDeltasGone, si.State.FirstSeq, logSeq+1)
+	}
+	return nil
+}
+
+// requestSnapshot asks the relay to store a fresh snapshot and waits for
+// its answer (or the timeout).
+func (l *laneRunner) requestSnapshot(ctx context.Context) {
+	cfg := &l.c.cfg
+	l.count(func(st *LaneStatus) { st.Requests++ })
+	c, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	defer cancel()
+	if _, err := cfg.Conn.RequestWithContext(c, l.names.SnapshotSubject(), nil); err != nil {
+		l.log.Warn("snapshot request", "err", err)
+	}
+}
+
+// follow applies the log after logSeq until the lane faults, a frame is bad
+// or the transport fails.
+func (l *laneRunner) follow(ctx context.Context, js jetstream.JetStream, info *relay.Info, lease relayproto.Lease, logSeq uint64) error {
+	cfg := &l.c.cfg
+	cons, err := js.OrderedConsumer(ctx, info.Stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: logSeq + 1})
+	if err != nil {
+		return fmt.Errorf("follow %s from %d: %w", info.Stream, logSeq+1, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.PullMessages))
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", info.Stream, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			return fmt.Errorf("follow %s: %w", info.Stream, err)
+		}
+		frames := [][]byte{msg.Data()}
+		if cfg.Filter != nil {
+			frames = cfg.Filter(l.dc, msg.Data())
+		}
+		for _, f := range frames {
+			if err := l.apply(f, lease); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// apply handles one log frame under lease.
+func (l *laneRunner) apply(frame []byte, lease relayproto.Lease) error {
+	m, _, err := l.dec.Decode(frame)
+	if err != nil {
+		// A bad frame retires the lane at once; the resync takes a new lease.
+		_ = l.lane.Retire()
+		l.count(func(st *LaneStatus) { st.Faults++ })
+		return fmt.Errorf("bad log frame: %w", err)
+	}
+	var o relayproto.Outcome
+	switch m := m.(type) {
+	case *relayproto.Delta:
+		m.Lease = lease
+		if o = l.lane.Delta(m); o == relayproto.Applied {
+			l.count(func(st *LaneStatus) { st.Deltas++; st.Drained = false })
+		}
+	case *relayproto.Heartbeat:
+		m.Lease = lease
+		o = l.lane.Heartbeat(m)
+	case *relayproto.DrainMarker:
+		m.Lease = lease
+		if o = l.lane.DrainMarker(m); o == relayproto.Acknowledged {
+			l.count(func(st *LaneStatus) { st.Drained = true })
+			l.log.Info("relay drained", "sequence", m.Expected)
+		}
+	default:
+		_ = l.lane.Retire()
+		return fmt.Errorf("unexpected %v frame in the delta log", m.Type())
+	}
+	if o.Faults() {
+		l.count(func(st *LaneStatus) { st.Faults++ })
+	}
+	l.publish(time.Now())
+	if o.Faults() {
+		return &relayproto.LaneError{Lane: l.index, Outcome: o, Installed: l.lane.Status().Disposition.Installed,
+			Sequence: l.lane.Status().Disposition.Sequence}
+	}
+	return nil
+}
+
+// probe measures the RTT to the DC's relay every PingEvery until ctx ends.
+func (l *laneRunner) probe(ctx context.Context) {
+	cfg := &l.c.cfg
+	tick := time.NewTicker(cfg.PingEvery)
+	defer tick.Stop()
+	for {
+		if _, rtt, err := ping(ctx, cfg.Conn, l.names, cfg.RequestTimeout); err == nil {
+			now := time.Now()
+			l.c.w.SetRTT(l.index, rtt, now)
+			l.mu.Lock()
+			l.lastRTT = rtt
+			l.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// loadLast reads the relay's last load report from its state bucket, so a
+// fresh lane has one before the next report arrives.
+func (l *laneRunner) loadLast(ctx context.Context, js jetstream.JetStream, info *relay.Info) {
+	c, cancel := context.WithTimeout(ctx, l.c.cfg.RequestTimeout)
+	defer cancel()
+	kv, err := js.KeyValue(c, info.StateBucket)
+	if err != nil {
+		return
+	}
+	e, err := kv.Get(c, relay.LoadKey)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			l.log.Warn("last load report", "err", err)
+		}
+		return
+	}
+	var r relayproto.LoadReport
+	if _, err := relayproto.DecodeLoadReport(&r, e.Value()); err == nil && r.Identity.Pool == (relayproto.PoolID{Domain: l.c.cfg.Domain, DC: l.dc}) {
+		l.recordLoad(&r, time.Now())
+	}
+}
+
+// recordLoad keeps r if it is newer than the lane's last report and writes
+// it to the replica file's record.
+func (l *laneRunner) recordLoad(r *relayproto.LoadReport, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.st.Load != nil && r.TimestampUnixNano <= l.st.Load.TimestampUnixNano {
+		return
+	}
+	kept := *r
+	l.st.Load = &kept
+	l.c.w.SetLoad(l.index, &shm.Load{At: time.Unix(0, int64(r.TimestampUnixNano)), ReceivedAt: now,
+		ActiveBlocks: r.ActiveBlocks, QueuedPrefillTokens: r.QueuedPrefillTokens, ActiveDecodeBlocks: r.ActiveDecodeBlocks,
+		LiveWorkers: uint64(r.LiveWorkers), CapacityBlocks: r.CapacityBlocks, PrefillTokensPerMs: r.PrefillTokensPerMs,
+		QueueTokensPerMs: r.QueueTokensPerMs, DecodeBlocksPerMs: r.DecodeBlocksPerMs})
+}
