@@ -33,7 +33,9 @@ type SyncError struct {
 	Err  error
 }
 
-func (e *SyncError) Error() string { return fmt.Sprintf("consume: lane %d (dc %d): %v", e.Lane, e.DC, e.Err) }
+func (e *SyncError) Error() string {
+	return fmt.Sprintf("consume: lane %d (dc %d): %v", e.Lane, e.DC, e.Err)
+}
 
 // Unwrap returns the cause.
 func (e *SyncError) Unwrap() error { return e.Err }
