@@ -26,6 +26,7 @@ var commands = []command{
 	{"hash", "print Dynamo-compatible local and sequence hashes for tokens", runHash},
 	{"dynkv", "serve Dynamo's Valkey dynkv commands (swap the router's index with one flag)", runDynkv},
 	{"bench", "micro and macro benchmarks (radix, …) with machine-readable output", runBench},
+	{"sim", "replay a trace across simulated DCs under every routing policy; throughput, TTFT, hit rates, charts", runSim},
 	{"parity", "replay a trace or event log through the exact and the CKF index side by side; report agreement", runParity},
 }
 

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/goindex/goindex/bridge/sim"
+	"github.com/goindex/goindex/bridge/trace"
+)
+
+const simSynopsis = `Usage: goindex sim [--trace FILE] [--dcs a,b,…] [--router-site fra] [--concurrency 256 | --open-loop] [--policies all] [--json] [--report DIR]
+
+Replays a Mooncake request trace across simulated data centers and compares
+global routing policies side by side, each on identical input (same
+requests, arrivals, jitter and tie-break draws). A deterministic
+discrete-event simulation: every DC runs mock engines (LRU prefix caches
+emitting real KV events) behind Dynamo's in-DC KV router (credit rule over
+an exact radix index); every DC's events feed a real CKF producer whose
+deltas and load reports travel as relayproto frames over the WAN (one-way =
+RTT/2) into one replica table at the router site, which the router probes.
+
+Policies: single-dc (everything to the router site), round-robin, load-only,
+prefix-then-load, credit (Dynamo's selectors over CKF depths and load
+reports), ttft (goindex: RTT + queue wait + uncached prefill, CKF depths),
+exact-oracle (ttft with every DC's exact, current depths).
+
+Model: a worker admits requests FCFS within --batch-limit sequences and its
+KV capacity, prefills one request at a time (FIFO) at
+--prefill-tokens-per-ms over the tokens its cache lacks, then decodes every
+later token in --decode-ms-per-token. TTFT = request one-way + queue wait +
+prefill + first token one-way; end-to-end adds the decode.
+
+Trace and workload:
+  --trace FILE                  Mooncake JSONL (default: ` + defaultSimTrace + `,
+                                found from the working directory up)
+  --requests N                  replay only the first N requests (0: all)
+  --block-size TOKENS           KV block size; must divide 512 (one id = 512 tokens)
+  --concurrency C               closed loop: C clients, each sending the next
+                                request of the trace when its previous one completes
+  --open-loop                   send at the trace's timestamps instead
+  --time-scale F                open loop: timestamps × F (0.5 = twice as fast)
+Data centers and WAN:
+  --grid FILE                   RTT matrix CSV (default: ` + defaultSimGrid + `)
+  --dcs a,b,…                   simulate only these sites (default: every site)
+  --router-site SITE            where the clients and the global router are
+  --rtt-jitter DURATION         extra RTT per request, uniform in [0, jitter] (0: none)
+  --load-report-interval DUR    how often each DC publishes its load
+  --no-inflight                 do not add the router's own in-flight requests to
+                                the DCs' stale load reports
+Workers (every DC alike):
+  --workers-per-dc N            workers per DC
+  --kv-blocks-per-worker B      KV capacity of a worker, in blocks of --block-size
+                                tokens (1024 × 512 = 32k blocks of 16 tokens)
+  --prefill-tokens-per-ms R     one worker's prefill speed, prompt tokens per ms
+  --decode-ms-per-token T       time per generated token after the first, ms
+  --batch-limit S               most sequences a worker runs at once
+Policies and output:
+  --policies LIST               comma-separated policy names, or all
+  --seed S                      seed of every random draw (same seed, same results)
+  --json                        print one JSON object instead of the table
+  --report DIR                  also write DIR/report.md with PNG charts
+  --quiet                       no progress on stderr
+
+Progress goes to stderr every few seconds while policies run.`
+
+// Default inputs of `goindex sim`, looked up from the working directory up.
+const (
+	defaultSimTrace = "testdata/mooncake/conversation_head400.jsonl"
+	defaultSimGrid  = "testdata/wan/grid13_rtt_ms.csv"
+)
+
+// maxSimRequests bounds --requests.
+const maxSimRequests = 1 << 24
+
+// simProgressEvery is how often progress lines go to stderr.
+const simProgressEvery = 3 * time.Second
+
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("sim", simSynopsis, stderr)
+	tracePath := fs.String("trace", "", "Mooncake JSONL trace (default: "+defaultSimTrace+" found from the working directory up)")
+	requests := fs.Int("requests", 0, "replay only the first N requests (0: all)")
+	blockSize := fs.Int("block-size", trace.DefaultBlockSize, "KV block size in tokens (divides 512)")
+	concurrency := fs.Int("concurrency", sim.DefaultConcurrency, "closed-loop clients")
+	openLoop := fs.Bool("open-loop", false, "send at the trace's timestamps instead of a closed loop")
+	timeScale := fs.Float64("time-scale", 1, "open loop: multiply trace timestamps by this")
+	gridPath := fs.String("grid", "", "RTT matrix CSV in ms (default: "+defaultSimGrid+" found from the working directory up)")
+	dcs := fs.String("dcs", "", "comma-separated sites to simulate (default: every site of the grid)")
+	routerSite := fs.String("router-site", sim.DefaultRouterSite, "site of the clients and the global router")
+	jitter := fs.Duration("rtt-jitter", sim.DefaultRTTJitter, "extra round trip per request, uniform in [0, jitter]; 0 for none")
+	reportEvery := fs.Duration("load-report-interval", sim.DefaultLoadReportInterval, "load report period of every DC")
+	noInflight := fs.Bool("no-inflight", false, "do not add the router's in-flight requests to stale load reports")
+	workers := fs.Int("workers-per-dc", sim.DefaultWorkersPerDC, "workers per DC")
+	kvBlocks := fs.Int("kv-blocks-per-worker", sim.DefaultKVBlocksPerWorker, "KV capacity per worker, blocks of --block-size tokens")
+	prefill := fs.Float64("prefill-tokens-per-ms", sim.DefaultPrefillTokensPerMs, "prefill speed of one worker, tokens/ms")
+	decode := fs.Float64("decode-ms-per-token", sim.DefaultDecodeMsPerToken, "decode time per output token after the first, ms")
+	batch := fs.Int("batch-limit", sim.DefaultBatchLimit, "most sequences a worker runs at once")
+	policies := fs.String("policies", "all", "comma-separated policies: "+policyNames()+", or all")
+	seed := fs.Uint64("seed", sim.DefaultSeed, "seed of every random draw")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	reportDir := fs.String("report", "", "write a Markdown report with PNG charts into this directory")
+	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	usageErr := func(format string, a ...any) error {
+		return fmt.Errorf("sim: %s: %w", fmt.Sprintf(format, a...), errUsage)
+	}
+	if *requests < 0 || *requests > maxSimRequests {
+		return usageErr("--requests must be in [0, %d]", maxSimRequests)
+	}
+	pols, err := sim.ParsePolicies(*policies)
+	if err != nil {
+		return usageErr("--policies: %v", err)
+	}
+	grid, err := loadGrid(*gridPath, *dcs)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if *tracePath == "" {
+		if *tracePath, err = findUp(defaultSimTrace); err != nil {
+			return usageErr("no --trace given and %s not found from the working directory up", defaultSimTrace)
+		}
+	}
+	reqs, err := readTracePrefix(*tracePath, *requests)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	w, err := sim.NewWorkload(reqs, *blockSize)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if *jitter == 0 {
+		*jitter = -1 // the library's "off"; 0 there means the default
+	}
+	cfg := sim.Config{
+		Grid: grid, RouterSite: *routerSite,
+		WorkersPerDC: *workers, KVBlocksPerWorker: *kvBlocks, BlockSize: *blockSize,
+		PrefillTokensPerMs: *prefill, DecodeMsPerToken: *decode, BatchLimit: *batch,
+		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale,
+		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight,
+		Policies: pols, Seed: *seed,
+	}
+	if !*quiet {
+		cfg.Progress = progressPrinter(stderr, len(pols))
+	}
+	began := time.Now()
+	rep, err := sim.Run(ctx, cfg, w)
+	if errors.Is(err, sim.ErrConfig) {
+		return usageErr("%v", err)
+	}
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	in := simInput{Trace: *tracePath, Requests: len(reqs), WallSeconds: time.Since(began).Seconds()}
+	if *reportDir != "" {
+		if err := sim.WriteReport(*reportDir, rep, in.Trace); err != nil {
+			return fmt.Errorf("sim: report: %w", err)
+		}
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(simJSON(rep, in))
+	}
+	printSim(stdout, rep, in, *reportDir)
+	return nil
+}
+
+// simInput is what the command adds to a report: where the trace came
+// from and how long the whole run took.
+type simInput struct {
+	Trace       string
+	Requests    int
+	WallSeconds float64
+}
+
+func policyNames() string {
+	names := make([]string, len(sim.AllPolicies))
+	for i, p := range sim.AllPolicies {
+		names[i] = p.String()
+	}
+	return strings.Join(names, ",")
+}
+
+// loadGrid reads the RTT matrix (the default one found up from the
+// working directory) and keeps the sites of dcs, if given.
+func loadGrid(path, dcs string) (*sim.Grid, error) {
+	if path == "" {
+		var err error
+		if path, err = findUp(defaultSimGrid); err != nil {
+			return nil, fmt.Errorf("no --grid given and %s not found from the working directory up", defaultSimGrid)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--grid: %v", err)
+	}
+	defer f.Close()
+	g, err := sim.ReadGrid(f)
+	if err != nil {
+		return nil, fmt.Errorf("--grid %s: %v", path, err)
+	}
+	if dcs == "" {
+		return g, nil
+	}
+	names := strings.Split(dcs, ",")
+	for i := range names {
+		names[i] = strings.TrimSpace(names[i])
+	}
+	if g, err = g.Subset(names); err != nil {
+		return nil, fmt.Errorf("--dcs: %v", err)
+	}
+	return g, nil
+}
+
+// readTracePrefix reads the first n requests of a Mooncake trace (all of
+// them when n is 0).
+func readTracePrefix(path string, n int) ([]trace.Request, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := trace.NewReader(f, trace.ReaderConfig{})
+	var reqs []trace.Request
+	for n == 0 || len(reqs) < n {
+		req, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		reqs = append(reqs, req)
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%s: no requests", path)
+	}
+	return reqs, nil
+}
+
+// progressPrinter returns a Progress callback that prints a line per
+// finished policy and, at most every simProgressEvery, the latest state.
+func progressPrinter(w io.Writer, policies int) func(sim.Progress) {
+	var mu sync.Mutex
+	last := time.Now()
+	finished := 0
+	return func(p sim.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case p.Done:
+			finished++
+			fmt.Fprintf(w, "sim: %-16s done: %d requests in %.1f simulated s (%d of %d policies)\n", p.Policy, p.Completed, p.SimMs/1000, finished, policies)
+		case time.Since(last) >= simProgressEvery:
+			last = time.Now()
+			fmt.Fprintf(w, "sim: %-16s %d/%d requests, %.1f simulated s\n", p.Policy, p.Completed, p.Total, p.SimMs/1000)
+		}
+	}
+}
+
+// simJSON is the --json object: per-policy figures keyed by name, and the
+// configuration the run used.
+func simJSON(rep *sim.Report, in simInput) map[string]any {
+	pols := make(map[string]*sim.Result, len(rep.Results))
+	order := make([]string, len(rep.Results))
+	for i, r := range rep.Results {
+		pols[r.Policy] = r
+		order[i] = r.Policy
+	}
+	c := rep.Config
+	return map[string]any{
+		"policies": pols,
+		"config": map[string]any{
+			"policies": order, "trace": in.Trace, "requests": in.Requests, "sites": c.Grid.Sites, "router_site": c.RouterSite,
+			"workers_per_dc": c.WorkersPerDC, "kv_blocks_per_worker": c.KVBlocksPerWorker, "block_size": c.BlockSize,
+			"prefill_tokens_per_ms": c.PrefillTokensPerMs, "decode_ms_per_token": c.DecodeMsPerToken,
+			"batch_limit": c.BatchLimit, "concurrency": c.Concurrency, "open_loop": c.OpenLoop, "time_scale": c.TimeScale,
+			"load_report_interval_ms": float64(c.LoadReportInterval) / float64(time.Millisecond),
+			"rtt_jitter_ms":           float64(c.RTTJitter) / float64(time.Millisecond),
+			"inflight":                !c.NoInflight, "seed": c.Seed, "wall_s": in.WallSeconds,
+		},
+	}
+}
+
+// printSim prints the human-readable comparison table.
+func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
+	c := rep.Config
+	mode := fmt.Sprintf("closed loop, concurrency %d", c.Concurrency)
+	if c.OpenLoop {
+		mode = fmt.Sprintf("open loop, time scale %g", c.TimeScale)
+	}
+	fmt.Fprintf(w, "goindex sim: %s, %d requests; %d DCs × %d workers, router at %s; %s\n",
+		in.Trace, in.Requests, len(c.Grid.Sites), c.WorkersPerDC, c.RouterSite, mode)
+	fmt.Fprintf(w, "model: %d KV blocks × %d tokens per worker, prefill %g tokens/ms, decode %g ms/token, batch limit %d; load reports every %v, RTT jitter ≤ %v\n\n",
+		c.KVBlocksPerWorker, c.BlockSize, c.PrefillTokensPerMs, c.DecodeMsPerToken, c.BatchLimit, c.LoadReportInterval, c.RTTJitter)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\treq/s\tTTFT p50 ms\tp95\tp99\te2e p95 ms\thit rate\tWAN hops\tmean RTT ms\timbalance\tCKF over/under\t")
+	for _, r := range rep.Results {
+		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f%%\t%d\t%.1f\t%.2f\t%d/%d\t\n",
+			r.Policy, r.ThroughputRPS, r.TTFTp50Ms, r.TTFTp95Ms, r.TTFTp99Ms, r.E2Ep95Ms, 100*r.HitRate,
+			r.WANHops, r.MeanRTTms, r.LoadImbalance, r.CKF.Overcounts, r.CKF.Undercounts)
+	}
+	tw.Flush()
+	checks := 0
+	if len(rep.Results) > 0 {
+		checks = rep.Results[0].CKF.LaneChecks
+	}
+	fmt.Fprintf(w, "\nCKF over/under: probe depth above/below the exact depth of the lane's delivered state, of %d lane checks per policy; every lane converged to its producer's bytes.\n", checks)
+	if reportDir != "" {
+		fmt.Fprintf(w, "report: %s\n", reportDir+"/report.md")
+	}
+	fmt.Fprintf(w, "wall time %.1f s\n", in.WallSeconds)
+}

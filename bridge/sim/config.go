@@ -1,0 +1,310 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/goindex/goindex/bridge/trace"
+	"github.com/goindex/goindex/goindex/score"
+)
+
+// Policy is a global routing policy: how the router picks the DC of each
+// request.
+type Policy uint8
+
+// The policies, in the order reports list them. Every policy sees the same
+// model; they differ only in the rule and in where prefix depths come from.
+const (
+	// SingleDC sends every request to the router-site DC.
+	SingleDC Policy = iota + 1
+	// RoundRobin cycles through the DCs in grid order.
+	RoundRobin
+	// LoadOnly takes the DC with the lowest reported load (Dynamo's G2025
+	// load in blocks), ignoring cache and RTT.
+	LoadOnly
+	// PrefixThenLoad takes the DC with the deepest CKF prefix, then the
+	// lowest load (upstream's proof of concept).
+	PrefixThenLoad
+	// Credit is Dynamo's current block cost over CKF depths and reported
+	// load: max(0, prefill blocks − overlap) + decode blocks.
+	Credit
+	// TTFT is goindex's cost: RTT + queue wait + uncached prefill time, with
+	// CKF replica depths.
+	TTFT
+	// ExactOracle is the TTFT cost with every DC's exact, current prefix
+	// depth (its in-DC radix index) instead of the CKF replica: the bound
+	// the lossy, delayed projection is measured against.
+	ExactOracle
+)
+
+// AllPolicies lists every policy in report order.
+var AllPolicies = []Policy{SingleDC, RoundRobin, LoadOnly, PrefixThenLoad, Credit, TTFT, ExactOracle}
+
+var policyNames = map[Policy]string{
+	SingleDC: "single-dc", RoundRobin: "round-robin", LoadOnly: "load-only", PrefixThenLoad: "prefix-then-load",
+	Credit: "credit", TTFT: "ttft", ExactOracle: "exact-oracle",
+}
+
+// String returns the policy's command-line name.
+func (p Policy) String() string {
+	if n, ok := policyNames[p]; ok {
+		return n
+	}
+	return fmt.Sprintf("policy(%d)", uint8(p))
+}
+
+// scorePolicy is the score package's rule behind p.
+func (p Policy) scorePolicy() score.Policy {
+	switch p {
+	case SingleDC:
+		return score.SingleDC
+	case RoundRobin:
+		return score.RoundRobin
+	case LoadOnly:
+		return score.LoadOnly
+	case PrefixThenLoad:
+		return score.PrefixThenLoad
+	case Credit:
+		return score.Credit
+	}
+	return score.TTFT
+}
+
+// ParsePolicies parses a comma-separated list of policy names ("all" for
+// every policy), keeping the order given and refusing repeats.
+func ParsePolicies(s string) ([]Policy, error) {
+	if strings.TrimSpace(s) == "all" {
+		return append([]Policy(nil), AllPolicies...), nil
+	}
+	var out []Policy
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		var found Policy
+		for _, p := range AllPolicies {
+			if p.String() == name {
+				found = p
+			}
+		}
+		if found == 0 {
+			return nil, fmt.Errorf("%w: unknown policy %q (want all or some of %s)", ErrConfig, name, policyList())
+		}
+		for _, p := range out {
+			if p == found {
+				return nil, fmt.Errorf("%w: policy %q named twice", ErrConfig, name)
+			}
+		}
+		out = append(out, found)
+	}
+	return out, nil
+}
+
+func policyList() string {
+	names := make([]string, len(AllPolicies))
+	for i, p := range AllPolicies {
+		names[i] = p.String()
+	}
+	return strings.Join(names, ",")
+}
+
+// Defaults of Config. They model a mid-size model served on one GPU node
+// per worker: 32k KV blocks of 16 tokens per worker (512k tokens) are 1,024
+// blocks of 512 tokens; 15k prompt tokens/s of prefill; 30 ms per output
+// token at any batch size up to the limit (decode is memory-bound); eight
+// workers per DC.
+const (
+	DefaultRouterSite         = "fra"
+	DefaultWorkersPerDC       = 8
+	DefaultKVBlocksPerWorker  = 1024
+	DefaultPrefillTokensPerMs = 15
+	DefaultDecodeMsPerToken   = 30
+	DefaultBatchLimit         = 64
+	DefaultConcurrency        = 256
+	DefaultLoadReportInterval = 100 * time.Millisecond
+	DefaultRTTJitter          = 2 * time.Millisecond
+	DefaultSampleInterval     = time.Second
+	DefaultSeed               = 42
+	// loadStaleReports is how many report intervals old a load report may
+	// be before the router treats the DC's load as missing.
+	loadStaleReports = 3
+)
+
+// Config limits, so that a typo cannot ask for millions of engines.
+const (
+	MaxWorkersPerDC   = 1024
+	MaxBatchLimit     = 1 << 16
+	MaxConcurrency    = 1 << 20
+	MaxKVBlocksWorker = trace.MaxCapacityBlocks
+)
+
+// Config describes one simulation: the DCs and their workers, the
+// throughput model, the client load and the policies to compare. The zero
+// value of every optional field takes its default; Run validates it.
+type Config struct {
+	// Grid gives the DCs (one per site, in order) and their RTTs; required.
+	Grid *Grid
+	// RouterSite is where the clients and the global router are; it must be
+	// a site of Grid. // optional; default: "fra"
+	RouterSite string
+
+	// WorkersPerDC is the workers of every DC. // optional; default: 8
+	WorkersPerDC int
+	// KVBlocksPerWorker is each worker's KV capacity in blocks of
+	// BlockSize tokens. // optional; default: 1024
+	KVBlocksPerWorker int
+	// BlockSize is the KV block size in tokens; it must divide 512 (a
+	// Mooncake hash id is 512 tokens). // optional; default: 512
+	BlockSize int
+	// PrefillTokensPerMs is one worker's prefill speed; prefill is FIFO,
+	// one request at a time per worker. // optional; default: 15
+	PrefillTokensPerMs float64
+	// DecodeMsPerToken is the time per generated token after the first, for
+	// every running sequence. // optional; default: 30
+	DecodeMsPerToken float64
+	// BatchLimit is the most sequences a worker runs at once (prefilling or
+	// decoding; vLLM's max_num_seqs). // optional; default: 64
+	BatchLimit int
+
+	// Concurrency is the closed-loop client count. // optional; default: 256
+	Concurrency int
+	// OpenLoop replays arrivals at the trace's timestamps instead.
+	// // optional; default: false
+	OpenLoop bool
+	// TimeScale multiplies trace timestamps in open loop (0.5 replays
+	// twice as fast). // optional; default: 1
+	TimeScale float64
+
+	// LoadReportInterval is how often each DC publishes a load report.
+	// // optional; default: 100ms
+	LoadReportInterval time.Duration
+	// RTTJitter is the most extra round-trip time a request pays above the
+	// matrix mean (uniform in [0, RTTJitter], drawn per request). A negative
+	// value turns jitter off. // optional; default: 2ms
+	RTTJitter time.Duration
+	// NoInflight turns off the router's own accounting of the requests it
+	// routed since a DC's last load report (every load-aware policy adds
+	// them to the stale report, as Dynamo's router tracks its own active
+	// sequences). // optional; default: false (accounting on)
+	NoInflight bool
+	// SampleInterval is the period of the per-DC load samples kept for the
+	// report's charts. // optional; default: 1s
+	SampleInterval time.Duration
+
+	// Policies are the policies to run, each on identical input.
+	// // optional; default: AllPolicies
+	Policies []Policy
+	// Seed drives every random draw (jitter, tie-breaks); the same seed
+	// gives identical results. // optional; default: 42
+	Seed uint64
+	// Progress, if set, is called from the policies' goroutines every
+	// ProgressEvery completed requests and when a policy finishes; it must
+	// be safe for concurrent use. // optional
+	Progress func(Progress)
+	// ProgressEvery is the completed-request period of Progress calls.
+	// // optional; default: 500
+	ProgressEvery int
+}
+
+// Progress is one progress note of a running policy.
+type Progress struct {
+	Policy    Policy
+	Completed int
+	Total     int
+	SimMs     float64 // simulated time so far, ms
+	Done      bool
+}
+
+// withDefaults returns c with every unset optional field at its default,
+// or an ErrConfig error.
+func (c Config) withDefaults() (Config, error) {
+	if c.Grid == nil || len(c.Grid.Sites) == 0 {
+		return c, fmt.Errorf("%w: no grid", ErrConfig)
+	}
+	if len(c.Grid.Sites) > MaxGridSites {
+		return c, fmt.Errorf("%w: %d DCs, at most %d", ErrConfig, len(c.Grid.Sites), MaxGridSites)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	deff := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.RouterSite == "" {
+		c.RouterSite = DefaultRouterSite
+	}
+	def(&c.WorkersPerDC, DefaultWorkersPerDC)
+	def(&c.KVBlocksPerWorker, DefaultKVBlocksPerWorker)
+	def(&c.BlockSize, trace.DefaultBlockSize)
+	deff(&c.PrefillTokensPerMs, DefaultPrefillTokensPerMs)
+	deff(&c.DecodeMsPerToken, DefaultDecodeMsPerToken)
+	def(&c.BatchLimit, DefaultBatchLimit)
+	def(&c.Concurrency, DefaultConcurrency)
+	deff(&c.TimeScale, 1)
+	def(&c.ProgressEvery, 500)
+	if c.LoadReportInterval == 0 {
+		c.LoadReportInterval = DefaultLoadReportInterval
+	}
+	if c.RTTJitter == 0 {
+		c.RTTJitter = DefaultRTTJitter
+	}
+	if c.RTTJitter < 0 {
+		c.RTTJitter = 0
+	}
+	if c.SampleInterval == 0 {
+		c.SampleInterval = DefaultSampleInterval
+	}
+	if len(c.Policies) == 0 {
+		c.Policies = append([]Policy(nil), AllPolicies...)
+	}
+	if c.Seed == 0 {
+		c.Seed = DefaultSeed
+	}
+	bad := func(format string, a ...any) (Config, error) {
+		return c, fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case c.WorkersPerDC < 1 || c.WorkersPerDC > MaxWorkersPerDC:
+		return bad("workers per DC %d not in [1, %d]", c.WorkersPerDC, MaxWorkersPerDC)
+	case c.KVBlocksPerWorker < 1 || c.KVBlocksPerWorker > MaxKVBlocksWorker:
+		return bad("KV blocks per worker %d not in [1, %d]", c.KVBlocksPerWorker, MaxKVBlocksWorker)
+	case c.BlockSize < 1 || c.BlockSize > trace.TokensPerID || trace.TokensPerID%c.BlockSize != 0:
+		return bad("block size %d must divide %d", c.BlockSize, trace.TokensPerID)
+	case !positive(c.PrefillTokensPerMs):
+		return bad("prefill rate %v tokens/ms must be a positive number", c.PrefillTokensPerMs)
+	case !positive(c.DecodeMsPerToken):
+		return bad("decode time %v ms/token must be a positive number", c.DecodeMsPerToken)
+	case c.BatchLimit < 1 || c.BatchLimit > MaxBatchLimit:
+		return bad("batch limit %d not in [1, %d]", c.BatchLimit, MaxBatchLimit)
+	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
+		return bad("concurrency %d not in [1, %d]", c.Concurrency, MaxConcurrency)
+	case !positive(c.TimeScale):
+		return bad("time scale %v must be a positive number", c.TimeScale)
+	case c.LoadReportInterval < time.Millisecond:
+		return bad("load report interval %v must be at least 1ms", c.LoadReportInterval)
+	case c.SampleInterval < time.Millisecond:
+		return bad("sample interval %v must be at least 1ms", c.SampleInterval)
+	case c.ProgressEvery < 1:
+		return bad("progress period %d must be positive", c.ProgressEvery)
+	}
+	if _, ok := c.Grid.Index(c.RouterSite); !ok {
+		return bad("router site %q is not one of the DCs (%s)", c.RouterSite, strings.Join(c.Grid.Sites, ","))
+	}
+	for i, p := range c.Policies {
+		if _, ok := policyNames[p]; !ok {
+			return bad("unknown policy %d", p)
+		}
+		for _, q := range c.Policies[:i] {
+			if q == p {
+				return bad("policy %v named twice", p)
+			}
+		}
+	}
+	return c, nil
+}
+
+func positive(v float64) bool { return v > 0 && !math.IsInf(v, 1) }

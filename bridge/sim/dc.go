@@ -1,0 +1,182 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/radix"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/score"
+)
+
+// domain is the one routing domain every simulated pool belongs to.
+const domain relayproto.DomainID = 1
+
+// dc is one simulated data center: its workers, Dynamo's in-DC KV router
+// (the credit rule over an exact radix index of the DC's workers, fed by
+// their events as they happen), and the DC's relay: one CKF producer for
+// the pool, a leased publisher whose frames travel the WAN link to the
+// router site, and periodic load reports on the same link.
+type dc struct {
+	idx   int
+	name  string
+	rttMs float64 // router ↔ DC round trip, the matrix mean
+
+	workers []*worker
+	index   *radix.Index  // exact and current: the local router's view
+	local   *score.Scorer // the local router's credit rule
+
+	prod     *ckf.Producer
+	pub      *relayproto.Publisher
+	identity relayproto.ProducerIdentity
+	timerGen int                // the armed cadence timer's generation; a boundary disarms it
+	images   []relayproto.Image // drain scratch
+	events   []kv.Event         // Engine.Serve scratch
+	window   []kv.Event         // events since the last boundary, delivered with its batch to the router's audit index
+	link     []linkItem         // frames on the WAN link to the router, oldest first
+	released int64              // blocks released by finished requests since the last load report
+	active   int                // requests routed here and not finished
+	stats    dcStats
+}
+
+// dcStats are a DC's counters for the result.
+type dcStats struct {
+	requests     int
+	promptTokens int64
+	hitTokens    int64
+	relay        RelayStats
+}
+
+func newDC(idx int, name string, rttMs float64, c *Config, f *ckf.Format) (*dc, error) {
+	local, err := score.New(score.Config{Policy: score.Credit, BlockSize: c.BlockSize})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	prod, err := ckf.New(ckf.Config{Format: f})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	d := &dc{idx: idx, name: name, rttMs: rttMs, index: radix.New(radix.Config{}), local: local, prod: prod}
+	d.identity = relayproto.ProducerIdentity{
+		Pool:        relayproto.PoolID{Domain: domain, DC: relayproto.DCID(idx + 1)},
+		Incarnation: 1, LayoutGeneration: 1, Format: relayproto.FormatOf(f),
+	}
+	for k := range c.WorkersPerDC {
+		w, err := newWorker(k, c.KVBlocksPerWorker)
+		if err != nil {
+			return nil, err
+		}
+		d.workers = append(d.workers, w)
+	}
+	return d, nil
+}
+
+// arrive is the in-DC router: request i reaches DC d and goes to the
+// worker with the lowest credit cost over the exact radix overlaps and
+// each worker's routed load.
+func (s *simulation) arrive(d *dc, i int, now float64) error {
+	r, st := &s.w.Requests[i], &s.reqs[i]
+	s.overlaps = d.index.Match(s.overlaps[:0], r.Locals)
+	depth := s.workerDepth[:len(d.workers)]
+	clear(depth)
+	for _, o := range s.overlaps {
+		depth[o.Member.Worker] = o.Blocks
+	}
+	cands := s.localCands[:0]
+	for k, w := range d.workers {
+		cands = append(cands, score.Candidate{
+			ID: uint64(k), CachedBlocks: depth[k], HasLoad: true,
+			ActivePrefillTokens: uint64(w.pendingTokens), ActiveDecodeBlocks: uint64(w.routedBlocks),
+		})
+	}
+	s.localCands = cands
+	res, err := d.local.Score(score.Request{ISLTokens: r.InputTokens}, cands, s.draw(i, drawLocal))
+	if err != nil {
+		return fmt.Errorf("%w: dc %s local router: %w", ErrEngine, d.name, err)
+	}
+	st.worker = res.Index
+	st.estUncached = r.InputTokens - min(depth[res.Index]*s.w.BlockSize, r.InputTokens-1)
+	st.arriveMs = now
+	d.active++
+	d.stats.requests++
+	s.enqueue(d, d.workers[res.Index], i, now)
+	return nil
+}
+
+// publishEvents applies the events of d.events, in order, to the DC's exact
+// index and its CKF producer, and follows the producer's cadence: a
+// boundary when N events are pending, a flush timer when a window opens.
+func (s *simulation) publishEvents(d *dc, now float64) error {
+	for k := range d.events {
+		ev := &d.events[k]
+		if err := d.index.Apply(ev); err != nil {
+			return fmt.Errorf("%w: dc %s index: %v event of %v: %w", ErrEngine, d.name, ev.Kind, ev.Member, err)
+		}
+		step, err := d.prod.Apply(ev)
+		// A capacity omission is the CKF's documented, counted loss (a
+		// stable false negative), not a failure of the path.
+		if err != nil && !errors.Is(err, ckf.ErrCapacityExhausted) {
+			return fmt.Errorf("%w: dc %s producer: %v event of %v: %w", ErrEngine, d.name, ev.Kind, ev.Member, err)
+		}
+		d.window = append(d.window, *ev)
+		switch step {
+		case ckf.StepPublish:
+			if err := s.boundary(d, now); err != nil {
+				return err
+			}
+		case ckf.StepArmTimer:
+			d.timerGen++
+			s.q.push(now+ms(d.prod.FlushAfter()), evFlush, d.idx, d.timerGen)
+		}
+	}
+	return nil
+}
+
+// boundary is a publication boundary of DC d: the producer's net-changed
+// buckets go out as one delta (if any changed), followed on the link by
+// the window's events for the router's audit index, and the flush timer
+// is disarmed.
+func (s *simulation) boundary(d *dc, now float64) error {
+	d.timerGen++
+	d.images = d.prod.Drain(d.images[:0])
+	if _, err := d.pub.Publish(d.images); err != nil {
+		return fmt.Errorf("%w: dc %s publish: %w", ErrEngine, d.name, err)
+	}
+	s.sendOnLink(d, now, nil, d.window)
+	d.window = nil
+	return nil
+}
+
+// loadReport samples DC d's load and sends it to the router as a
+// relayproto LoadReport frame: queued prefill work, the blocks of every
+// routed request not finished, capacity, and rates (the blocks finished
+// requests released over the last interval).
+func (s *simulation) loadReport(d *dc, now float64) error {
+	var queued float64
+	var routed, cached uint64
+	for _, w := range d.workers {
+		queued += w.queuedTokens(now, s.cfg.PrefillTokensPerMs, s)
+		routed += uint64(w.routedBlocks)
+		cached += uint64(w.engine.Blocks())
+	}
+	interval := ms(s.cfg.LoadReportInterval)
+	n := len(d.workers)
+	r := relayproto.LoadReport{
+		Identity:            d.identity,
+		Sequence:            d.pub.Status().LastSequence,
+		TimestampUnixNano:   uint64(now * 1e6),
+		IntervalMs:          uint32(interval),
+		ActiveBlocks:        cached,
+		QueuedPrefillTokens: uint64(queued),
+		ActiveDecodeBlocks:  routed,
+		LiveWorkers:         uint32(n),
+		CapacityBlocks:      uint64(n * s.cfg.KVBlocksPerWorker),
+		PrefillTokensPerMs:  s.cfg.PrefillTokensPerMs,
+		QueueTokensPerMs:    float64(n) * s.cfg.PrefillTokensPerMs,
+		DecodeBlocksPerMs:   float64(d.released) / interval,
+	}
+	d.released = 0
+	return s.sendFrame(d, now, &r)
+}

@@ -1,0 +1,115 @@
+// Package sim is `goindex sim`'s engine: a deterministic discrete-event
+// simulation of a Mooncake trace served by N data centers, run once per
+// global routing policy on identical input, to measure whether routing on
+// the CKF replica pays off (throughput, TTFT, hit rate, WAN hops, balance)
+// and how closely it tracks an exact oracle.
+//
+// # Concepts
+//
+// The clients and the global router sit at the router site; every DC is a
+// site of a Grid (an RTT matrix, default testdata/wan's 13 sites), one
+// matrix RTT away. A DC has WorkersPerDC workers, each a trace.Engine (an
+// LRU prefix cache of KVBlocksPerWorker blocks emitting real Stored and
+// Removed events) behind a vLLM-like scheduler (worker.go has the model:
+// FCFS admission within a batch limit and the KV capacity, FIFO prefill of
+// the uncached tokens, fixed time per decoded token). Inside a DC,
+// Dynamo's local KV router places each request with the credit rule over
+// an exact radix index of the DC's workers.
+//
+// The global routing decision comes from the real engine path. Each DC's
+// events feed one ckf.Producer (one pool per DC); its cadence boundaries
+// (16 events or 1 ms) drain bucket images that a relayproto.Publisher
+// sends as Delta frames, encoded to bytes and carried over the DC's link,
+// which delivers them one way (RTT/2) later to a relayproto.Consumer
+// writing one replica.Table lane per DC. Every LoadReportInterval each DC
+// sends a LoadReport frame on the same link. For every request the router
+// runs one replica.Searcher probe over all lanes, builds one
+// score.Candidate per DC (probe depth, the lane's last load report plus the
+// router's own in-flight requests since it was sampled, matrix RTT) and
+// asks a score.Scorer. ExactOracle replaces the probe depths by each DC's
+// exact, current depth.
+//
+// Times: a request leaves the client at its send time, reaches the DC after
+// half its RTT (the matrix mean plus a per-request jitter draw), waits for
+// admission and earlier prefills, is prefilled, and its first token reaches
+// the client half an RTT after the prefill ends (TTFT); its last token
+// follows (output − 1) decode steps later (end-to-end). Traffic starts once
+// every lane holds its snapshot and a first load report. Closed loop keeps
+// Concurrency clients busy in trace order; open loop sends at the trace's
+// timestamps × TimeScale.
+//
+// # Invariants
+//
+//   - Determinism: a run is a pure function of (Config, Workload). Events
+//     of equal time fire in scheduling order; every random draw comes from
+//     a stream seeded by (Seed, request, stage), so one policy's choices
+//     never shift another request's draws, and the policies of one Run see
+//     identical requests, arrivals and jitter.
+//   - Every request completes exactly once; a run whose queue empties
+//     first, or that completes a request twice, fails with ErrEngine.
+//   - A worker's cached prefix cannot change during its one running
+//     prefill, so the hit the prefill was timed with is the hit the engine
+//     records; a mismatch fails the run.
+//   - Every frame the router receives makes progress on its lane; at the
+//     end every lane acknowledges its drain marker and equals its
+//     producer's words byte for byte.
+//   - Accuracy is audited on every decision: each ready lane's probe depth
+//     is compared with an exact radix index fed with exactly the events
+//     the lane has received; undercounts must stay 0 barring capacity
+//     omissions, which the producers count.
+//
+// # Errors
+//
+// Run returns ErrConfig or ErrWorkload for bad input before anything runs,
+// the context's error when cancelled, and ErrEngine when the engine path
+// disagreed with itself (a bug, never bad input). A failed Run returns no
+// results. ReadGrid returns ErrGrid and allocates nothing beyond its size
+// limits.
+//
+// # Concurrency
+//
+// Run runs the policies on up to GOMAXPROCS goroutines; each run owns all
+// its state and shares only the read-only Workload and Grid. Config's
+// Progress callback is called from those goroutines. Grid, Workload and
+// Report are safe to read concurrently once built.
+//
+// Non-goals: no model of decode slowing down with batch size or of prefill
+// chunks interleaving with decode steps; no KV preemption (admission
+// reserves a request's blocks up front); no network loss or relay faults
+// (the relayproto tests cover those); the control plane has no jitter, so
+// every link is FIFO.
+//
+// # Files
+//
+//   - doc.go: this overview.
+//   - errors.go: the sentinels.
+//   - grid.go: Grid, ReadGrid (the RTT matrix CSV, with size limits), Subset.
+//   - config.go: Policy, Config and its defaults, Progress.
+//   - workload.go: Request, Workload, NewWorkload (hash the trace once).
+//   - queue.go: the event kinds and the time-ordered event heap.
+//   - worker.go: the worker model: admission, prefill, decode, busy time.
+//   - dc.go: a DC: the in-DC credit router, the producer and its cadence, load reports.
+//   - relay.go: the WAN link, frames in and out, the consumer's table, drain and convergence check.
+//   - router.go: the global decision, in-flight accounting, Accuracy.
+//   - run.go: Run, Report, one policy's simulation and its event loop, the clients.
+//   - metrics.go: Result, DCResult, LoadSeries, percentiles.
+//   - report.go: WriteReport: the Markdown report and its PNG charts.
+//
+// # Tests
+//
+// The tests prove: the grid parser on the shipped matrix and on every
+// malformed shape (and never panicking, by fuzzing); the event heap against
+// a sort; the worker model against hand-computed timelines (FIFO prefill,
+// admission by batch limit, cache hits capped at input − 1); determinism
+// (same seed, identical results; another seed, different jitter);
+// conservation (every request completes once, hits ≤ prompt tokens,
+// per-DC counts add up, workers end idle); that the engine path is used
+// and exact within the CKF's bounds (no undercounts, lanes converge, deltas
+// and load reports flow) and that a corrupted frame stops the run; the
+// policies' sanity on hand-made grids (single-dc stays home, round-robin
+// cycles, load-only spreads, a far DC holding a long prefix wins under
+// ttft only when the prefill saved exceeds the RTT while prefix-then-load
+// always goes there); open-loop arrival times; config validation; the
+// report's files (PNG headers); and that this file map matches the
+// directory.
+package sim

@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestPolicy_SingleDCStaysHome(t *testing.T) {
+	w := shippedWorkload(t, 200, 60)
+	c := Config{Grid: shippedGrid(t), RouterSite: "par", Concurrency: 64, Seed: testSeed(t)}
+	res := simulate(t, c, w, SingleDC, nil).result()
+	home, _ := c.Grid.Index("par")
+	if res.WANHops != 0 || res.PerDC[home].Requests != len(w.Requests) {
+		t.Errorf("single-dc: %d WAN hops, home served %d of %d", res.WANHops, res.PerDC[home].Requests, len(w.Requests))
+	}
+	if res.LoadImbalance != float64(len(c.Grid.Sites)) {
+		t.Errorf("single-dc load imbalance = %v, want %d (all busy time in one of %d DCs)", res.LoadImbalance, len(c.Grid.Sites), len(c.Grid.Sites))
+	}
+}
+
+func TestPolicy_RoundRobinCycles(t *testing.T) {
+	w := shippedWorkload(t, 90, 90)
+	c := quiet(lineGrid(0, 30, 60))
+	s := simulate(t, c, w, RoundRobin, nil)
+	for i := range s.reqs {
+		if s.reqs[i].dc != i%3 {
+			t.Fatalf("round-robin sent request %d to DC %d, want %d", i, s.reqs[i].dc, i%3)
+		}
+	}
+}
+
+func TestPolicy_LoadOnlySpreadsEvenLoad(t *testing.T) {
+	// Four DCs close to the router, one worker each, a closed loop that
+	// keeps them all busy: load-only balances the work (in blocks, not
+	// request counts), so every DC gets a real share and busy times stay
+	// close.
+	w := shippedWorkload(t, 400, 160)
+	c := quiet(lineGrid(0, 10, 10, 10))
+	c.WorkersPerDC, c.Concurrency = 1, 32
+	res := simulate(t, c, w, LoadOnly, nil).result()
+	n := len(w.Requests)
+	for _, d := range res.PerDC {
+		if d.Requests < n/8 {
+			t.Errorf("load-only sent %d of %d requests to %s, want at least %d", d.Requests, n, d.Name, n/8)
+		}
+	}
+	if res.LoadImbalance > 1.25 {
+		t.Errorf("load-only load imbalance = %v, want ≤ 1.25 (single-dc's would be 4)", res.LoadImbalance)
+	}
+}
+
+// TestPolicy_FarPrefixWinsOnlyWhenPrefillSavedExceedsRTT warms a DC 200 ms
+// away with a prompt's prefix, then sends the prompt plus one block. At 15
+// tokens/ms, a cached 40-block prefix saves 1,365 ms of prefill, more than
+// the RTT, so ttft (and the oracle) go far; a 2-block prefix saves 68 ms,
+// less than the RTT, so they stay home. prefix-then-load goes far either
+// way: it ignores the RTT.
+func TestPolicy_FarPrefixWinsOnlyWhenPrefillSavedExceedsRTT(t *testing.T) {
+	for _, c := range []struct {
+		prefix  int
+		wantFar bool
+	}{{40, true}, {2, false}} {
+		prompt := append(ids(1000, c.prefix), 5000)
+		line := fmt.Sprintf("%d 1 %v", 512*len(prompt), joinIDs(prompt))
+		for _, p := range []Policy{TTFT, ExactOracle, PrefixThenLoad} {
+			cfg := quiet(lineGrid(0, 200))
+			cfg.Concurrency = 1
+			s := simulate(t, cfg, handTrace(t, line), p, func(s *simulation) { warm(t, s, 1, ids(1000, c.prefix)) })
+			st := &s.reqs[0]
+			want := c.wantFar || p == PrefixThenLoad
+			if got := st.dc == 1; got != want {
+				t.Errorf("%v, %d-block prefix 200 ms away: went far = %v, want %v", p, c.prefix, got, want)
+			}
+			if st.believed != c.prefix && st.dc == 1 {
+				t.Errorf("%v, %d-block prefix: router believed %d cached blocks", p, c.prefix, st.believed)
+			}
+			if st.dc == 1 && st.hitBlocks != c.prefix {
+				t.Errorf("%v: far DC hit %d blocks, want the warmed %d", p, st.hitBlocks, c.prefix)
+			}
+		}
+	}
+}
+
+func joinIDs(xs []uint64) string {
+	s := ""
+	for k, x := range xs {
+		if k > 0 {
+			s += ","
+		}
+		s += fmt.Sprint(x)
+	}
+	return s
+}

@@ -1,0 +1,209 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/replica"
+)
+
+// RelayStats counts what one DC's relay sent the router over the WAN: the
+// frames as encoded by relayproto, and their bytes.
+type RelayStats struct {
+	Snapshots       int   `json:"snapshots"`
+	SnapshotBytes   int64 `json:"snapshot_bytes"`
+	Deltas          int   `json:"deltas"`
+	DeltaBytes      int64 `json:"delta_bytes"`
+	Images          int64 `json:"images"`
+	LoadReports     int   `json:"load_reports"`
+	LoadReportBytes int64 `json:"load_report_bytes"`
+	DrainMarkers    int   `json:"drain_markers"`
+}
+
+func (r *RelayStats) add(o RelayStats) {
+	r.Snapshots += o.Snapshots
+	r.SnapshotBytes += o.SnapshotBytes
+	r.Deltas += o.Deltas
+	r.DeltaBytes += o.DeltaBytes
+	r.Images += o.Images
+	r.LoadReports += o.LoadReports
+	r.LoadReportBytes += o.LoadReportBytes
+	r.DrainMarkers += o.DrainMarkers
+}
+
+// linkItem is one thing in flight on a DC's WAN link to the router: an
+// encoded frame, or (frame nil) the events of one publication window for
+// the router's audit index, which travel right behind their delta.
+type linkItem struct {
+	frame  []byte
+	events []kv.Event
+}
+
+// laneTable adapts a replica.Table to relayproto.LaneTable. The lane state
+// machine validates images before it applies them, so Table.Apply cannot
+// refuse them; if it ever does, the first error is kept for the run to
+// report.
+type laneTable struct {
+	*replica.Table
+	err error
+}
+
+func (t *laneTable) ApplyImages(lane int, images []relayproto.Image) {
+	if err := t.Apply(lane, images); err != nil && t.err == nil {
+		t.err = err
+	}
+}
+
+// linkSink is a DC publisher's relayproto.Sink: it encodes each message
+// into a frame and puts it on the DC's link.
+type linkSink struct {
+	s *simulation
+	d *dc
+}
+
+func (k linkSink) Send(m relayproto.Message) error { return k.s.sendFrame(k.d, k.s.now, m) }
+
+// sendFrame encodes m and puts the frame on d's link.
+func (s *simulation) sendFrame(d *dc, now float64, m relayproto.Message) error {
+	frame, err := relayproto.AppendFrame(nil, m)
+	if err != nil {
+		return fmt.Errorf("%w: dc %s encode %v: %w", ErrEngine, d.name, m.Type(), err)
+	}
+	st := &d.stats.relay
+	switch m := m.(type) {
+	case *relayproto.Snapshot:
+		st.Snapshots++
+		st.SnapshotBytes += int64(len(frame))
+	case *relayproto.Delta:
+		st.Deltas++
+		st.DeltaBytes += int64(len(frame))
+		st.Images += int64(len(m.Images))
+	case *relayproto.LoadReport:
+		st.LoadReports++
+		st.LoadReportBytes += int64(len(frame))
+	case *relayproto.DrainMarker:
+		st.DrainMarkers++
+	}
+	s.sendOnLink(d, now, frame, nil)
+	return nil
+}
+
+// sendOnLink puts an item on d's link; it reaches the router one way later
+// (half the matrix RTT; the control plane has no jitter, so every link is
+// FIFO).
+func (s *simulation) sendOnLink(d *dc, now float64, frame []byte, events []kv.Event) {
+	d.link = append(d.link, linkItem{frame: frame, events: events})
+	s.q.push(now+d.rttMs/2, evDeliver, d.idx, 0)
+}
+
+// deliver hands the oldest item of d's link to the router: a frame goes
+// through the consumer (decode, lane rules, replica writes) and must make
+// progress; a window's events go to the lane's audit index.
+func (s *simulation) deliver(d *dc) error {
+	it := d.link[0]
+	d.link[0] = linkItem{}
+	d.link = d.link[1:]
+	if it.frame != nil {
+		o, rest, err := s.rt.consumer.Apply(it.frame)
+		if err != nil {
+			return fmt.Errorf("%w: lane %d (%s): %w", ErrEngine, d.idx, d.name, err)
+		}
+		if s.rt.table.err != nil {
+			return fmt.Errorf("%w: lane %d (%s): %w", ErrEngine, d.idx, d.name, s.rt.table.err)
+		}
+		switch {
+		case len(rest) != 0:
+			return fmt.Errorf("%w: lane %d (%s): %d bytes after one frame", ErrEngine, d.idx, d.name, len(rest))
+		case !progress(o):
+			return fmt.Errorf("%w: lane %d (%s): frame outcome %v", ErrEngine, d.idx, d.name, o)
+		}
+	}
+	for k := range it.events {
+		if err := s.rt.audit[d.idx].Apply(&it.events[k]); err != nil {
+			return fmt.Errorf("%w: lane %d (%s) audit index: %w", ErrEngine, d.idx, d.name, err)
+		}
+	}
+	return nil
+}
+
+func progress(o relayproto.Outcome) bool {
+	switch o {
+	case relayproto.ChunkStored, relayproto.Installed, relayproto.Applied, relayproto.LoadRecorded, relayproto.Acknowledged:
+		return true
+	}
+	return false
+}
+
+// connect binds every DC's publisher to its lane the way a consumer start
+// does: claim the lane, take a lease, assign the producer's identity, and
+// have the publisher snapshot after a barrier; the snapshot's chunks go
+// out on the link like any frame.
+func (s *simulation) connect(d *dc) error {
+	lane := s.rt.consumer.Lane(d.idx)
+	if err := lane.Claim(); err != nil {
+		return fmt.Errorf("%w: lane %d: %w", ErrEngine, d.idx, err)
+	}
+	lease := lane.NextLease()
+	if err := lane.Assign(d.identity, lease); err != nil {
+		return fmt.Errorf("%w: lane %d: %w", ErrEngine, d.idx, err)
+	}
+	pub, err := relayproto.NewPublisher(relayproto.PublisherConfig{Identity: d.identity, Sink: linkSink{s: s, d: d}, Source: d.prod})
+	if err != nil {
+		return fmt.Errorf("%w: dc %s: %w", ErrEngine, d.name, err)
+	}
+	d.pub = pub
+	snap, err := pub.SnapshotAfterBarrier(lease)
+	if err != nil {
+		return fmt.Errorf("%w: dc %s snapshot: %w", ErrEngine, d.name, err)
+	}
+	for c := range snap.Chunks(0) {
+		if err := s.sendFrame(d, s.now, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drain ends DC d's stream when the last request has finished: the open
+// window is published and a drain marker follows it on the link, which the
+// lane must acknowledge when it arrives.
+func (s *simulation) drain(d *dc) error {
+	if d.prod.PendingEvents() > 0 {
+		if err := s.boundary(d, s.now); err != nil {
+			return err
+		}
+	}
+	m, err := d.pub.DrainMarker()
+	if err != nil {
+		return fmt.Errorf("%w: dc %s: %w", ErrEngine, d.name, err)
+	}
+	return s.sendFrame(d, s.now, m)
+}
+
+// verify checks, once every frame has been delivered, that DC d's lane
+// holds exactly its producer's words (the convergence guarantee of spec
+// §5.3: after snapshot N and deltas N+1..M, byte for byte).
+func (s *simulation) verify(d *dc) error {
+	if len(d.link) != 0 {
+		return fmt.Errorf("%w: lane %d (%s): %d items still on the link", ErrEngine, d.idx, d.name, len(d.link))
+	}
+	want := d.prod.AppendWords(nil)
+	got := s.rt.table.AppendLane(nil, d.idx)
+	if diff := countDiff(got, want); diff != 0 {
+		return fmt.Errorf("%w: lane %d (%s) differs from its producer in %d of %d buckets after the drain", ErrEngine, d.idx, d.name, diff, len(want))
+	}
+	return nil
+}
+
+func countDiff(a, b []uint64) int {
+	n := 0
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n + abs(len(a)-len(b))
+}
+
+func abs(x int) int { return max(x, -x) }

@@ -1,0 +1,234 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/radix"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/replica"
+	"github.com/goindex/goindex/goindex/score"
+)
+
+// router is the global router at the router site: the consumer that keeps
+// one replica lane per DC from the relays' frames, the searcher that probes
+// every lane at once, and the policy's scorer. audit holds, per lane, an
+// exact radix index fed with exactly the events whose images the lane has
+// received, so every probe can be checked against the state it reflects.
+type router struct {
+	format   *ckf.Format
+	table    *laneTable
+	consumer *relayproto.Consumer
+	searcher *replica.Searcher
+	scorer   *score.Scorer
+	audit    []*radix.Index
+	all      uint64 // mask of every lane
+
+	// inflight lists, per DC, the requests routed there that its last load
+	// report could not have counted yet, oldest first.
+	inflight [][]inflight
+
+	depth    []uint32
+	exact    []int
+	cands    []score.Candidate
+	overlaps []kv.Overlap
+}
+
+// inflight is one routed request the router adds to a stale load report.
+type inflight struct {
+	arriveMs float64 // when it reaches the DC (router's estimate: matrix one-way)
+	tokens   uint64  // prompt tokens the router expects to be prefilled
+	blocks   uint64
+}
+
+// Accuracy compares, at every routing decision, each ready lane's CKF probe
+// depth with the exact depth of the same lane's delivered state (the audit
+// index), and that with the DC's current exact depth. Depths are the
+// longest prefix any worker of the DC holds, in blocks.
+type Accuracy struct {
+	// Decisions is the routing decisions that probed the replica.
+	Decisions int `json:"decisions"`
+	// LaneChecks counts (decision, ready lane) pairs compared.
+	LaneChecks int `json:"lane_checks"`
+	// Overcounts are lanes whose probe depth exceeded the delivered exact
+	// depth (fingerprint false positives); OverBlocks sums the excess.
+	Overcounts int `json:"overcounts"`
+	OverBlocks int `json:"over_blocks"`
+	// Undercounts are lanes whose probe depth fell short of the delivered
+	// exact depth: a missed tracked block. The CKF promises none except for
+	// capacity omissions.
+	Undercounts int `json:"undercounts"`
+	// CapacityOmissions sums the producers' blocks tracked but never
+	// admitted to a filter (stable false negatives).
+	CapacityOmissions uint64 `json:"capacity_omissions"`
+	// StaleBehind counts lanes whose delivered state was shallower than the
+	// DC's current one (blocks stored but not yet across the WAN);
+	// StaleAhead the reverse (evictions not yet across).
+	StaleBehind int `json:"stale_behind"`
+	StaleAhead  int `json:"stale_ahead"`
+	// MaxLoadFactor is the highest filter occupancy of any producer at the
+	// end of the run.
+	MaxLoadFactor float64 `json:"max_load_factor"`
+	// LanesConverged counts lanes whose words equalled their producer's
+	// byte for byte after the final drain (every lane, or the run fails).
+	LanesConverged int `json:"lanes_converged"`
+}
+
+func (a *Accuracy) observe(probe, delivered, current int) {
+	a.LaneChecks++
+	switch {
+	case probe > delivered:
+		a.Overcounts++
+		a.OverBlocks += probe - delivered
+	case probe < delivered:
+		a.Undercounts++
+	}
+	switch {
+	case delivered < current:
+		a.StaleBehind++
+	case delivered > current:
+		a.StaleAhead++
+	}
+}
+
+func newRouter(c *Config, p Policy, home uint64, f *ckf.Format, lanes []relayproto.PoolID) (*router, error) {
+	t, err := replica.New(replica.Config{Lanes: len(lanes), Buckets: f.Buckets()})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	lt := &laneTable{Table: t}
+	m := relayproto.Manifest{ConsumerInstance: 1, Domain: domain, Format: relayproto.FormatOf(f), Lanes: lanes}
+	cons, err := relayproto.NewConsumer(m, lt, relayproto.ConsumerConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	se, err := replica.NewSearcher(t, f, replica.SearchConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	sc, err := score.New(score.Config{Policy: p.scorePolicy(), BlockSize: c.BlockSize, PrefillTokensPerMs: c.PrefillTokensPerMs, Home: home})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	rt := &router{format: f, table: lt, consumer: cons, searcher: se, scorer: sc,
+		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)), exact: make([]int, len(lanes))}
+	for range lanes {
+		rt.audit = append(rt.audit, radix.New(radix.Config{}))
+	}
+	return rt, nil
+}
+
+// deepest returns the longest overlap any member of x has with locals.
+func (rt *router) deepest(x *radix.Index, locals []uint64) int {
+	rt.overlaps = x.Match(rt.overlaps[:0], locals)
+	best := 0
+	for _, o := range rt.overlaps {
+		best = max(best, o.Blocks)
+	}
+	return best
+}
+
+// prefixAware says whether the policy reads prefix depths, so a DC whose
+// lane is not ready lacks a signal it needs.
+func (p Policy) prefixAware() bool {
+	return p == PrefixThenLoad || p == Credit || p == TTFT || p == ExactOracle
+}
+
+// decide routes request i at now: it probes the replica (every policy does,
+// so every run audits the CKF), builds one candidate per DC from the
+// policy's depths, the lane's last load report plus the router's own
+// in-flight requests, and the matrix RTT, and asks the scorer. With no
+// eligible DC the request goes to the router site's DC (a fallback,
+// counted). It returns the DC and the prefix depth the router believed.
+func (s *simulation) decide(i int, now float64) (int, int, error) {
+	rt, r := s.rt, &s.w.Requests[i]
+	depth, ready := rt.searcher.Search(rt.depth, r.Seqs, rt.all)
+	rt.depth = depth
+	s.acc.Decisions++
+	for l, d := range s.dcs {
+		rt.exact[l] = rt.deepest(d.index, r.Locals)
+		if ready&(1<<l) != 0 {
+			s.acc.observe(int(depth[l]), rt.deepest(rt.audit[l], r.Locals), rt.exact[l])
+		}
+	}
+	cands := rt.cands[:0]
+	for l, d := range s.dcs {
+		c := score.Candidate{ID: uint64(l), HasRTT: true, RTTms: d.rttMs}
+		switch {
+		case s.policy == ExactOracle:
+			c.CachedBlocks = rt.exact[l]
+		case ready&(1<<l) != 0:
+			c.CachedBlocks = int(depth[l])
+		case s.policy.prefixAware():
+			continue
+		}
+		s.loadSignals(&c, l, now)
+		cands = append(cands, c)
+	}
+	rt.cands = cands
+	res, err := rt.scorer.Score(score.Request{ISLTokens: r.InputTokens}, cands, s.draw(i, drawGlobal))
+	target := s.home
+	switch {
+	case errors.Is(err, score.ErrNoCandidate):
+		s.fallbacks++
+	case err != nil:
+		return 0, 0, fmt.Errorf("%w: score: %w", ErrEngine, err)
+	default:
+		target = int(cands[res.Index].ID)
+	}
+	believed := rt.exact[target]
+	if s.policy != ExactOracle {
+		believed = 0
+		if ready&(1<<target) != 0 {
+			believed = int(depth[target])
+		}
+	}
+	return target, believed, nil
+}
+
+// loadSignals fills c's load from lane l's last load report, if it is
+// fresh (no older than the one-way delay plus loadStaleReports intervals),
+// plus the requests the router sent since that report was sampled.
+func (s *simulation) loadSignals(c *score.Candidate, l int, now float64) {
+	rep, ok := s.rt.consumer.Lane(l).LastLoad()
+	if !ok {
+		return
+	}
+	sampled := float64(rep.TimestampUnixNano) / 1e6
+	if now-sampled > s.dcs[l].rttMs/2+loadStaleReports*ms(s.cfg.LoadReportInterval) {
+		return
+	}
+	c.HasLoad = true
+	c.ActivePrefillTokens, c.ActiveDecodeBlocks = rep.QueuedPrefillTokens, rep.ActiveDecodeBlocks
+	c.HasCapacity, c.CapacityBlocks = rep.CapacityBlocks > 0, rep.CapacityBlocks
+	c.PrefillTokensPerMs, c.QueueTokensPerMs, c.DecodeBlocksPerMs = rep.PrefillTokensPerMs, rep.QueueTokensPerMs, rep.DecodeBlocksPerMs
+	if s.cfg.NoInflight {
+		return
+	}
+	fl := s.rt.inflight[l]
+	k := 0
+	for k < len(fl) && fl[k].arriveMs <= sampled {
+		k++
+	}
+	fl = fl[k:]
+	s.rt.inflight[l] = fl
+	for _, f := range fl {
+		c.ActivePrefillTokens += f.tokens
+		c.ActiveDecodeBlocks += f.blocks
+	}
+}
+
+// routed records request i, sent to DC l believing a cached prefix of
+// believed blocks, for the in-flight accounting.
+func (s *simulation) routed(i, l, believed int, now float64) {
+	if s.cfg.NoInflight {
+		return
+	}
+	r := &s.w.Requests[i]
+	tokens := r.InputTokens - min(believed*s.w.BlockSize, r.InputTokens-1)
+	s.rt.inflight[l] = append(s.rt.inflight[l], inflight{
+		arriveMs: now + s.dcs[l].rttMs/2, tokens: uint64(tokens), blocks: uint64(s.reqs[i].blocks),
+	})
+}

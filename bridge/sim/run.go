@@ -1,0 +1,356 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/score"
+)
+
+// Report is the outcome of Run: the configuration with its defaults filled
+// in and one Result per policy, in the order the policies were given.
+type Report struct {
+	Config  Config
+	Results []*Result
+}
+
+// Run simulates w once per policy of cfg, each on identical input (the
+// same requests, arrivals, jitter draws and tie-break streams), and
+// returns their results. Policies run concurrently on up to GOMAXPROCS
+// goroutines; each run is deterministic and independent of the others, so
+// the same cfg and w give identical results whatever the parallelism. An
+// error stops every run: ErrConfig or ErrWorkload for bad input, ErrEngine
+// if the engine path failed, or the context's error.
+func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if w == nil || len(w.Requests) == 0 {
+		return nil, fmt.Errorf("%w: no requests", ErrWorkload)
+	}
+	if w.BlockSize != c.BlockSize {
+		return nil, fmt.Errorf("%w: workload hashed for %d-token blocks, config has %d", ErrConfig, w.BlockSize, c.BlockSize)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rep := &Report{Config: c, Results: make([]*Result, len(c.Policies))}
+	errs := make([]error, len(c.Policies))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for k, p := range c.Policies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if ctx.Err() != nil {
+				errs[k] = ctx.Err()
+				return
+			}
+			rep.Results[k], errs[k] = runPolicy(ctx, &c, w, p)
+			if errs[k] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	// Report the root cause, not the cancellations it caused.
+	var first error
+	for k, err := range errs {
+		if err == nil {
+			continue
+		}
+		err = fmt.Errorf("%v: %w", c.Policies[k], err)
+		if first == nil || errors.Is(first, context.Canceled) {
+			first = err
+		}
+	}
+	if first != nil {
+		return nil, first
+	}
+	return rep, nil
+}
+
+// reqState is one request's fate in one policy's run. Times are ms of
+// simulated time.
+type reqState struct {
+	dc, worker     int
+	believed       int     // prefix depth the global router believed, blocks
+	rttMs          float64 // round trip paid, jitter included
+	blocks         int     // KV blocks reserved while it runs
+	estUncached    int     // the local router's prefill estimate, tokens
+	hitBlocks      int     // cached prefix when its prefill started
+	hitTokens      int
+	uncached       int
+	sentMs         float64 // client → router (the client is at the router site)
+	arriveMs       float64 // at the DC
+	prefillStartMs float64
+	firstTokenMs   float64 // prefill end, at the DC
+	doneMs         float64 // last token at the client
+	done           bool
+}
+
+// ttftMs is the time to first token at the client: the request's trip to
+// the DC, queueing, the prefill of its uncached tokens, and the first
+// token's trip back.
+func (st *reqState) ttftMs() float64 { return st.firstTokenMs + st.rttMs/2 - st.sentMs }
+
+// simulation is one policy's run: its own DCs, engines, producers, links,
+// consumer and replica, driven by one event queue.
+type simulation struct {
+	cfg    *Config
+	w      *Workload
+	policy Policy
+	home   int
+	dcs    []*dc
+	rt     *router
+	q      queue
+	now    float64
+	reqs   []reqState
+
+	startMs   float64 // traffic starts once every lane is ready
+	next      int     // closed loop: the next request a free client sends
+	completed int
+	done      bool
+
+	pcg *rand.PCG
+	rng *rand.Rand
+
+	acc       Accuracy
+	fallbacks int
+	samples   LoadSeries
+
+	overlaps    []kv.Overlap
+	workerDepth []int
+	localCands  []score.Candidate
+}
+
+// Draw stages: each request's random draws come from its own stream, one
+// per stage, so a policy's choices never shift another request's draws.
+const (
+	drawGlobal = iota
+	drawLocal
+	drawJitter
+)
+
+// draw returns the random stream of request i at stage; the stream depends
+// only on the seed, i and stage.
+func (s *simulation) draw(i, stage int) *rand.Rand {
+	s.pcg.Seed(s.cfg.Seed, uint64(i)*4+uint64(stage))
+	return s.rng
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func newSimulation(c *Config, w *Workload, p Policy) (*simulation, error) {
+	g := c.Grid
+	home, _ := g.Index(c.RouterSite)
+	buckets, err := ckf.BucketCount(uint64(c.WorkersPerDC) * uint64(c.KVBlocksPerWorker))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	f, err := ckf.NewFormat(ckf.DefaultSeed, buckets)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	s := &simulation{cfg: c, w: w, policy: p, home: home, reqs: make([]reqState, len(w.Requests)),
+		pcg: rand.NewPCG(0, 0), workerDepth: make([]int, c.WorkersPerDC)}
+	s.rng = rand.New(s.pcg)
+	var pools []relayproto.PoolID
+	for k, name := range g.Sites {
+		d, err := newDC(k, name, g.RTTms[home][k], c, f)
+		if err != nil {
+			return nil, err
+		}
+		s.dcs = append(s.dcs, d)
+		pools = append(pools, d.identity.Pool)
+	}
+	if s.rt, err = newRouter(c, p, uint64(home), f, pools); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func runPolicy(ctx context.Context, c *Config, w *Workload, p Policy) (*Result, error) {
+	began := time.Now()
+	s, err := newSimulation(c, w, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	if err := s.loop(ctx); err != nil {
+		return nil, err
+	}
+	for _, d := range s.dcs {
+		if err := s.verify(d); err != nil {
+			return nil, err
+		}
+		s.acc.LanesConverged++
+	}
+	res := s.result()
+	res.WallSeconds = time.Since(began).Seconds()
+	if c.Progress != nil {
+		c.Progress(Progress{Policy: p, Completed: s.completed, Total: len(s.reqs), SimMs: s.now - s.startMs, Done: true})
+	}
+	return res, nil
+}
+
+// start connects every DC's relay to its lane at time 0, schedules the
+// load reports and samples, and the clients' first sends once every
+// snapshot, first load report and anything published at time 0 has
+// crossed the WAN.
+func (s *simulation) start() error {
+	farthest := 0.0
+	for _, d := range s.dcs {
+		if err := s.connect(d); err != nil {
+			return err
+		}
+		s.q.push(0, evLoadReport, d.idx, 0)
+		farthest = max(farthest, d.rttMs/2+ms(d.prod.FlushAfter()))
+	}
+	s.startMs = math.Ceil(farthest) + 1
+	s.q.push(s.startMs, evSample, 0, 0)
+	n := len(s.reqs)
+	if s.cfg.OpenLoop {
+		for i, r := range s.w.Requests {
+			s.q.push(s.startMs+r.ArrivalMs*s.cfg.TimeScale, evSend, i, 0)
+		}
+		s.next = n
+		return nil
+	}
+	s.next = min(s.cfg.Concurrency, n)
+	for i := range s.next {
+		s.q.push(s.startMs, evSend, i, 0)
+	}
+	return nil
+}
+
+// ctxCheckEvents is how many events run between context checks.
+const ctxCheckEvents = 4096
+
+// loop runs events until none is left: every request has completed, every
+// stream has drained and every frame has been delivered.
+func (s *simulation) loop(ctx context.Context) error {
+	for n := 0; s.q.len() > 0; n++ {
+		if n%ctxCheckEvents == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e := s.q.pop()
+		s.now = e.at
+		if err := s.fire(e); err != nil {
+			return err
+		}
+	}
+	if s.completed != len(s.reqs) {
+		return fmt.Errorf("%w: the queue ran dry with %d of %d requests completed", ErrEngine, s.completed, len(s.reqs))
+	}
+	return nil
+}
+
+func (s *simulation) fire(e event) error {
+	now := s.now
+	switch e.kind {
+	case evSend:
+		return s.send(e.a, now)
+	case evArrive:
+		return s.arrive(s.dcs[e.b], e.a, now)
+	case evPrefillDone:
+		d := s.dcs[e.b]
+		return s.prefillDone(d, d.workers[e.a], now)
+	case evDecodeDone:
+		return s.finish(e.a, now)
+	case evDeliver:
+		return s.deliver(s.dcs[e.a])
+	case evFlush:
+		if d := s.dcs[e.a]; e.b == d.timerGen && d.prod.PendingEvents() > 0 {
+			return s.boundary(d, now)
+		}
+	case evLoadReport:
+		if s.done {
+			return nil
+		}
+		s.q.push(now+ms(s.cfg.LoadReportInterval), evLoadReport, e.a, 0)
+		return s.loadReport(s.dcs[e.a], now)
+	case evSample:
+		if !s.done {
+			s.sample(now)
+			s.q.push(now+ms(s.cfg.SampleInterval), evSample, 0, 0)
+		}
+	}
+	return nil
+}
+
+// send is request i leaving the client: the global router picks its DC and
+// the request crosses the WAN, paying the matrix RTT plus its own jitter.
+func (s *simulation) send(i int, now float64) error {
+	st := &s.reqs[i]
+	st.sentMs = now
+	st.blocks = s.w.Requests[i].totalBlocks(s.w.BlockSize)
+	l, believed, err := s.decide(i, now)
+	if err != nil {
+		return err
+	}
+	st.dc, st.believed = l, believed
+	st.rttMs = s.dcs[l].rttMs + s.draw(i, drawJitter).Float64()*ms(s.cfg.RTTJitter)
+	s.routed(i, l, believed, now)
+	s.q.push(now+st.rttMs/2, evArrive, i, l)
+	return nil
+}
+
+// finish is request i's last token: the worker releases it, the client
+// gets the token one way later and (closed loop) sends the next request of
+// the trace. After the last request every relay drains.
+func (s *simulation) finish(i int, now float64) error {
+	st := &s.reqs[i]
+	if st.done {
+		return fmt.Errorf("%w: request %d completed twice", ErrEngine, i)
+	}
+	d := s.dcs[st.dc]
+	s.decodeDone(d, d.workers[st.worker], i, now)
+	d.active--
+	st.done = true
+	st.doneMs = now + st.rttMs/2
+	d.stats.promptTokens += int64(s.w.Requests[i].InputTokens)
+	d.stats.hitTokens += int64(st.hitTokens)
+	s.completed++
+	if !s.cfg.OpenLoop && s.next < len(s.reqs) {
+		s.q.push(st.doneMs, evSend, s.next, 0)
+		s.next++
+	}
+	if p := s.cfg.Progress; p != nil && s.completed%s.cfg.ProgressEvery == 0 {
+		p(Progress{Policy: s.policy, Completed: s.completed, Total: len(s.reqs), SimMs: now - s.startMs})
+	}
+	if s.completed < len(s.reqs) {
+		return nil
+	}
+	s.done = true
+	for _, d := range s.dcs {
+		if err := s.drain(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sample records every DC's requests in flight (routed, not finished).
+func (s *simulation) sample(now float64) {
+	s.samples.AtSeconds = append(s.samples.AtSeconds, (now-s.startMs)/1000)
+	if s.samples.Active == nil {
+		s.samples.Active = make([][]int, len(s.dcs))
+	}
+	for k, d := range s.dcs {
+		s.samples.Active[k] = append(s.samples.Active[k], d.active)
+	}
+}

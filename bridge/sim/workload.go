@@ -1,0 +1,65 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/goindex/goindex/bridge/trace"
+	"github.com/goindex/goindex/goindex/kv"
+)
+
+// Request is one trace request prepared for simulation: its lengths, its
+// prompt's Dynamo local block hashes (the engines' and in-DC routers' view)
+// and their sequence-hash chain (the canonical hashes the CKF replica is
+// probed with).
+type Request struct {
+	ArrivalMs    float64 // trace timestamp, ms from trace start
+	InputTokens  int
+	OutputTokens int
+	Locals       []uint64
+	Seqs         []uint64
+}
+
+// Workload is a trace ready to replay: every request hashed once through
+// the real hashing path, shared read-only by every policy's run.
+type Workload struct {
+	BlockSize int
+	Requests  []Request
+}
+
+// NewWorkload hashes reqs (trace order kept) for KV blocks of blockSize
+// tokens with the trace package's split mapping (an id's 512 tokens become
+// 512/blockSize blocks). Input lengths of 0 count as one token, so every
+// request has a first token to compute.
+func NewWorkload(reqs []trace.Request, blockSize int) (*Workload, error) {
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%w: no requests", ErrWorkload)
+	}
+	m, err := trace.NewMapper(trace.MapperConfig{BlockSize: blockSize})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrWorkload, err)
+	}
+	w := &Workload{BlockSize: m.BlockSize(), Requests: make([]Request, len(reqs))}
+	for i, r := range reqs {
+		if len(r.HashIDs) == 0 {
+			return nil, fmt.Errorf("%w: request %d has no hash ids", ErrWorkload, i)
+		}
+		locals := m.AppendLocals(nil, r.HashIDs)
+		w.Requests[i] = Request{
+			ArrivalMs:    float64(r.TimestampMs),
+			InputTokens:  max(r.InputLength, 1),
+			OutputTokens: r.OutputLength,
+			Locals:       locals,
+			Seqs:         kv.AppendChain(make([]uint64, 0, len(locals)), false, 0, locals),
+		}
+	}
+	return w, nil
+}
+
+// promptBlocks is the KV blocks a request's prompt occupies.
+func (r *Request) promptBlocks() int { return len(r.Locals) }
+
+// totalBlocks is the KV blocks a request holds when its decode ends: its
+// prompt blocks plus the blocks of its generated tokens.
+func (r *Request) totalBlocks(blockSize int) int {
+	return max(len(r.Locals), (r.InputTokens+r.OutputTokens+blockSize-1)/blockSize)
+}
