@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goindex/goindex/bridge/consume"
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/relayproto"
+)
+
+const consumeSynopsis = `Usage: goindex consume [--nats URL] [--domain D] [--dcs 1,2,3] [--shm PATH] [--json]
+
+Runs a router-site consumer: one lane per DC of the domain in a shared-memory
+replica file that router processes (libgoindex.so) map read-only. Each lane
+installs its relay's stored snapshot, follows the relay's delta log in
+order, catches up after lag from the retained log, re-snapshots only after a
+fault or when the deltas it needs are gone, measures RTT to the relay
+continuously and records the DC's load reports. A fault on one lane never
+disturbs the others. Without --nats it starts an embedded nats-server.
+
+Lanes and format:
+  --dcs LIST      DC ids, one lane each in this order (empty: discover every relay
+                  of the domain answering <P>.<D>.discover within --discover-for)
+  --seed, --expected-blocks  the format all lanes share (default: learned from
+                  the relays, which must agree)
+Replica file:
+  --shm PATH      default /dev/shm/goindex-<D>.replica; a new generation replaces
+                  an existing replica file atomically (readers reattach)
+Output: progress and health logs on stderr; the final lane status on stdout
+(one JSON object with --json). --duration stops after a while (tests, demos).`
+
+func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("consume", consumeSynopsis, stderr)
+	nf := addNATSFlags(fs)
+	domain := fs.Uint64("domain", 1, "indexer domain id")
+	dcsArg := fs.String("dcs", "", "comma-separated DC ids (empty: discover)")
+	discoverFor := fs.Duration("discover-for", consume.DefaultDiscoverFor, "how long discovery (or a first ping, for the format) waits")
+	seed := fs.Uint64("seed", 0, "addressing seed of every lane (0: learned from the relays)")
+	expected := fs.Uint64("expected-blocks", 0, "the relays' --expected-blocks, which gives the bucket count (0: learned)")
+	path := fs.String("shm", "", "replica file (default /dev/shm/goindex-<domain>.replica)")
+	instance := fs.Uint64("instance", 0, "consumer instance id in leases (0: random)")
+	pingEvery := fs.Duration("ping-every", consume.DefaultPingEvery, "RTT probe period per DC")
+	retryEvery := fs.Duration("retry-every", consume.DefaultRetryEvery, "pause between a lane's resync attempts")
+	pull := fs.Int("pull", consume.DefaultPullMessages, "log messages kept requested per lane (hides the WAN round trip)")
+	statusEvery := fs.Duration("status-every", 10*time.Second, "log every lane's status this often (0: never)")
+	duration := fs.Duration("duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
+	asJSON := fs.Bool("json", false, "print the final status as one JSON object")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	dcs, err := parseDCs(*dcsArg)
+	if err != nil {
+		return err
+	}
+	var buckets uint64
+	if *expected > 0 {
+		if buckets, err = ckf.BucketCount(*expected); err != nil {
+			return fmt.Errorf("consume: --expected-blocks: %v: %w", err, errUsage)
+		}
+		if *seed == 0 {
+			*seed = ckf.DefaultSeed
+		}
+	} else if *seed != 0 {
+		return fmt.Errorf("consume: --seed needs --expected-blocks: %w", errUsage)
+	}
+	if *path == "" {
+		*path = fmt.Sprintf("/dev/shm/goindex-%d.replica", *domain)
+	}
+	log, err := nf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	nc, closeNATS, err := nf.connect("goindex consume", log)
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	c, err := consume.New(ctx, consume.Config{Conn: nc, Prefix: *nf.prefix, Domain: relayproto.DomainID(*domain), DCs: dcs,
+		DiscoverFor: *discoverFor, Seed: *seed, Buckets: buckets, Path: *path, Instance: *instance,
+		PingEvery: *pingEvery, RetryEvery: *retryEvery, PullMessages: *pull, Logger: log})
+	if err != nil {
+		return err
+	}
+	log.Info("consumer up", "replica", c.Path(), "lanes", fmt.Sprint(c.Lanes()), "instance", c.Instance())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var tick <-chan time.Time
+	if *statusEvery > 0 {
+		t := time.NewTicker(*statusEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+			return printConsumeStatus(stdout, *asJSON, c.Path(), c.Status())
+		case <-tick:
+			for _, st := range c.Status() {
+				log.Info("lane status", "lane", st.Lane, "dc", st.DC, "state", st.State, "installed", st.Installed,
+					"lag", st.Lag, "rtt", st.RTT, "snapshots", st.Snapshots, "faults", st.Faults, "resyncs", st.Resyncs)
+			}
+		}
+	}
+}
+
+func parseDCs(s string) ([]relayproto.DCID, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []relayproto.DCID
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if err != nil || v == 0 {
+			return nil, fmt.Errorf("consume: --dcs %q: %q is not a non-zero DC id: %w", s, f, errUsage)
+		}
+		out = append(out, relayproto.DCID(v))
+	}
+	return out, nil
+}
+
+// printConsumeStatus writes the final lane statuses.
+func printConsumeStatus(w io.Writer, asJSON bool, path string, lanes []consume.LaneStatus) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(map[string]any{"replica": path, "lanes": lanes})
+	}
+	fmt.Fprintf(w, "replica %s\n", path)
+	for _, st := range lanes {
+		fmt.Fprintf(w, "lane %d dc %d: %s, installed %d (lag %d), rtt %v, %d snapshots, %d deltas, %d faults, %d resyncs\n",
+			st.Lane, st.DC, st.State, st.Installed, st.Lag, st.RTT, st.Snapshots, st.Deltas, st.Faults, st.Resyncs)
+	}
+	return nil
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const relaySynopsis = `Usage: goindex relay --dc ID [--nats URL] [--domain D --namespace NS --component COMP] [--json]
+
+Runs a DC relay: consumes the DC's Dynamo KV events from NATS, keeps exact
+ownership and a CKF filter per pool (domain, DC), and publishes the filter
+to every router site over JetStream. Without --nats it starts an embedded
+nats-server with JetStream on a temporary store (listening on --listen).
+
+Input (Dynamo's event plane):
+  namespace.<NS>.component.<COMP>.kv-events   msgpack EventEnvelope per event
+  namespace.<NS>.component.<COMP>.kv_events   legacy G2025 JSON RouterEvent
+  <P>.<D>.<DC>.worker-load                     JSON {worker_id, queued_prefill_tokens,
+                                               active_decode_blocks, capacity_blocks}
+Output (P = --prefix; D, DC decimal ids):
+  <P>.<D>.<DC>.delta      JetStream stream <P>-<D>-<DC>-delta: the ordered delta log
+                          (deltas, heartbeats, drain marker), bounded by --max-age/--max-bytes
+  object store <P>-<D>-<DC>-snapshot, object "snapshot": the chunked compact
+                          snapshot, refreshed every --snapshot-every and on request
+  <P>.<D>.<DC>.load       load-report frames every --load-every (last one in KV
+                          <P>-<D>-<DC>-state, key "load"; key "owner" holds the claim)
+  <P>.<D>.<DC>.ping       request/reply: the relay's Info (identity, assets) for RTT
+  <P>.<D>.<DC>.snapshot   request/reply: store a fresh snapshot now
+  <P>.<D>.discover        request: every relay of domain D answers its Info
+
+A restarted relay claims the pool with a new incarnation; consumers then
+re-snapshot. SIGINT/SIGTERM drain gracefully: the tail and a drain marker go
+to the log. Progress and health logs go to stderr; the final status goes to
+stdout (one JSON object with --json).`
+
+// natsFlags are the connection flags relay and consume share.
+type natsFlags struct {
+	url, listen, store, prefix, logLevel *string
+}
+
+func addNATSFlags(fs *flag.FlagSet) natsFlags {
+	return natsFlags{
+		url:      fs.String("nats", "", "NATS URL (empty: start an embedded nats-server with JetStream)"),
+		listen:   fs.String("listen", "127.0.0.1:4222", "embedded server: client address (port 0: a free one)"),
+		store:    fs.String("store", "", "embedded server: JetStream store directory (empty: a temporary one)"),
+		prefix:   fs.String("prefix", relay.DefaultPrefix, "first token of every goindex subject and asset name"),
+		logLevel: fs.String("log-level", "info", "stderr log level: debug, info, warn or error"),
+	}
+}
+
+// logger returns the stderr logger at the flag's level.
+func (f natsFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", *f.logLevel, errUsage)
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+// connect opens the NATS connection, starting an embedded server first when
+// no URL is given; the returned function closes both.
+func (f natsFlags) connect(name string, log *slog.Logger) (*nats.Conn, func(), error) {
+	url := *f.url
+	var srv *natsutil.Server
+	if url == "" {
+		host, port, err := splitHostPort(*f.listen)
+		if err != nil {
+			return nil, nil, err
+		}
+		srv, err = natsutil.Start(natsutil.ServerConfig{Host: host, Port: port, JetStream: true, StoreDir: *f.store})
+		if err != nil {
+			return nil, nil, err
+		}
+		url = srv.ClientURL()
+		log.Info("embedded nats-server up", "url", url, "jetstream", true)
+	}
+	nc, err := natsutil.Connect(url, name, log)
+	if err != nil {
+		if srv != nil {
+			srv.Shutdown()
+		}
+		return nil, nil, err
+	}
+	return nc, func() {
+		nc.Close()
+		if srv != nil {
+			srv.Shutdown()
+		}
+	}, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return "", 0, fmt.Errorf("--listen %q: want host:port: %w", addr, errUsage)
+	}
+	var port int
+	if _, err := fmt.Sscanf(addr[i+1:], "%d", &port); err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("--listen %q: bad port: %w", addr, errUsage)
+	}
+	return addr[:i], port, nil
+}
+
+func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("relay", relaySynopsis, stderr)
+	nf := addNATSFlags(fs)
+	jsDomain := fs.String("js-domain", "", "JetStream domain consumers reach this DC's assets through (a leaf node's)")
+	dc := fs.Uint64("dc", 0, "this DC's id (required, non-zero)")
+	name := fs.String("name", "", "this DC's human name (shown to consumers)")
+	domain := fs.Uint64("domain", 1, "pool: indexer domain id")
+	namespace := fs.String("namespace", "dynamo", "pool: Dynamo namespace of the KV events")
+	component := fs.String("component", "backend", "pool: Dynamo component of the KV events")
+	expected := fs.Uint64("expected-blocks", relay.DefaultExpectedBlocks, "pool: filter sizing; every DC of a domain must use the same")
+	seed := fs.Uint64("seed", ckf.DefaultSeed, "pool: addressing seed; every DC of a domain must use the same")
+	batch := fs.Int("batch-events", ckf.DefaultBatchEvents, "publication: a boundary every N events")
+	flush := fs.Duration("flush-after", ckf.DefaultFlushAfter, "publication: or this long after a window opens")
+	maxAge := fs.Duration("max-age", relay.DefaultMaxAge, "delta log retention: age")
+	maxBytes := fs.Int64("max-bytes", relay.DefaultMaxBytes, "delta log retention: bytes")
+	memory := fs.Bool("memory", false, "JetStream assets in memory instead of files")
+	encoding := fs.String("encoding", "compact", "stored snapshot encoding: compact or dense")
+	snapEvery := fs.Duration("snapshot-every", relay.DefaultSnapshotEvery, "refresh the stored snapshot this often (when it changed)")
+	loadEvery := fs.Duration("load-every", relay.DefaultLoadEvery, "load report period")
+	hbEvery := fs.Duration("heartbeat-every", relay.DefaultHeartbeatEvery, "heartbeat an idle delta log this often")
+	prefill := fs.Float64("prefill-tokens-per-ms", 0, "load model: one request's prefill speed on one worker (0: unknown)")
+	queue := fs.Float64("queue-tokens-per-ms", 0, "load model: DC-wide queued prefill drain rate (0: unknown)")
+	decode := fs.Float64("decode-blocks-per-ms", 0, "load model: DC-wide KV release rate of decodes (0: unknown)")
+	capacity := fs.Uint64("worker-capacity-blocks", 0, "load model: KV capacity per worker without load samples (0: unknown)")
+	statusEvery := fs.Duration("status-every", 10*time.Second, "log a status line this often (0: never)")
+	asJSON := fs.Bool("json", false, "print the final status as one JSON object")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dc == 0 {
+		return fmt.Errorf("relay: --dc is required: %w", errUsage)
+	}
+	enc := relayproto.Compact
+	switch *encoding {
+	case "compact":
+	case "dense":
+		enc = relayproto.Dense
+	default:
+		return fmt.Errorf("relay: --encoding %q: want compact or dense: %w", *encoding, errUsage)
+	}
+	log, err := nf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	nc, closeNATS, err := nf.connect(fmt.Sprintf("goindex relay dc %d", *dc), log)
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+	storage := jetstream.FileStorage
+	if *memory {
+		storage = jetstream.MemoryStorage
+	}
+	r, err := relay.New(relay.Config{Conn: nc, Prefix: *nf.prefix, DC: relayproto.DCID(*dc), Name: *name, JSDomain: *jsDomain,
+		Pools: []relay.PoolConfig{{Domain: relayproto.DomainID(*domain), Namespace: *namespace, Component: *component,
+			ExpectedBlocks: *expected, Seed: *seed}},
+		BatchEvents: *batch, FlushAfter: *flush, MaxAge: *maxAge, MaxBytes: *maxBytes, Storage: storage, Encoding: enc,
+		SnapshotEvery: *snapEvery, LoadEvery: *loadEvery, HeartbeatEvery: *hbEvery,
+		PrefillTokensPerMs: *prefill, QueueTokensPerMs: *queue, DecodeBlocksPerMs: *decode, WorkerCapacityBlocks: *capacity,
+		Logger: log})
+	if err != nil {
+		return fmt.Errorf("relay: %v: %w", err, errUsage)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var tick <-chan time.Time
+	if *statusEvery > 0 {
+		t := time.NewTicker(*statusEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	var last []relay.PoolStatus
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if st, serr := r.Status(sctx); serr == nil {
+				last = st
+			}
+			cancel()
+			return printRelayStatus(stdout, *asJSON, last)
+		case <-tick:
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := r.Status(sctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			last = st
+			for _, p := range st {
+				log.Info("relay status", "domain", p.Domain, "events", p.Intake.Events, "tracked", p.Producer.TrackedBlocks,
+					"load", fmt.Sprintf("%.3f", p.Producer.LoadFactor), "sequence", p.Publisher.LastSequence,
+					"snapshots", p.Snapshots, "fence", p.Publisher.Fence.String(), "gaps", p.Intake.Gaps)
+			}
+		}
+	}
+}
+
+// printRelayStatus writes the final pool statuses.
+func printRelayStatus(w io.Writer, asJSON bool, pools []relay.PoolStatus) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(map[string]any{"pools": pools})
+	}
+	for _, p := range pools {
+		fmt.Fprintf(w, "pool %d/%d incarnation %d: %d events (%d rejected, %d gaps), %d blocks tracked, load %.3f, sequence %d, %d snapshots\n",
+			p.Domain, p.DC, p.Incarnation, p.Intake.Events, p.Rejected, p.Intake.Gaps, p.Producer.TrackedBlocks,
+			p.Producer.LoadFactor, p.Publisher.LastSequence, p.Snapshots)
+	}
+	return nil
+}

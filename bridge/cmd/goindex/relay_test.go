@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/bridge/relay/relaytest"
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/shm"
+	"github.com/nats-io/nats.go"
+)
+
+// syncBuffer is a bytes.Buffer safe for a command writing while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testNATS(t *testing.T) (*natsutil.Server, *nats.Conn) {
+	t.Helper()
+	s, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := natsutil.Connect(s.ClientURL(), "test", nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return s, nc
+}
+
+// background runs a subcommand in the background and returns its stdout,
+// stderr, a stop function and its result channel.
+func background(run func(context.Context, []string, io.Writer, io.Writer) error, args ...string) (*syncBuffer, *syncBuffer, context.CancelFunc, chan error) {
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, &stdout, &stderr) }()
+	return &stdout, &stderr, cancel, done
+}
+
+func TestRelayAndConsume_CommandsServeAReplicaAndPrintJSON(t *testing.T) {
+	seed := relaytest.Seed(t, 21)
+	srv, nc := testNATS(t)
+	relayOut, relayErr, stopRelay, relayDone := background(runRelay,
+		"--nats", srv.ClientURL(), "--dc", "5", "--name", "ams", "--component", "b5", "--expected-blocks", "4096",
+		"--heartbeat-every", "20ms", "--load-every", "50ms", "--json")
+	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 5}
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		_, err := nc.Request(names.PingSubject(), nil, 200*time.Millisecond)
+		return err
+	})
+	gen := relaytest.NewGenerator(seed, 2)
+	for range 200 {
+		if err := nc.Publish(dynamo.EventSubject("dynamo", "b5"), gen.Next()); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "replica")
+	consumeOut, _, stopConsume, consumeDone := background(runConsume,
+		"--nats", srv.ClientURL(), "--shm", path, "--discover-for", "200ms", "--ping-every", "20ms", "--json")
+	var reader *shm.Reader
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		r, err := shm.Attach(path)
+		if err != nil {
+			return err
+		}
+		if reader != nil {
+			reader.Close()
+		}
+		reader = r
+		f := r.Format()
+		for _, c := range gen.Tracked() {
+			if r.Table().Probe(f.Probe(c), 1) == 0 {
+				return errors.New("a tracked block is missing from the replica")
+			}
+		}
+		if r.Lane(0).RTT == 0 {
+			return errors.New("no RTT yet")
+		}
+		return nil
+	})
+	defer reader.Close()
+
+	stopConsume()
+	if err := <-consumeDone; err != nil {
+		t.Fatalf("consume: %v", err)
+	}
+	var cst struct {
+		Replica string `json:"replica"`
+		Lanes   []struct {
+			DC        uint64
+			Snapshots uint64
+			Deltas    uint64
+		} `json:"lanes"`
+	}
+	if err := json.Unmarshal([]byte(consumeOut.String()), &cst); err != nil {
+		t.Fatalf("consume --json output %q: %v", consumeOut.String(), err)
+	}
+	if cst.Replica != path || len(cst.Lanes) != 1 || cst.Lanes[0].DC != 5 || cst.Lanes[0].Snapshots != 1 || cst.Lanes[0].Deltas == 0 {
+		t.Errorf("consume status %+v: want one lane of dc 5 with a snapshot and deltas, replica %s", cst, path)
+	}
+	if got := reader.Ready(); got != 0 {
+		t.Errorf("ready mask after the consumer stopped = %#x, want 0", got)
+	}
+
+	stopRelay()
+	if err := <-relayDone; err != nil {
+		t.Fatalf("relay: %v; stderr: %s", err, relayErr.String())
+	}
+	var rst struct {
+		Pools []struct {
+			DC     uint64
+			Intake struct{ Events uint64 }
+		} `json:"pools"`
+	}
+	if err := json.Unmarshal([]byte(relayOut.String()), &rst); err != nil {
+		t.Fatalf("relay --json output %q: %v", relayOut.String(), err)
+	}
+	if len(rst.Pools) != 1 || rst.Pools[0].DC != 5 || rst.Pools[0].Intake.Events != 200 {
+		t.Errorf("relay status %+v: want one pool of dc 5 with 200 events", rst)
+	}
+	if !strings.Contains(relayErr.String(), "relay pool up") {
+		t.Errorf("relay stderr lacks the start-up log: %s", relayErr.String())
+	}
+}
+
+func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := runRelay(context.Background(), []string{"--help"}, &out, &errb); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("relay --help = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"<P>.<D>.<DC>.delta", "kv-events", "kv_events", "drain marker", "--max-age"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("relay --help lacks %q", want)
+		}
+	}
+	errb.Reset()
+	if err := runConsume(context.Background(), []string{"--help"}, &out, &errb); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("consume --help = %v, want flag.ErrHelp", err)
+	}
+	if !strings.Contains(errb.String(), "--dcs") || !strings.Contains(errb.String(), "/dev/shm") {
+		t.Errorf("consume --help lacks --dcs or /dev/shm: %s", errb.String())
+	}
+	usage := map[string][]string{
+		"relay without --dc":      {"relay"},
+		"relay bad encoding":      {"relay", "--dc", "1", "--encoding", "zip"},
+		"relay bad log level":     {"relay", "--dc", "1", "--log-level", "loud"},
+		"consume bad dcs":         {"consume", "--dcs", "1,x"},
+		"consume seed alone":      {"consume", "--seed", "5"},
+		"consume huge expected":   {"consume", "--expected-blocks", "99999999999"},
+		"relay bad listen":        {"relay", "--dc", "1", "--listen", "nohost"},
+		"consume unknown flag":    {"consume", "--nope"},
+		"relay positional":        {"relay", "--dc", "1", "extra"},
+		"consume zero dc in list": {"consume", "--dcs", "0"},
+	}
+	for name, args := range usage {
+		run := runRelay
+		if args[0] == "consume" {
+			run = runConsume
+		}
+		if err := run(context.Background(), args[1:], &out, &errb); !errors.Is(err, errUsage) {
+			t.Errorf("%s: %v, want a usage error", name, err)
+		}
+	}
+}
