@@ -5,7 +5,6 @@ import (
 
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
-	"github.com/goindex/goindex/goindex/replica"
 )
 
 // RelayStats counts what one DC's relay sent the router over the WAN: the
@@ -38,21 +37,6 @@ func (r *RelayStats) add(o RelayStats) {
 type linkItem struct {
 	frame  []byte
 	events []kv.Event
-}
-
-// laneTable adapts a replica.Table to relayproto.LaneTable. The lane state
-// machine validates images before it applies them, so Table.Apply cannot
-// refuse them; if it ever does, the first error is kept for the run to
-// report.
-type laneTable struct {
-	*replica.Table
-	err error
-}
-
-func (t *laneTable) ApplyImages(lane int, images []relayproto.Image) {
-	if err := t.Apply(lane, images); err != nil && t.err == nil {
-		t.err = err
-	}
 }
 
 // linkSink is a DC publisher's relayproto.Sink: it encodes each message
@@ -108,9 +92,6 @@ func (s *simulation) deliver(d *dc) error {
 		o, rest, err := s.rt.consumer.Apply(it.frame)
 		if err != nil {
 			return fmt.Errorf("%w: lane %d (%s): %w", ErrEngine, d.idx, d.name, err)
-		}
-		if s.rt.table.err != nil {
-			return fmt.Errorf("%w: lane %d (%s): %w", ErrEngine, d.idx, d.name, s.rt.table.err)
 		}
 		switch {
 		case len(rest) != 0:

@@ -19,7 +19,7 @@ import (
 // received, so every probe can be checked against the state it reflects.
 type router struct {
 	format   *ckf.Format
-	table    *laneTable
+	table    *replica.Table
 	consumer *relayproto.Consumer
 	searcher *replica.Searcher
 	scorer   *score.Scorer
@@ -98,9 +98,8 @@ func newRouter(c *Config, p Policy, home uint64, f *ckf.Format, lanes []relaypro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	lt := &laneTable{Table: t}
 	m := relayproto.Manifest{ConsumerInstance: 1, Domain: domain, Format: relayproto.FormatOf(f), Lanes: lanes}
-	cons, err := relayproto.NewConsumer(m, lt, relayproto.ConsumerConfig{})
+	cons, err := relayproto.NewConsumer(m, t, relayproto.ConsumerConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -112,7 +111,7 @@ func newRouter(c *Config, p Policy, home uint64, f *ckf.Format, lanes []relaypro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	rt := &router{format: f, table: lt, consumer: cons, searcher: se, scorer: sc,
+	rt := &router{format: f, table: t, consumer: cons, searcher: se, scorer: sc,
 		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)), exact: make([]int, len(lanes))}
 	for range lanes {
 		rt.audit = append(rt.audit, radix.New(radix.Config{}))
