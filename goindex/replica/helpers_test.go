@@ -62,10 +62,12 @@ func slowProbe(t *Table, p ckf.Probe, lanes uint64) uint64 {
 	return hits
 }
 
-// filler puts canonical hashes into one lane's words by plain cuckoo
-// insertion without ownership tracking. It is test and benchmark set-up
-// only: the Producer's exact state costs tens of bytes per block, too much
-// for 16 lanes × 10M blocks, and these tests need only realistic words.
+// filler puts canonical hashes into one lane's words by the producer's
+// placement (spec §4.6: A's first empty slot, else B's, else kicks from a
+// random one of the two) without ownership tracking. It is test and
+// benchmark set-up only: the Producer's exact state costs tens of bytes
+// per block, too much for 16 lanes × 10M blocks, and these tests need only
+// realistic words.
 type filler struct {
 	f     *ckf.Format
 	words []uint64
@@ -80,30 +82,41 @@ func (fl *filler) add(h uint64) (fresh, ok bool) {
 	if ckf.Contains(fl.words[p.A], p.FP) || ckf.Contains(fl.words[p.B], p.FP) {
 		return false, true
 	}
+	if fl.place(p.A, p.FP) || fl.place(p.B, p.FP) {
+		return true, true
+	}
 	fp, b := p.FP, p.A
 	if fl.rng.IntN(2) == 1 {
 		b = p.B
 	}
 	for kick := 0; kick < 500; kick++ {
-		for _, c := range [2]uint32{b, fl.f.Alt(b, fp)} {
-			w := ckf.Bucket(fl.words[c])
-			if i := w.FirstEmpty(); i >= 0 {
-				fl.words[c] = uint64(w.WithSlot(i, fp))
-				return true, true
-			}
-		}
 		i := fl.rng.IntN(ckf.SlotsPerBucket)
 		w := ckf.Bucket(fl.words[b])
 		fl.words[b], fp = uint64(w.WithSlot(i, fp)), w.Slot(i)
 		b = fl.f.Alt(b, fp)
+		if fl.place(b, fp) {
+			return true, true
+		}
 	}
 	return true, false
 }
 
+// place writes fp into bucket b's first empty slot, if it has one.
+func (fl *filler) place(b uint32, fp uint16) bool {
+	w := ckf.Bucket(fl.words[b])
+	i := w.FirstEmpty()
+	if i < 0 {
+		return false
+	}
+	fl.words[b] = uint64(w.WithSlot(i, fp))
+	return true
+}
+
 // rowQuery builds a query whose membership on a real table is exactly a
 // given hit pattern: every position gets a hash whose rows A and B are used
-// by no other position of the query, row A of lane l holds the position's
-// fingerprint iff l hits there, and every other word of both rows is 0.
+// by no other position of the query, row A or B (one in four) of lane l
+// holds the position's fingerprint iff l hits there, and every other word
+// of both rows is 0.
 type rowQuery struct {
 	t      *Table
 	f      *ckf.Format
@@ -140,7 +153,11 @@ func (q *rowQuery) build(hits []uint64) []uint64 {
 		clear(q.t.rows[ra : ra+q.t.stride])
 		clear(q.t.rows[rb : rb+q.t.stride])
 		for h := hit; h != 0; h &= h - 1 {
-			q.t.rows[ra+bits.TrailingZeros64(h)] = uint64(p.FP)
+			r := ra // mostly A, as the producer places
+			if q.rng.IntN(4) == 0 {
+				r = rb
+			}
+			q.t.rows[r+bits.TrailingZeros64(h)] = uint64(p.FP)
 		}
 		q.hashes = append(q.hashes, h)
 		q.probes = append(q.probes, p)

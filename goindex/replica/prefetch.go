@@ -2,15 +2,12 @@ package replica
 
 import "sync/atomic"
 
-// prefetchBudgetLines is how many cache lines the chunked scan keeps in
-// flight: it addresses and prefetches the next chunk of positions while it
-// tests the last one of the current chunk, sizing chunks so that chunk ×
-// lines per position stays within this budget. On the measured machine
-// (Zen 4, 2 vCPU) random lines cost ~190 ns alone and ~12 ns each when
-// overlapped; PREFETCHT1 sustains up to ~96 lines in flight, where
-// PREFETCHT0 lost prefetches beyond ~24 (BenchmarkProbe: p50 at 16 lanes
-// 1.0 µs at 96 lines vs 1.5 µs at 24 and 1.8 µs with the pure-Go touch
-// pass).
+// prefetchBudgetLines bounds the lines of one chunk of row-A prefetches in
+// the chunked scan (positions × lane groups). On the measured machine (Zen
+// 4, 2 vCPU) a random line costs ~190 ns alone and ~12 ns when overlapped
+// with others; PREFETCHT1 sustained ~96 lines in flight, while PREFETCHT0
+// lost prefetches beyond ~24 and the pure-Go touch pass stalls on every
+// chunk (BenchmarkProbe, impl=replica-fast vs impl=replica-fast-touch).
 const prefetchBudgetLines = 96
 
 // touchLines loads one word of each line at rows[off], off in offsets: the

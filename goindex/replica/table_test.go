@@ -264,47 +264,49 @@ var slotAlphabet = []uint16{0, 1, 2, 0x7FFF, 0x8000, 0x8001, 0xFFFE, 0xFFFF}
 func TestLineHits_MatchesContains(t *testing.T) {
 	seed := testSeed(t, 0x11AE)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	check := func(a, b *[GroupLanes]uint64, fp uint16) {
-		got := lineHits(a, b, uint64(fp)*swarOnes)
+	check := func(line *[GroupLanes]uint64, fp uint16) {
+		f := uint64(fp) * swarOnes
+		got := lineHits(line, f)
 		var want uint64
-		for i := range a {
-			if ckf.Contains(a[i], fp) || ckf.Contains(b[i], fp) {
+		for i, w := range line {
+			if ckf.Contains(w, fp) {
 				want |= 1 << uint(i)
+			}
+			if wordHit(w, f) != want>>uint(i)&1 {
+				t.Fatalf("wordHit(%#x, fp %#x) = %d, want %d (seed %#x)", w, fp, wordHit(w, f), want>>uint(i)&1, seed)
 			}
 		}
 		if got != want {
-			t.Fatalf("lineHits(%#x, %#x, fp %#x) = %#x, want %#x (seed %#x)", *a, *b, fp, got, want, seed)
+			t.Fatalf("lineHits(%#x, fp %#x) = %#x, want %#x (seed %#x)", *line, fp, got, want, seed)
 		}
 	}
-	var a, b [GroupLanes]uint64
-	// Every word over the alphabet, as a (with b random) and as b,
-	// absolute and XORed with the fingerprint.
+	var line [GroupLanes]uint64
+	// Every word over the alphabet in every lane position, absolute and
+	// XORed with the fingerprint, beside random words.
 	for code := 0; code < 1<<12; code++ {
 		var w uint64
 		for s := 0; s < 4; s++ {
 			w |= uint64(slotAlphabet[code>>(3*s)&7]) << (16 * s)
 		}
 		fp := uint16(1 + rng.IntN(0xFFFF))
-		for i := range a {
-			a[i], b[i] = w, rng.Uint64()
+		for i := range line {
+			line[i] = rng.Uint64()
 		}
-		a[code%GroupLanes] ^= uint64(fp) * swarOnes
-		check(&a, &b, fp)
-		check(&b, &a, fp)
+		line[code%GroupLanes] = w
+		check(&line, fp)
+		line[code%GroupLanes] = w ^ uint64(fp)*swarOnes
+		check(&line, fp)
 	}
 	for i := 0; i < 200_000; i++ {
 		fp := uint16(1 + rng.IntN(0xFFFF))
-		for j := range a {
-			a[j], b[j] = rng.Uint64(), rng.Uint64()
+		for j := range line {
+			line[j] = rng.Uint64()
 			// Plant the fingerprint in a random slot a third of the time.
 			if rng.IntN(3) == 0 {
-				a[j] = uint64(ckf.Bucket(a[j]).WithSlot(rng.IntN(4), fp))
-			}
-			if rng.IntN(3) == 0 {
-				b[j] = uint64(ckf.Bucket(b[j]).WithSlot(rng.IntN(4), fp))
+				line[j] = uint64(ckf.Bucket(line[j]).WithSlot(rng.IntN(4), fp))
 			}
 		}
-		check(&a, &b, fp)
+		check(&line, fp)
 	}
 }
 
