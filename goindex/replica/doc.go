@@ -25,12 +25,13 @@
 // its local hashes with kv.AppendChain) or their probes, loads the ready
 // mask once, searches M = ready ∧ asked lanes, and writes each lane's depth
 // in blocks into the caller's buffer. Three modes: Chunked (the default),
-// a linear scan whose row loads are prefetched a chunk ahead and that stops
-// when no lane is left; Bisect, upstream's galloping + grouped binary
-// search + verification window + terminal-branch fallback, with its
-// counters; and Linear, the plain reference. Chunked is the default because
-// it measured fastest on Mooncake-shaped requests (BenchmarkProbe; see
-// BENCHMARKS.md).
+// a linear scan whose row-A loads are prefetched a chunk ahead (one amd64
+// PREFETCHT1 helper; a pure-Go touch pass elsewhere), whose row-B loads are
+// issued only for lanes row A did not hold, and that stops when no lane is
+// left; Bisect, upstream's galloping + grouped binary search +
+// verification window + terminal-branch fallback, with its counters; and
+// Linear, the plain reference. Chunked is the default because it measured
+// fastest on Mooncake-shaped requests (BenchmarkProbe; see BENCHMARKS.md).
 //
 // # Invariants
 //
@@ -79,8 +80,8 @@
 //
 // # Files
 //
-//   - table.go: Config, RegionWords, New, NewInRegion, the Table and its lane ops, Probe and the SWAR line test.
-//   - search.go: Mode, SearchConfig, Searcher, Search and SearchProbes, the chunked scan.
+//   - table.go: Config, RegionWords, New, NewInRegion, the Table and its lane ops, Probe, the row and line tests.
+//   - search.go: Mode, SearchConfig, Searcher, Search and SearchProbes, the A-first chunked scan.
 //   - bisect.go: Stats, the membership seam, the Linear reference and upstream's bisection.
 //   - prefetch.go: the in-flight line budget and the pure-Go touch pass.
 //   - prefetch_amd64.go: the declaration of the PREFETCHT1 helper.
@@ -101,8 +102,8 @@
 // Chunked and Chunked on the touch pass all return the exact depth; random
 // static membership with holes and false hits where Chunked equals the
 // longest run and Bisect is never below it (the inflation rate is logged);
-// Bisect's depth as the smallest observed miss; Probe and the fused line
-// test against one ckf.Contains per lane; the lane ops against a plain
+// Bisect's depth as the smallest observed miss; Probe and the line and word
+// tests against one ckf.Contains per lane; the lane ops against a plain
 // model; regions (size, alignment, a second view seeing a writer's state);
 // zero allocations per search; and, under -race, searches running while
 // per-lane producers' images, clears and re-installs land, ending with
