@@ -18,6 +18,7 @@ type benchmark struct {
 // prints them; adding one is one entry here plus its bench_<name>.go.
 var benchmarks = []benchmark{
 	{"radix", "replay a Mooncake trace into the exact radix index: apply rate, match latency, memory", runBenchRadix},
+	{"ckf", "CKF replica vs exact radix vs per-lane filters: probe latency, producer ingest, memory", runBenchCKF},
 }
 
 func benchSynopsis() string {
