@@ -127,7 +127,11 @@ func simulate(t *testing.T, c Config, w *Workload, p Policy, before func(*simula
 	if err != nil {
 		t.Fatalf("withDefaults(%+v): %v", c, err)
 	}
-	s, err := newSimulation(&cc, w, p)
+	f, err := newFormat(&cc)
+	if err != nil {
+		t.Fatalf("newFormat: %v", err)
+	}
+	s, err := newSimulation(&cc, w, p, f)
 	if err != nil {
 		t.Fatalf("newSimulation(%v): %v", p, err)
 	}

@@ -41,6 +41,10 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 	if w.BlockSize != c.BlockSize {
 		return nil, fmt.Errorf("%w: workload hashed for %d-token blocks, config has %d", ErrConfig, w.BlockSize, c.BlockSize)
 	}
+	f, err := newFormat(&c)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rep := &Report{Config: c, Results: make([]*Result, len(c.Policies))}
@@ -57,7 +61,7 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 				errs[k] = ctx.Err()
 				return
 			}
-			rep.Results[k], errs[k] = runPolicy(ctx, &c, w, p)
+			rep.Results[k], errs[k] = runPolicy(ctx, &c, w, p, f)
 			if errs[k] != nil {
 				cancel()
 			}
@@ -152,9 +156,11 @@ func (s *simulation) draw(i, stage int) *rand.Rand {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func newSimulation(c *Config, w *Workload, p Policy) (*simulation, error) {
-	g := c.Grid
-	home, _ := g.Index(c.RouterSite)
+// newFormat returns the CKF format every pool and lane of a run shares,
+// sized for a full DC: WorkersPerDC × KVBlocksPerWorker blocks at ≤ 80%
+// load (ckf.BucketCount), the DC-wide distinct blocks never exceeding the
+// workers' capacity.
+func newFormat(c *Config) (*ckf.Format, error) {
 	buckets, err := ckf.BucketCount(uint64(c.WorkersPerDC) * uint64(c.KVBlocksPerWorker))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -163,6 +169,12 @@ func newSimulation(c *Config, w *Workload, p Policy) (*simulation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	return f, nil
+}
+
+func newSimulation(c *Config, w *Workload, p Policy, f *ckf.Format) (*simulation, error) {
+	g := c.Grid
+	home, _ := g.Index(c.RouterSite)
 	s := &simulation{cfg: c, w: w, policy: p, home: home, reqs: make([]reqState, len(w.Requests)),
 		pcg: rand.NewPCG(0, 0), workerDepth: make([]int, c.WorkersPerDC)}
 	s.rng = rand.New(s.pcg)
@@ -175,15 +187,16 @@ func newSimulation(c *Config, w *Workload, p Policy) (*simulation, error) {
 		s.dcs = append(s.dcs, d)
 		pools = append(pools, d.identity.Pool)
 	}
+	var err error
 	if s.rt, err = newRouter(c, p, uint64(home), f, pools); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func runPolicy(ctx context.Context, c *Config, w *Workload, p Policy) (*Result, error) {
+func runPolicy(ctx context.Context, c *Config, w *Workload, p Policy, f *ckf.Format) (*Result, error) {
 	began := time.Now()
-	s, err := newSimulation(c, w, p)
+	s, err := newSimulation(c, w, p, f)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ func runAll(t *testing.T, c Config, w *Workload) *Report {
 }
 
 func TestRun_SameSeedGivesIdenticalResults(t *testing.T) {
-	w := shippedWorkload(t, 300, 80)
+	w := shippedWorkload(t, 300, 40)
 	c := Config{Grid: shippedGrid(t), Concurrency: 64, Seed: testSeed(t)}
 	a, b := runAll(t, c, w), runAll(t, c, w)
 	for k := range a.Results {
@@ -151,7 +151,11 @@ func TestRun_CorruptFrameStopsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newSimulation(&cc, w, TTFT)
+	f, err := newFormat(&cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSimulation(&cc, w, TTFT, f)
 	if err != nil {
 		t.Fatal(err)
 	}
