@@ -198,7 +198,8 @@ func TestHandles_NeverReusedAndClosedMeansEHANDLE(t *testing.T) {
 }
 
 func TestHandle_CallsRacingCloseSeeEHANDLE(t *testing.T) {
-	h := &handle{cfg: defaultConfig(), ix: exactIndex{radix.New(radix.Config{})}}
+	h := &handle{cfg: defaultConfig()}
+	h.setIndex(exactIndex{radix.New(radix.Config{})})
 	h.close()
 	if err := h.read(func(index) error { return nil }); !errors.Is(err, errHandle) {
 		t.Errorf("read on a closed handle = %v, want errHandle", err)

@@ -66,7 +66,7 @@ func checkBlocks(b *testing.B, n int, blocks func(i int) int) {
 func BenchmarkProbe(b *testing.B) {
 	h, queries := benchIndex(b)
 	b.Run("impl=radix/blocks=64", func(b *testing.B) {
-		ix := handles.get(uint64(h)).ix
+		ix := *handles.get(uint64(h)).ix.Load()
 		dst := make([]kv.Overlap, 0, benchMembers)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
@@ -94,7 +94,7 @@ func BenchmarkProbeBatch(b *testing.B) {
 	h, queries := benchIndex(b)
 	flat := slices.Concat(queries...)
 	b.Run("impl=radix/blocks=64/batch=64", func(b *testing.B) {
-		ix := handles.get(uint64(h)).ix
+		ix := *handles.get(uint64(h)).ix.Load()
 		dst := make([]kv.Overlap, 0, benchMembers*benchBatch)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {

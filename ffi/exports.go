@@ -56,8 +56,9 @@ func guard(rc *status, id uint64, call string) {
 }
 
 // view returns the host array p[0:n] as a Go slice of E without copying. The
-// slice aliases host memory: it is valid during the call only and is never
-// handed to an index (which copies or only reads it, see ops.go).
+// slice aliases host memory: it is valid during the call only, so what an
+// index may keep (stored and removed events) is copied first, and only
+// Match, which reads its query during the call, sees a view.
 func view[E, T any](p *T, n C.size_t, limit uint64, what string) ([]E, error) {
 	if n == 0 {
 		return nil, nil

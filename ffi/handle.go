@@ -27,6 +27,10 @@ type counters struct {
 
 // index is what a handle needs of its index: the kv.Index calls and the
 // index's share of goindex_stats. Each mode wraps its package's index.
+// Beyond kv.Index, the handle relies on two documented properties of
+// radix.Index and ckfindex.Index: Match (and Stats) may run concurrently
+// with mutations, and Match only reads its query during the call. So
+// probes take no handle lock and pass the host's query without a copy.
 type index interface {
 	kv.Index
 	count(c *counters)
@@ -101,19 +105,18 @@ func (r *registry) openError() string {
 	return r.openErr
 }
 
-// handle is one open index. Event calls and close take mu for writing,
-// probes, scores and stats for reading, so many host threads probe while
-// one applies events; closed (under mu) turns calls that lost a race with
-// close into GOINDEX_EHANDLE. errMu guards lastErr only, so recording a
-// failure never waits for an event call.
+// handle is one open index. Event calls and close serialize on mu; probes,
+// scores and stats take no lock: they load ix, which close sets to nil, so
+// a call that starts after close returns GOINDEX_EHANDLE (one racing close
+// finishes on the old index, which stays valid). errMu guards lastErr only,
+// so recording a failure never waits for an event call.
 type handle struct {
 	id      uint64
 	cfg     config
 	scorers map[score.Policy]*score.Scorer // one per ABI policy, immutable
 
-	mu     sync.RWMutex
-	closed bool
-	ix     index
+	mu sync.Mutex
+	ix atomic.Pointer[index]
 
 	errMu   sync.Mutex
 	lastErr string
@@ -147,7 +150,7 @@ func newHandle(cfg config) (*handle, error) {
 		if worker {
 			scope = radix.ClearWorker
 		}
-		h.ix = exactIndex{radix.New(radix.Config{ClearScope: scope})}
+		h.setIndex(exactIndex{radix.New(radix.Config{ClearScope: scope})})
 	case "ckf":
 		scope := ckfindex.ClearRank
 		if worker {
@@ -158,7 +161,7 @@ func newHandle(cfg config) (*handle, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errConfig, err)
 		}
-		h.ix = ckfIndex{ix}
+		h.setIndex(ckfIndex{ix})
 	default:
 		return nil, fmt.Errorf("%w: mode global (lanes fed by relay frames or a shared replica) is not wired into the library yet", errUnavailable)
 	}
@@ -180,20 +183,32 @@ func (h *handle) lastError() string {
 	return h.lastErr
 }
 
-// update runs an event call fn on the index under the write lock and counts
-// its outcome. The deferred unlock keeps the handle closable after a panic.
+func (h *handle) setIndex(ix index) { h.ix.Store(&ix) }
+
+// update runs an event call fn on the index, one at a time, and counts its
+// outcome. The deferred unlock keeps the handle closable after a panic.
 func (h *handle) update(fn func(ix index) error) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
+	ix := h.ix.Load()
+	if ix == nil {
 		return errHandle
 	}
-	if err := fn(h.ix); err != nil {
+	if err := fn(*ix); err != nil {
 		h.eventsRejected.Add(1)
 		return err
 	}
 	h.eventsApplied.Add(1)
 	return nil
+}
+
+// read runs fn on the index, concurrently with anything.
+func (h *handle) read(fn func(ix index) error) error {
+	ix := h.ix.Load()
+	if ix == nil {
+		return errHandle
+	}
+	return fn(*ix)
 }
 
 // counters returns goindex_stats's figures.
@@ -207,21 +222,9 @@ func (h *handle) counters() (counters, error) {
 	return c, err
 }
 
-// read runs fn on the index under the read lock.
-func (h *handle) read(fn func(ix index) error) error {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if h.closed {
-		return errHandle
-	}
-	return fn(h.ix)
-}
-
-// close marks the handle closed and drops its index, after any call in
-// flight has finished.
+// close drops the index once the event call in flight, if any, is done.
 func (h *handle) close() {
 	h.mu.Lock()
-	h.closed = true
-	h.ix = nil
+	h.ix.Store(nil)
 	h.mu.Unlock()
 }

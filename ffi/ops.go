@@ -14,7 +14,6 @@ import (
 // scratch is one probe's working memory. Handles pool them, so a probe or
 // batch whose output fits allocates nothing once the pool is warm.
 type scratch struct {
-	locals   []uint64
 	overlaps []kv.Overlap
 	lens     []int // each query's length in locals
 	ends     []int // end of each query's entries in overlaps
@@ -30,20 +29,22 @@ func (h *handle) getScratch() *scratch {
 func (h *handle) putScratch(s *scratch) { h.pool.Put(s) }
 
 func byMember(a, b kv.Overlap) int {
-	return cmp.Or(cmp.Compare(a.Member.Worker, b.Member.Worker), cmp.Compare(a.Member.Rank, b.Member.Rank))
+	if a.Member.Worker != b.Member.Worker {
+		return cmp.Compare(a.Member.Worker, b.Member.Worker)
+	}
+	return cmp.Compare(a.Member.Rank, b.Member.Rank)
 }
 
 // probe matches the queries locals[0:lens[0]], locals[lens[0]:lens[0]+lens[1]],
-// … under one read lock and leaves in s.overlaps each query's entries sorted
-// by (worker, rank), query q's ending at s.ends[q]. The query hashes are
-// copied into s first: the index only ever sees Go memory.
+// … and leaves in s.overlaps each query's entries sorted by (worker, rank),
+// query q's ending at s.ends[q]. locals may be host memory: Match only
+// reads it during the call.
 func (h *handle) probe(s *scratch, locals []uint64, lens []int) error {
-	s.locals = append(s.locals[:0], locals...)
 	s.overlaps, s.ends = s.overlaps[:0], s.ends[:0]
 	err := h.read(func(ix index) error {
 		off := 0
 		for _, n := range lens {
-			s.overlaps = ix.Match(s.overlaps, s.locals[off:off+n])
+			s.overlaps = ix.Match(s.overlaps, locals[off:off+n])
 			s.ends = append(s.ends, len(s.overlaps))
 			off += n
 		}
@@ -77,7 +78,7 @@ const pcgStream = 0x9E3779B97F4A7C15
 // scoreQuery is one goindex_score request in Go memory.
 type scoreQuery struct {
 	policy      score.Policy
-	locals      []uint64 // a view of host memory; probe copies it
+	locals      []uint64 // a view of host memory, read during the call only
 	islTokens   int      // 0: len(locals) × block size
 	cands       []score.Candidate
 	members     bool // cands was NULL: every member the index knows

@@ -67,7 +67,7 @@ extern "C" {
 #define GOINDEX_EPARENT -6      /* stored event's parent is not held by the member; nothing changed */
 #define GOINDEX_ESEQUENCE -7    /* invalid block sequence (parent among the blocks, remapped block); nothing changed */
 #define GOINDEX_ENOTFOUND -8    /* some removed hashes were unknown; the known ones were removed */
-#define GOINDEX_ECAPACITY -9    /* ckf mode: blocks tracked exactly but not all admitted to the filter */
+#define GOINDEX_ECAPACITY -9    /* capacity: ckf blocks tracked but not all admitted to the filter; or no free lane, or no free tree node (nothing changed) */
 #define GOINDEX_EMODE -10       /* the call is not available in this handle's mode */
 #define GOINDEX_EFRAME -11      /* malformed or rejected relay frame; only the frame's lane is affected */
 #define GOINDEX_EREPLICA -12    /* the replica file cannot be attached (missing, bad header, wrong format) */
@@ -196,7 +196,8 @@ uint32_t goindex_abi_version(void);
  * Threading: any thread. Ownership: config is read during the call only.
  * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL config with nonzero length or NULL
  * handle_out); GOINDEX_ETOOBIG (config over GOINDEX_MAX_CONFIG_BYTES);
- * GOINDEX_ECONFIG (detail via goindex_last_error(0, ...)); GOINDEX_EINTERNAL. */
+ * GOINDEX_ECONFIG (detail via goindex_last_error(0, ...)); GOINDEX_EUNAVAILABLE
+ * (a mode this library does not provide yet: "global"); GOINDEX_EINTERNAL. */
 int goindex_open(goindex_in_char* config_json, size_t config_len, uint64_t* handle_out);
 
 /* goindex_close releases a handle. Closing twice returns GOINDEX_EHANDLE.
@@ -214,8 +215,9 @@ int goindex_close(uint64_t handle);
  * Returns: GOINDEX_OK; GOINDEX_EINVAL; GOINDEX_ETOOBIG (n_blocks over
  * GOINDEX_MAX_BLOCKS); GOINDEX_EHANDLE; GOINDEX_EMODE (global mode);
  * GOINDEX_EPARENT or GOINDEX_ESEQUENCE (nothing changed); GOINDEX_ECAPACITY
- * (ckf: the blocks are tracked, some are not in the filter until space frees);
- * GOINDEX_EINTERNAL. */
+ * (ckf: the blocks are tracked, some are not in the filter until space frees;
+ * or, nothing changed, a new member found every lane taken or the exact tree
+ * ran out of node ids); GOINDEX_EINTERNAL. */
 int goindex_insert(uint64_t handle, uint64_t worker_id, uint32_t dp_rank, uint64_t event_id,
                    goindex_in_u64* parent_hash, goindex_in_u64* external_hashes,
                    goindex_in_u64* local_hashes, size_t n_blocks);
@@ -305,7 +307,8 @@ int goindex_probe_batch(uint64_t handle, goindex_in_u64* local_hashes, goindex_i
  * Threading: any thread, concurrently with event calls.
  * Ownership: request and its arrays read during the call only.
  * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL pointers, bad struct_size, unknown
- * policy); GOINDEX_ETOOBIG; GOINDEX_EHANDLE; GOINDEX_ENOCANDIDATE;
+ * policy); GOINDEX_ETOOBIG; GOINDEX_EHANDLE; GOINDEX_ENOCANDIDATE (also
+ * for candidates NULL in exact and ckf modes: members carry no load signals);
  * GOINDEX_EINTERNAL. */
 typedef const goindex_score_request goindex_in_score_request;
 int goindex_score(uint64_t handle, goindex_in_score_request* request, goindex_score_result* result);

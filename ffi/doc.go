@@ -1,0 +1,92 @@
+// Command ffi is libgoindex.so: the C ABI of include/goindex.h as a thin,
+// defensive layer over goindex/. Build it with ffi/build.sh, never with a
+// plain go build: the script adds the soname, the export list and the check
+// that the hand-written header and cgo's generated one agree.
+//
+// # Concepts
+//
+// A handle is an open index: mode "exact" is goindex/radix, mode "ckf" is
+// goindex/ckfindex (one cuckoo-filter lane per member); mode "global" (lanes
+// fed by relay frames or a shared replica) is not wired in yet and opens
+// with GOINDEX_EUNAVAILABLE, as goindex_apply_frame and goindex_attach_replica
+// answer after their argument checks. Handles are registered under ids that
+// count up from 1 and are never reused; the registry (handle.go) is the
+// package's only mutable global.
+//
+// Every export runs the same four steps: a deferred recover guard (a panic
+// becomes GOINDEX_EINTERNAL with its detail recorded), the handle and
+// argument checks (NULL with a nonzero length, the GOINDEX_MAX_* limits,
+// output triples, struct_size, enum values and flags), one call into
+// goindex/ through the handle, and the mapping of the error to a code by the
+// single table in errors.go (errors.Is against the ABI's and the indexes'
+// sentinels). A failure's detail, prefixed by the call's name, becomes the
+// handle's last error (goindex_open's: handle 0's).
+//
+// goindex_score hands the probe depths and the caller's candidates to
+// goindex/score, whose policies carry the header's numbers (TTFT,
+// PrefixThenLoad, LoadOnly, Credit). Every policy needs the load signals
+// only candidates carry, so a request without candidates (NULL, 0) has no
+// eligible member and returns GOINDEX_ENOCANDIDATE; global mode's lanes will
+// bring their own load reports.
+//
+// # Invariants
+//
+//   - No host pointer outlives a call: stored and removed events are copied
+//     into Go memory before the index sees them; a probe's query is passed as
+//     a view of host memory because Match only reads it during the call.
+//   - No Go pointer reaches the host: results are copied into the caller's
+//     buffers, strerror's strings are C strings allocated once at start.
+//   - Probe results are sorted by (id, rank); a too small buffer gets
+//     GOINDEX_EBUFFER, the needed count in *written and no partial result.
+//   - goindex_stats fills at most struct_size bytes and leaves struct_size as
+//     the caller set it; last_error output is always NUL-terminated.
+//
+// # Errors
+//
+// An argument error changes nothing and is not counted as an event. Event
+// errors leave what the index documents: a rejected store changes nothing
+// (GOINDEX_EPARENT, GOINDEX_ESEQUENCE); a removal naming unknown hashes
+// (GOINDEX_ENOTFOUND) has removed the known ones; in ckf mode
+// GOINDEX_ECAPACITY means the blocks are tracked but not all in the filter,
+// or (no free lane) that nothing changed. GOINDEX_EINTERNAL leaves the
+// handle unspecified, as the header says.
+//
+// # Concurrency
+//
+// Probes, batches, scores, stats, hash_tokens and last_error take no handle
+// lock: they load the handle's index pointer, and both indexes allow Match
+// and Stats concurrently with their mutations. Event calls serialize on the
+// handle's mutex (so do the indexes, internally); close takes it too and
+// clears the index pointer, so calls that start after close see
+// GOINDEX_EHANDLE. last_error and the open error have their own small locks.
+// Non-goal: making close safe against calls racing it on the same handle
+// (the header forbids the race; such a call finishes on the old index).
+//
+// # Files
+//
+//   - doc.go: this overview.
+//   - main.go: the empty main of a c-shared build.
+//   - exports.go: the //export functions, argument views and output checks,
+//     strerror's static strings.
+//   - handle.go: the handle registry, handles, the per-mode index wrappers
+//     and their share of the counters.
+//   - ops.go: the Go side of probe, batch, score and token hashing.
+//   - config.go: goindex_open's strict JSON config and its defaults.
+//   - errors.go: the ABI's sentinels and the one error-to-code table.
+//
+// Also here: build.sh (builds libgoindex.so and checks the headers),
+// exports.map (the linker version script: extend its global list to export
+// more, e.g. dynamo_worker_selector_plugin_v1) and check/headers.c (the
+// translation unit holding both headers).
+//
+// # Tests
+//
+// The Go tests call the exports as Go functions with Go memory, under -race
+// too: config parsing (every key, every rejection, a fuzz target), the code
+// table, the panic guard, handle ids, the concurrency of probes with events
+// (depths never above what was stored), and zero allocations per probe and
+// batch. tests/c, tests/python and tests/gohost test the real library from C
+// (also built with cgocheck2), Python ctypes (against the dynamo-compat §3.6
+// model) and Go through purego; BenchmarkProbe here and tests/c/bench.c
+// measure the boundary (BENCHMARKS.md).
+package main
