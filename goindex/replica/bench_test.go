@@ -242,9 +242,22 @@ func (fx *probeFixture) buildRadix(b *testing.B) *radix.Index {
 	if fx.radix != nil {
 		return fx.radix
 	}
+	// Store in trace order, each request into every lane holding it, as a
+	// live index would see them arrive (tree nodes end up allocated in
+	// arrival order, with no churn: the tree's best case).
 	x := radix.New(radix.Config{})
-	for l, taken := range fx.taken {
-		for _, i := range taken {
+	next := make([]int, fx.lanes) // per lane, its next request in taken
+	for i := 0; ; i++ {
+		left := false
+		for l, taken := range fx.taken {
+			if next[l] == len(taken) {
+				continue
+			}
+			left = true
+			if taken[next[l]] != i {
+				continue
+			}
+			next[l]++
 			ev := kv.Event{Member: kv.Member{Worker: uint64(l)}, Kind: kv.Stored}
 			for j, c := range fx.u.canonOf(i) {
 				ev.Blocks = append(ev.Blocks, kv.Block{External: c, Local: fx.u.localOf(i)[j]})
@@ -252,6 +265,9 @@ func (fx *probeFixture) buildRadix(b *testing.B) *radix.Index {
 			if err := x.Apply(&ev); err != nil {
 				b.Fatalf("radix Apply(lane %d, request %d): %v", l, i, err)
 			}
+		}
+		if !left {
+			break
 		}
 	}
 	lin := mustSearcher(b, fx.tab, fx.f, Linear, 0)
