@@ -224,7 +224,8 @@ func targetLines(rep *Report) []string {
 	if t == nil {
 		return nil
 	}
-	var out []string
+	out := []string{fmt.Sprintf("reference (not a policy): with an infinite cache shared by every DC, no queueing and no RTT, TTFT p50/p95/p99 would be %.0f / %.0f / %.0f ms at a %.1f%% hit rate (Ideal)",
+		rep.Ideal.TTFTp50Ms, rep.Ideal.TTFTp95Ms, rep.Ideal.TTFTp99Ms, 100*rep.Ideal.HitRate)}
 	verdict := func(ok bool) string {
 		if ok {
 			return "met"

@@ -17,10 +17,12 @@ import (
 )
 
 // Report is the outcome of Run: the configuration with its defaults filled
-// in and one Result per policy, in the order the policies were given.
+// in, one Result per policy in the order the policies were given, and the
+// workload's Ideal at the configured prefill rate.
 type Report struct {
 	Config  Config
 	Results []*Result
+	Ideal   Ideal
 }
 
 // Run simulates w once per policy of cfg, each on identical input (the
@@ -47,7 +49,7 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rep := &Report{Config: c, Results: make([]*Result, len(c.Policies))}
+	rep := &Report{Config: c, Results: make([]*Result, len(c.Policies)), Ideal: ideal(w, c.PrefillTokensPerMs)}
 	errs := make([]error, len(c.Policies))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup

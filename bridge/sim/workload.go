@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/goindex/goindex/bridge/trace"
 	"github.com/goindex/goindex/goindex/kv"
@@ -62,4 +63,44 @@ func (r *Request) promptBlocks() int { return len(r.Locals) }
 // prompt blocks plus the blocks of its generated tokens.
 func (r *Request) totalBlocks(blockSize int) int {
 	return max(len(r.Locals), (r.InputTokens+r.OutputTokens+blockSize-1)/blockSize)
+}
+
+// Ideal is a reference point for a workload's TTFT: every prompt hits the
+// longest prefix any earlier request of the trace had (an infinite cache
+// shared by every DC), nothing queues and the RTT is 0, so a request's TTFT
+// is only the prefill of what no earlier request computed (at least one
+// token) at the configured rate. No policy of the model gets close to it:
+// real caches are finite and split across DCs, and concurrent requests
+// reorder the trace slightly (so it is not a strict bound).
+type Ideal struct {
+	HitRate   float64 `json:"hit_rate"`
+	TTFTp50Ms float64 `json:"ttft_p50_ms"`
+	TTFTp95Ms float64 `json:"ttft_p95_ms"`
+	TTFTp99Ms float64 `json:"ttft_p99_ms"`
+}
+
+// ideal computes w's Ideal at tokensPerMs of prefill.
+func ideal(w *Workload, tokensPerMs float64) Ideal {
+	seen := make(map[uint64]struct{})
+	ttft := make([]float64, 0, len(w.Requests))
+	var hit, prompt float64
+	for i := range w.Requests {
+		r := &w.Requests[i]
+		k := 0
+		for k < len(r.Seqs) {
+			if _, ok := seen[r.Seqs[k]]; !ok {
+				break
+			}
+			k++
+		}
+		for _, h := range r.Seqs[k:] {
+			seen[h] = struct{}{}
+		}
+		cached := min(k*w.BlockSize, r.InputTokens-1)
+		hit += float64(cached)
+		prompt += float64(r.InputTokens)
+		ttft = append(ttft, float64(r.InputTokens-cached)/tokensPerMs)
+	}
+	slices.Sort(ttft)
+	return Ideal{HitRate: ratio(hit, prompt), TTFTp50Ms: percentile(ttft, 50), TTFTp95Ms: percentile(ttft, 95), TTFTp99Ms: percentile(ttft, 99)}
 }

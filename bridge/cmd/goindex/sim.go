@@ -277,6 +277,7 @@ func simJSON(rep *sim.Report, in simInput) map[string]any {
 	c := rep.Config
 	return map[string]any{
 		"policies": pols,
+		"ideal":    rep.Ideal,
 		"config": map[string]any{
 			"policies": order, "trace": in.Trace, "requests": in.Requests, "sites": c.Grid.Sites, "router_site": c.RouterSite,
 			"workers_per_dc": c.WorkersPerDC, "kv_blocks_per_worker": c.KVBlocksPerWorker, "block_size": c.BlockSize,
