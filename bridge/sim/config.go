@@ -132,10 +132,10 @@ const (
 
 // Config limits, so that a typo cannot ask for millions of engines.
 const (
-	MaxWorkersPerDC   = 1024
-	MaxBatchLimit     = 1 << 16
-	MaxConcurrency    = 1 << 20
-	MaxKVBlocksWorker = trace.MaxCapacityBlocks
+	MaxWorkersPerDC      = 1024
+	MaxBatchLimit        = 1 << 16
+	MaxConcurrency       = 1 << 20
+	MaxKVBlocksPerWorker = trace.MaxCapacityBlocks
 )
 
 // Config describes one simulation: the DCs and their workers, the
@@ -270,8 +270,8 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.WorkersPerDC < 1 || c.WorkersPerDC > MaxWorkersPerDC:
 		return bad("workers per DC %d not in [1, %d]", c.WorkersPerDC, MaxWorkersPerDC)
-	case c.KVBlocksPerWorker < 1 || c.KVBlocksPerWorker > MaxKVBlocksWorker:
-		return bad("KV blocks per worker %d not in [1, %d]", c.KVBlocksPerWorker, MaxKVBlocksWorker)
+	case c.KVBlocksPerWorker < 1 || c.KVBlocksPerWorker > MaxKVBlocksPerWorker:
+		return bad("KV blocks per worker %d not in [1, %d]", c.KVBlocksPerWorker, MaxKVBlocksPerWorker)
 	case c.BlockSize < 1 || c.BlockSize > trace.TokensPerID || trace.TokensPerID%c.BlockSize != 0:
 		return bad("block size %d must divide %d", c.BlockSize, trace.TokensPerID)
 	case !positive(c.PrefillTokensPerMs):

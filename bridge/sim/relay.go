@@ -177,14 +177,13 @@ func (s *simulation) verify(d *dc) error {
 	return nil
 }
 
+// countDiff counts the positions where a and b, of equal length, differ.
 func countDiff(a, b []uint64) int {
 	n := 0
-	for i := range min(len(a), len(b)) {
+	for i := range a {
 		if a[i] != b[i] {
 			n++
 		}
 	}
-	return n + abs(len(a)-len(b))
+	return n
 }
-
-func abs(x int) int { return max(x, -x) }

@@ -18,7 +18,6 @@ import (
 // exact radix index fed with exactly the events whose images the lane has
 // received, so every probe can be checked against the state it reflects.
 type router struct {
-	format   *ckf.Format
 	table    *replica.Table
 	consumer *relayproto.Consumer
 	searcher *replica.Searcher
@@ -111,7 +110,7 @@ func newRouter(c *Config, p Policy, home uint64, f *ckf.Format, lanes []relaypro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	rt := &router{format: f, table: t, consumer: cons, searcher: se, scorer: sc,
+	rt := &router{table: t, consumer: cons, searcher: se, scorer: sc,
 		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)), exact: make([]int, len(lanes))}
 	for range lanes {
 		rt.audit = append(rt.audit, radix.New(radix.Config{}))

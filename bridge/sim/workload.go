@@ -56,9 +56,6 @@ func NewWorkload(reqs []trace.Request, blockSize int) (*Workload, error) {
 	return w, nil
 }
 
-// promptBlocks is the KV blocks a request's prompt occupies.
-func (r *Request) promptBlocks() int { return len(r.Locals) }
-
 // totalBlocks is the KV blocks a request holds when its decode ends: its
 // prompt blocks plus the blocks of its generated tokens.
 func (r *Request) totalBlocks(blockSize int) int {
