@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/ckfindex"
+	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/radix"
 	"github.com/goindex/goindex/goindex/score"
 )
@@ -311,5 +313,62 @@ func TestProbe_ConcurrentWithEvents(t *testing.T) {
 	}
 	if got := probe(t, h, q); got != strings.Join(want, " ") {
 		t.Errorf("final probe = %q, want %q (GOINDEX_SEED=%d)", got, strings.Join(want, " "), s)
+	}
+}
+
+func TestRegistry_GrowsAndForgetsClosedHandles(t *testing.T) {
+	var r registry
+	var hs []*handle
+	for i := 0; i < 40; i++ {
+		h := &handle{}
+		if id := r.add(h); id != uint64(i+1) {
+			t.Fatalf("add #%d = id %d, want %d", i, id, i+1)
+		}
+		hs = append(hs, h)
+	}
+	for i, h := range hs {
+		if i%3 == 0 && r.remove(h.id) != h {
+			t.Errorf("remove(%d) did not return its handle", h.id)
+		}
+	}
+	for i, h := range hs {
+		want := h
+		if i%3 == 0 {
+			want = nil
+		}
+		if got := r.get(h.id); got != want {
+			t.Errorf("get(%d) = %p, want %p", h.id, got, want)
+		}
+	}
+	for _, id := range []uint64{0, 41, 1 << 63, ^uint64(0)} {
+		if r.get(id) != nil || r.remove(id) != nil {
+			t.Errorf("get/remove(%d) found a handle", id)
+		}
+	}
+}
+
+// sortMembers is checked against slices.SortFunc on random results, short
+// (insertion) and long (fallback), with runs already in order as Match
+// tends to emit them.
+func TestSortMembers_MatchesSlicesSort(t *testing.T) {
+	s := seed(t, 3)
+	rng := rand.New(rand.NewPCG(s, 2))
+	for trial := 0; trial < 500; trial++ {
+		n := rng.IntN(2 * insertionSortMax)
+		o := make([]kv.Overlap, n)
+		for i := range o {
+			o[i] = kv.Overlap{Member: kv.Member{Worker: uint64(rng.IntN(8)), Rank: uint32(rng.IntN(4))}, Blocks: i}
+		}
+		if rng.IntN(2) == 0 {
+			slices.SortFunc(o[:n/2], byMember)
+		}
+		want := slices.Clone(o)
+		slices.SortStableFunc(want, byMember)
+		sortMembers(o)
+		for i := range o {
+			if o[i].Member != want[i].Member {
+				t.Fatalf("sortMembers(%d entries)[%d] = %v, want %v (GOINDEX_SEED=%d)", n, i, o[i].Member, want[i].Member, s)
+			}
+		}
 	}
 }

@@ -71,7 +71,7 @@ func BenchmarkProbe(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			dst = ix.Match(dst[:0], queries[i%benchDocs])
-			slices.SortFunc(dst, byMember)
+			sortMembers(dst)
 			checkBlocks(b, len(dst), func(j int) int { return dst[j].Blocks })
 		}
 	})
@@ -103,7 +103,7 @@ func BenchmarkProbeBatch(b *testing.B) {
 			for q := first; q < first+benchBatch; q++ {
 				start := len(dst)
 				dst = ix.Match(dst, queries[q])
-				slices.SortFunc(dst[start:], byMember)
+				sortMembers(dst[start:])
 				checkBlocks(b, len(dst)-start, func(j int) int { return dst[start+j].Blocks })
 			}
 		}
@@ -144,4 +144,30 @@ func BenchmarkTrivialCall(b *testing.B) {
 			b.Fatal("goindex_abi_version returned 0")
 		}
 	})
+}
+
+// BenchmarkSortMembers sorts one probe's 16 entries in Match's order:
+// impl=insertion is sortMembers, impl=slices is slices.SortFunc.
+func BenchmarkSortMembers(b *testing.B) {
+	h, queries := benchIndex(b)
+	ix := *handles.get(uint64(h)).ix.Load()
+	unsorted := ix.Match(nil, queries[5])
+	work := make([]kv.Overlap, len(unsorted))
+	for _, c := range []struct {
+		name string
+		sort func([]kv.Overlap)
+	}{
+		{"impl=insertion", sortMembers},
+		{"impl=slices", func(o []kv.Overlap) { slices.SortFunc(o, byMember) }},
+	} {
+		b.Run(c.name+"/members=16", func(b *testing.B) {
+			for b.Loop() {
+				copy(work, unsorted)
+				c.sort(work)
+			}
+			if !slices.IsSortedFunc(work, byMember) || len(work) != benchMembers {
+				b.Fatalf("%s left %v", c.name, work)
+			}
+		})
+	}
 }
