@@ -234,12 +234,12 @@ func targetLines(rep *Report) []string {
 	}
 	if s := by[SingleDC.String()]; s != nil {
 		x, y := ratio(t.ThroughputRPS, s.ThroughputRPS), 1-ratio(t.TTFTp95Ms, s.TTFTp95Ms)
-		out = append(out, fmt.Sprintf("ttft vs single-dc: throughput %.2f× (target ≥ 1.5×, %s); TTFT p95 %.1f%% lower (target ≥ 25%%, %s)", x, verdict(x >= 1.5), 100*y, verdict(y >= 0.25)))
+		out = append(out, fmt.Sprintf("ttft vs single-dc: throughput %.2f× (target ≥ 1.5×, %s); TTFT p95 %s (target ≥ 25%% lower, %s)", x, verdict(x >= 1.5), lower(y), verdict(y >= 0.25)))
 	}
 	for _, p := range []Policy{PrefixThenLoad, LoadOnly} {
 		if o := by[p.String()]; o != nil {
 			y := 1 - ratio(t.TTFTp95Ms, o.TTFTp95Ms)
-			out = append(out, fmt.Sprintf("ttft vs %s: TTFT p95 %.1f%% lower (target ≥ 10%%, %s)", p, 100*y, verdict(y >= 0.10)))
+			out = append(out, fmt.Sprintf("ttft vs %s: TTFT p95 %s (target ≥ 10%% lower, %s)", p, lower(y), verdict(y >= 0.10)))
 		}
 	}
 	if o := by[ExactOracle.String()]; o != nil {
@@ -252,6 +252,14 @@ func targetLines(rep *Report) []string {
 		out = append(out, fmt.Sprintf("ttft vs exact-oracle: largest difference %.2f%% (%s; target within 2%% on every figure, %s)", 100*worst, what, verdict(worst <= 0.02)))
 	}
 	return out
+}
+
+// lower phrases a relative reduction y (negative: an increase).
+func lower(y float64) string {
+	if y < 0 {
+		return fmt.Sprintf("%.1f%% higher", -100*y)
+	}
+	return fmt.Sprintf("%.1f%% lower", 100*y)
 }
 
 // figurePair is one figure of two results.
