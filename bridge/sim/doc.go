@@ -109,7 +109,9 @@
 // policies' sanity on hand-made grids (single-dc stays home, round-robin
 // cycles, load-only spreads, a far DC holding a long prefix wins under
 // ttft only when the prefill saved exceeds the RTT while prefix-then-load
-// always goes there); open-loop arrival times; config validation; the
+// always goes there, a prefix still crossing the WAN is counted as stale
+// and as a decision exact depths would change); the Ideal reference by
+// hand; open-loop arrival times; config validation; the
 // report's files (PNG headers); and that this file map matches the
 // directory.
 package sim

@@ -154,18 +154,19 @@ func simulate(t *testing.T, c Config, w *Workload, p Policy, before func(*simula
 	return s
 }
 
-// warm serves prompt ids on worker 0 of DC k at time 0, through the normal
-// event path (the DC's index, producer and link), so the DC holds the
-// prefix before traffic starts.
-func warm(t *testing.T, s *simulation, k int, ids []uint64) {
+// warm serves prompt ids on worker 0 of DC k at time at (before the event
+// loop runs), through the normal event path: the DC's index and producer
+// at once, the router's lane one cadence flush and one way later.
+func warm(t *testing.T, s *simulation, k int, ids []uint64, at float64) {
 	t.Helper()
+	s.now = at
 	m, err := trace.NewMapper(trace.MapperConfig{BlockSize: s.w.BlockSize})
 	if err != nil {
 		t.Fatalf("NewMapper: %v", err)
 	}
 	d := s.dcs[k]
 	d.events, _ = d.workers[0].engine.Serve(d.events[:0], m.AppendLocals(nil, ids))
-	if err := s.publishEvents(d, 0); err != nil {
+	if err := s.publishEvents(d, at); err != nil {
 		t.Fatalf("warm %s: %v", d.name, err)
 	}
 }

@@ -65,7 +65,7 @@ func TestPolicy_FarPrefixWinsOnlyWhenPrefillSavedExceedsRTT(t *testing.T) {
 		for _, p := range []Policy{TTFT, ExactOracle, PrefixThenLoad} {
 			cfg := quiet(lineGrid(0, 200))
 			cfg.Concurrency = 1
-			s := simulate(t, cfg, handTrace(t, line), p, func(s *simulation) { warm(t, s, 1, ids(1000, c.prefix)) })
+			s := simulate(t, cfg, handTrace(t, line), p, func(s *simulation) { warm(t, s, 1, ids(1000, c.prefix), 0) })
 			st := &s.reqs[0]
 			want := c.wantFar || p == PrefixThenLoad
 			if got := st.dc == 1; got != want {
@@ -90,4 +90,31 @@ func joinIDs(xs []uint64) string {
 		s += fmt.Sprint(x)
 	}
 	return s
+}
+
+// TestPolicy_StaleReplicaIsCountedAgainstTheExactChoice warms the far DC
+// at the very moment the request is routed: its blocks are in the DC's
+// exact index but still crossing the WAN to the replica, so ttft stays
+// home while exact depths would have gone far. The audit must count one
+// stale lane and one decision the exact depths would change; the oracle,
+// reading the DC's exact index, goes far and disagrees with nobody.
+func TestPolicy_StaleReplicaIsCountedAgainstTheExactChoice(t *testing.T) {
+	prompt := append(ids(1000, 40), 5000)
+	line := fmt.Sprintf("%d 1 %v", 512*len(prompt), joinIDs(prompt))
+	for _, c := range []struct {
+		p       Policy
+		wantFar bool
+		wantDis int
+	}{{TTFT, false, 1}, {ExactOracle, true, 0}} {
+		cfg := quiet(lineGrid(0, 200))
+		cfg.Concurrency = 1
+		s := simulate(t, cfg, handTrace(t, line), c.p, func(s *simulation) { warm(t, s, 1, ids(1000, 40), s.startMs) })
+		a := s.acc
+		if got := s.reqs[0].dc == 1; got != c.wantFar {
+			t.Errorf("%v: went far = %v, want %v", c.p, got, c.wantFar)
+		}
+		if a.ExactDisagreements != c.wantDis || a.StaleBehind != 1 || a.Undercounts != 0 {
+			t.Errorf("%v: %d exact disagreements, %d stale-behind lanes, %d undercounts; want %d, 1, 0", c.p, a.ExactDisagreements, a.StaleBehind, a.Undercounts, c.wantDis)
+		}
+	}
 }

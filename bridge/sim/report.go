@@ -183,12 +183,12 @@ func markdown(rep *Report, tracePath string) []byte {
 		}
 	}
 	fmt.Fprintf(&b, "\n![TTFT CDF](%s)\n\n![Throughput](%s)\n", TTFTChartFile, ThroughputFile)
-	b.WriteString("\n## CKF accuracy and relay traffic\n\nProbe depth against the exact depth of the state each lane had received (over: fingerprint false positives; under: missed tracked blocks, which the CKF rules out), and the delivered state against the DC's current one (staleness).\n\n| policy | lane checks | over (blocks) | under | capacity omissions | stale behind / ahead | max filter load | lanes converged | deltas | delta bytes | load reports | load bytes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("\n## CKF accuracy and relay traffic\n\nProbe depth against the exact depth of the state each lane had received (over: fingerprint false positives; under: missed tracked blocks, which the CKF rules out), and the delivered state against the DC's current one (staleness).\n\n| policy | lane checks | over (blocks) | under | capacity omissions | stale behind / ahead | decisions exact depths would change | max filter load | lanes converged | deltas | delta bytes | load reports | load bytes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rep.Results {
 		a, x := r.CKF, r.Relay
-		fmt.Fprintf(&b, "| %s | %d | %d (%d) | %d | %d | %d / %d | %.1f%% | %d | %d | %d | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %d (%d) | %d | %d | %d / %d | %d | %.1f%% | %d | %d | %d | %d | %d |\n",
 			r.Policy, a.LaneChecks, a.Overcounts, a.OverBlocks, a.Undercounts, a.CapacityOmissions, a.StaleBehind, a.StaleAhead,
-			100*a.MaxLoadFactor, a.LanesConverged, x.Deltas, x.DeltaBytes, x.LoadReports, x.LoadReportBytes)
+			a.ExactDisagreements, 100*a.MaxLoadFactor, a.LanesConverged, x.Deltas, x.DeltaBytes, x.LoadReports, x.LoadReportBytes)
 	}
 	b.WriteString("\n## Per DC\n\nRequests served and busy seconds per DC.\n\n| policy |")
 	for _, s := range c.Grid.Sites {

@@ -32,6 +32,7 @@ type router struct {
 	depth    []uint32
 	exact    []int
 	cands    []score.Candidate
+	alt      []score.Candidate
 	overlaps []kv.Overlap
 }
 
@@ -67,6 +68,12 @@ type Accuracy struct {
 	// StaleAhead the reverse (evictions not yet across).
 	StaleBehind int `json:"stale_behind"`
 	StaleAhead  int `json:"stale_ahead"`
+	// ExactDisagreements counts the decisions of a prefix-aware policy that
+	// would have gone elsewhere with every DC's exact, current depth in
+	// place of the probe depths (same loads, same tie-break draws): the
+	// CKF's and the WAN delay's whole effect on routing, free of the chaos
+	// that makes two runs drift apart after one different decision.
+	ExactDisagreements int `json:"exact_disagreements"`
 	// MaxLoadFactor is the highest filter occupancy of any producer at the
 	// end of the run.
 	MaxLoadFactor float64 `json:"max_load_factor"`
@@ -166,7 +173,8 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 		cands = append(cands, c)
 	}
 	rt.cands = cands
-	res, err := rt.scorer.Score(score.Request{ISLTokens: r.InputTokens}, cands, s.draw(i, drawGlobal))
+	req := score.Request{ISLTokens: r.InputTokens}
+	res, err := rt.scorer.Score(req, cands, s.draw(i, drawGlobal))
 	target := s.home
 	switch {
 	case errors.Is(err, score.ErrNoCandidate):
@@ -176,6 +184,9 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 	default:
 		target = int(cands[res.Index].ID)
 	}
+	if s.policy.prefixAware() && s.policy != ExactOracle && s.exactChoice(req, i) != target {
+		s.acc.ExactDisagreements++
+	}
 	believed := rt.exact[target]
 	if s.policy != ExactOracle {
 		believed = 0
@@ -184,6 +195,22 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 		}
 	}
 	return target, believed, nil
+}
+
+// exactChoice is the DC the policy would pick for request i if every DC's
+// candidate carried its exact, current depth, with the same tie-break
+// stream.
+func (s *simulation) exactChoice(req score.Request, i int) int {
+	rt := s.rt
+	rt.alt = append(rt.alt[:0], rt.cands...)
+	for k := range rt.alt {
+		rt.alt[k].CachedBlocks = rt.exact[rt.alt[k].ID]
+	}
+	res, err := rt.scorer.Score(req, rt.alt, s.draw(i, drawGlobal))
+	if err != nil {
+		return s.home
+	}
+	return int(rt.alt[res.Index].ID)
 }
 
 // loadSignals fills c's load from lane l's last load report, if it is

@@ -302,11 +302,11 @@ func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
 	fmt.Fprintf(w, "model: %d KV blocks × %d tokens per worker, prefill %g tokens/ms, decode %g ms/token, batch limit %d; load reports every %v, RTT jitter ≤ %v\n\n",
 		c.KVBlocksPerWorker, c.BlockSize, c.PrefillTokensPerMs, c.DecodeMsPerToken, c.BatchLimit, c.LoadReportInterval, c.RTTJitter)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\treq/s\tTTFT p50 ms\tp95\tp99\te2e p95 ms\thit rate\tWAN hops\tmean RTT ms\timbalance\tCKF over/under\t")
+	fmt.Fprintln(tw, "policy\treq/s\tTTFT p50 ms\tp95\tp99\te2e p95 ms\thit rate\tWAN hops\tmean RTT ms\timbalance\tCKF over/under\t≠exact\t")
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f%%\t%d\t%.1f\t%.2f\t%d/%d\t\n",
+		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f%%\t%d\t%.1f\t%.2f\t%d/%d\t%d\t\n",
 			r.Policy, r.ThroughputRPS, r.TTFTp50Ms, r.TTFTp95Ms, r.TTFTp99Ms, r.E2Ep95Ms, 100*r.HitRate,
-			r.WANHops, r.MeanRTTms, r.LoadImbalance, r.CKF.Overcounts, r.CKF.Undercounts)
+			r.WANHops, r.MeanRTTms, r.LoadImbalance, r.CKF.Overcounts, r.CKF.Undercounts, r.CKF.ExactDisagreements)
 	}
 	tw.Flush()
 	checks := 0
@@ -314,6 +314,9 @@ func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
 		checks = rep.Results[0].CKF.LaneChecks
 	}
 	fmt.Fprintf(w, "\nCKF over/under: probe depth above/below the exact depth of the lane's delivered state, of %d lane checks per policy; every lane converged to its producer's bytes.\n", checks)
+	fmt.Fprintf(w, "≠exact: decisions a prefix-aware policy would have made differently with every DC's exact, current depth.\n")
+	fmt.Fprintf(w, "ideal (infinite shared cache, no queue, no RTT): TTFT p50 %.0f, p95 %.0f, p99 %.0f ms, hit rate %.1f%%\n",
+		rep.Ideal.TTFTp50Ms, rep.Ideal.TTFTp95Ms, rep.Ideal.TTFTp99Ms, 100*rep.Ideal.HitRate)
 	if reportDir != "" {
 		fmt.Fprintf(w, "report: %s\n", reportDir+"/report.md")
 	}
