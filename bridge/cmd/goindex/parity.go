@@ -166,7 +166,7 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageErr("--trace and --events are exclusive")
 	case *eventsPath != "" && (set["workers"] || set["block-size"] || set["capacity-blocks"]):
 		return usageErr("--workers, --block-size and --capacity-blocks apply to --trace only")
-	case *tracePath == "" && *eventsPath == "" && set["samples"], *eventsPath == "" && set["samples"]:
+	case *eventsPath == "" && set["samples"]:
 		return usageErr("--samples applies to --events only")
 	case *lanes < 1 || *lanes > replica.MaxLanes:
 		return usageErr("--lanes must be in [1, %d]", replica.MaxLanes)
