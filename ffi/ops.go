@@ -29,10 +29,10 @@ func (h *handle) getScratch() *scratch {
 func (h *handle) putScratch(s *scratch) { h.pool.Put(s) }
 
 // sortMembers orders overlaps by (worker, rank). A probe reports one entry
-// per member, a few dozen at most in practice, and insertion sort beats
-// slices.SortFunc's pdqsort there (BenchmarkProbe, both impls, sort included:
-// about 180 ns of a 600 ns 16-member probe before, see BENCHMARKS.md); longer
-// results fall back to it.
+// per member, a few dozen at most in practice, often in runs already in
+// order, and binary insertion beats slices.SortFunc's pdqsort there
+// (BenchmarkSortMembers, 16 entries as Match emits them: about 70 ns
+// against 200 ns, BENCHMARKS.md); longer results fall back to it.
 func sortMembers(o []kv.Overlap) {
 	if len(o) > insertionSortMax {
 		slices.SortFunc(o, byMember)
