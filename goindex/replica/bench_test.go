@@ -291,7 +291,7 @@ func (fx *probeFixture) buildRadix(b *testing.B) *radix.Index {
 			total++
 		}
 	}
-	b.Logf("CKF depth exact on %d of %d lane results (the rest over by fingerprint collisions)", exact, total)
+	b.Logf("CKF depth exact on %d of %d lane results (any other over by fingerprint collisions)", exact, total)
 	fx.radix = x
 	return x
 }
