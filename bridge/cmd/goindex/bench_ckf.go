@@ -51,10 +51,11 @@ about half of it: lanes differ but share prefixes, as DCs do. The engines' event
 query is a request drawn from the universe. The CKF search and the per-lane
 filters are timed from the query's canonical hashes; computing them from the
 local hashes (kv.AppendChain) is timed on its own as "chain", since the radix
-index walks the local hashes itself. Queries run interleaved (one
-query on every structure in turn, each structure a quarter of the list ahead
-of the previous, so none reads rows another just loaded), so load from other
-processes hits all structures alike. Every answer is checked
+index walks the local hashes itself. By default queries run
+interleaved (one query on every structure in turn, each structure a fifth of
+the list ahead of the previous, so none reads rows another just loaded), so
+load from other processes hits all structures alike and each query finds the
+caches as the other structures left them. Every answer is checked
 afterwards against the engines' own caches: no structure may report less
 than the exact depth, the radix index must equal it, and the chunked scan
 must equal the linear reference; a failed check fails the run.
@@ -71,6 +72,8 @@ Data and queries:
   --block-size BS      KV block size in tokens (a divisor of 512)
   --queries Q          timed queries per structure and cell
   --seed S             walk and query seed
+  --interleave=false   time each structure in its own pass over all queries
+                       instead (warm caches and TLB for the structure timed)
   --json               print one JSON object instead of the tables
 
 Progress goes to stderr once a phase runs longer than a second.`
@@ -84,13 +87,15 @@ const (
 )
 
 type ckfReport struct {
-	Benchmark string      `json:"benchmark"`
-	Trace     string      `json:"trace"`
-	Requests  int         `json:"trace_requests"`
-	BlockSize int         `json:"block_size"`
-	Seed      uint64      `json:"seed"`
-	Cells     []ckfCell   `json:"cells"`
-	Machine   machineInfo `json:"machine"`
+	Benchmark string `json:"benchmark"`
+	Trace     string `json:"trace"`
+	Requests  int    `json:"trace_requests"`
+	BlockSize int    `json:"block_size"`
+	Seed      uint64 `json:"seed"`
+	// Interleaved says how the probes were timed (see --interleave).
+	Interleaved bool        `json:"interleaved"`
+	Cells       []ckfCell   `json:"cells"`
+	Machine     machineInfo `json:"machine"`
 }
 
 type ckfCell struct {
@@ -172,6 +177,7 @@ type ckfOptions struct {
 	blockSize     int
 	queries       int
 	seed          uint64
+	interleave    bool
 }
 
 func runBenchCKF(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -184,6 +190,7 @@ func runBenchCKF(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&o.blockSize, "block-size", trace.DefaultBlockSize, "KV block size in tokens")
 	fs.IntVar(&o.queries, "queries", 20000, "timed queries per structure and cell")
 	fs.Uint64Var(&o.seed, "seed", 42, "walk and query seed")
+	fs.BoolVar(&o.interleave, "interleave", true, "time the structures query by query in turn (false: one whole pass each)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -228,7 +235,7 @@ func runBenchCKF(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(reqs) == 0 {
 		return fmt.Errorf("bench ckf: %s: no requests", o.tracePath)
 	}
-	rep := &ckfReport{Benchmark: "ckf", Trace: o.tracePath, Requests: len(reqs), BlockSize: o.blockSize, Seed: o.seed,
+	rep := &ckfReport{Benchmark: "ckf", Trace: o.tracePath, Requests: len(reqs), BlockSize: o.blockSize, Seed: o.seed, Interleaved: o.interleave,
 		Machine: machineInfo{Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0)}}
 	u := newUniverse(reqs, o.blockSize)
 	for _, n := range o.blocks {
@@ -473,7 +480,7 @@ func runCKFCell(ctx context.Context, u *universe, o ckfOptions, lanes, blocks in
 		cell.Memory.RadixBytesPerBlock = float64(heap) / memberBlocks
 	}
 	cell.Seconds = time.Since(start).Seconds()
-	if err := timeCKFCell(ctx, cell, format, table, rx, perLane, queries, exact); err != nil {
+	if err := timeCKFCell(ctx, cell, format, table, rx, perLane, queries, exact, o.interleave); err != nil {
 		return nil, err
 	}
 	return cell, nil
@@ -515,7 +522,7 @@ func walkLane(u *universe, seed uint64, l, lanes, blocks, size int) ([]kv.Event,
 
 // timeCKFCell times every structure on the queries, one query at a time,
 // then checks every answer against the engines' depths.
-func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *replica.Table, rx *radix.Index, perLane []*cuckoo.Filter, queries []ckfQuery, exact [][]uint32) error {
+func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *replica.Table, rx *radix.Index, perLane []*cuckoo.Filter, queries []ckfQuery, exact [][]uint32, interleave bool) error {
 	lanes := cell.Lanes
 	all := ^uint64(0) >> (replica.MaxLanes - lanes)
 	searcher := func(m replica.Mode) (*replica.Searcher, error) {
@@ -589,10 +596,14 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 			lat[name] = make([]time.Duration, len(queries))
 		}
 	}
-	// Interleaved: each step times one query on every structure in turn,
-	// so load from other processes on this shared machine hits all alike;
-	// structure s is a quarter of the query list ahead of structure s−1,
-	// so the two replica searches never read rows the other just loaded.
+	timeOne := func(name string, q int) {
+		t0 := time.Now()
+		d := run[name](&queries[q])
+		lat[name][q] = time.Since(t0)
+		for _, v := range d {
+			sink[name] += uint64(v)
+		}
+	}
 	for step := range queries {
 		if step&4095 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -600,16 +611,20 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 			}
 		}
 		for s, name := range names {
-			fn := run[name]
-			if fn == nil {
-				continue
-			}
-			q := (step + s*len(queries)/len(names)) % len(queries)
-			t0 := time.Now()
-			d := fn(&queries[q])
-			lat[name][q] = time.Since(t0)
-			for _, v := range d {
-				sink[name] += uint64(v)
+			switch {
+			case run[name] == nil:
+			case interleave:
+				// Each step times one query on every structure in turn,
+				// so load from other processes on this shared machine hits
+				// all alike; structure s is a fifth of the query list ahead
+				// of structure s−1, so the two replica searches never read
+				// rows the other just loaded.
+				timeOne(name, (step+s*len(queries)/len(names))%len(queries))
+			case step == 0:
+				// One structure after another, each over every query.
+				for q := range queries {
+					timeOne(name, q)
+				}
 			}
 		}
 	}
