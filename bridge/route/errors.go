@@ -1,0 +1,81 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Errors of package route; test with errors.Is. Request errors reach the
+// client as an OpenAI-shaped JSON error with the status StatusOf gives.
+var (
+	// ErrBadConfig reports an invalid Config or DC spec; New builds nothing.
+	ErrBadConfig = errors.New("route: bad config")
+	// ErrBodyTooLarge reports a request body over Config.MaxBodyBytes (413).
+	ErrBodyTooLarge = errors.New("route: request body too large")
+	// ErrTooManyTokens reports a prompt over Config.MaxPromptTokens, given
+	// in the request or returned by the tokenizer (413).
+	ErrTooManyTokens = errors.New("route: prompt has too many tokens")
+	// ErrMalformed reports a request body that is not the JSON object the
+	// endpoint takes, or a field of the wrong type (400).
+	ErrMalformed = errors.New("route: malformed request")
+	// ErrMethod reports a method the endpoint does not serve (405).
+	ErrMethod = errors.New("route: method not allowed")
+	// ErrNotFound reports a path the router does not serve (404).
+	ErrNotFound = errors.New("route: no such endpoint")
+	// ErrLoop reports a request that already passed through a goindex
+	// router (it carries HopHeader); routing it again could loop (508).
+	ErrLoop = errors.New("route: request already routed once (loop prevention)")
+	// ErrNoEligibleDC reports that no configured DC has every signal the
+	// policy needs (no replica, stale load or RTT, no lane) (503).
+	ErrNoEligibleDC = errors.New("route: no eligible DC")
+	// ErrUnreachable reports that every DC tried refused or timed out the
+	// connection (502).
+	ErrUnreachable = errors.New("route: no DC reachable")
+	// ErrUpstream reports a DC that accepted the connection but failed
+	// before a response arrived (502, or 504 on a timeout); the request is
+	// not retried elsewhere because the DC may have started on it.
+	ErrUpstream = errors.New("route: DC failed before responding")
+	// ErrTokenizer reports a tokenizer hook that failed or answered badly;
+	// the request is then routed load-only, never refused.
+	ErrTokenizer = errors.New("route: tokenizer")
+)
+
+// DialError marks a failure to connect to a DC: the only failure after
+// which a request is tried on the next DC.
+type DialError struct {
+	DC  string
+	Err error
+}
+
+func (e *DialError) Error() string { return fmt.Sprintf("route: connect to dc %s: %v", e.DC, e.Err) }
+
+// Unwrap returns the cause.
+func (e *DialError) Unwrap() error { return e.Err }
+
+// StatusOf returns the HTTP status the router answers for err: 413, 400,
+// 405, 404, 508, 503, 502 or 504 for the sentinels above, 500 otherwise.
+func StatusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrBodyTooLarge), errors.Is(err, ErrTooManyTokens):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrMalformed):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrMethod):
+		return http.StatusMethodNotAllowed
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrLoop):
+		return http.StatusLoopDetected
+	case errors.Is(err, ErrNoEligibleDC):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrUnreachable):
+		return http.StatusBadGateway
+	case errors.Is(err, ErrUpstream):
+		if isTimeout(err) {
+			return http.StatusGatewayTimeout
+		}
+		return http.StatusBadGateway
+	}
+	return http.StatusInternalServerError
+}

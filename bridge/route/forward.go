@@ -1,0 +1,208 @@
+package route
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goindex/goindex/goindex/score"
+)
+
+// Headers the router adds.
+const (
+	// HopHeader marks a request a goindex router forwarded. A router
+	// refuses a request that carries it (ErrLoop), so two routers pointed
+	// at each other cannot bounce a request forever.
+	HopHeader = "X-Goindex-Hop"
+	// Diagnostic response headers: the DC that served, the ttft cost and
+	// its parts (ms, under ttft only), the DC's RTT (when measured), the
+	// cached prefix in tokens, the policy applied and the DCs skipped
+	// because they refused the connection (comma-separated, in order).
+	HeaderDC           = "X-Goindex-DC"
+	HeaderCostMs       = "X-Goindex-Cost-Ms"
+	HeaderRTTMs        = "X-Goindex-RTT-Ms"
+	HeaderQueueMs      = "X-Goindex-Queue-Ms"
+	HeaderPrefillMs    = "X-Goindex-Prefill-Ms"
+	HeaderCachedTokens = "X-Goindex-Cached-Tokens"
+	HeaderPolicy       = "X-Goindex-Policy"
+	HeaderFallback     = "X-Goindex-Fallback"
+)
+
+// copyBufferBytes is the relay buffer of a response body: one read's worth
+// is written and flushed at once, so an SSE event leaves as soon as it
+// arrives.
+const copyBufferBytes = 32 << 10
+
+// hopByHop are the headers of one connection (RFC 9110 §7.6.1) that a proxy
+// must not forward.
+var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// newTransport returns the transport to the DC frontends: direct
+// connections (no environment proxy, so a refused connect is the DC's),
+// a bounded connect whose failure is a *DialError, a bounded wait for
+// response headers, and bodies passed through as encoded (no transparent
+// gzip).
+func newTransport(cfg *Config) *http.Transport {
+	d := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &DialError{DC: addr, Err: err}
+			}
+			return c, nil
+		},
+		ResponseHeaderTimeout: cfg.ResponseTimeout,
+		TLSHandshakeTimeout:   cfg.ConnectTimeout,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+	}
+}
+
+// outgoing builds the request to dc: in's method, path, query and headers
+// (minus hop-by-hop ones) with body and HopHeader.
+func outgoing(ctx context.Context, in *http.Request, dc *DC, body []byte) (*http.Request, error) {
+	u := *dc.URL
+	u.Path = dc.URL.Path + in.URL.Path
+	u.RawQuery = in.URL.RawQuery
+	out, err := http.NewRequestWithContext(ctx, in.Method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("route: request to dc %s: %w", dc.Name, err)
+	}
+	out.Header = in.Header.Clone()
+	removeHopByHop(out.Header)
+	out.Header.Set(HopHeader, "1")
+	if host, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+		if prior := out.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+			host = strings.Join(prior, ", ") + ", " + host
+		}
+		out.Header.Set("X-Forwarded-For", host)
+	}
+	return out, nil
+}
+
+// removeHopByHop deletes the hop-by-hop headers and those the Connection
+// header names.
+func removeHopByHop(h http.Header) {
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopByHop {
+		h.Del(name)
+	}
+}
+
+// attempt is the outcome of trying the DCs of a decision in order.
+type attempt struct {
+	resp    *http.Response
+	served  int      // index into the order of the DC that answered
+	skipped []string // DCs that refused the connection, in order
+}
+
+// send tries order's DCs in turn until one accepts the connection: a
+// *DialError moves on to the next; any other failure (the DC accepted and
+// then failed or timed out) ends the attempt with ErrUpstream, since the DC
+// may have started on the request.
+func (rt *Router) send(in *http.Request, order []Choice, body []byte) (*attempt, error) {
+	a := &attempt{}
+	for i := range order {
+		dc := &order[i].DC
+		out, err := outgoing(in.Context(), in, dc, body)
+		if err != nil {
+			return a, err
+		}
+		resp, err := rt.transport.RoundTrip(out)
+		if err == nil {
+			a.resp, a.served = resp, i
+			return a, nil
+		}
+		var de *DialError
+		if !errors.As(err, &de) {
+			return a, fmt.Errorf("%w: dc %s: %w", ErrUpstream, dc.Name, err)
+		}
+		if in.Context().Err() != nil {
+			return a, fmt.Errorf("%w: dc %s: %w", ErrUpstream, dc.Name, in.Context().Err())
+		}
+		rt.stats.fallbacks.Add(1)
+		rt.cfg.Logger.Warn("dc refused the connection, trying the next", "dc", dc.Name, "err", err)
+		a.skipped = append(a.skipped, dc.Name)
+	}
+	return a, fmt.Errorf("%w: tried %s", ErrUnreachable, strings.Join(a.skipped, ", "))
+}
+
+// relay writes resp to w: status, headers (minus hop-by-hop ones) plus
+// extra, then the body, flushing after every read so streamed events pass
+// through unbuffered. A body that breaks mid-way aborts the client's
+// connection (http.ErrAbortHandler) rather than end it cleanly, so a cut
+// stream never looks complete.
+func relay(w http.ResponseWriter, resp *http.Response, extra http.Header) {
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, vs := range resp.Header {
+		h[k] = append([]string(nil), vs...)
+	}
+	removeHopByHop(h)
+	for k, vs := range extra {
+		h[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	buf := make([]byte, copyBufferBytes)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return // the client went away
+			}
+			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+				return
+			}
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// diagnostics returns the response headers describing choice c under d.
+func diagnostics(d *Decision, c *Choice, skipped []string) http.Header {
+	h := http.Header{}
+	ms := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	h.Set(HeaderDC, c.DC.Name)
+	h.Set(HeaderPolicy, d.Policy.String())
+	h.Set(HeaderCachedTokens, strconv.Itoa(c.CachedTokens))
+	if d.Policy == score.TTFT {
+		h.Set(HeaderCostMs, ms(c.Cost))
+		h.Set(HeaderQueueMs, ms(c.Parts.QueueMs))
+		h.Set(HeaderPrefillMs, ms(c.Parts.PrefillMs))
+	}
+	if c.HasRTT {
+		h.Set(HeaderRTTMs, ms(float64(c.RTT)/float64(time.Millisecond)))
+	}
+	if len(skipped) > 0 {
+		h.Set(HeaderFallback, strings.Join(skipped, ","))
+	}
+	return h
+}
+
+// isTimeout reports an error caused by a timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}

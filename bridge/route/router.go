@@ -1,0 +1,386 @@
+package route
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/score"
+)
+
+// Server limits of Serve.
+const (
+	serverReadHeaderTimeout = 10 * time.Second
+	serverIdleTimeout       = 2 * time.Minute
+	serverMaxHeaderBytes    = 1 << 20
+)
+
+// Router is the global router proxy: an http.Handler serving the
+// OpenAI-compatible completion endpoints, /v1/models, /healthz and /readyz.
+// Build it with New; ServeHTTP, Decide, Refresh, Ready and Stats may run
+// concurrently. Close must not race with Refresh.
+type Router struct {
+	cfg    Config
+	scorer *score.Scorer
+	// loadOnly routes prompts that could not be hashed; nil when the
+	// policy does not read the prompt anyway.
+	loadOnly  *score.Scorer
+	hasher    *dynamo.Hasher // unsalted
+	replica   *replicaHolder
+	transport *http.Transport
+	rngs      sync.Pool // *rand.Rand
+	rngSeq    atomic.Uint64
+	rngBase   uint64
+	stats     counters
+}
+
+// counters are the router's atomic statistics; routed is per DC index.
+type counters struct {
+	requests, loadOnly, tokenizerErrors, rejected, loops   atomic.Uint64
+	unroutable, upstreamErrors, fallbacks, modelsForwarded atomic.Uint64
+	routed                                                 []atomic.Uint64
+}
+
+// Stats are the router's counters since New.
+type Stats struct {
+	Requests        uint64            `json:"requests"`         // completion requests received
+	Routed          map[string]uint64 `json:"routed"`           // completion requests answered by each DC
+	LoadOnly        uint64            `json:"load_only"`        // routed without a hashed prompt
+	TokenizerErrors uint64            `json:"tokenizer_errors"` // tokenizer calls that failed (then load-only)
+	Rejected        uint64            `json:"rejected"`         // answered 4xx by the router
+	Loops           uint64            `json:"loops"`            // refused for carrying HopHeader
+	Unroutable      uint64            `json:"unroutable"`       // no eligible DC (503)
+	UpstreamErrors  uint64            `json:"upstream_errors"`  // every DC unreachable, or a DC failed (502/504)
+	Fallbacks       uint64            `json:"fallbacks"`        // DCs skipped after a refused connect
+	Models          uint64            `json:"models"`           // /v1/models requests forwarded
+}
+
+// New validates cfg, fills its defaults and returns a Router. It attaches
+// the replica file once if it exists; a missing or unreadable file is not
+// an error (Refresh and Serve keep trying, and /readyz says why).
+func New(cfg Config) (*Router, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	sc := cfg.Score
+	sc.BlockSize = cfg.BlockSize
+	scorer, err := score.New(sc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	rt := &Router{cfg: cfg, scorer: scorer, replica: newReplicaHolder(cfg.ReplicaPath, cfg.DCs), transport: newTransport(&cfg)}
+	switch scorer.Config().Policy {
+	case score.TTFT, score.PrefixThenLoad, score.Credit:
+		lo := scorer.Config()
+		lo.Policy = score.LoadOnly
+		if rt.loadOnly, err = score.New(lo); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
+	}
+	if rt.hasher, err = dynamo.NewHasher(dynamo.HasherConfig{BlockSize: cfg.BlockSize}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	var seed [8]byte
+	_, _ = crand.Read(seed[:])
+	rt.rngBase = binary.LittleEndian.Uint64(seed[:])
+	rt.rngs.New = func() any { return rand.New(rand.NewPCG(rt.rngBase, rt.rngSeq.Add(1))) }
+	rt.stats.routed = make([]atomic.Uint64, len(cfg.DCs))
+	if _, err := rt.Refresh(); err != nil {
+		cfg.Logger.Info("replica not attached yet", "path", cfg.ReplicaPath, "err", err)
+	}
+	return rt, nil
+}
+
+// Refresh attaches the replica file if none is attached, or its newer
+// generation if the attached one was replaced; it reports whether the
+// attachment changed. Serve calls it every ReplicaPoll.
+func (rt *Router) Refresh() (bool, error) {
+	changed, err := rt.replica.refresh()
+	if changed {
+		gen, _ := rt.replica.status()
+		rt.cfg.Logger.Info("replica attached", "path", rt.cfg.ReplicaPath, "generation", gen)
+	}
+	return changed, err
+}
+
+// Close unmaps the replica and closes idle DC connections. Requests served
+// afterwards see no replica.
+func (rt *Router) Close() error {
+	rt.replica.close()
+	rt.transport.CloseIdleConnections()
+	return nil
+}
+
+// Stats returns the router's counters.
+func (rt *Router) Stats() Stats {
+	s := &rt.stats
+	out := Stats{Requests: s.requests.Load(), Routed: map[string]uint64{}, LoadOnly: s.loadOnly.Load(),
+		TokenizerErrors: s.tokenizerErrors.Load(), Rejected: s.rejected.Load(), Loops: s.loops.Load(),
+		Unroutable: s.unroutable.Load(), UpstreamErrors: s.upstreamErrors.Load(), Fallbacks: s.fallbacks.Load(),
+		Models: s.modelsForwarded.Load()}
+	for i, dc := range rt.cfg.DCs {
+		out.Routed[dc.Name] = s.routed[i].Load()
+	}
+	return out
+}
+
+// Serve serves HTTP on ln and follows the replica file (Refresh every
+// ReplicaPoll) until ctx ends, then shuts down gracefully (in-flight
+// requests get ShutdownGrace, then their connections are closed) and
+// Closes the router. It returns nil after a shutdown caused by ctx.
+func (rt *Router) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           rt,
+		ReadHeaderTimeout: serverReadHeaderTimeout,
+		IdleTimeout:       serverIdleTimeout,
+		MaxHeaderBytes:    serverMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(rt.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	tick := time.NewTicker(rt.cfg.ReplicaPoll)
+	defer tick.Stop()
+	defer rt.Close()
+	for {
+		select {
+		case err := <-done:
+			return fmt.Errorf("route: serve: %w", err)
+		case <-tick.C:
+			if _, err := rt.Refresh(); err != nil {
+				rt.cfg.Logger.Debug("replica refresh", "err", err)
+			}
+		case <-ctx.Done():
+			grace, cancel := context.WithTimeout(context.Background(), rt.cfg.ShutdownGrace)
+			err := srv.Shutdown(grace)
+			cancel()
+			if err != nil {
+				srv.Close()
+			}
+			<-done
+			return nil
+		}
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz":
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	case "/readyz":
+		rd := rt.Ready()
+		status := http.StatusOK
+		if !rd.Ready {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, rd)
+	case "/v1/models":
+		rt.serveModels(w, r)
+	case "/v1/completions":
+		rt.serveCompletion(w, r, Completions)
+	case "/v1/chat/completions":
+		rt.serveCompletion(w, r, ChatCompletions)
+	default:
+		rt.fail(w, nil, fmt.Errorf("%w: %s (serving /v1/completions, /v1/chat/completions, /v1/models, /healthz, /readyz)", ErrNotFound, r.URL.Path))
+	}
+}
+
+// Readiness is /readyz's answer.
+type Readiness struct {
+	Ready      bool     `json:"ready"`
+	Generation uint64   `json:"replica_generation"` // 0: no replica attached
+	Eligible   []string `json:"eligible"`           // DCs with every signal the policy needs
+	Reason     string   `json:"reason,omitempty"`
+}
+
+// Ready reports whether the router is ready: the replica is attached and at
+// least one DC is eligible under the policy.
+func (rt *Router) Ready() Readiness {
+	obs := make([]laneObs, len(rt.cfg.DCs))
+	gen := rt.replica.observe(obs, nil)
+	rd := Readiness{Generation: gen, Eligible: []string{}}
+	for i, c := range rt.candidates(obs, time.Now()) {
+		if _, ok := rt.scorer.Cost(score.Request{}, c); ok {
+			rd.Eligible = append(rd.Eligible, rt.cfg.DCs[i].Name)
+		}
+	}
+	_, err := rt.replica.status()
+	switch {
+	case gen == 0 && rt.cfg.ReplicaPath == "":
+		rd.Reason = "no replica file configured"
+	case gen == 0:
+		rd.Reason = fmt.Sprintf("replica %s not attached: %v", rt.cfg.ReplicaPath, err)
+	case len(rd.Eligible) == 0:
+		rd.Reason = fmt.Sprintf("no DC has fresh signals for %v (max staleness %v)", rt.scorer.Config().Policy, rt.cfg.MaxStaleness)
+	default:
+		rd.Ready = true
+	}
+	return rd
+}
+
+// serveCompletion routes one completion request: read and parse the body,
+// hash the prompt (tokenizing text when a tokenizer is set), decide, and
+// forward with fallback.
+func (rt *Router) serveCompletion(w http.ResponseWriter, r *http.Request, ep Endpoint) {
+	rt.stats.requests.Add(1)
+	if err := checkForwardable(w, r, http.MethodPost); err != nil {
+		rt.fail(w, nil, err)
+		return
+	}
+	body, err := rt.readBody(w, r)
+	if err != nil {
+		rt.fail(w, nil, err)
+		return
+	}
+	req, err := ParseRequest(ep, body, rt.cfg.MaxPromptTokens)
+	if err != nil {
+		rt.fail(w, nil, err)
+		return
+	}
+	p := rt.prompt(r, req)
+	d, err := rt.Decide(p)
+	if err != nil {
+		rt.fail(w, d, err)
+		return
+	}
+	if !p.HasTokens {
+		rt.stats.loadOnly.Add(1)
+	}
+	a, err := rt.send(r, d.Order, body)
+	if err != nil {
+		rt.fail(w, d, err)
+		return
+	}
+	c := &d.Order[a.served]
+	rt.stats.routed[c.Index].Add(1)
+	relay(w, a.resp, diagnostics(d, c, a.skipped))
+}
+
+// prompt returns what routing knows of req's prompt: its token ids, or
+// the tokenizer's for its text; salts from the body, else the headers.
+func (rt *Router) prompt(r *http.Request, req *Request) *Prompt {
+	p := &Prompt{Tokens: req.Tokens, HasTokens: req.HasTokens, LoRA: req.LoRA, Namespace: req.Namespace}
+	if p.LoRA == "" && rt.cfg.LoRAHeader != "" {
+		p.LoRA = r.Header.Get(rt.cfg.LoRAHeader)
+	}
+	if p.Namespace == "" && rt.cfg.NamespaceHeader != "" {
+		p.Namespace = r.Header.Get(rt.cfg.NamespaceHeader)
+	}
+	if p.HasTokens || rt.cfg.Tokenizer == nil {
+		return p
+	}
+	in := tokenizeInput(req)
+	if in == nil {
+		return p
+	}
+	ids, err := rt.cfg.Tokenizer.Tokenize(r.Context(), in)
+	if err != nil {
+		rt.stats.tokenizerErrors.Add(1)
+		rt.cfg.Logger.Warn("tokenizer failed; routing load-only", "err", err)
+		return p
+	}
+	p.Tokens, p.HasTokens = ids, true
+	return p
+}
+
+// readBody reads r's body within MaxBodyBytes and BodyTimeout.
+func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	// Not every ResponseWriter supports deadlines (HTTP/2, recorders);
+	// the size limit still holds there.
+	_ = rc.SetReadDeadline(time.Now().Add(rt.cfg.BodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.cfg.MaxBodyBytes))
+	_ = rc.SetReadDeadline(time.Time{})
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, fmt.Errorf("%w: over %d bytes", ErrBodyTooLarge, rt.cfg.MaxBodyBytes)
+	case err != nil:
+		return nil, fmt.Errorf("%w: reading the body: %v", ErrMalformed, err)
+	}
+	return body, nil
+}
+
+// serveModels forwards /v1/models to the DCs with fresh signals first (in
+// configuration order), then the others, moving on after a refused
+// connect.
+func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
+	if err := checkForwardable(w, r, http.MethodGet); err != nil {
+		rt.fail(w, nil, err)
+		return
+	}
+	obs := make([]laneObs, len(rt.cfg.DCs))
+	rt.replica.observe(obs, nil)
+	var healthy, rest []Choice
+	for i, c := range rt.candidates(obs, time.Now()) {
+		if c.HasLoad || c.HasRTT {
+			healthy = append(healthy, Choice{DC: rt.cfg.DCs[i], Index: i})
+		} else {
+			rest = append(rest, Choice{DC: rt.cfg.DCs[i], Index: i})
+		}
+	}
+	order := append(healthy, rest...)
+	a, err := rt.send(r, order, nil)
+	if err != nil {
+		rt.fail(w, nil, err)
+		return
+	}
+	rt.stats.modelsForwarded.Add(1)
+	h := http.Header{}
+	h.Set(HeaderDC, order[a.served].DC.Name)
+	relay(w, a.resp, h)
+}
+
+// checkForwardable refuses a request that already passed a goindex router
+// or uses another method than the endpoint's (setting Allow).
+func checkForwardable(w http.ResponseWriter, r *http.Request, method string) error {
+	if r.Header.Get(HopHeader) != "" {
+		return fmt.Errorf("%w: it carries %s", ErrLoop, HopHeader)
+	}
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		return fmt.Errorf("%w: %s %s (want %s)", ErrMethod, r.Method, r.URL.Path, method)
+	}
+	return nil
+}
+
+// fail answers err as an OpenAI-shaped JSON error and counts it.
+func (rt *Router) fail(w http.ResponseWriter, d *Decision, err error) {
+	status := StatusOf(err)
+	switch {
+	case errors.Is(err, ErrLoop):
+		rt.stats.loops.Add(1)
+	case errors.Is(err, ErrNoEligibleDC):
+		rt.stats.unroutable.Add(1)
+	case status >= 500:
+		rt.stats.upstreamErrors.Add(1)
+	default:
+		rt.stats.rejected.Add(1)
+	}
+	if d != nil {
+		w.Header().Set(HeaderPolicy, d.Policy.String())
+	}
+	kind := "invalid_request_error"
+	if status >= 500 {
+		kind = "server_error"
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": err.Error(), "type": kind, "code": status}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
