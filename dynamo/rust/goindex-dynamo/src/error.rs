@@ -100,7 +100,9 @@ impl ErrorKind {
     pub fn code(self) -> i32 {
         match self {
             ErrorKind::Unknown(code) => code,
-            kind => CODES.iter().find(|(_, k)| *k == kind).map(|&(c, _)| c).expect("every named kind has a row in CODES"),
+            kind => {
+                CODES.iter().find(|(_, k)| *k == kind).map(|&(c, _)| c).expect("every named kind has a row in CODES")
+            }
         }
     }
 

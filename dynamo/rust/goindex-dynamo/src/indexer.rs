@@ -4,9 +4,9 @@ use std::os::raw::c_int;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::error::{check, Error, Result};
 #[cfg(doc)]
 use crate::error::ErrorKind;
+use crate::error::{check, Error, Result};
 use crate::event::{
     DpRank, ExternalSequenceBlockHash, KvCacheEventData, LocalBlockHash, OverlapScores, RouterEvent, WorkerId,
     WorkerWithDpRank,
@@ -195,7 +195,8 @@ impl Indexer {
                 let hashes = &remove.block_hashes;
                 // SAFETY: ExternalSequenceBlockHash is repr(transparent)
                 // over u64; the array is read during the call only.
-                let rc = unsafe { sys::goindex_remove(self.handle, worker, rank, id, hashes.as_ptr().cast(), hashes.len()) };
+                let rc =
+                    unsafe { sys::goindex_remove(self.handle, worker, rank, id, hashes.as_ptr().cast(), hashes.len()) };
                 check("goindex_remove", self.handle, rc)
             }
             KvCacheEventData::Cleared => {
@@ -382,7 +383,8 @@ impl Indexer {
             temperature: request.temperature,
             random_seed: request.random_seed,
         };
-        let mut out = sys::ScoreResult { struct_size: std::mem::size_of::<sys::ScoreResult>() as u32, ..Default::default() };
+        let mut out =
+            sys::ScoreResult { struct_size: std::mem::size_of::<sys::ScoreResult>() as u32, ..Default::default() };
         // SAFETY: raw and the arrays it points to live across the call and
         // are read only; out is a valid, sized result.
         check("goindex_score", self.handle, unsafe { sys::goindex_score(self.handle, &raw, &mut out) })?;

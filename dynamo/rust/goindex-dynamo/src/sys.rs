@@ -261,7 +261,12 @@ mod tests {
             ("GOINDEX_CAND_RTT", CAND_RTT.into()),
         ];
         for &(name, value) in ours {
-            assert_eq!(defines.get(name), Some(&value), "{name}: header has {:?}, sys.rs has {value}", defines.get(name));
+            assert_eq!(
+                defines.get(name),
+                Some(&value),
+                "{name}: header has {:?}, sys.rs has {value}",
+                defines.get(name)
+            );
         }
         // Every status code of the header is declared here.
         let codes = defines.keys().filter(|k| k.starts_with("GOINDEX_E") || *k == "GOINDEX_OK").count();

@@ -84,13 +84,25 @@ fn invalid_block_sequences_change_nothing() {
     apply(&ix, &stored(w(0), &[], &[1, 2, 3]));
     let ext = chain(&[1, 2, 3]);
     // The parent among the event's own blocks.
-    let block = |e: u64, l: u64| KvCacheStoredBlockData { block_hash: ExternalSequenceBlockHash(e), tokens_hash: LocalBlockHash(l) };
-    let store = KvCacheStoreData { parent_hash: Some(ExternalSequenceBlockHash(ext[2])), blocks: vec![block(77, 4), block(ext[2], 5)] };
-    let ev = RouterEvent::new(0, KvCacheEvent { event_id: next_event_id(), data: KvCacheEventData::Stored(store), dp_rank: 0 });
+    let block = |e: u64, l: u64| KvCacheStoredBlockData {
+        block_hash: ExternalSequenceBlockHash(e),
+        tokens_hash: LocalBlockHash(l),
+    };
+    let store = KvCacheStoreData {
+        parent_hash: Some(ExternalSequenceBlockHash(ext[2])),
+        blocks: vec![block(77, 4), block(ext[2], 5)],
+    };
+    let ev = RouterEvent::new(
+        0,
+        KvCacheEvent { event_id: next_event_id(), data: KvCacheEventData::Stored(store), dp_rank: 0 },
+    );
     expect_err(ix.apply_event(&ev), ErrorKind::InvalidBlockSequence, "goindex_insert", "parent among the blocks");
     // A held external hash moved to a second position (root, local 9).
     let store = KvCacheStoreData { parent_hash: None, blocks: vec![block(ext[1], 9)] };
-    let ev = RouterEvent::new(0, KvCacheEvent { event_id: next_event_id(), data: KvCacheEventData::Stored(store), dp_rank: 0 });
+    let ev = RouterEvent::new(
+        0,
+        KvCacheEvent { event_id: next_event_id(), data: KvCacheEventData::Stored(store), dp_rank: 0 },
+    );
     expect_err(ix.apply_event(&ev), ErrorKind::InvalidBlockSequence, "goindex_insert", "a remapped block");
     assert_eq!(scores(&ix, &[1, 2, 3]), [((0, 0), 3)], "query [1,2,3] after the rejections");
     assert_eq!(scores(&ix, &[9]), [], "query [9] after the rejections");
@@ -118,12 +130,22 @@ fn ckf_capacity_exhaustion_keeps_the_blocks_tracked() {
     // 1 expected block per lane: 2 buckets of 4 slots.
     let ix = open(r#"{"mode": "ckf", "lanes": 1, "expected_blocks_per_lane": 1}"#);
     let seq: Vec<u64> = (1..=100).collect();
-    expect_err(ix.apply_event(&stored(w(0), &[], &seq)), ErrorKind::CapacityExhausted, "goindex_insert", "100 blocks in 8 slots");
+    expect_err(
+        ix.apply_event(&stored(w(0), &[], &seq)),
+        ErrorKind::CapacityExhausted,
+        "goindex_insert",
+        "100 blocks in 8 slots",
+    );
     let st = ix.stats().expect("stats");
     assert_eq!(st.blocks, 100, "the blocks stay tracked exactly: {st:?}");
     assert!(st.capacity_omissions > 0, "no capacity omissions counted: {st:?}");
     // The only lane is taken: a second member cannot be admitted.
-    expect_err(ix.apply_event(&stored(w(1), &[], &[1])), ErrorKind::CapacityExhausted, "goindex_insert", "a second member, one lane");
+    expect_err(
+        ix.apply_event(&stored(w(1), &[], &[1])),
+        ErrorKind::CapacityExhausted,
+        "goindex_insert",
+        "a second member, one lane",
+    );
 }
 
 #[test]
@@ -143,9 +165,21 @@ fn lengths_over_the_limits_are_refused() {
         "goindex_hash_tokens",
         "a LoRA name over MAX_NAME_BYTES",
     );
-    expect_err(ix.find_matches_for_request(&tokens, Some(&long)), ErrorKind::TooBig, "goindex_hash_tokens", "find_matches_for_request");
     expect_err(
-        ix.apply_stored_tokens(w(0), 1, None, &[ExternalSequenceBlockHash(1)], &tokens, Salt { lora_name: None, cache_namespace: Some(&long) }),
+        ix.find_matches_for_request(&tokens, Some(&long)),
+        ErrorKind::TooBig,
+        "goindex_hash_tokens",
+        "find_matches_for_request",
+    );
+    expect_err(
+        ix.apply_stored_tokens(
+            w(0),
+            1,
+            None,
+            &[ExternalSequenceBlockHash(1)],
+            &tokens,
+            Salt { lora_name: None, cache_namespace: Some(&long) },
+        ),
         ErrorKind::TooBig,
         "goindex_insert_tokens",
         "a namespace over MAX_NAME_BYTES",
@@ -171,10 +205,20 @@ fn invalid_arguments_are_refused() {
     let c = [Candidate { worker: w(0), load: Some(Load::default()), capacity_blocks: None, rtt_ms: Some(1.0) }];
     let req = ScoreRequest { local_hashes: &q, candidates: Some(&c), ..Default::default() };
     for t in [f64::NAN, -1.0, f64::INFINITY] {
-        expect_err(ix.score(&ScoreRequest { temperature: t, ..req }), ErrorKind::InvalidArgument, "goindex_score", "temperature");
+        expect_err(
+            ix.score(&ScoreRequest { temperature: t, ..req }),
+            ErrorKind::InvalidArgument,
+            "goindex_score",
+            "temperature",
+        );
     }
     let bad = [Candidate { rtt_ms: Some(-1.0), ..c[0] }];
-    expect_err(ix.score(&ScoreRequest { candidates: Some(&bad), ..req }), ErrorKind::InvalidArgument, "goindex_score", "a negative RTT");
+    expect_err(
+        ix.score(&ScoreRequest { candidates: Some(&bad), ..req }),
+        ErrorKind::InvalidArgument,
+        "goindex_score",
+        "a negative RTT",
+    );
     ix.score(&req).expect("the same request with valid arguments");
 }
 
@@ -187,7 +231,12 @@ fn score_without_eligible_candidates() {
     // No list: the handle's members, which carry no load.
     expect_err(ix.score(&req), ErrorKind::NoCandidate, "goindex_score", "every member");
     let empty: [Candidate; 0] = [];
-    expect_err(ix.score(&ScoreRequest { candidates: Some(&empty), ..req }), ErrorKind::NoCandidate, "goindex_score", "no candidates");
+    expect_err(
+        ix.score(&ScoreRequest { candidates: Some(&empty), ..req }),
+        ErrorKind::NoCandidate,
+        "goindex_score",
+        "no candidates",
+    );
     let bare = [Candidate { worker: w(0), ..Default::default() }];
     for policy in [Policy::Default, Policy::Ttft, Policy::PrefixThenLoad, Policy::LoadOnly, Policy::Credit] {
         let r = ScoreRequest { policy, candidates: Some(&bare), ..req };
@@ -204,7 +253,12 @@ fn every_call_on_a_handle_closed_underneath_reports_it() {
     expect_err(ix.apply_event(&stored(w(0), &[], &[1])), h, "goindex_insert", "store");
     expect_err(ix.apply_event(&removed(w(0), &[1], &[0])), h, "goindex_remove", "remove");
     expect_err(ix.apply_event(&cleared(w(0))), h, "goindex_clear", "clear");
-    expect_err(ix.apply_stored_tokens(w(0), 1, None, &[], &[], Salt::default()), h, "goindex_insert_tokens", "store tokens");
+    expect_err(
+        ix.apply_stored_tokens(w(0), 1, None, &[], &[], Salt::default()),
+        h,
+        "goindex_insert_tokens",
+        "store tokens",
+    );
     expect_err(ix.remove_worker(0), h, "goindex_remove_worker", "remove_worker");
     expect_err(ix.remove_worker_dp_rank(0, 0), h, "goindex_remove_rank", "remove_worker_dp_rank");
     expect_err(ix.find_matches(&locals(&[1])), h, "goindex_probe", "find_matches");

@@ -150,10 +150,8 @@ fn remove_worker_dp_rank_drops_one_rank() {
 
 #[test]
 fn cleared_scope_is_the_rank_or_the_worker() {
-    for (config, want) in [
-        (r#"{"clear_scope": "rank"}"#, vec![((0, 1), 3)]),
-        (r#"{"clear_scope": "worker"}"#, vec![]),
-    ] {
+    for (config, want) in [(r#"{"clear_scope": "rank"}"#, vec![((0, 1), 3)]), (r#"{"clear_scope": "worker"}"#, vec![])]
+    {
         let ix = open(config);
         apply(&ix, &stored(WorkerWithDpRank::new(0, 0), &[], &[1, 2, 3]));
         apply(&ix, &stored(WorkerWithDpRank::new(0, 1), &[], &[1, 2, 3]));
@@ -243,7 +241,8 @@ fn request_tokens_match_blocks_stored_from_tokens() {
     assert_eq!(sorted(&got.scores), [((5, 0), 3)], "tokens 1..96, block size 32");
     // The same blocks through hash_tokens and apply_event score the same.
     let hashes = ix.hash_tokens(&tokens, Salt::default()).expect("hash_tokens");
-    let blocks = ext.iter().zip(&hashes).map(|(&e, &l)| KvCacheStoredBlockData { block_hash: e, tokens_hash: l }).collect();
+    let blocks =
+        ext.iter().zip(&hashes).map(|(&e, &l)| KvCacheStoredBlockData { block_hash: e, tokens_hash: l }).collect();
     let store = KvCacheStoreData { parent_hash: None, blocks };
     let ev = KvCacheEvent { event_id: next_event_id(), data: KvCacheEventData::Stored(store), dp_rank: 0 };
     apply(&ix, &RouterEvent::new(6, ev));
@@ -301,35 +300,50 @@ fn regression_six_event() {
     assert_eq!(scores(&ix, &[1, 2, 20]), [((0, 0), 2)], "six-event: query [1,2,20]");
 }
 
+/// Vector is one row of the spec's §1.5 table: tokens first..=last in
+/// blocks of bs, salted, and the local hashes they must give.
+struct Vector {
+    name: &'static str,
+    bs: usize,
+    first: u32,
+    last: u32,
+    salt: Salt<'static>,
+    want: &'static [u64],
+}
+
 #[test]
 fn hash_tokens_gives_the_spec_vectors() {
-    let r = |a: u32, b: u32| (a..=b).collect::<Vec<u32>>();
-    let tenant_a = Salt { lora_name: None, cache_namespace: Some("tenant-a") };
-    let cases: &[(usize, Vec<u32>, Salt, &[u64], &str)] = &[
-        (4, r(0, 3), Salt::default(), &[9143094415614847814], "V3"),
-        (4, r(0, 7), Salt::default(), &[9143094415614847814, 12124091508212882195], "V4"),
-        (4, r(0, 9), Salt::default(), &[9143094415614847814, 12124091508212882195], "V6"),
-        (4, r(0, 2), Salt::default(), &[], "V7"),
-        (
-            4,
-            r(1, 20),
-            Salt::default(),
-            &[14643705804678351452, 16777012769546811212, 483935686894639516, 135165725823939817, 1363306219480167028],
+    let none = Salt::default();
+    let lora = |name| Salt { lora_name: Some(name), cache_namespace: None };
+    let both = Salt { lora_name: Some("adapter-a"), cache_namespace: Some("tenant-a") };
+    let v = |name, bs, first, last, salt, want| Vector { name, bs, first, last, salt, want };
+    let vectors = [
+        v("V3", 4, 0, 3, none, &[9143094415614847814][..]),
+        v("V4", 4, 0, 7, none, &[9143094415614847814, 12124091508212882195]),
+        v("V6", 4, 0, 9, none, &[9143094415614847814, 12124091508212882195]),
+        v("V7", 4, 0, 2, none, &[]),
+        v(
             "V8",
+            4,
+            1,
+            20,
+            none,
+            &[14643705804678351452, 16777012769546811212, 483935686894639516, 135165725823939817, 1363306219480167028],
         ),
-        (16, r(0, 31), Salt::default(), &[15310707395893867146, 15292316782987903195], "V10"),
-        (32, r(0, 31), Salt::default(), &[5756925433886871916], "V11"),
-        (48, r(0, 47), Salt::default(), &[17528049439166767664], "V12"),
-        (64, r(0, 127), Salt::default(), &[3480597578098033343, 3318286205056455972], "V13"),
-        (4, r(0, 3), Salt { lora_name: Some("adapter-a"), cache_namespace: None }, &[6665157333201000639], "V15"),
-        (4, r(0, 3), tenant_a, &[17009624042690211646], "V17"),
-        (4, r(0, 3), Salt { lora_name: Some("tenant-a"), cache_namespace: None }, &[582854293518545300], "V18"),
-        (4, r(0, 3), Salt { lora_name: Some("adapter-a"), cache_namespace: Some("tenant-a") }, &[8269515957840517240], "V19"),
+        v("V10", 16, 0, 31, none, &[15310707395893867146, 15292316782987903195]),
+        v("V11", 32, 0, 31, none, &[5756925433886871916]),
+        v("V12", 48, 0, 47, none, &[17528049439166767664]),
+        v("V13", 64, 0, 127, none, &[3480597578098033343, 3318286205056455972]),
+        v("V15", 4, 0, 3, lora("adapter-a"), &[6665157333201000639]),
+        v("V17", 4, 0, 3, Salt { lora_name: None, cache_namespace: Some("tenant-a") }, &[17009624042690211646]),
+        v("V18", 4, 0, 3, lora("tenant-a"), &[582854293518545300]),
+        v("V19", 4, 0, 3, both, &[8269515957840517240]),
     ];
-    for (bs, tokens, salt, want, name) in cases {
+    for Vector { name, bs, first, last, salt, want } in vectors {
         let ix = open(&format!(r#"{{"block_size": {bs}}}"#));
-        let got = ix.hash_tokens(tokens, *salt).unwrap_or_else(|e| panic!("{name}: hash_tokens: {e}"));
-        assert_eq!(got, locals(want), "{name}: hash_tokens(bs {bs}, {} tokens, {salt:?})", tokens.len());
+        let tokens: Vec<u32> = (first..=last).collect();
+        let got = ix.hash_tokens(&tokens, salt).unwrap_or_else(|e| panic!("{name}: hash_tokens: {e}"));
+        assert_eq!(got, locals(want), "{name}: hash_tokens(bs {bs}, tokens {first}..={last}, {salt:?})");
     }
 }
 
@@ -354,7 +368,11 @@ fn hash_tokens_sizes_its_buffer_for_any_prompt() {
 fn stats_count_events_members_blocks_and_probes() {
     let ix = open(EXACT);
     let st = ix.stats().expect("stats");
-    assert_eq!((st.mode, st.blocks, st.members, st.events_applied, st.probes), (Mode::Exact, 0, 0, 0, 0), "fresh: {st:?}");
+    assert_eq!(
+        (st.mode, st.blocks, st.members, st.events_applied, st.probes),
+        (Mode::Exact, 0, 0, 0, 0),
+        "fresh: {st:?}"
+    );
     apply(&ix, &stored(w(0), &[], &[1, 2, 3]));
     apply(&ix, &stored(WorkerWithDpRank::new(0, 1), &[], &[1, 2]));
     ix.apply_event(&removed_ext(w(0), &[42])).expect_err("unknown removal");
@@ -368,7 +386,11 @@ fn stats_count_events_members_blocks_and_probes() {
     let ckf = open(r#"{"mode": "ckf", "lanes": 4, "expected_blocks_per_lane": 1024}"#);
     apply(&ckf, &stored(w(0), &[], &[1, 2, 3]));
     let st = ckf.stats().expect("stats");
-    assert_eq!((st.mode, st.blocks, st.members, st.lanes_ready), (Mode::Ckf, 3, 1, 1), "ckf: one member, one ready lane: {st:?}");
+    assert_eq!(
+        (st.mode, st.blocks, st.members, st.lanes_ready),
+        (Mode::Ckf, 3, 1, 1),
+        "ckf: one member, one ready lane: {st:?}"
+    );
 }
 
 /// cand is a candidate with a load and an RTT.
@@ -410,6 +432,7 @@ fn score_weighs_cache_against_rtt_and_load() {
     assert_eq!((got.eligible, got.worker), (2, w(2)), "ttft skips worker 3: {got:?}");
     let got = ix.score(&ScoreRequest { policy: Policy::LoadOnly, candidates: Some(&cands), ..req }).expect("score");
     assert_eq!((got.eligible, got.worker, got.cost), (3, w(3), 0.0), "load-only: {got:?}");
-    let got = ix.score(&ScoreRequest { policy: Policy::PrefixThenLoad, candidates: Some(&cands), ..req }).expect("score");
+    let got =
+        ix.score(&ScoreRequest { policy: Policy::PrefixThenLoad, candidates: Some(&cands), ..req }).expect("score");
     assert_eq!((got.worker, got.cached_blocks), (w(1), 4), "prefix-then-load: {got:?}");
 }

@@ -53,7 +53,10 @@ pub fn stored(m: WorkerWithDpRank, prefix: &[u64], suffix: &[u64]) -> RouterEven
     let blocks = suffix
         .iter()
         .zip(&ext[prefix.len()..])
-        .map(|(&l, &e)| KvCacheStoredBlockData { block_hash: ExternalSequenceBlockHash(e), tokens_hash: LocalBlockHash(l) })
+        .map(|(&l, &e)| KvCacheStoredBlockData {
+            block_hash: ExternalSequenceBlockHash(e),
+            tokens_hash: LocalBlockHash(l),
+        })
         .collect();
     let parent_hash = prefix.len().checked_sub(1).map(|i| ExternalSequenceBlockHash(ext[i]));
     event(m, KvCacheEventData::Stored(KvCacheStoreData { parent_hash, blocks }))
