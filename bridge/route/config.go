@@ -192,15 +192,6 @@ func (c *Config) setDefaults() error {
 	if c.Score.Policy == score.SingleDC && !ids[c.Score.Home] {
 		return fmt.Errorf("%w: single-dc needs a home DC among the DCs (home id %d)", ErrBadConfig, c.Score.Home)
 	}
-	dur := func(d *time.Duration, v time.Duration, what string) error {
-		if *d < 0 {
-			return fmt.Errorf("%w: %s %v must be ≥ 0", ErrBadConfig, what, *d)
-		}
-		if *d == 0 {
-			*d = v
-		}
-		return nil
-	}
 	for _, d := range []struct {
 		p    *time.Duration
 		def  time.Duration
@@ -213,8 +204,11 @@ func (c *Config) setDefaults() error {
 		{&c.ReplicaPoll, DefaultReplicaPoll, "replica poll"},
 		{&c.ShutdownGrace, DefaultShutdownGrace, "shutdown grace"},
 	} {
-		if err := dur(d.p, d.def, d.what); err != nil {
-			return err
+		if *d.p < 0 {
+			return fmt.Errorf("%w: %s %v must be ≥ 0", ErrBadConfig, d.what, *d.p)
+		}
+		if *d.p == 0 {
+			*d.p = d.def
 		}
 	}
 	if c.MaxBodyBytes == 0 {

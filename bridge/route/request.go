@@ -142,11 +142,14 @@ func (r *Request) readPrompt(raw json.RawMessage) error {
 		}
 		r.Text, r.HasText = texts[0], true
 	case first[0] == '[':
-		ids, err := decodeIDs(first)
-		if err != nil {
+		if bytes.Contains(p, []byte("null")) {
+			return bad(fmt.Errorf("null among the token ids"))
+		}
+		var lists [][]uint32
+		if err := json.Unmarshal(p, &lists); err != nil {
 			return bad(err)
 		}
-		r.Tokens, r.HasTokens = ids, true
+		r.Tokens, r.HasTokens = lists[0], true
 	default:
 		ids, err := decodeIDs(p)
 		if err != nil {

@@ -200,33 +200,35 @@ func (t *CommandTokenizer) Tokenize(ctx context.Context, in *TokenizeInput) ([]u
 		if stdout.over {
 			return nil, fmt.Errorf("%w: %s: reply over %d bytes", ErrTokenizer, t.argv[0], MaxTokenizerReplyBytes)
 		}
-		return nil, fmt.Errorf("%w: %s: %v: %s", ErrTokenizer, t.argv[0], err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("%w: %s: %v: %s", ErrTokenizer, t.argv[0], err, strings.TrimSpace(stderr.buf.String()))
 	}
-	return DecodeTokenizerReply(stdout.Bytes(), t.maxTokens)
+	return DecodeTokenizerReply(stdout.buf.Bytes(), t.maxTokens)
 }
 
 // errCapped stops copying a command's output past its cap.
 var errCapped = errors.New("output over its cap")
 
 // cappedBuffer keeps at most limit bytes: past it, a write fails and sets
-// over (the command's stdout pipe breaks) or, with truncate, is dropped.
+// over (the command's stdout pipe breaks) or, with truncate, is dropped. It
+// wraps rather than embeds its buffer so io.Copy cannot bypass Write
+// through bytes.Buffer's ReadFrom.
 type cappedBuffer struct {
-	bytes.Buffer
+	buf      bytes.Buffer
 	limit    int
 	truncate bool
 	over     bool
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.limit - b.Len(); len(p) > room {
+	if room := b.limit - b.buf.Len(); len(p) > room {
 		if !b.truncate {
 			b.over = true
 			return 0, errCapped
 		}
-		b.Buffer.Write(p[:max(room, 0)])
+		b.buf.Write(p[:max(room, 0)])
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
 
 func orDuration(d, def time.Duration) time.Duration {

@@ -1,0 +1,158 @@
+package route
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/goindex/shm"
+)
+
+// refDC is the reference model of one DC in TestDecide_MatchesReferenceTTFT.
+type refDC struct {
+	name         string
+	rttMicros    int64 // 0: none measured
+	rttStale     bool
+	hasLoad      bool
+	loadStale    bool
+	queued       uint64
+	cachedBlocks int // leading blocks of the prompt the DC stores
+}
+
+// TestDecide_MatchesReferenceTTFT checks Decide against a plain model of
+// the ttft rule on random DC sets: signals missing or stale, random
+// queues, RTTs and cached prefixes (real CKF lanes), random prompt
+// lengths. The reference computes eligibility and
+// RTT + queued/20 + uncached/20 by hand and sorts; Decide must return the
+// same DCs in the same order with the same costs and cached tokens. A CKF
+// false positive can only lengthen a depth; such cases are counted and
+// must stay rare.
+func TestDecide_MatchesReferenceTTFT(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	cases := 300
+	if testing.Short() {
+		cases = 60
+	}
+	const rate = 20.0 // the scorer's default prefill and queue rate, tokens/ms
+	overReported := 0
+	for c := range cases {
+		n := 2 + rng.IntN(5)
+		tokens := randomTokens(rng, 1+rng.IntN(2048))
+		blocks := len(tokens) / testBlockSize
+		dcs := make([]refDC, n)
+		ids := make([]uint64, n)
+		for i := range dcs {
+			d := &dcs[i]
+			d.name = fmt.Sprintf("dc%d", i)
+			ids[i] = DCID(d.name)
+			if rng.IntN(6) > 0 {
+				d.rttMicros = int64(1000 + rng.IntN(200_000))
+				d.rttStale = rng.IntN(6) == 0
+			}
+			d.hasLoad = rng.IntN(6) > 0
+			d.loadStale = d.hasLoad && rng.IntN(6) == 0
+			d.queued = uint64(rng.IntN(4) * rng.IntN(50_000))
+			if rng.IntN(3) > 0 {
+				d.cachedBlocks = rng.IntN(blocks + 1)
+			}
+		}
+		fx := newFixture(t, ids...)
+		cfg := Config{ReplicaPath: fx.path, BlockSize: testBlockSize, MaxStaleness: time.Minute}
+		for i, d := range dcs {
+			cfg.DCs = append(cfg.DCs, DC{ID: ids[i], Name: d.name, URL: mustURL(t, "http://127.0.0.1:1")})
+			if d.cachedBlocks > 0 {
+				fx.cache(i, hasher(t, "", ""), tokens[:d.cachedBlocks*testBlockSize])
+			}
+			age := func(stale bool) time.Time {
+				if stale {
+					return time.Now().Add(-time.Hour)
+				}
+				return time.Now()
+			}
+			if d.rttMicros > 0 {
+				fx.w.SetRTT(i, time.Duration(d.rttMicros)*time.Microsecond, age(d.rttStale))
+			}
+			if d.hasLoad {
+				fx.w.SetLoad(i, &shm.Load{ReceivedAt: age(d.loadStale), QueuedPrefillTokens: d.queued})
+			}
+		}
+		rt, err := New(cfg)
+		if err != nil {
+			t.Fatalf("case %d: New: %v", c, err)
+		}
+		got, err := rt.Decide(&Prompt{Tokens: tokens, HasTokens: true})
+		rt.Close()
+
+		type want struct {
+			name   string
+			cost   float64
+			cached int
+		}
+		var ref []want
+		for _, d := range dcs {
+			if d.rttMicros == 0 || d.rttStale || !d.hasLoad || d.loadStale {
+				continue
+			}
+			cached := d.cachedBlocks * testBlockSize
+			cost := float64(d.rttMicros)/1000 + float64(d.queued)/rate + float64(len(tokens)-cached)/rate
+			ref = append(ref, want{d.name, cost, cached})
+		}
+		slices.SortStableFunc(ref, func(a, b want) int { return cmp.Compare(a.cost, b.cost) })
+		if len(ref) == 0 {
+			if !errors.Is(err, ErrNoEligibleDC) {
+				t.Errorf("case %d: Decide with no eligible DC = %v, want ErrNoEligibleDC", c, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("case %d: Decide = %v, want %d eligible DCs", c, err, len(ref))
+			continue
+		}
+		tied := false
+		for i := 1; i < len(ref); i++ {
+			tied = tied || ref[i].cost == ref[i-1].cost
+		}
+		if tied {
+			continue // the scorer breaks ties at random
+		}
+		over := false
+		for _, ch := range got.Order {
+			for _, d := range dcs {
+				if d.name == ch.DC.Name && ch.CachedTokens > d.cachedBlocks*testBlockSize {
+					over = true
+				}
+			}
+		}
+		if over {
+			overReported++
+			continue
+		}
+		var gotNames, wantNames []string
+		for _, ch := range got.Order {
+			gotNames = append(gotNames, fmt.Sprintf("%s/%.3f/%d", ch.DC.Name, ch.Cost, ch.CachedTokens))
+		}
+		for _, w := range ref {
+			wantNames = append(wantNames, fmt.Sprintf("%s/%.3f/%d", w.name, w.cost, w.cached))
+		}
+		if strings.Join(gotNames, " ") != strings.Join(wantNames, " ") || got.Eligible != len(ref) || got.PromptTokens != len(tokens) || got.PromptBlocks != blocks {
+			t.Errorf("case %d: Decide(%d tokens) = %v (eligible %d, %d tokens, %d blocks), want %v (eligible %d, %d blocks)",
+				c, len(tokens), gotNames, got.Eligible, got.PromptTokens, got.PromptBlocks, wantNames, len(ref), blocks)
+		}
+		for i, ch := range got.Order {
+			if p := ch.Parts; i < len(ref) && math.Abs(p.RTTms+p.QueueMs+p.PrefillMs-ch.Cost) > 1e-9 {
+				t.Errorf("case %d: %s parts %+v do not add up to cost %g", c, ch.DC.Name, p, ch.Cost)
+			}
+		}
+	}
+	// 16-bit fingerprints: one false hit per ~8000 probes of absent blocks.
+	if overReported > cases/50 {
+		t.Errorf("%d of %d cases over-reported a cached prefix, want at most %d", overReported, cases, cases/50)
+	}
+}

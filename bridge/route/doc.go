@@ -1,0 +1,129 @@
+// Package route is the global router proxy behind `goindex route`: an
+// OpenAI-compatible HTTP front that hashes each request's prompt, scores
+// every DC from the router-site consumer's shared-memory replica, and
+// forwards the request to the chosen DC's own frontend, falling back to
+// the next-best DC when the chosen one refuses the connection.
+//
+// # Concepts
+//
+// DCs. The router knows each DC by an id, a name and a frontend base URL
+// (DC, ParseDC). The id is the replica lane's DC id, the one the relay and
+// consumer were given: "ID:NAME=URL" states it, "NAME=URL" derives it as
+// DCID(NAME) = XXH3-64 of the name, seed 0. A DC whose id has no lane in
+// the replica file is still a candidate, but without signals.
+//
+// Prompts. POST /v1/completions takes prompt as a string, a list of token
+// ids, or a batch (a list of either; the first element routes the batch).
+// POST /v1/chat/completions takes messages. Token ids may also come as
+// nvext.token_data (Dynamo's documented pre-tokenized field) or
+// prompt_token_ids [unverified: neither is checked against a live
+// frontend; nvext.token_data wins over prompt_token_ids, which wins over a
+// token-id prompt]. Text (a text prompt or chat messages) needs the
+// Tokenizer hook; without one, or when it fails, the request is routed
+// load-only. LoRA and namespace salts come from the body's lora_name and
+// cache_salt, else from the configured headers (dynamo-compat §1.3).
+//
+// Tokenizer hook protocol (HTTPTokenizer, CommandTokenizer): the request
+// is one JSON object in vLLM's /tokenize shape, {"model", "prompt"} for a
+// completion or {"model", "messages", "add_generation_prompt": true} for a
+// chat; the reply is one JSON object whose "token_ids" or "tokens" field
+// is the u32 token-id list (vLLM's /tokenize reply has "tokens"), at most
+// MaxTokenizerReplyBytes. An HTTP hook is POSTed to and must answer 200; a
+// command gets the request on stdin, writes the reply on stdout and exits
+// 0, one process per call, at most DefaultTokenizerProcesses at once. The
+// hook must tokenize exactly as the engines do, or no hash matches.
+//
+// Scoring (Decide). The prompt's full blocks are hashed with
+// dynamo.Hasher, chained with kv.AppendChain and searched across the
+// lanes of the configured DCs in one replica.Searcher pass. Each DC
+// becomes a score.Candidate: cached blocks from its lane if the lane is
+// ready; load and RTT only when the consumer received them within
+// MaxStaleness (the consumer's clock is this host's; a missing or stale
+// signal is absent, never zero). The RTT is the consumer's round trip to
+// the DC's relay, taken as the router's to the DC's frontend. The
+// configured policy (default ttft) picks a DC; the other eligible DCs
+// follow by cost as the fallback order.
+//
+// Forwarding. The body is read once, bounded by MaxBodyBytes and
+// BodyTimeout, and sent unchanged to each DC tried, with the client's
+// headers minus hop-by-hop ones, HopHeader and X-Forwarded-For. Only a
+// failed connect (*DialError) moves on to the next DC; once a DC accepted
+// the connection its answer, whatever the status, is relayed as is (status,
+// headers, body) with the diagnostic headers of the DC that served, and
+// the body is flushed after every read so SSE events stream through. A
+// request that carries HopHeader is refused (508), which stops loops
+// between routers. /v1/models goes to the DCs with fresh signals first,
+// then the others. /healthz answers 200 while the process runs; /readyz
+// answers 200 when the replica is attached and at least one DC is
+// eligible, 503 with the reason otherwise.
+//
+// Replica lifecycle. New attaches the file if it exists; Refresh (every
+// ReplicaPoll under Serve) attaches it when missing and attaches the new
+// generation when the consumer replaced it (shm.Reader.Stale). An old
+// mapping is unmapped only after the searches holding it end.
+//
+// # Invariants
+//
+//   - A request carrying HopHeader never reaches a DC.
+//   - A request reaches at most one DC that accepted its connection, and a
+//     completion is tried only on DCs eligible under the policy.
+//   - Cached tokens never exceed the prompt, and depths come only from
+//     ready lanes of the configured DCs.
+//   - Bodies over MaxBodyBytes and prompts over MaxPromptTokens are refused
+//     before any DC sees them.
+//
+// # Errors
+//
+// New returns ErrBadConfig and builds nothing. Request failures answer an
+// OpenAI-shaped JSON error ({"error": {"message", "type", "code"}}) with
+// StatusOf's status: ErrMalformed 400, ErrBodyTooLarge and ErrTooManyTokens
+// 413, ErrMethod 405, ErrNotFound 404, ErrLoop 508, ErrNoEligibleDC 503,
+// ErrUnreachable 502, ErrUpstream 502 or 504. A failed request changes
+// nothing but the counters. A tokenizer error (ErrTokenizer) never fails a
+// request. A stream cut by its DC mid-way aborts the client's connection
+// instead of ending it cleanly.
+//
+// # Concurrency
+//
+// ServeHTTP, Decide, Refresh, Ready and Stats may run concurrently from any
+// number of goroutines; each search takes its own replica.Searcher from a
+// pool. Close (and Serve's shutdown, which calls it) must not race with
+// Refresh.
+//
+// Non-goals: no multimodal prompts (mm hashes are not extracted, so
+// multimodal blocks hash as text), no per-worker choice inside a DC (the
+// DC's own router does that), no retries after a DC accepted a request,
+// no HTTP/2 to the DCs, no environment proxies, no trailers.
+//
+// # Files
+//
+//   - config.go: Config and its defaults, DC, ParseDC, DCID.
+//   - request.go: Endpoint, Request, ParseRequest (the OpenAI body forms).
+//   - tokenizer.go: the Tokenizer hook, its protocol, HTTPTokenizer, CommandTokenizer, DecodeTokenizerReply.
+//   - replica.go: attaching the replica file, following generations, searching the lanes.
+//   - decide.go: Prompt, Choice, Decision, Decide: candidates from lane signals, scoring, fallback order.
+//   - forward.go: the transport, outgoing requests, connect fallback, streaming relay, diagnostic headers.
+//   - router.go: Router, New, Serve, ServeHTTP, the endpoints, Ready, Stats.
+//   - errors.go: sentinels, DialError, StatusOf.
+//
+// # Tests
+//
+// End to end on loopback, against stub DC frontends that record what they
+// receive and a replica file written with shm.Writer and real ckf.Producer
+// bucket images, the tests prove: under ttft the cache-holding DC wins
+// when its prefill saving beats its extra RTT and loses otherwise, with
+// the right diagnostic headers and the body and hop header forwarded
+// unchanged; SSE events arrive one by one; a closed port falls back to
+// the next DC, and all closed is 502; a DC's HTTP error is relayed and
+// not retried; a hopped request is refused; a stale load or RTT excludes
+// a DC (all stale: 503 and not ready); bad JSON, wrong shapes, oversize
+// bodies and prompts, wrong methods and paths get clear 4xx; text without
+// a tokenizer routes load-only, and HTTP and command tokenizers make text
+// cache-aware; chat token-id extensions and LoRA/namespace salts are
+// hashed; /v1/models, /healthz and /readyz behave; a new replica
+// generation is followed; and many concurrent requests (under -race) all
+// land while signals change and the file is replaced. A randomized test
+// holds Decide against a hand-written ttft model over random DC sets,
+// signals and cached prefixes; fuzz targets cover ParseRequest and
+// DecodeTokenizerReply; a test keeps this file map in step.
+package route
