@@ -39,11 +39,13 @@ pub enum ErrorKind {
     /// `InvalidBlockSequence`); nothing changed.
     InvalidBlockSequence,
     /// BlockNotFound is GOINDEX_ENOTFOUND: some removed hashes were unknown
-    /// (Dynamo's `BlockNotFound`); the known ones were removed.
+    /// (Dynamo's `BlockNotFound`); the known ones were removed. Exact mode
+    /// only: ckf mode counts unknown removals and succeeds.
     BlockNotFound,
     /// CapacityExhausted is GOINDEX_ECAPACITY: in ckf mode the blocks are
-    /// tracked exactly but not all admitted to the filter (or every lane is
-    /// taken by another member).
+    /// tracked exactly but not all admitted to the filter; or, with nothing
+    /// changed, a new member found every ckf lane taken or the exact tree ran
+    /// out of node ids.
     CapacityExhausted,
     /// WrongMode is GOINDEX_EMODE: the call is not available in the handle's
     /// mode.
@@ -130,7 +132,7 @@ impl fmt::Display for ErrorKind {
 /// of the process), so when several threads fail on one handle at once a
 /// detail may describe another thread's failure; the kind is always this
 /// call's. Display prints the detail, e.g. "goindex_insert: radix: parent
-/// block not found (member {7 0}, event 3, block 99)".
+/// block not found (member 7/0, event 3, block 99)".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     kind: ErrorKind,

@@ -39,9 +39,9 @@ const FIRST_PROBE_ENTRIES: usize = 16;
 ///
 /// A failed call changes nothing, except for the two kinds whose docs say
 /// what changed: [`ErrorKind::BlockNotFound`] (the known hashes were
-/// removed) and [`ErrorKind::CapacityExhausted`] (the blocks are tracked,
-/// some not yet in the filter). After [`ErrorKind::Internal`], drop the
-/// indexer.
+/// removed) and [`ErrorKind::CapacityExhausted`] from ckf filter admission
+/// (the blocks are tracked, some not yet in the filter). After
+/// [`ErrorKind::Internal`], drop the indexer.
 #[derive(Debug)]
 pub struct Indexer {
     handle: u64,
@@ -162,9 +162,10 @@ impl Indexer {
     ///
     /// Errors: [`ErrorKind::ParentBlockNotFound`] and
     /// [`ErrorKind::InvalidBlockSequence`] (nothing changed);
-    /// [`ErrorKind::BlockNotFound`] (some removed hashes were unknown, the
-    /// known ones were removed); [`ErrorKind::CapacityExhausted`] (ckf mode:
-    /// tracked, not all in the filter); [`ErrorKind::TooBig`] (over
+    /// [`ErrorKind::BlockNotFound`] (exact mode: some removed hashes were
+    /// unknown, the known ones were removed); [`ErrorKind::CapacityExhausted`]
+    /// (ckf mode: tracked, not all in the filter; or, nothing changed, no
+    /// free lane for a new member or no free tree node); [`ErrorKind::TooBig`] (over
     /// [`MAX_BLOCKS`](crate::MAX_BLOCKS) blocks). A duplicate store is not
     /// an error.
     pub fn apply_event(&self, event: &RouterEvent) -> Result<()> {

@@ -146,6 +146,8 @@ fn ckf_capacity_exhaustion_keeps_the_blocks_tracked() {
         "goindex_insert",
         "a second member, one lane",
     );
+    let st = ix.stats().expect("stats");
+    assert_eq!((st.blocks, st.members), (100, 1), "the refused member changed nothing: {st:?}");
 }
 
 #[test]
