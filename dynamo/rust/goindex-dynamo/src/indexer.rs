@@ -153,10 +153,6 @@ impl Indexer {
         check("goindex_close", handle, unsafe { sys::goindex_close(handle) })
     }
 
-    fn failed(&self, call: &str, rc: c_int) -> Error {
-        Error::from_call(call, self.handle, rc)
-    }
-
     /// apply_event applies one KV event of a rank: a store (goindex_insert),
     /// a removal (goindex_remove) or a clear (goindex_clear).
     ///
@@ -174,8 +170,6 @@ impl Indexer {
             KvCacheEventData::Stored(store) => {
                 let (external, local): (Vec<u64>, Vec<u64>) =
                     store.blocks.iter().map(|b| (b.block_hash.0, b.tokens_hash.0)).unzip();
-                let parent = store.parent_hash.map(|p| p.0);
-                let parent_ptr = parent.as_ref().map_or(ptr::null(), |p| p as *const u64);
                 // SAFETY: every array holds its stated length and is read
                 // during the call only.
                 let rc = unsafe {
@@ -184,7 +178,7 @@ impl Indexer {
                         worker,
                         rank,
                         id,
-                        parent_ptr,
+                        parent_ptr(&store.parent_hash),
                         external.as_ptr(),
                         local.as_ptr(),
                         external.len(),
@@ -226,8 +220,6 @@ impl Indexer {
         tokens: &[u32],
         salt: Salt<'_>,
     ) -> Result<()> {
-        let parent = parent_hash.map(|p| p.0);
-        let parent_ptr = parent.as_ref().map_or(ptr::null(), |p| p as *const u64);
         let (lora, lora_len) = sys::name(salt.lora_name);
         let (ns, ns_len) = sys::name(salt.cache_namespace);
         // SAFETY: every array and name holds its stated length and is read
@@ -238,7 +230,7 @@ impl Indexer {
                 member.worker_id,
                 member.dp_rank,
                 event_id,
-                parent_ptr,
+                parent_ptr(&parent_hash),
                 block_hashes.as_ptr().cast(),
                 block_hashes.len(),
                 tokens.as_ptr(),
@@ -358,7 +350,7 @@ impl Indexer {
             if rc != sys::EBUFFER || written <= cap {
                 // Any other failure, or a need the buffer already met (a
                 // library bug that retrying would not fix).
-                return Err(self.failed(call, rc));
+                return Err(Error::from_call(call, self.handle, rc));
             }
             buf.reserve_exact(written + written / 4);
         }
@@ -428,6 +420,13 @@ impl Indexer {
             replica_generation: c.replica_generation,
         })
     }
+}
+
+/// parent_ptr returns a stored event's parent as the ABI's optional
+/// pointer: NULL for a chain from the root. It points into `parent`, which
+/// outlives the call it is passed to.
+fn parent_ptr(parent: &Option<ExternalSequenceBlockHash>) -> *const u64 {
+    parent.as_ref().map_or(ptr::null(), |h| &h.0)
 }
 
 impl Drop for Indexer {
