@@ -26,6 +26,7 @@ var commands = []command{
 	{"hash", "print Dynamo-compatible local and sequence hashes for tokens", runHash},
 	{"relay", "run a DC relay: Dynamo KV events in, CKF frames out over NATS JetStream", runRelay},
 	{"consume", "run a router-site consumer: every DC's frames in, the shared-memory replica out", runConsume},
+	{"route", "global router: OpenAI-compatible proxy forwarding each request to the best DC's frontend", runRoute},
 	{"dynkv", "serve Dynamo's Valkey dynkv commands (swap the router's index with one flag)", runDynkv},
 	{"bench", "micro and macro benchmarks (radix, …) with machine-readable output", runBench},
 	{"sim", "replay a trace across simulated DCs under every routing policy; throughput, TTFT, hit rates, charts", runSim},

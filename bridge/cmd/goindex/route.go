@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/goindex/goindex/bridge/route"
+	"github.com/goindex/goindex/goindex/score"
+)
+
+const routeSynopsis = `Usage: goindex route --dc [ID:]NAME=URL ... [--replica PATH] [--listen ADDR] [--policy ttft] [--json]
+
+Runs the global router: an OpenAI-compatible HTTP proxy. For every
+POST /v1/completions and /v1/chat/completions (streaming included) it hashes
+the prompt's KV blocks as Dynamo does, probes every DC's lane of the shared
+replica that ` + "`goindex consume`" + ` writes, scores the DCs (default ttft: RTT +
+queue wait + uncached prefill) and forwards the request unchanged to the
+chosen DC's frontend, or to the next-best DC if that one refuses the
+connection. Responses (and SSE streams, event by event) are relayed as the
+DC sent them, plus X-Goindex-DC, -Policy, -Cached-Tokens, -RTT-Ms and, under
+ttft, -Cost-Ms, -Queue-Ms, -Prefill-Ms (and -Fallback when DCs were skipped).
+Forwarded requests carry X-Goindex-Hop: 1; a request that already has it is
+refused with 508. Also serves GET /v1/models (passed to a healthy DC),
+/healthz and /readyz (200 once the replica is attached and a DC is eligible).
+
+DCs and signals:
+  --dc [ID:]NAME=URL   a DC frontend, repeated or comma-separated. ID is the DC id
+                       the relay runs with (goindex relay --dc ID) and the
+                       consumer's lane names; without it the id is XXH3-64 of NAME
+                       (seed 0). URL is http(s)://host[:port][/prefix].
+  --replica PATH       the consumer's replica file (reattached when replaced)
+  --max-staleness D    a load report or RTT older than this counts as missing
+Routing:
+  --policy P           ttft, prefix-then-load, load-only, credit, round-robin,
+                       single-dc (with --home NAME); prompts that cannot be
+                       hashed are routed load-only
+  --block-size N       the engines' KV block size in tokens (must match them)
+  --temperature T      0: minimum cost; > 0: softmax over costs
+  --prefill-tokens-per-ms, --queue-tokens-per-ms, --decode-blocks-per-ms,
+  --credit             the cost model's rates (a DC's load report overrides them)
+Prompts:
+  Token ids come from prompt (a list), nvext.token_data or prompt_token_ids;
+  text needs a tokenizer hook. The hook gets one JSON object, vLLM's /tokenize
+  request ({"model","prompt"} or {"model","messages","add_generation_prompt"})
+  and answers one JSON object with "tokens" or "token_ids" (u32 list):
+  --tokenizer-url URL  POST the request there (a vLLM server's /tokenize works)
+  --tokenizer-cmd CMD  run CMD (split on spaces) per request: request on stdin,
+                       reply on stdout, exit 0
+  --lora-header H, --namespace-header H  headers carrying the LoRA name and
+                       cache namespace when the body has no lora_name / cache_salt
+  --max-body-bytes N, --max-prompt-tokens N  larger requests get 413
+Network:
+  --listen ADDR        address to serve HTTP on
+  --connect-timeout, --response-timeout, --body-timeout, --shutdown-grace
+Output: the listening address and logs on stderr; when stopped (SIGINT/SIGTERM),
+the request counters on stdout (one JSON object with --json).`
+
+// dcList is the repeatable --dc flag.
+type dcList []route.DC
+
+func (l *dcList) String() string {
+	parts := make([]string, len(*l))
+	for i, dc := range *l {
+		parts[i] = dc.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set parses one or more comma-separated DC specs.
+func (l *dcList) Set(s string) error {
+	for _, spec := range strings.Split(s, ",") {
+		dc, err := route.ParseDC(strings.TrimSpace(spec))
+		if err != nil {
+			return err
+		}
+		*l = append(*l, dc)
+	}
+	return nil
+}
+
+// routeReport is the output when the router stops.
+type routeReport struct {
+	Command string      `json:"command"`
+	Listen  string      `json:"listen"`
+	Replica string      `json:"replica"`
+	Policy  string      `json:"policy"`
+	DCs     []routeDC   `json:"dcs"`
+	Stats   route.Stats `json:"stats"`
+}
+
+// routeDC is one DC of the report.
+type routeDC struct {
+	ID   uint64 `json:"id"`
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("route", routeSynopsis, stderr)
+	var dcs dcList
+	fs.Var(&dcs, "dc", "a DC frontend `[ID:]NAME=URL` (repeated, or comma-separated)")
+	replicaPath := fs.String("replica", "/dev/shm/goindex-1.replica", "the consumer's shared-memory replica file (empty: none)")
+	maxStaleness := fs.Duration("max-staleness", route.DefaultMaxStaleness, "oldest load report or RTT sample still used")
+	replicaPoll := fs.Duration("replica-poll", route.DefaultReplicaPoll, "how often to reattach a missing or replaced replica file")
+	policyName := fs.String("policy", "ttft", "ttft, prefix-then-load, load-only, credit, round-robin or single-dc")
+	home := fs.String("home", "", "single-dc: the NAME of the DC every request goes to")
+	blockSize := fs.Int("block-size", route.DefaultBlockSize, "KV block size in tokens the engines hash with")
+	temperature := fs.Float64("temperature", 0, "routing temperature (0: minimum cost, ties at random)")
+	prefillRate := fs.Float64("prefill-tokens-per-ms", 0, "one request's prefill speed (0: the scorer's default, 20)")
+	queueRate := fs.Float64("queue-tokens-per-ms", 0, "a DC's queued-prefill drain rate (0: the prefill rate)")
+	decodeRate := fs.Float64("decode-blocks-per-ms", 0, "KV blocks a full DC's decodes release per ms (0: 1)")
+	credit := fs.Float64("credit", 0, "credit policy's overlap credit (0: 1)")
+	tokenizerURL := fs.String("tokenizer-url", "", "tokenizer hook URL (POST, vLLM /tokenize shape)")
+	tokenizerCmd := fs.String("tokenizer-cmd", "", "tokenizer hook command, split on spaces")
+	tokenizerTimeout := fs.Duration("tokenizer-timeout", route.DefaultTokenizerTimeout, "bound on one tokenizer call")
+	loraHeader := fs.String("lora-header", "", "request header naming the LoRA adapter (when the body has no lora_name)")
+	namespaceHeader := fs.String("namespace-header", "", "request header naming the cache namespace (when the body has no cache_salt)")
+	maxBody := fs.Int64("max-body-bytes", route.DefaultMaxBodyBytes, "largest request body accepted")
+	maxTokens := fs.Int("max-prompt-tokens", route.DefaultMaxPromptTokens, "most prompt token ids accepted")
+	listen := fs.String("listen", "127.0.0.1:8080", "TCP address to serve HTTP on")
+	connectTimeout := fs.Duration("connect-timeout", route.DefaultConnectTimeout, "bound on one connect to a DC (then the next DC)")
+	responseTimeout := fs.Duration("response-timeout", route.DefaultResponseTimeout, "bound on a DC's wait before response headers")
+	bodyTimeout := fs.Duration("body-timeout", route.DefaultBodyTimeout, "bound on reading a request body")
+	shutdownGrace := fs.Duration("shutdown-grace", route.DefaultShutdownGrace, "how long in-flight requests may finish on shutdown")
+	verbose := fs.Bool("verbose", false, "debug logs")
+	asJSON := fs.Bool("json", false, "print the final counters as one JSON object")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if len(dcs) == 0 {
+		return fmt.Errorf("route: at least one --dc is needed: %w", errUsage)
+	}
+	policy, err := score.ParsePolicy(*policyName)
+	if err != nil {
+		return fmt.Errorf("route: --policy: %v: %w", err, errUsage)
+	}
+	sc := score.Config{Policy: policy, PrefillTokensPerMs: *prefillRate, QueueTokensPerMs: *queueRate,
+		DecodeBlocksPerMs: *decodeRate, Credit: *credit}
+	if policy == score.SingleDC {
+		i := slices.IndexFunc(dcs, func(d route.DC) bool { return d.Name == *home })
+		if i < 0 {
+			return fmt.Errorf("route: --policy single-dc needs --home naming one of the --dc names: %w", errUsage)
+		}
+		sc.Home = dcs[i].ID
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg := route.Config{ReplicaPath: *replicaPath, DCs: dcs, Score: sc, Temperature: *temperature, BlockSize: *blockSize,
+		LoRAHeader: *loraHeader, NamespaceHeader: *namespaceHeader, MaxStaleness: *maxStaleness,
+		MaxBodyBytes: *maxBody, MaxPromptTokens: *maxTokens, ConnectTimeout: *connectTimeout,
+		ResponseTimeout: *responseTimeout, BodyTimeout: *bodyTimeout, ReplicaPoll: *replicaPoll,
+		ShutdownGrace: *shutdownGrace, Logger: log}
+	switch {
+	case *tokenizerURL != "" && *tokenizerCmd != "":
+		return fmt.Errorf("route: give --tokenizer-url or --tokenizer-cmd, not both: %w", errUsage)
+	case *tokenizerURL != "":
+		if cfg.Tokenizer, err = route.NewHTTPTokenizer(*tokenizerURL, *tokenizerTimeout, *maxTokens); err != nil {
+			return fmt.Errorf("route: %v: %w", err, errUsage)
+		}
+	case *tokenizerCmd != "":
+		if cfg.Tokenizer, err = route.NewCommandTokenizer(strings.Fields(*tokenizerCmd), *tokenizerTimeout, 0, *maxTokens); err != nil {
+			return fmt.Errorf("route: %v: %w", err, errUsage)
+		}
+	}
+	rt, err := route.New(cfg)
+	if err != nil {
+		return fmt.Errorf("%v: %w", err, errUsage)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		rt.Close()
+		return fmt.Errorf("route: listen: %w", err)
+	}
+	fmt.Fprintf(stderr, "goindex route: listening on http://%s (policy %v, replica %s, dcs %s)\n",
+		ln.Addr(), policy, orNone(*replicaPath), dcs.String())
+	if err := rt.Serve(ctx, ln); err != nil {
+		return err
+	}
+	rep := routeReport{Command: "route", Listen: ln.Addr().String(), Replica: *replicaPath, Policy: policy.String(), Stats: rt.Stats()}
+	for _, dc := range dcs {
+		rep.DCs = append(rep.DCs, routeDC{ID: dc.ID, Name: dc.Name, URL: dc.URL.String()})
+	}
+	return printRouteReport(stdout, *asJSON, &rep)
+}
+
+// printRouteReport writes the counters of a stopped router.
+func printRouteReport(w io.Writer, asJSON bool, rep *routeReport) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(rep)
+	}
+	st := &rep.Stats
+	fmt.Fprintf(w, "goindex route on %s, policy %s: %d completion requests, %d load-only, %d models\n",
+		rep.Listen, rep.Policy, st.Requests, st.LoadOnly, st.Models)
+	for _, dc := range rep.DCs {
+		fmt.Fprintf(w, "  dc %-12s id %-20d %s: routed %d\n", dc.Name, dc.ID, dc.URL, st.Routed[dc.Name])
+	}
+	fmt.Fprintf(w, "  fallbacks %d, rejected %d, loops %d, unroutable %d, upstream errors %d, tokenizer errors %d\n",
+		st.Fallbacks, st.Rejected, st.Loops, st.Unroutable, st.UpstreamErrors, st.TokenizerErrors)
+	return nil
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/bridge/relay/relaytest"
+	"github.com/goindex/goindex/bridge/route"
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/shm"
+)
+
+// routeStub is a DC frontend that answers with its name.
+func routeStub(t *testing.T, name string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, `{"dc":%q,"hop":%q}`, name, r.Header.Get(route.HopHeader))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// routeReplica writes a replica file whose lanes are DCs 1 and 2 (explicit
+// ids, as `goindex consume --dcs 1,2` names them) with fresh signals:
+// DC 1 is 5 ms away, DC 2 is 100 ms away.
+func routeReplica(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "replica")
+	n, _ := ckf.BucketCount(1 << 12)
+	w, err := shm.Create(path, shm.Layout{Seed: ckf.DefaultSeed, Buckets: n, Domain: 1, ConsumerInstance: 1, DCs: []uint64{1, 2}})
+	if err != nil {
+		t.Fatalf("shm.Create: %v", err)
+	}
+	t.Cleanup(func() { w.Close() })
+	now := time.Now()
+	for l, rtt := range []time.Duration{5 * time.Millisecond, 100 * time.Millisecond} {
+		_ = w.Table().Install(l, make([]uint64, n))
+		w.SetRTT(l, rtt, now.Add(time.Hour)) // stays fresh for the whole test
+		w.SetLoad(l, &shm.Load{ReceivedAt: now.Add(time.Hour)})
+	}
+	return path
+}
+
+// startRoute runs `goindex route` with args in the background and returns
+// its base URL, its outputs and a stop function that waits for its result.
+func startRoute(t *testing.T, args ...string) (string, *syncBuffer, *syncBuffer, func() error) {
+	t.Helper()
+	stdout, stderr, cancel, done := background(runRoute, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	addr := regexp.MustCompile(`listening on (http://[0-9.:]+)`)
+	var base string
+	relaytest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("goindex route exited early: %v\n%s", err, stderr.String())
+		default:
+		}
+		m := addr.FindStringSubmatch(stderr.String())
+		if m == nil {
+			return errors.New("no listening line yet")
+		}
+		base = m[1]
+		return nil
+	})
+	return base, stdout, stderr, func() error {
+		cancel()
+		return <-done
+	}
+}
+
+func TestRouteCommand_ServesAndPrintsOneJSONObject(t *testing.T) {
+	near, far := routeStub(t, "near"), routeStub(t, "far")
+	base, stdout, stderr, stop := startRoute(t, "--replica", routeReplica(t), "--dc", "1:near="+near.URL,
+		"--dc", "2:far="+far.URL, "--block-size", "16", "--json")
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatalf("GET /readyz: %v", err)
+	}
+	var rd route.Readiness
+	json.NewDecoder(resp.Body).Decode(&rd)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !rd.Ready || len(rd.Eligible) != 2 {
+		t.Errorf("/readyz = %d %+v, want ready with both DCs eligible", resp.StatusCode, rd)
+	}
+	resp, err = http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":[1,2,3]}`))
+	if err != nil {
+		t.Fatalf("POST /v1/completions: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get(route.HeaderDC) != "near" || string(body) != `{"dc":"near","hop":"1"}` {
+		t.Errorf("completion: %d dc %q body %s, want near's answer to a hop-marked request", resp.StatusCode, resp.Header.Get(route.HeaderDC), body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("goindex route: %v\n%s", err, stderr.String())
+	}
+	dec := json.NewDecoder(strings.NewReader(stdout.String()))
+	var rep routeReport
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("stdout %q: %v", stdout.String(), err)
+	}
+	if dec.More() {
+		t.Errorf("stdout has more than one JSON object: %q", stdout.String())
+	}
+	if rep.Command != "route" || rep.Policy != "ttft" || len(rep.DCs) != 2 || rep.DCs[1] != (routeDC{ID: 2, Name: "far", URL: far.URL}) ||
+		rep.Stats.Requests != 1 || rep.Stats.Routed["near"] != 1 || rep.Stats.Routed["far"] != 0 {
+		t.Errorf("report %+v, want route/ttft, DCs near and far, 1 request routed to near", rep)
+	}
+}
+
+func TestRouteCommand_HumanReportAndConfigFileDCs(t *testing.T) {
+	near, far := routeStub(t, "near"), routeStub(t, "far")
+	cfg := filepath.Join(t.TempDir(), "route.conf")
+	if err := os.WriteFile(cfg, []byte("dc 1:near="+near.URL+"\ndc 2:far="+far.URL+"\npolicy round-robin\n"), 0o644); err != nil {
+		t.Fatalf("write config: %v", err)
+	}
+	base, stdout, stderr, stop := startRoute(t, "--config", cfg, "--replica", "")
+	for range 2 {
+		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi"}`))
+		if err != nil {
+			t.Fatalf("POST: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("round-robin without a replica: status %d, want 200", resp.StatusCode)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("goindex route: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"policy round-robin: 2 completion requests", "dc near", "dc far", "routed 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("human report %q lacks %q", out, want)
+		}
+	}
+}
+
+func TestRouteCommand_UsageErrorsAndHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"--dc", "near"},
+		{"--dc", "near=http://x", "--policy", "fastest"},
+		{"--dc", "near=http://x", "--policy", "single-dc", "--home", "far"},
+		{"--dc", "near=http://x", "--tokenizer-url", "http://t", "--tokenizer-cmd", "tok"},
+		{"--dc", "near=http://x", "--tokenizer-url", "not a url"},
+		{"--dc", "near=http://x", "--block-size", "-1"},
+		{"--dc", "near=http://x,near=http://y"},
+	} {
+		var stderr bytes.Buffer
+		if err := runRoute(t.Context(), args, io.Discard, &stderr); !errors.Is(err, errUsage) {
+			t.Errorf("route %q = %v, want a usage error", args, err)
+		}
+	}
+	var stderr bytes.Buffer
+	if err := runRoute(t.Context(), []string{"--help"}, io.Discard, &stderr); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("route --help = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"Usage: goindex route", "DCs and signals:", "Routing:", "Prompts:", "Network:", "-tokenizer-cmd", "X-Goindex-Hop"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("route --help lacks %q", want)
+		}
+	}
+}
