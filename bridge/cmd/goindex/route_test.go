@@ -16,9 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/bridge/route"
+	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/shm"
 )
 
@@ -172,5 +175,83 @@ func TestRouteCommand_UsageErrorsAndHelp(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("route --help lacks %q", want)
 		}
+	}
+}
+
+// TestRouteCommand_FollowsRelayAndConsumer runs the whole chain: a relay for
+// DC 5 takes a Dynamo KV event, the consumer puts DC 5's lane in the
+// replica, and the router, given the same id (--dc 5:ams=…), sees the
+// cached prefix, the RTT and the load of that lane and forwards there;
+// DC 6, which no relay serves, has no lane and so no signals.
+func TestRouteCommand_FollowsRelayAndConsumer(t *testing.T) {
+	srv, nc := testNATS(t)
+	_, relayErr, stopRelay, relayDone := background(runRelay, "--nats", srv.ClientURL(), "--dc", "5", "--name", "ams",
+		"--component", "route", "--expected-blocks", "4096", "--heartbeat-every", "20ms", "--load-every", "50ms")
+	defer func() {
+		stopRelay()
+		if err := <-relayDone; err != nil {
+			t.Errorf("relay: %v\n%s", err, relayErr.String())
+		}
+	}()
+	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 5}
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		_, err := nc.Request(names.PingSubject(), nil, 200*time.Millisecond)
+		return err
+	})
+	tokens := make([]uint32, 64*16)
+	for i := range tokens {
+		tokens[i] = uint32(1000 + i)
+	}
+	h, _ := dynamo.NewHasher(dynamo.HasherConfig{BlockSize: 16})
+	ev := dynamo.RouterEvent{WorkerID: 1, Event: dynamo.CacheEvent{Kind: kv.Stored}}
+	for i, local := range h.AppendLocal(nil, tokens) {
+		ev.Event.Stored.Blocks = append(ev.Event.Stored.Blocks, dynamo.StoredBlock{BlockHash: uint64(1 + i), TokensHash: local})
+	}
+	msg, err := dynamo.AppendJSON(nil, &ev)
+	if err != nil {
+		t.Fatalf("AppendJSON: %v", err)
+	}
+	if err := nc.Publish(dynamo.LegacyEventSubject("dynamo", "route"), msg); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "replica")
+	_, consumeErr, stopConsume, consumeDone := background(runConsume, "--nats", srv.ClientURL(), "--shm", path,
+		"--dcs", "5", "--ping-every", "20ms")
+	defer func() {
+		stopConsume()
+		if err := <-consumeDone; err != nil {
+			t.Errorf("consume: %v\n%s", err, consumeErr.String())
+		}
+	}()
+	ams, lon := routeStub(t, "ams"), routeStub(t, "lon")
+	base, _, routeErr, stopRoute := startRoute(t, "--replica", path, "--replica-poll", "20ms", "--dc", "5:ams="+ams.URL,
+		"--dc", "6:lon="+lon.URL, "--block-size", "16")
+	body, _ := json.Marshal(map[string]any{"model": "m", "prompt": tokens})
+	relaytest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		resp, err := http.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get(route.HeaderCachedTokens); resp.StatusCode != 200 || got != "1024" || resp.Header.Get(route.HeaderDC) != "ams" {
+			return fmt.Errorf("status %d dc %q cached %q, want 200 from ams with 1024 cached", resp.StatusCode, resp.Header.Get(route.HeaderDC), got)
+		}
+		if resp.Header.Get(route.HeaderRTTMs) == "" {
+			return errors.New("no RTT header")
+		}
+		return nil
+	})
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatalf("GET /readyz: %v", err)
+	}
+	var rd route.Readiness
+	json.NewDecoder(resp.Body).Decode(&rd)
+	resp.Body.Close()
+	if !rd.Ready || len(rd.Eligible) != 1 || rd.Eligible[0] != "ams" {
+		t.Errorf("/readyz = %+v, want ready with only ams eligible (lon has no lane)", rd)
+	}
+	if err := stopRoute(); err != nil {
+		t.Errorf("route: %v\n%s", err, routeErr.String())
 	}
 }
