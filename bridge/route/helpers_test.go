@@ -28,7 +28,7 @@ const testBlockSize = 16
 
 // testSeed returns the randomized tests' seed: GOINDEX_SEED or a fixed one,
 // printed when the test fails.
-func testSeed(t *testing.T) uint64 {
+func testSeed(t testing.TB) uint64 {
 	seed := uint64(20261206)
 	if s := os.Getenv("GOINDEX_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -72,7 +72,7 @@ type received struct {
 	Body         []byte
 }
 
-func newStubDC(t *testing.T, name string) *stubDC {
+func newStubDC(t testing.TB, name string) *stubDC {
 	t.Helper()
 	s := &stubDC{name: name}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -106,7 +106,7 @@ func (s *stubDC) requests() []received {
 }
 
 // dc returns the router's DC for the stub, with the id its name maps to.
-func (s *stubDC) dc(t *testing.T) DC {
+func (s *stubDC) dc(t testing.TB) DC {
 	t.Helper()
 	dc, err := ParseDC(s.name + "=" + s.srv.URL)
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *stubDC) dc(t *testing.T) DC {
 }
 
 // closedURL returns the URL of a loopback port nobody listens on.
-func closedURL(t *testing.T) string {
+func closedURL(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -130,14 +130,14 @@ func closedURL(t *testing.T) string {
 // fixture is a replica file written the way `goindex consume` writes it,
 // with one ckf.Producer per lane whose words are installed in the file.
 type fixture struct {
-	t         *testing.T
+	t         testing.TB
 	path      string
 	w         *shm.Writer
 	producers []*ckf.Producer
 }
 
 // newFixture creates a replica file with one lane per DC id.
-func newFixture(t *testing.T, dcs ...uint64) *fixture {
+func newFixture(t testing.TB, dcs ...uint64) *fixture {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "replica")
 	f := &fixture{t: t, path: path}
@@ -205,7 +205,7 @@ func (f *fixture) signals(l int, rtt time.Duration, age time.Duration, load shm.
 }
 
 // hasher returns a Hasher of the test block size salted with lora and ns.
-func hasher(t *testing.T, lora, ns string) *dynamo.Hasher {
+func hasher(t testing.TB, lora, ns string) *dynamo.Hasher {
 	t.Helper()
 	h, err := dynamo.NewHasher(dynamo.HasherConfig{BlockSize: testBlockSize, LoRA: lora, Namespace: ns})
 	if err != nil {
@@ -216,7 +216,7 @@ func hasher(t *testing.T, lora, ns string) *dynamo.Hasher {
 
 // newRouter builds a Router for cfg (block size and replica filled in when
 // zero) and serves it on loopback.
-func newRouter(t *testing.T, cfg Config) (*Router, *httptest.Server) {
+func newRouter(t testing.TB, cfg Config) (*Router, *httptest.Server) {
 	t.Helper()
 	if cfg.BlockSize == 0 {
 		cfg.BlockSize = testBlockSize
@@ -245,7 +245,7 @@ func completion(tokens []uint32, extra map[string]any) []byte {
 
 // post sends body to the router's path and returns the response with its
 // body read.
-func post(t *testing.T, srv *httptest.Server, path string, body []byte, header http.Header) (*http.Response, []byte) {
+func post(t testing.TB, srv *httptest.Server, path string, body []byte, header http.Header) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL+path, bytes.NewReader(body))
 	if err != nil {
@@ -268,7 +268,7 @@ func post(t *testing.T, srv *httptest.Server, path string, body []byte, header h
 }
 
 // mustURL parses a URL in a test.
-func mustURL(t *testing.T, s string) *url.URL {
+func mustURL(t testing.TB, s string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(s)
 	if err != nil {

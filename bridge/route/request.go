@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 )
 
 // Endpoint is an OpenAI-compatible endpoint the router routes by prompt.
@@ -127,21 +128,21 @@ func (r *Request) readPrompt(raw json.RawMessage) error {
 	default:
 		return bad(fmt.Errorf("got %.20q", p))
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(p, &items); err != nil {
-		return bad(err)
-	}
-	if len(items) == 0 {
+	// p is valid JSON (the body decoded), so the byte after '[' tells the
+	// form: decoding into []json.RawMessage to look would allocate once
+	// per token id (BenchmarkForward).
+	rest := bytes.TrimLeft(p[1:], " \t\r\n")
+	if len(rest) == 0 || rest[0] == ']' {
 		return nil
 	}
-	switch first := items[0]; {
-	case first[0] == '"':
+	switch rest[0] {
+	case '"':
 		var texts []string
 		if err := json.Unmarshal(p, &texts); err != nil {
 			return bad(err)
 		}
 		r.Text, r.HasText = texts[0], true
-	case first[0] == '[':
+	case '[':
 		if bytes.Contains(p, []byte("null")) {
 			return bad(fmt.Errorf("null among the token ids"))
 		}
@@ -173,16 +174,71 @@ func isAbsent(raw json.RawMessage) bool {
 	return len(p) == 0 || bytes.Equal(p, []byte("null"))
 }
 
-// decodeIDs decodes a JSON array of u32 token ids. encoding/json would
-// read a null element as 0; a list of numbers has no other way to contain
-// the bytes "null", so they are refused up front.
-func decodeIDs(raw json.RawMessage) ([]uint32, error) {
+// decodeIDs decodes a JSON array of u32 token ids. It scans the array
+// itself, over 10x faster than encoding/json on a 1024-token prompt
+// (BenchmarkDecodeIDs, BENCHMARKS.md), and asks encoding/json only to word the error of a
+// list it refuses; TestDecodeIDs_MatchesEncodingJSON and FuzzDecodeIDs hold
+// the two to the same answers. encoding/json would read a null element as
+// 0; this refuses it.
+func decodeIDs(raw []byte) ([]uint32, error) {
+	if ids, ok := scanIDs(raw); ok {
+		return ids, nil
+	}
 	if bytes.Contains(raw, []byte("null")) {
 		return nil, fmt.Errorf("null among the token ids")
 	}
-	ids := []uint32{}
+	var ids []uint32
 	if err := json.Unmarshal(raw, &ids); err != nil {
 		return nil, err
 	}
-	return ids, nil
+	return nil, fmt.Errorf("not a list of u32 token ids")
+}
+
+// scanIDs parses raw as exactly one JSON array of integers in [0, 2^32)
+// (JSON number syntax: no sign, no leading zero, no fraction or exponent),
+// with JSON whitespace anywhere between tokens. ok is false for anything
+// else.
+func scanIDs(raw []byte) (ids []uint32, ok bool) {
+	i := skipSpace(raw, 0)
+	if i == len(raw) || raw[i] != '[' {
+		return nil, false
+	}
+	// One id per comma plus one: the count bounds the allocation by the
+	// input, which the caller has already bounded.
+	ids = make([]uint32, 0, bytes.Count(raw, []byte{','})+1)
+	if i = skipSpace(raw, i+1); i < len(raw) && raw[i] == ']' {
+		return ids, skipSpace(raw, i+1) == len(raw)
+	}
+	for {
+		if i == len(raw) || raw[i] < '0' || raw[i] > '9' || (raw[i] == '0' && i+1 < len(raw) && '0' <= raw[i+1] && raw[i+1] <= '9') {
+			return nil, false
+		}
+		var v uint64
+		for ; i < len(raw) && '0' <= raw[i] && raw[i] <= '9'; i++ {
+			if v = v*10 + uint64(raw[i]-'0'); v > math.MaxUint32 {
+				return nil, false
+			}
+		}
+		ids = append(ids, uint32(v))
+		if i = skipSpace(raw, i); i == len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case ',':
+			i = skipSpace(raw, i+1)
+		case ']':
+			return ids, skipSpace(raw, i+1) == len(raw)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }

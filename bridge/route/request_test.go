@@ -1,8 +1,12 @@
 package route
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -168,6 +172,62 @@ func FuzzDecodeTokenizerReply(f *testing.F) {
 		}
 		if len(ids) > 16 || ids == nil {
 			t.Fatalf("DecodeTokenizerReply(%q) = %v: nil or over the limit", b, ids)
+		}
+	})
+}
+
+// jsonIDs is decodeIDs' slow reference: encoding/json, with null elements
+// refused as decodeIDs refuses them.
+func jsonIDs(raw []byte) ([]uint32, bool) {
+	var ids []uint32
+	if bytes.Contains(raw, []byte("null")) || json.Unmarshal(raw, &ids) != nil || ids == nil {
+		return nil, false
+	}
+	return ids, true
+}
+
+func TestDecodeIDs_MatchesEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 10))
+	pieces := []string{"0", "7", "42", "4294967295", "4294967296", "01", "-1", "1.5", "1e3", " ", "\t", "\n", ",", "[", "]",
+		"null", `"7"`, "x", "18446744073709551616", "00", "9"}
+	cases := 20000
+	if testing.Short() {
+		cases = 4000
+	}
+	for c := range cases {
+		var b strings.Builder
+		if rng.IntN(2) == 0 {
+			// Mostly well-formed: an array of ids with random spacing.
+			b.WriteString(" [")
+			for i := range rng.IntN(6) {
+				if i > 0 {
+					b.WriteString(pieces[9+rng.IntN(3)] + ",")
+				}
+				b.WriteString(strconv.FormatUint(uint64(rng.Uint32()), 10))
+			}
+			b.WriteString("] ")
+		}
+		for range rng.IntN(4) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		raw := []byte(b.String())
+		got, err := decodeIDs(raw)
+		want, ok := jsonIDs(raw)
+		if (err == nil) != ok || (ok && !slices.Equal(got, want)) {
+			t.Errorf("case %d: decodeIDs(%q) = %v, %v; encoding/json: %v, ok %v", c, raw, got, err, want, ok)
+		}
+	}
+}
+
+func FuzzDecodeIDs(f *testing.F) {
+	for _, s := range []string{"[1,2,3]", "[]", " [ 0 , 4294967295 ] ", "[01]", "[1,]", "[null]", "[1.0]", "[-0]", "[[1]]", "[1]x"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := decodeIDs(raw)
+		want, ok := jsonIDs(raw)
+		if (err == nil) != ok || (ok && !slices.Equal(got, want)) {
+			t.Fatalf("decodeIDs(%q) = %v, %v; encoding/json: %v, ok %v", raw, got, err, want, ok)
 		}
 	})
 }

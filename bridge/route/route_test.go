@@ -628,3 +628,37 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestRoute_StreamCutByTheDCAbortsTheClient(t *testing.T) {
+	s := setupTwoDCs(t, nil)
+	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"n\":1}\n\n")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the DC dies mid-stream
+	})
+	resp, err := http.Post(s.url+"/v1/completions", "application/json", bytes.NewReader(completion([]uint32{1}, map[string]any{"stream": true})))
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Errorf("cut stream read cleanly (%q), want an error so the cut is visible", got)
+	}
+	if !strings.HasPrefix(string(got), "data: {\"n\":1}\n\n") {
+		t.Errorf("cut stream delivered %q, want the event sent before the cut", got)
+	}
+}
+
+func TestRoute_SilentDCTimesOutWithoutRetry(t *testing.T) {
+	s := setupTwoDCs(t, func(c *Config) { c.ResponseTimeout = 100 * time.Millisecond })
+	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	resp, body := s.post(completion([]uint32{1}, nil), nil)
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), "DC failed before responding") {
+		t.Errorf("silent near: status %d body %s, want 504 naming the DC failure", resp.StatusCode, body)
+	}
+	if n := len(s.far.requests()); n != 0 {
+		t.Errorf("far received %d requests after near accepted and went silent, want 0", n)
+	}
+}
