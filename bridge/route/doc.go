@@ -115,7 +115,9 @@
 // the right diagnostic headers and the body and hop header forwarded
 // unchanged; SSE events arrive one by one; a closed port falls back to
 // the next DC, and all closed is 502; a DC's HTTP error is relayed and
-// not retried; a hopped request is refused; a stale load or RTT excludes
+// not retried, a DC silent past ResponseTimeout is 504 and not retried,
+// and a stream the DC cuts reaches the client as an error; a hopped
+// request is refused; a stale load or RTT excludes
 // a DC (all stale: 503 and not ready); bad JSON, wrong shapes, oversize
 // bodies and prompts, wrong methods and paths get clear 4xx; text without
 // a tokenizer routes load-only, and HTTP and command tokenizers make text
@@ -124,6 +126,10 @@
 // generation is followed; and many concurrent requests (under -race) all
 // land while signals change and the file is replaced. A randomized test
 // holds Decide against a hand-written ttft model over random DC sets,
-// signals and cached prefixes; fuzz targets cover ParseRequest and
-// DecodeTokenizerReply; a test keeps this file map in step.
+// signals and cached prefixes; another holds the token-id scanner to
+// encoding/json on random well- and ill-formed arrays; fuzz targets cover
+// ParseRequest, the scanner and DecodeTokenizerReply; a test keeps this
+// file map in step. Benchmarks (bench_test.go, BENCHMARKS.md) time Decide,
+// the proxy against a direct request, and the scanner against
+// encoding/json.
 package route
