@@ -1,0 +1,20 @@
+// Package e2e is goindex's NATS end-to-end suite (tests only, loopback).
+//
+// A router-site hub server and one leaf-node server per simulated DC, each
+// leaf with its own JetStream domain, are joined through toxiproxy proxies
+// (embedded) that add each DC's round trip from testdata/wan/grid13_rtt_ms.csv.
+// Every DC runs a relay fed by a generator of Dynamo KV events (msgpack
+// envelopes); one consumer at the hub maintains the shared-memory replica,
+// which the tests read through a read-only shm.Reader.
+//
+// The suite injects, one after another: dropped, duplicated and reordered
+// deltas (at the consumer's transport hook), a relay killed and restarted,
+// a DC's NATS server restarted, a slow consumer that catches up from the
+// retained log, one that falls past the log's retention and re-snapshots,
+// and a consumer restarted cold; it ends with a graceful drain. After each
+// step it waits (polling, never sleeping) until every lane's words equal
+// its producer's exact words and every block the DC's workers hold is
+// found by a probe of the replica, and checks that the fault stayed in its
+// lane. The default runs 4 DCs; GOINDEX_E2E_FULL=1 runs all 12 remote DCs
+// of the grid (up to 232 ms RTT).
+package e2e

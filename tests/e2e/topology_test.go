@@ -1,0 +1,319 @@
+package e2e
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/goindex/goindex/bridge/consume"
+	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/bridge/relay/relaytest"
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/shm"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+)
+
+// routerSite is where the hub and the consumer run; the DCs are the other
+// sites of the grid.
+const routerSite = "fra"
+
+// defaultSites are the DCs of the default suite (4–32 ms from fra).
+var defaultSites = []string{"ams", "lon", "waw", "ist"}
+
+const (
+	// pullMessages is the consumer's pull window: small, so that a stalled
+	// lane leaves most of its backlog in the (bounded) log, not in the client.
+	pullMessages = 64
+	domain       = relayproto.DomainID(1)
+	wait         = 60 * time.Second
+	pollStep     = 10 * time.Millisecond
+)
+
+// rttMatrix reads the grid's RTT matrix (ms) by site name.
+func rttMatrix(t *testing.T) (map[string]map[string]int, []string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "testdata", "wan", "grid13_rtt_ms.csv"))
+	if err != nil {
+		t.Fatalf("open RTT matrix: %v", err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatalf("read RTT matrix: %v", err)
+	}
+	sites := rows[0][1:]
+	m := map[string]map[string]int{}
+	for _, row := range rows[1:] {
+		m[row[0]] = map[string]int{}
+		for j, v := range row[1:] {
+			ms, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("RTT %s→%s = %q: %v", row[0], sites[j], v, err)
+			}
+			m[row[0]][sites[j]] = ms
+		}
+	}
+	return m, sites
+}
+
+// site is one simulated DC: its leaf server behind a latency proxy, its
+// relay and the generator of its workers' events.
+type site struct {
+	id       relayproto.DCID
+	name     string
+	rtt      time.Duration
+	maxBytes int64
+	comp     string
+	srv      *natsutil.Server
+	proxy    *toxiproxy.Proxy
+	relayNC  *nats.Conn
+	genNC    *nats.Conn
+	gen      *relaytest.Generator
+
+	mu     sync.Mutex
+	relay  *relay.Relay
+	cancel context.CancelFunc
+	done   chan error
+}
+
+type topology struct {
+	t     *testing.T
+	hub   *natsutil.Server
+	hubNC *nats.Conn
+	toxi  *toxiproxy.ApiServer
+	sites []*site
+	dir   string
+}
+
+// newTopology starts the hub, one leaf per site behind a proxy with the
+// site's RTT to the router site, and a relay per site.
+func newTopology(t *testing.T, seed uint64, names []string, retention map[string]int64) *topology {
+	t.Helper()
+	rtt, _ := rttMatrix(t)
+	hub, err := natsutil.Start(natsutil.ServerConfig{Name: "hub", Leaf: true})
+	if err != nil {
+		t.Fatalf("start hub: %v", err)
+	}
+	t.Cleanup(hub.Shutdown)
+	hubNC, err := natsutil.Connect(hub.ClientURL(), "e2e hub", nil)
+	if err != nil {
+		t.Fatalf("connect hub: %v", err)
+	}
+	t.Cleanup(hubNC.Close)
+	top := &topology{t: t, hub: hub, hubNC: hubNC, dir: t.TempDir(),
+		toxi: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())}
+	leafAddr := strings.TrimPrefix(hub.LeafURL(), "nats-leaf://")
+	for i, name := range names {
+		ms, ok := rtt[routerSite][name]
+		if !ok {
+			t.Fatalf("site %q is not in the RTT matrix", name)
+		}
+		s := &site{id: relayproto.DCID(i + 1), name: name, rtt: time.Duration(ms) * time.Millisecond,
+			maxBytes: retention[name], comp: "backend-" + name}
+		s.proxy = toxiproxy.NewProxy(top.toxi, name, "127.0.0.1:0", leafAddr)
+		if err := s.proxy.Start(); err != nil {
+			t.Fatalf("proxy %s: %v", name, err)
+		}
+		t.Cleanup(s.proxy.Stop)
+		for _, dir := range []string{"upstream", "downstream"} {
+			toxic := fmt.Sprintf(`{"name":"wan_%s","type":"latency","stream":"%s","attributes":{"latency":%d}}`, dir, dir, ms/2)
+			if _, err := s.proxy.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
+				t.Fatalf("latency toxic %s: %v", name, err)
+			}
+		}
+		s.srv, err = natsutil.Start(natsutil.ServerConfig{Name: name, JetStream: true, JSDomain: jsDomain(s.id),
+			StoreDir: filepath.Join(top.dir, name), LeafRemotes: []string{"nats-leaf://" + s.proxy.Listen},
+			LeafReconnect: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatalf("start leaf %s: %v", name, err)
+		}
+		t.Cleanup(s.srv.Shutdown)
+		if s.relayNC, err = natsutil.Connect(s.srv.ClientURL(), "e2e relay "+name, nil); err != nil {
+			t.Fatalf("connect %s: %v", name, err)
+		}
+		t.Cleanup(s.relayNC.Close)
+		if s.genNC, err = natsutil.Connect(s.srv.ClientURL(), "e2e workers "+name, nil); err != nil {
+			t.Fatalf("connect %s: %v", name, err)
+		}
+		t.Cleanup(s.genNC.Close)
+		s.gen = relaytest.NewGenerator(seed+uint64(i), 3)
+		top.sites = append(top.sites, s)
+	}
+	relaytest.CheckFor(t, wait, pollStep, func() error {
+		if n := hub.NATS().NumLeafNodes(); n != len(names) {
+			return fmt.Errorf("%d of %d leaf nodes connected", n, len(names))
+		}
+		return nil
+	})
+	for _, s := range top.sites {
+		top.startRelay(s)
+	}
+	return top
+}
+
+func jsDomain(id relayproto.DCID) string { return "dc" + strconv.FormatUint(uint64(id), 10) }
+
+// startRelay starts (or restarts) a site's relay and waits until the hub
+// reaches its ping responder.
+func (top *topology) startRelay(s *site) {
+	t := top.t
+	t.Helper()
+	r, err := relay.New(relay.Config{Conn: s.relayNC, DC: s.id, Name: s.name, JSDomain: jsDomain(s.id),
+		Pools:          []relay.PoolConfig{{Domain: domain, Namespace: "dynamo", Component: s.comp, ExpectedBlocks: 1 << 14}},
+		HeartbeatEvery: 50 * time.Millisecond, LoadEvery: 100 * time.Millisecond, SnapshotEvery: 2 * time.Second,
+		RetryEvery: 50 * time.Millisecond, MaxBytes: s.maxBytes})
+	if err != nil {
+		t.Fatalf("relay.New(%s): %v", s.name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	select {
+	case <-r.Ready():
+	case err := <-done:
+		t.Fatalf("relay %s: %v", s.name, err)
+	case <-time.After(wait):
+		t.Fatalf("relay %s not ready", s.name)
+	}
+	s.mu.Lock()
+	s.relay, s.cancel, s.done = r, cancel, done
+	s.mu.Unlock()
+	t.Cleanup(func() { r.Close(); cancel() })
+	top.waitPing(s)
+}
+
+// waitPing waits until the hub reaches the site's relay (and so its leaf).
+func (top *topology) waitPing(s *site) {
+	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: domain, DC: s.id}
+	relaytest.CheckFor(top.t, wait, pollStep, func() error {
+		_, err := top.hubNC.Request(names.PingSubject(), nil, s.rtt+time.Second)
+		return err
+	})
+}
+
+// feed publishes n generated events at the site.
+func (top *topology) feed(s *site, n int) {
+	subject := dynamo.EventSubject("dynamo", s.comp)
+	for range n {
+		if err := s.genNC.Publish(subject, s.gen.Next()); err != nil {
+			top.t.Fatalf("publish at %s: %v", s.name, err)
+		}
+	}
+	if err := s.genNC.Flush(); err != nil {
+		top.t.Fatalf("flush at %s: %v", s.name, err)
+	}
+}
+
+func (s *site) current() *relay.Relay {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.relay
+}
+
+// running is a consumer under test.
+type running struct {
+	c    *consume.Consumer
+	stop context.CancelFunc
+	done chan error
+	once sync.Once
+	err  error
+}
+
+// wait returns Run's result (any number of times).
+func (r *running) wait() error {
+	r.once.Do(func() { r.err = <-r.done })
+	return r.err
+}
+
+func (top *topology) startConsumer(path string, filter func(relayproto.DCID, []byte) [][]byte) *running {
+	t := top.t
+	t.Helper()
+	var dcs []relayproto.DCID
+	for _, s := range top.sites {
+		dcs = append(dcs, s.id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, err := consume.New(ctx, consume.Config{Conn: top.hubNC, Domain: domain, DCs: dcs, Path: path, DiscoverFor: 10 * time.Second,
+		PingEvery: 50 * time.Millisecond, RetryEvery: 20 * time.Millisecond, PullMessages: pullMessages, Filter: filter})
+	if err != nil {
+		t.Fatalf("consume.New: %v", err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	r := &running{c: c, stop: stop, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(rctx) }()
+	t.Cleanup(func() { stop(); r.wait() })
+	return r
+}
+
+// replica is a read-only view of the replica file that follows new
+// generations.
+type replica struct {
+	path string
+	r    *shm.Reader
+}
+
+func (rp *replica) reader() (*shm.Reader, error) {
+	if rp.r != nil {
+		if stale, err := rp.r.Stale(); err == nil && !stale {
+			return rp.r, nil
+		}
+		rp.r.Close()
+		rp.r = nil
+	}
+	r, err := shm.Attach(rp.path)
+	if err != nil {
+		return nil, err
+	}
+	rp.r = r
+	return r, nil
+}
+
+// converged returns nil once every lane holds its producer's exact words,
+// is ready, and finds every block its DC's workers hold.
+func (top *topology) converged(rp *replica) error {
+	r, err := rp.reader()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	f := r.Format()
+	for lane, s := range top.sites {
+		want, err := s.current().AppendWords(ctx, nil, domain)
+		if err != nil {
+			return fmt.Errorf("%s producer words: %w", s.name, err)
+		}
+		if r.Ready()&(1<<lane) == 0 {
+			return fmt.Errorf("lane %d (%s) not ready", lane, s.name)
+		}
+		got := r.Table().AppendLane(nil, lane)
+		if !slices.Equal(got, want) {
+			diff := 0
+			for i := range got {
+				if got[i] != want[i] {
+					diff++
+				}
+			}
+			return fmt.Errorf("lane %d (%s): %d of %d words differ from the producer's", lane, s.name, diff, len(want))
+		}
+		for _, c := range s.gen.Tracked() {
+			if r.Table().Probe(f.Probe(c), 1<<lane) == 0 {
+				return fmt.Errorf("lane %d (%s): tracked block %#x is missing", lane, s.name, c)
+			}
+		}
+	}
+	return nil
+}
