@@ -19,6 +19,7 @@ type benchmark struct {
 var benchmarks = []benchmark{
 	{"radix", "replay a Mooncake trace into the exact radix index: apply rate, match latency, memory", runBenchRadix},
 	{"ckf", "CKF replica vs exact radix vs per-lane filters: probe latency, producer ingest, memory", runBenchCKF},
+	{"relay", "the Relay over NATS on loopback: cold resync, bytes per block, steady frames/s, event→replica latency", runBenchRelay},
 }
 
 func benchSynopsis() string {

@@ -189,3 +189,22 @@ func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchRelay_SmallRunReportsEveryPhase(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := runBenchRelay(context.Background(), []string{"--lanes", "2", "--blocks", "3000", "--steady-events", "200", "--samples", "5", "--json"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("bench relay: %v; stderr: %s", err, stderr.String())
+	}
+	var rep relayBenchReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("bench relay --json output %q: %v", stdout.String(), err)
+	}
+	if rep.Lanes != 2 || rep.Resync.ResidentBlocks != 6000 || rep.Resync.WireBytes == 0 || rep.Steady.Frames == 0 ||
+		rep.Visible.Samples != 5 || rep.Visible.P50Ms <= 0 || rep.Encoding.CompactBytesPerBlock >= rep.Encoding.DenseBytesPerBlock {
+		t.Errorf("bench relay report %+v: want 2 lanes, 6000 resident blocks, wire bytes, steady frames, 5 samples, compact < dense", rep)
+	}
+	if err := runBenchRelay(context.Background(), []string{"--lanes", "65"}, &stdout, &stderr); !errors.Is(err, errUsage) {
+		t.Errorf("bench relay --lanes 65 = %v, want a usage error", err)
+	}
+}

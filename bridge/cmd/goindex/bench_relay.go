@@ -1,0 +1,414 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/goindex/goindex/bridge/consume"
+	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/shm"
+	"github.com/nats-io/nats.go"
+)
+
+const benchRelaySynopsis = `Usage: goindex bench relay [--lanes 13] [--blocks 1000000] [--steady-events N] [--samples N] [--json]
+
+Measures the Relay over NATS on loopback, all in this process: one embedded
+nats-server with JetStream, --lanes DC relays (one pool each, sized for
+--blocks), and one consumer writing a shared-memory replica.
+
+  fill     every relay is fed --blocks distinct blocks as Dynamo msgpack
+           envelopes of --run-blocks blocks each, then stores a snapshot
+  resync   a cold consumer starts: wall time until every lane is READY and
+           equals its producer byte for byte; bytes the consumer's connection
+           received, per resident block; compact snapshot objects per block
+  encoding snapshot bytes per resident block, dense vs compact
+  steady   --steady-events events into lane 0's relay as fast as they go:
+           delta frames/s and bucket images/s on that lane, until the lane is
+           back in step with its producer
+  visible  --samples single stored events, one at a time: latency from
+           publishing the event to the block being found by a probe of the
+           replica (cadence timer, relay, JetStream, consumer apply)
+
+Scale: a 10M-block lane is 4,194,304 buckets (32 MiB dense); the producer's
+exact state needs roughly 60 bytes per block on top.`
+
+// Limits of the relay benchmark's flags.
+const (
+	maxBenchRelayLanes  = relayproto.MaxLanes
+	maxBenchRelayBlocks = 1 << 24
+)
+
+// relayBenchReport is the `goindex bench relay --json` object.
+type relayBenchReport struct {
+	Lanes         int     `json:"lanes"`
+	BlocksPerLane int     `json:"blocks_per_lane"`
+	Buckets       uint64  `json:"buckets"`
+	LoadFactor    float64 `json:"load_factor"`
+	FillSeconds   float64 `json:"fill_seconds"`
+	Resync        struct {
+		Seconds              float64 `json:"seconds"`
+		WireBytes            uint64  `json:"wire_bytes"`
+		WireBytesPerBlock    float64 `json:"wire_bytes_per_block"`
+		SnapshotBytes        int64   `json:"snapshot_bytes"`
+		ResidentBlocks       uint64  `json:"resident_blocks"`
+		BlocksPerSecond      float64 `json:"blocks_per_second"`
+		ExtrapolatedTo130MSs float64 `json:"extrapolated_130m_seconds"`
+	} `json:"resync"`
+	Encoding struct {
+		DenseBytesPerBlock   float64 `json:"dense_bytes_per_block"`
+		CompactBytesPerBlock float64 `json:"compact_bytes_per_block"`
+	} `json:"encoding"`
+	Steady struct {
+		Events       int     `json:"events"`
+		Seconds      float64 `json:"seconds"`
+		Frames       uint64  `json:"frames"`
+		Images       uint64  `json:"images"`
+		FramesPerSec float64 `json:"frames_per_second"`
+		ImagesPerSec float64 `json:"images_per_second"`
+	} `json:"steady"`
+	Visible struct {
+		Samples int     `json:"samples"`
+		P50Ms   float64 `json:"p50_ms"`
+		P99Ms   float64 `json:"p99_ms"`
+		MaxMs   float64 `json:"max_ms"`
+	} `json:"visible"`
+}
+
+func runBenchRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench relay", benchRelaySynopsis, stderr)
+	lanes := fs.Int("lanes", 13, "DCs (lanes), each with its own relay")
+	blocks := fs.Int("blocks", 1_000_000, "blocks per lane (the reference deployment: 10M)")
+	runBlocks := fs.Int("run-blocks", 64, "blocks per stored event while filling")
+	steadyEvents := fs.Int("steady-events", 20_000, "events of the steady-state phase")
+	samples := fs.Int("samples", 200, "visibility latency samples")
+	seed := fs.Uint64("seed", 1, "block hash seed")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *lanes < 1 || *lanes > maxBenchRelayLanes:
+		return fmt.Errorf("bench relay: --lanes %d, want 1..%d: %w", *lanes, maxBenchRelayLanes, errUsage)
+	case *blocks < 1 || *blocks > maxBenchRelayBlocks:
+		return fmt.Errorf("bench relay: --blocks %d, want 1..%d: %w", *blocks, maxBenchRelayBlocks, errUsage)
+	case *runBlocks < 1 || *runBlocks > dynamo.MaxBlocksPerEvent:
+		return fmt.Errorf("bench relay: --run-blocks %d: %w", *runBlocks, errUsage)
+	case *steadyEvents < 1 || *samples < 1:
+		return fmt.Errorf("bench relay: --steady-events and --samples must be ≥ 1: %w", errUsage)
+	}
+	b := &relayBench{stderr: stderr, rng: rand.New(rand.NewPCG(*seed, 7)), runBlocks: *runBlocks}
+	defer b.close()
+	rep, err := b.run(ctx, *lanes, *blocks, *steadyEvents, *samples)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(rep)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "lanes × blocks\t%d × %d (%d buckets per lane, load %.3f)\n", rep.Lanes, rep.BlocksPerLane, rep.Buckets, rep.LoadFactor)
+	fmt.Fprintf(tw, "fill\t%.2f s\n", rep.FillSeconds)
+	fmt.Fprintf(tw, "cold resync\t%.2f s, %d bytes received (%.3f B/block), %.1f M blocks/s; 130M blocks ≈ %.1f s at this rate\n",
+		rep.Resync.Seconds, rep.Resync.WireBytes, rep.Resync.WireBytesPerBlock, rep.Resync.BlocksPerSecond/1e6, rep.Resync.ExtrapolatedTo130MSs)
+	fmt.Fprintf(tw, "snapshot bytes/block\tdense %.3f, compact %.3f\n", rep.Encoding.DenseBytesPerBlock, rep.Encoding.CompactBytesPerBlock)
+	fmt.Fprintf(tw, "steady (lane 0)\t%d events in %.2f s: %.0f frames/s, %.0f images/s\n", rep.Steady.Events, rep.Steady.Seconds, rep.Steady.FramesPerSec, rep.Steady.ImagesPerSec)
+	fmt.Fprintf(tw, "event → replica\tp50 %.3f ms, p99 %.3f ms, max %.3f ms (%d samples)\n", rep.Visible.P50Ms, rep.Visible.P99Ms, rep.Visible.MaxMs, rep.Visible.Samples)
+	return tw.Flush()
+}
+
+// relayBench holds the benchmark's servers, relays and consumer.
+type relayBench struct {
+	stderr    io.Writer
+	rng       *rand.Rand
+	runBlocks int
+	srv       *natsutil.Server
+	conns     []*nats.Conn
+	relays    []*relay.Relay
+	stops     []context.CancelFunc
+	dir       string
+	next      uint64
+}
+
+func (b *relayBench) close() {
+	for _, r := range b.relays {
+		r.Close()
+	}
+	for _, s := range b.stops {
+		s()
+	}
+	for _, c := range b.conns {
+		c.Close()
+	}
+	if b.srv != nil {
+		b.srv.Shutdown()
+	}
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
+}
+
+func (b *relayBench) connect(name string) (*nats.Conn, error) {
+	nc, err := natsutil.Connect(b.srv.ClientURL(), name, nil)
+	if err == nil {
+		b.conns = append(b.conns, nc)
+	}
+	return nc, err
+}
+
+func (b *relayBench) progress(format string, args ...any) {
+	fmt.Fprintf(b.stderr, "bench relay: "+format+"\n", args...)
+}
+
+// storedEvent is a root run of n fresh blocks of worker w.
+func (b *relayBench) storedEvent(w uint64, n int) ([]byte, uint64) {
+	ev := dynamo.RouterEvent{WorkerID: w, Event: dynamo.CacheEvent{Kind: kv.Stored}}
+	first := uint64(0)
+	prev := uint64(0)
+	for i := range n {
+		b.next++
+		local := b.rng.Uint64()
+		c := local
+		if i > 0 {
+			c = kv.ChainHash(prev, local)
+		} else {
+			first = c
+		}
+		prev = c
+		ev.Event.Stored.Blocks = append(ev.Event.Stored.Blocks, dynamo.StoredBlock{BlockHash: b.next, TokensHash: local})
+	}
+	payload, _ := dynamo.AppendMsgpack(nil, &ev)
+	return dynamo.AppendEnvelope(nil, &dynamo.Envelope{Topic: dynamo.EventTopic, PublisherID: w, Sequence: b.next, Payload: payload}), first
+}
+
+func component(lane int) string { return fmt.Sprintf("bench-%d", lane) }
+
+func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, samples int) (*relayBenchReport, error) {
+	rep := &relayBenchReport{Lanes: lanes, BlocksPerLane: blocks}
+	var err error
+	if b.dir, err = os.MkdirTemp(shmDir(), "goindex-bench-relay-"); err != nil {
+		return nil, err
+	}
+	// Snapshots of big lanes exceed the default 1 MiB payload only through
+	// the object store, which chunks them; deltas are cut to the payload.
+	if b.srv, err = natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: b.dir + "/js", MaxPayload: 8 << 20}); err != nil {
+		return nil, err
+	}
+	feed, err := b.connect("bench feed")
+	if err != nil {
+		return nil, err
+	}
+	for l := range lanes {
+		nc, err := b.connect(fmt.Sprintf("bench relay %d", l))
+		if err != nil {
+			return nil, err
+		}
+		r, err := relay.New(relay.Config{Conn: nc, DC: relayproto.DCID(l + 1), MaxBytes: 1 << 30, SnapshotEvery: time.Hour,
+			Pools: []relay.PoolConfig{{Domain: 1, Namespace: "bench", Component: component(l), ExpectedBlocks: uint64(blocks)}}})
+		if err != nil {
+			return nil, err
+		}
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- r.Run(rctx) }()
+		select {
+		case <-r.Ready():
+		case err := <-done:
+			stop()
+			return nil, err
+		}
+		b.relays, b.stops = append(b.relays, r), append(b.stops, stop)
+	}
+
+	// Fill.
+	start := time.Now()
+	perLane := (blocks + b.runBlocks - 1) / b.runBlocks
+	for l := range lanes {
+		subject := dynamo.EventSubject("bench", component(l))
+		left := blocks
+		for range perLane {
+			n := min(left, b.runBlocks)
+			left -= n
+			msg, _ := b.storedEvent(uint64(1+l%4), n)
+			if err := feed.Publish(subject, msg); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := feed.Flush(); err != nil {
+		return nil, err
+	}
+	var resident uint64
+	var denseBytes, compactBytes int
+	for l, r := range b.relays {
+		if err := waitFor(ctx, 10*time.Minute, func() (bool, error) {
+			st, err := r.Status(ctx)
+			return err == nil && st[0].Intake.Events == uint64(perLane), err
+		}); err != nil {
+			return nil, fmt.Errorf("fill lane %d: %w", l, err)
+		}
+		if err := r.Snapshot(ctx, 1); err != nil {
+			return nil, err
+		}
+		st, _ := r.Status(ctx)
+		resident += st[0].Producer.Resident
+		rep.Buckets, rep.LoadFactor = st[0].Producer.Buckets, st[0].Producer.LoadFactor
+		rep.Resync.SnapshotBytes += int64(st[0].SnapshotBytes)
+		words, _ := r.AppendWords(ctx, nil, 1)
+		for _, enc := range []relayproto.Encoding{relayproto.Dense, relayproto.Compact} {
+			s := relayproto.Snapshot{Identity: st[0].Publisher.Identity, Words: words, Encoding: enc}
+			for c := range s.Chunks(0) {
+				frame, err := relayproto.AppendSnapshot(nil, c)
+				if err != nil {
+					return nil, err
+				}
+				if enc == relayproto.Dense {
+					denseBytes += len(frame)
+				} else {
+					compactBytes += len(frame)
+				}
+			}
+		}
+	}
+	rep.FillSeconds = time.Since(start).Seconds()
+	rep.Resync.ResidentBlocks = resident
+	rep.Encoding.DenseBytesPerBlock = float64(denseBytes) / float64(resident)
+	rep.Encoding.CompactBytesPerBlock = float64(compactBytes) / float64(resident)
+	b.progress("filled %d lanes × %d blocks in %.1f s", lanes, blocks, rep.FillSeconds)
+
+	// Cold resync.
+	cnc, err := b.connect("bench consumer")
+	if err != nil {
+		return nil, err
+	}
+	var dcs []relayproto.DCID
+	for l := range lanes {
+		dcs = append(dcs, relayproto.DCID(l+1))
+	}
+	path := b.dir + "/replica"
+	in0 := cnc.Stats().InBytes
+	start = time.Now()
+	c, err := consume.New(ctx, consume.Config{Conn: cnc, Domain: 1, DCs: dcs, Path: path})
+	if err != nil {
+		return nil, err
+	}
+	cctx, cstop := context.WithCancel(ctx)
+	cdone := make(chan error, 1)
+	go func() { cdone <- c.Run(cctx) }()
+	defer func() { cstop(); <-cdone }()
+	all := uint64(1)<<lanes - 1
+	if err := waitFor(ctx, 10*time.Minute, func() (bool, error) { return c.Writer().Table().Ready() == all, nil }); err != nil {
+		return nil, err
+	}
+	rep.Resync.Seconds = time.Since(start).Seconds()
+	rep.Resync.WireBytes = cnc.Stats().InBytes - in0
+	rep.Resync.WireBytesPerBlock = float64(rep.Resync.WireBytes) / float64(resident)
+	rep.Resync.BlocksPerSecond = float64(resident) / rep.Resync.Seconds
+	rep.Resync.ExtrapolatedTo130MSs = 130e6 / rep.Resync.BlocksPerSecond
+	for l, r := range b.relays {
+		want, _ := r.AppendWords(ctx, nil, 1)
+		if !slices.Equal(c.Writer().Table().AppendLane(nil, l), want) {
+			return nil, fmt.Errorf("%w: lane %d differs from its producer after the resync", errBenchCheck, l)
+		}
+	}
+	b.progress("cold resync of %d blocks in %.2f s", resident, rep.Resync.Seconds)
+
+	// Steady state on lane 0.
+	r0 := b.relays[0]
+	st0, _ := r0.Status(ctx)
+	lane0 := func() consume.LaneStatus { return c.Status()[0] }
+	deltas0 := lane0().Deltas
+	subject := dynamo.EventSubject("bench", component(0))
+	start = time.Now()
+	for range steadyEvents {
+		msg, _ := b.storedEvent(1, 1+b.rng.IntN(8))
+		if err := feed.Publish(subject, msg); err != nil {
+			return nil, err
+		}
+	}
+	if err := feed.Flush(); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, 10*time.Minute, func() (bool, error) {
+		st, err := r0.Status(ctx)
+		if err != nil || st[0].Intake.Events != st0[0].Intake.Events+uint64(steadyEvents) {
+			return false, err
+		}
+		return lane0().Installed == st[0].Publisher.LastSequence, nil
+	}); err != nil {
+		return nil, err
+	}
+	rep.Steady.Seconds = time.Since(start).Seconds()
+	st1, _ := r0.Status(ctx)
+	rep.Steady.Events = steadyEvents
+	rep.Steady.Frames = lane0().Deltas - deltas0
+	rep.Steady.Images = st1[0].Producer.EmittedImages - st0[0].Producer.EmittedImages
+	rep.Steady.FramesPerSec = float64(rep.Steady.Frames) / rep.Steady.Seconds
+	rep.Steady.ImagesPerSec = float64(rep.Steady.Images) / rep.Steady.Seconds
+
+	// Event → replica visibility.
+	reader, err := shm.Attach(path)
+	if err != nil {
+		return nil, err
+	}
+	defer reader.Close()
+	f := reader.Format()
+	lat := make([]time.Duration, 0, samples)
+	for range samples {
+		msg, h := b.storedEvent(1, 1)
+		t0 := time.Now()
+		if err := feed.Publish(subject, msg); err != nil {
+			return nil, err
+		}
+		p := f.Probe(h)
+		if err := waitFor(ctx, time.Minute, func() (bool, error) { return reader.Table().Probe(p, 1) != 0, nil }); err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	rep.Visible.Samples = samples
+	rep.Visible.P50Ms, rep.Visible.P99Ms, rep.Visible.MaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
+	return rep, nil
+}
+
+// shmDir is /dev/shm when present (where a replica lives in production),
+// else the temporary directory.
+func shmDir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+// waitFor polls cond every 50 µs until it holds, fails, or total passes.
+func waitFor(ctx context.Context, total time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(total)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench relay: condition not met within %v", total)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
