@@ -127,8 +127,9 @@ func newTopology(t *testing.T, seed uint64, names []string, retention map[string
 			t.Fatalf("proxy %s: %v", name, err)
 		}
 		t.Cleanup(s.proxy.Stop)
-		for _, dir := range []string{"upstream", "downstream"} {
-			toxic := fmt.Sprintf(`{"name":"wan_%s","type":"latency","stream":"%s","attributes":{"latency":%d}}`, dir, dir, ms/2)
+		// Half the round trip each way (the odd millisecond downstream).
+		for dir, lat := range map[string]int{"upstream": ms / 2, "downstream": ms - ms/2} {
+			toxic := fmt.Sprintf(`{"name":"wan_%s","type":"latency","stream":"%s","attributes":{"latency":%d}}`, dir, dir, lat)
 			if _, err := s.proxy.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
 				t.Fatalf("latency toxic %s: %v", name, err)
 			}
