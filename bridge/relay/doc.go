@@ -13,6 +13,10 @@
 // per message). Envelopes at or below their publisher's last sequence are
 // dropped as duplicates and gaps are counted; only device-tier events reach
 // the producer. Workers (or an adapter) may send JSON WorkerLoad samples.
+// Where DCs share one subject space (leaf nodes joined to a hub), the event
+// plane subjects must stay local to their DC: deny their export on the leaf
+// remote, or give each DC's component its own name (as the end-to-end tests
+// do); otherwise a relay would ingest another DC's events.
 //
 // Publication: the cadence is the producer's (N events, default 16, or the
 // FlushAfter timer, default 1 ms). Each boundary's batch goes through a
