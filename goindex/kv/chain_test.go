@@ -1,6 +1,14 @@
 package kv
 
-import "testing"
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/zeebo/xxh3"
+)
 
 func TestAppendChain_MatchesSpecVectors(t *testing.T) {
 	cases := []struct {
@@ -50,4 +58,85 @@ func TestEvent_ValidateRejectsMixedShapes(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Errorf("Validate(%+v) = %v, want nil", good, err)
 	}
+}
+
+// libraryChainHash is the obvious reference of ChainHash: the library's
+// XXH3 over the 16 little-endian bytes.
+func libraryChainHash(prev, local uint64) uint64 {
+	var buf [16]byte
+	binary.LittleEndian.PutUint64(buf[0:8], prev)
+	binary.LittleEndian.PutUint64(buf[8:16], local)
+	return xxh3.HashSeed(buf[:], ChainSeed)
+}
+
+// chainTestSeed returns the randomized tests' seed: GOINDEX_SEED if set,
+// else fixed.
+func chainTestSeed(t testing.TB) uint64 {
+	if s := os.Getenv("GOINDEX_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 0, 64)
+		if err != nil {
+			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
+		}
+		return v
+	}
+	return 0xC4A1_7E57
+}
+
+func TestChainHash_MatchesLibrary(t *testing.T) {
+	seed := chainTestSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	cases := 4_000_000
+	if testing.Short() {
+		cases = 300_000
+	}
+	edges := []uint64{0, 1, 1337, 0xFFFFFFFF, 1 << 32, 1 << 63, ^uint64(0), chainFlipLo, chainFlipHi}
+	check := func(prev, local uint64) bool {
+		if got, want := ChainHash(prev, local), libraryChainHash(prev, local); got != want {
+			t.Errorf("ChainHash(%#x, %#x) = %#x, want %#x (test seed %#x)", prev, local, got, want, seed)
+			return false
+		}
+		return true
+	}
+	for _, p := range edges {
+		for _, l := range edges {
+			check(p, l)
+		}
+	}
+	for i := 0; i < cases; i++ {
+		if !check(rng.Uint64(), rng.Uint64()) {
+			return
+		}
+	}
+}
+
+func FuzzChainHash(f *testing.F) {
+	f.Add(uint64(0), uint64(0))
+	f.Add(uint64(9143094415614847814), uint64(12124091508212882195))
+	f.Add(^uint64(0), uint64(1337))
+	f.Fuzz(func(t *testing.T, prev, local uint64) {
+		if got, want := ChainHash(prev, local), libraryChainHash(prev, local); got != want {
+			t.Errorf("ChainHash(%#x, %#x) = %#x, want %#x", prev, local, got, want)
+		}
+	})
+}
+
+var chainSink uint64
+
+// BenchmarkChainHash lines the inlined chain link up against the library
+// call it replaces. Each link depends on the previous one, as in a chain.
+func BenchmarkChainHash(b *testing.B) {
+	b.Run("impl=inline", func(b *testing.B) {
+		prev := uint64(1)
+		for i := 0; b.Loop(); i++ {
+			prev = ChainHash(prev, uint64(i))
+		}
+		chainSink = prev
+	})
+	b.Run("impl=library", func(b *testing.B) {
+		prev := uint64(1)
+		for i := 0; b.Loop(); i++ {
+			prev = libraryChainHash(prev, uint64(i))
+		}
+		chainSink = prev
+	})
 }
