@@ -14,6 +14,7 @@
 //   - event.go: Event and its kinds; Overlap, one member's matched depth.
 //   - chain.go: the XXH3 sequence-hash chain with Dynamo's seed, its 16-byte
 //     XXH3 written out inline.
+//   - index.go: the Index contract every goindex index implements.
 //
 // The tests prove the chain against the spec's vectors and the inlined hash
 // bit-identical to zeebo/xxh3 on millions of random inputs (and a fuzz
