@@ -127,6 +127,19 @@ func (r *reader) count(what string, limit, each int) int {
 	return int(n)
 }
 
+// hashes reads a u32 count (≤ MaxMatchHashes) and that many u64 local hashes.
+func (r *reader) hashes() []uint64 {
+	n := r.count("hash count", MaxMatchHashes, 8)
+	if r.err != nil {
+		return nil
+	}
+	hashes := make([]uint64, n)
+	for i := range hashes {
+		hashes[i] = r.u64("local hash")
+	}
+	return hashes
+}
+
 func (r *reader) end(what string) error {
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d trailing bytes after %s", len(r.b), what)
@@ -215,14 +228,7 @@ func AppendEvent(dst []byte, ev Event) []byte {
 func DecodeMatch(b []byte) ([]uint64, error) {
 	r := reader{b: b}
 	r.version("match", payloadVersion)
-	n := r.count("hash count", MaxMatchHashes, 8)
-	var hashes []uint64
-	if r.err == nil {
-		hashes = make([]uint64, n)
-		for i := range hashes {
-			hashes[i] = r.u64("local hash")
-		}
-	}
+	hashes := r.hashes()
 	if err := r.end("match request"); err != nil {
 		return nil, errorf(CodeInvalidMatch, "%v", err)
 	}
@@ -272,14 +278,7 @@ func DecodeMatchReply(b []byte) ([]MatchEntry, error) {
 func DecodeSelect(b []byte) ([]uint64, []SelectCandidate, error) {
 	r := reader{b: b}
 	r.version("select", payloadVersion)
-	n := r.count("hash count", MaxMatchHashes, 8)
-	var hashes []uint64
-	if r.err == nil {
-		hashes = make([]uint64, n)
-		for i := range hashes {
-			hashes[i] = r.u64("local hash")
-		}
-	}
+	hashes := r.hashes()
 	c := r.count("candidate count", MaxSelectCandidates, 20)
 	var cands []SelectCandidate
 	if r.err == nil {
