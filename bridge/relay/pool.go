@@ -64,6 +64,11 @@ type PoolStatus struct {
 	SnapshotBytes    int    // size of the stored snapshot object
 	LogSequence      uint64 // stream sequence of the last log message written
 	Rebuilds         uint64 // new layout generations after a fenced producer
+	// Wire counts frames and bytes put on NATS by frame type.
+	Wire WireStats
+	// UntrackedWorkers counts load samples and events of new workers not
+	// tracked because the live-worker table was full.
+	UntrackedWorkers uint64
 	Err              string // why the pool stopped, if it did
 }
 
@@ -91,6 +96,7 @@ type pool struct {
 	intake *intake
 	istats IntakeStats
 	load   *loadTracker
+	wire   *WireStats
 
 	maxImages    int
 	images       []relayproto.Image
@@ -116,8 +122,8 @@ func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 	p := &pool{r: r, cfg: cfg, names: names, format: f,
 		log: r.cfg.Logger.With("domain", uint64(cfg.Domain), "dc", uint64(r.cfg.DC)),
 		in:  make(chan inbound, eventQueue), req: make(chan func()),
-		load: newLoadTracker(r.cfg.LiveWindow), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload())}
-	p.intake = newIntake(&p.istats)
+		load: newLoadTracker(r.cfg.LiveWindow), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload()), wire: newWireStats()}
+	p.intake = newIntake(&p.istats, r.cfg.LiveWindow)
 	if err := p.newProducer(); err != nil {
 		return nil, err
 	}
@@ -168,11 +174,11 @@ func (p *pool) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.dlog = &deltaLog{ctx: p.r.base, js: js, subject: p.names.DeltaSubject(), timeout: c.PublishTimeout}
+	p.dlog = &deltaLog{ctx: p.r.base, js: js, subject: p.names.DeltaSubject(), timeout: c.PublishTimeout, wire: p.wire}
 	if err := p.dlog.resync(p.stream); err != nil {
 		return err
 	}
-	p.snaps = &snapshotStore{ctx: p.r.base, obs: obs, log: p.dlog, timeout: c.PublishTimeout, buckets: p.format.Buckets()}
+	p.snaps = &snapshotStore{ctx: p.r.base, obs: obs, log: p.dlog, timeout: c.PublishTimeout, buckets: p.format.Buckets(), wire: p.wire}
 	p.id = relayproto.ProducerIdentity{Pool: relayproto.PoolID{Domain: p.cfg.Domain, DC: c.DC},
 		Incarnation: incarnation, LayoutGeneration: 1, Format: relayproto.FormatOf(p.format)}
 	if err := p.newPublisher(0); err != nil {
@@ -383,7 +389,7 @@ func (p *pool) handle(m inbound) ckf.Step {
 	if m.kind == inEnvelope {
 		decode = p.intake.envelope
 	}
-	k, ok := decode(m.data)
+	k, ok := decode(m.data, now)
 	if !ok {
 		return ckf.StepContinue
 	}
@@ -533,7 +539,9 @@ func (p *pool) reportLoad(now time.Time) {
 		return
 	}
 	p.frame = b
-	_ = c.Conn.Publish(p.names.LoadSubject(), b)
+	if c.Conn.Publish(p.names.LoadSubject(), b) == nil {
+		p.wire.add(relayproto.FrameLoadReport, len(b))
+	}
 	ctx, cancel := context.WithTimeout(p.dlog.ctx, c.PublishTimeout)
 	defer cancel()
 	_, _ = p.state.Put(ctx, LoadKey, b)
@@ -572,5 +580,6 @@ func (p *pool) status() PoolStatus {
 	return PoolStatus{Domain: uint64(p.cfg.Domain), DC: uint64(p.r.cfg.DC), Incarnation: p.id.Incarnation,
 		LayoutGeneration: p.id.LayoutGeneration, Intake: p.istats, Rejected: p.rejected, Producer: p.prod.Stats(),
 		Publisher: p.pub.Status(), Snapshots: p.snaps.count, SnapshotSequence: p.snaps.stored,
-		SnapshotBytes: p.snaps.bytes, LogSequence: p.dlog.last, Rebuilds: p.rebuilds}
+		SnapshotBytes: p.snaps.bytes, LogSequence: p.dlog.last, Rebuilds: p.rebuilds,
+		Wire: p.wire.clone(), UntrackedWorkers: p.load.refused}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -37,8 +38,31 @@ type deltaLog struct {
 	timeout time.Duration
 	last    uint64 // stream sequence of the last message this relay knows is in the log
 	buf     []byte
+	wire    *WireStats
 	// conflict is set when a publish found another writer's messages.
 	conflict bool
+}
+
+// WireStats counts what a pool put on NATS by frame type name
+// (relayproto.FrameType.String: "delta", "heartbeat", "drain-marker",
+// "snapshot" chunks, "load-report"): frames, and their bytes.
+type WireStats struct {
+	Frames map[string]uint64
+	Bytes  map[string]uint64
+}
+
+func newWireStats() *WireStats {
+	return &WireStats{Frames: map[string]uint64{}, Bytes: map[string]uint64{}}
+}
+
+func (w *WireStats) add(t relayproto.FrameType, n int) {
+	w.Frames[t.String()]++
+	w.Bytes[t.String()] += uint64(n)
+}
+
+// clone returns a copy that shares no map with w.
+func (w *WireStats) clone() WireStats {
+	return WireStats{Frames: maps.Clone(w.Frames), Bytes: maps.Clone(w.Bytes)}
 }
 
 // Send publishes m as one frame and waits for the stream's ack.
@@ -59,6 +83,7 @@ func (l *deltaLog) Send(m relayproto.Message) error {
 		return fmt.Errorf("publish %v to %s after stream sequence %d: %w", m.Type(), l.subject, l.last, err)
 	}
 	l.last = ack.Sequence
+	l.wire.add(m.Type(), len(b))
 	return nil
 }
 
@@ -83,7 +108,9 @@ type snapshotStore struct {
 	log      *deltaLog
 	timeout  time.Duration
 	buckets  uint64
+	wire     *WireStats
 	buf      []byte
+	chunks   uint64 // chunk frames in buf
 	stored   uint64 // terminal sequence of the last stored snapshot
 	storedAt time.Time
 	count    uint64
@@ -97,13 +124,14 @@ func (s *snapshotStore) Send(m relayproto.Message) error {
 		return fmt.Errorf("%w: snapshot store got a %v", ErrMalformed, m.Type())
 	}
 	if snap.Offset == 0 {
-		s.buf = s.buf[:0]
+		s.buf, s.chunks = s.buf[:0], 0
 	}
 	b, err := relayproto.AppendSnapshot(s.buf, snap)
 	if err != nil {
 		return err
 	}
 	s.buf = b
+	s.chunks++
 	if snap.Offset+uint64(len(snap.Words)) < s.buckets {
 		return nil
 	}
@@ -119,5 +147,7 @@ func (s *snapshotStore) Send(m relayproto.Message) error {
 	}
 	s.stored, s.storedAt, s.bytes = snap.Sequence, time.Now(), len(s.buf)
 	s.count++
+	s.wire.Frames[relayproto.FrameSnapshot.String()] += s.chunks
+	s.wire.Bytes[relayproto.FrameSnapshot.String()] += uint64(len(s.buf))
 	return nil
 }
