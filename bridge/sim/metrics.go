@@ -32,10 +32,22 @@ type Result struct {
 	QueueP95Ms    float64 `json:"queue_p95_ms"`
 	PrefillMeanMs float64 `json:"prefill_mean_ms"`
 
+	// PrefillUtilization is the workers' prefill time over their number
+	// times SimulatedSeconds: the share of the fleet's prefill capacity the
+	// run used (decoding is not counted; it never waits for prefill).
+	PrefillUtilization float64 `json:"prefill_utilization"`
+
 	// HitRate is cached prompt tokens over prompt tokens.
 	HitRate      float64 `json:"hit_rate"`
 	PromptTokens int64   `json:"prompt_tokens"`
 	HitTokens    int64   `json:"hit_tokens"`
+	// BelievedHitRate is the prompt tokens the global router counted on
+	// finding cached at the DC it chose, over prompt tokens; HitRate is
+	// what the prefills found on the worker the DC's router chose.
+	BelievedHitRate float64 `json:"believed_hit_rate"`
+	// Estimate compares the TTFT model's estimate for each request's
+	// chosen DC with what the request then saw.
+	Estimate Estimate `json:"estimate"`
 
 	// WANHops counts requests served outside the router-site DC.
 	WANHops int `json:"wan_hops"`
@@ -59,6 +71,26 @@ type Result struct {
 	TTFTsMs []float64 `json:"-"`
 	// Load is the per-DC load over time (for charts).
 	Load LoadSeries `json:"-"`
+}
+
+// Estimate is how well the TTFT cost model (score's TTFT policy, fed the
+// same signals as the run's router) predicted the requests' TTFT at the
+// DCs they went to, whatever policy chose them. Biases are means of
+// estimate − actual: positive means the model was pessimistic.
+type Estimate struct {
+	// Requests counts the requests whose chosen DC had every signal the
+	// model needs (load and RTT).
+	Requests int `json:"requests"`
+	// BiasMs and AbsErrorMs are the mean and mean absolute error of the
+	// TTFT estimate.
+	BiasMs     float64 `json:"bias_ms"`
+	AbsErrorMs float64 `json:"abs_error_ms"`
+	// QueueBiasMs compares the queue estimate with the wait between
+	// reaching the DC and starting prefill; PrefillBiasMs the prefill
+	// estimate with the prefill time (which reflects the cached prefix of
+	// the worker the DC's router picked).
+	QueueBiasMs   float64 `json:"queue_bias_ms"`
+	PrefillBiasMs float64 `json:"prefill_bias_ms"`
 }
 
 // DCResult is one DC's share of a policy's run.
@@ -85,10 +117,21 @@ func (s *simulation) result() *Result {
 	ttft := make([]float64, 0, n)
 	e2e := make([]float64, 0, n)
 	queue := make([]float64, 0, n)
-	var rtt, prefill float64
+	var rtt, prefill, believed float64
+	var est Estimate
 	last := s.startMs
 	for i := range s.reqs {
 		st := &s.reqs[i]
+		r := &s.w.Requests[i]
+		believed += float64(min(st.believed*s.w.BlockSize, r.InputTokens-1))
+		if st.hasEst {
+			e := st.est.RTTms + st.est.QueueMs + st.est.PrefillMs - st.ttftMs()
+			est.Requests++
+			est.BiasMs += e
+			est.AbsErrorMs += math.Abs(e)
+			est.QueueBiasMs += st.est.QueueMs - (st.prefillStartMs - st.arriveMs)
+			est.PrefillBiasMs += st.est.PrefillMs - (st.firstTokenMs - st.prefillStartMs)
+		}
 		ttft = append(ttft, st.ttftMs())
 		e2e = append(e2e, st.doneMs-st.sentMs)
 		queue = append(queue, st.prefillStartMs-st.arriveMs)
@@ -131,6 +174,12 @@ func (s *simulation) result() *Result {
 		res.CKF.MaxLoadFactor = max(res.CKF.MaxLoadFactor, st.LoadFactor)
 	}
 	res.HitRate = ratio(float64(res.HitTokens), float64(res.PromptTokens))
+	res.BelievedHitRate = ratio(believed, float64(res.PromptTokens))
+	res.PrefillUtilization = ratio(prefill, float64(len(s.dcs)*s.cfg.WorkersPerDC)*(last-s.startMs))
+	if k := float64(est.Requests); k > 0 {
+		est.BiasMs, est.AbsErrorMs, est.QueueBiasMs, est.PrefillBiasMs = est.BiasMs/k, est.AbsErrorMs/k, est.QueueBiasMs/k, est.PrefillBiasMs/k
+	}
+	res.Estimate = est
 	res.LoadImbalance = ratio(busyMax, busySum/float64(len(s.dcs)))
 	return res
 }

@@ -22,6 +22,10 @@ type router struct {
 	consumer *relayproto.Consumer
 	searcher *replica.Searcher
 	scorer   *score.Scorer
+	// model is the TTFT cost model (the TTFT policy's own scorer, or one
+	// configured alike): every policy's chosen DC gets its estimate, which
+	// the result compares with what the request then saw.
+	model *score.Scorer
 	audit    []*radix.Index
 	all      uint64 // mask of every lane
 
@@ -117,7 +121,13 @@ func newRouter(c *Config, p Policy, home uint64, f *ckf.Format, lanes []relaypro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	rt := &router{table: t, consumer: cons, searcher: se, scorer: sc,
+	model := sc
+	if p.scorePolicy() != score.TTFT {
+		if model, err = score.New(score.Config{Policy: score.TTFT, BlockSize: c.BlockSize, PrefillTokensPerMs: c.PrefillTokensPerMs}); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	rt := &router{table: t, consumer: cons, searcher: se, scorer: sc, model: model,
 		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)), exact: make([]int, len(lanes))}
 	for range lanes {
 		rt.audit = append(rt.audit, radix.New(radix.Config{}))
@@ -183,6 +193,7 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 		return 0, 0, fmt.Errorf("%w: score: %w", ErrEngine, err)
 	default:
 		target = int(cands[res.Index].ID)
+		s.estimate(i, req, &cands[res.Index])
 	}
 	if s.policy.prefixAware() && s.policy != ExactOracle && s.exactChoice(req, i) != target {
 		s.acc.ExactDisagreements++
@@ -195,6 +206,15 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 		}
 	}
 	return target, believed, nil
+}
+
+// estimate records the TTFT model's parts for request i on its chosen
+// candidate c, when c has the signals the model needs.
+func (s *simulation) estimate(i int, req score.Request, c *score.Candidate) {
+	one, err := s.rt.model.Score(req, []score.Candidate{*c}, nil)
+	if err == nil {
+		s.reqs[i].est, s.reqs[i].hasEst = one.Parts, true
+	}
 }
 
 // exactChoice is the DC the policy would pick for request i if every DC's

@@ -92,6 +92,8 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 type reqState struct {
 	dc, worker     int
 	believed       int     // prefix depth the global router believed, blocks
+	est            score.Parts
+	hasEst         bool // est holds the TTFT model's estimate for the chosen DC
 	rttMs          float64 // round trip paid, jitter included
 	blocks         int     // KV blocks reserved while it runs
 	estUncached    int     // the local router's prefill estimate, tokens
