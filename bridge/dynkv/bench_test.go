@@ -2,7 +2,9 @@ package dynkv
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -61,11 +63,30 @@ func BenchmarkServer(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
 	})
 	b.Run("op=match/pipeline=1", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			if err := c.Do(ctx, "DYNKV.MATCH", testKey, query).Err(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
+		roundTrips(b, func() error { return c.Do(ctx, "DYNKV.MATCH", testKey, query).Err() })
 	})
+	next := 1 << 40 // event ids past the pipelined runs'
+	b.Run("op=apply/pipeline=1", func(b *testing.B) {
+		roundTrips(b, func() error {
+			next++
+			return c.Do(ctx, "DYNKV.APPLY", testKey, event(next)).Err()
+		})
+	})
+}
+
+// roundTrips runs one unpipelined command b.N times and reports the
+// throughput and the round-trip latency percentiles.
+func roundTrips(b *testing.B, do func() error) {
+	lat := make([]time.Duration, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := do(); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
