@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,14 +114,17 @@ func lastError(h cU64) string {
 
 func TestConfig_DefaultsAndEveryKey(t *testing.T) {
 	def, err := parseConfig(nil)
-	if err != nil || def != defaultConfig() {
+	if err != nil || !reflect.DeepEqual(def, defaultConfig()) {
 		t.Errorf("parseConfig(nil) = %+v, %v; want the defaults", def, err)
 	}
-	got, err := parseConfig([]byte(`{"mode":"exact","lanes":8,"expected_blocks_per_lane":4096,"block_size":64,"clear_scope":"worker",
-		"seed":18446744073709551615,"max_kicks":7,"policy":"credit","prefill_tokens_per_ms":5.5,"decode_blocks_per_ms":2}`))
-	want := config{Mode: "exact", Lanes: 8, ExpectedBlocksPerLane: 4096, BlockSize: 64, ClearScope: "worker",
-		Seed: 1<<64 - 1, MaxKicks: 7, Policy: "credit", PrefillTokensPerMs: 5.5, DecodeBlocksPerMs: 2}
-	if err != nil || got != want {
+	got, err := parseConfig([]byte(`{"mode":"global","lanes":8,"expected_blocks_per_lane":4096,"buckets":1024,"block_size":64,
+		"clear_scope":"worker","seed":18446744073709551615,"max_kicks":7,"domain":7,"consumer_instance":9,"dcs":[5,3,11],
+		"max_staleness_ms":250.5,"replica_check_ms":0,"policy":"credit","prefill_tokens_per_ms":5.5,"queue_tokens_per_ms":80,
+		"decode_blocks_per_ms":2}`))
+	want := config{Mode: "global", Lanes: 8, ExpectedBlocksPerLane: 4096, Buckets: 1024, BlockSize: 64, ClearScope: "worker",
+		Seed: 1<<64 - 1, MaxKicks: 7, Domain: 7, ConsumerInstance: 9, DCs: []uint64{5, 3, 11}, MaxStalenessMs: 250.5,
+		ReplicaCheckMs: 0, Policy: "credit", PrefillTokensPerMs: 5.5, QueueTokensPerMs: 80, DecodeBlocksPerMs: 2}
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("parseConfig(every key) = %+v, %v; want %+v", got, err, want)
 	}
 }
@@ -130,7 +134,9 @@ func TestConfig_RejectsUnknownKeysTrailingDataAndRanges(t *testing.T) {
 		`{`, `[]`, `null x`, `{} {}`, `{"Mode":"exact","mdoe":1}`, `{"mode":"fuzzy"}`, `{"lanes":0}`, `{"lanes":65}`,
 		`{"expected_blocks_per_lane":0}`, `{"expected_blocks_per_lane":1e12}`, `{"block_size":0}`, `{"block_size":65537}`,
 		`{"clear_scope":"pool"}`, `{"seed":-1}`, `{"max_kicks":0}`, `{"max_kicks":4097}`, `{"policy":"single-dc"}`,
-		`{"prefill_tokens_per_ms":0}`, `{"decode_blocks_per_ms":-1}`,
+		`{"prefill_tokens_per_ms":0}`, `{"decode_blocks_per_ms":-1}`, `{"queue_tokens_per_ms":-1}`, `{"buckets":1000}`,
+		`{"buckets":1}`, `{"buckets":33554432}`, `{"dcs":[1,2,1]}`, `{"dcs":[-1]}`, `{"dcs":[` + strings.Repeat("1,", 64) + `65]}`,
+		`{"max_staleness_ms":0}`, `{"max_staleness_ms":1e12}`, `{"replica_check_ms":-1}`, `{"replica_check_ms":1e12}`,
 	} {
 		if _, err := parseConfig([]byte(src)); !errors.Is(err, errConfig) {
 			t.Errorf("parseConfig(%s) = %v, want errConfig", src, err)
@@ -201,13 +207,16 @@ func TestHandles_NeverReusedAndClosedMeansEHANDLE(t *testing.T) {
 
 func TestHandle_CallsRacingCloseSeeEHANDLE(t *testing.T) {
 	h := &handle{cfg: defaultConfig()}
-	h.setIndex(exactIndex{radix.New(radix.Config{})})
+	h.ix.Store(&index{exact: radix.New(radix.Config{})})
 	h.close()
-	if err := h.read(func(index) error { return nil }); !errors.Is(err, errHandle) {
-		t.Errorf("read on a closed handle = %v, want errHandle", err)
+	if err := h.probeOne(new(scratch), []uint64{1}); !errors.Is(err, errHandle) {
+		t.Errorf("probe on a closed handle = %v, want errHandle", err)
 	}
-	if err := h.update(func(index) error { return nil }); !errors.Is(err, errHandle) {
+	if err := h.update(func(kv.Index) error { return nil }); !errors.Is(err, errHandle) {
 		t.Errorf("update on a closed handle = %v, want errHandle", err)
+	}
+	if _, err := h.counters(); !errors.Is(err, errHandle) {
+		t.Errorf("counters on a closed handle = %v, want errHandle", err)
 	}
 }
 
@@ -354,7 +363,7 @@ func probeDuringEvents(t *testing.T, mode string) {
 }
 
 func TestRegistry_GrowsAndForgetsClosedHandles(t *testing.T) {
-	var r registry
+	var r ids[handle]
 	var hs []*handle
 	for i := 0; i < 40; i++ {
 		h := &handle{}
@@ -364,8 +373,8 @@ func TestRegistry_GrowsAndForgetsClosedHandles(t *testing.T) {
 		hs = append(hs, h)
 	}
 	for i, h := range hs {
-		if i%3 == 0 && r.remove(h.id) != h {
-			t.Errorf("remove(%d) did not return its handle", h.id)
+		if id := uint64(i + 1); i%3 == 0 && r.remove(id) != h {
+			t.Errorf("remove(%d) did not return its handle", id)
 		}
 	}
 	for i, h := range hs {
@@ -373,8 +382,8 @@ func TestRegistry_GrowsAndForgetsClosedHandles(t *testing.T) {
 		if i%3 == 0 {
 			want = nil
 		}
-		if got := r.get(h.id); got != want {
-			t.Errorf("get(%d) = %p, want %p", h.id, got, want)
+		if got := r.get(uint64(i + 1)); got != want {
+			t.Errorf("get(%d) = %p, want %p", i+1, got, want)
 		}
 	}
 	for _, id := range []uint64{0, 41, 1 << 63, ^uint64(0)} {

@@ -66,7 +66,7 @@ func checkBlocks(b *testing.B, n int, blocks func(i int) int) {
 func BenchmarkProbe(b *testing.B) {
 	h, queries := benchIndex(b)
 	b.Run("impl=radix/blocks=64", func(b *testing.B) {
-		ix := *handles.get(uint64(h)).ix.Load()
+		ix := handles.get(uint64(h)).ix.Load().exact
 		dst := make([]kv.Overlap, 0, benchMembers)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
@@ -94,7 +94,7 @@ func BenchmarkProbeBatch(b *testing.B) {
 	h, queries := benchIndex(b)
 	flat := slices.Concat(queries...)
 	b.Run("impl=radix/blocks=64/batch=64", func(b *testing.B) {
-		ix := *handles.get(uint64(h)).ix.Load()
+		ix := handles.get(uint64(h)).ix.Load().exact
 		dst := make([]kv.Overlap, 0, benchMembers*benchBatch)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
@@ -150,7 +150,7 @@ func BenchmarkTrivialCall(b *testing.B) {
 // impl=insertion is sortMembers, impl=slices is slices.SortFunc.
 func BenchmarkSortMembers(b *testing.B) {
 	h, queries := benchIndex(b)
-	ix := *handles.get(uint64(h)).ix.Load()
+	ix := handles.get(uint64(h)).ix.Load().exact
 	unsorted := ix.Match(nil, queries[5])
 	work := make([]kv.Overlap, len(unsorted))
 	for _, c := range []struct {

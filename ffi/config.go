@@ -5,31 +5,44 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"time"
 
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/replica"
 	"github.com/goindex/goindex/goindex/score"
 )
 
 // config is goindex_open's JSON config (include/goindex.h documents every
 // key). Every field is optional; parseConfig starts from defaultConfig.
 type config struct {
-	Mode                  string  `json:"mode"`                     // optional; default: "exact"
-	Lanes                 int     `json:"lanes"`                    // optional; default: 64
-	ExpectedBlocksPerLane uint64  `json:"expected_blocks_per_lane"` // optional; default: 1048576
-	BlockSize             int     `json:"block_size"`               // optional; default: 16
-	ClearScope            string  `json:"clear_scope"`              // optional; default: "rank"
-	Seed                  uint64  `json:"seed"`                     // optional; default: ckf.DefaultSeed
-	MaxKicks              int     `json:"max_kicks"`                // optional; default: 500
-	Policy                string  `json:"policy"`                   // optional; default: "ttft"
-	PrefillTokensPerMs    float64 `json:"prefill_tokens_per_ms"`    // optional; default: 20
-	DecodeBlocksPerMs     float64 `json:"decode_blocks_per_ms"`     // optional; default: 50
+	Mode                  string   `json:"mode"`                     // optional; default: "exact"
+	Lanes                 int      `json:"lanes"`                    // optional; default: 64 (ckf only)
+	ExpectedBlocksPerLane uint64   `json:"expected_blocks_per_lane"` // optional; default: 1048576
+	Buckets               uint64   `json:"buckets"`                  // optional; default: 0 (from expected_blocks_per_lane; global only)
+	BlockSize             int      `json:"block_size"`               // optional; default: 16
+	ClearScope            string   `json:"clear_scope"`              // optional; default: "rank"
+	Seed                  uint64   `json:"seed"`                     // optional; default: ckf.DefaultSeed
+	MaxKicks              int      `json:"max_kicks"`                // optional; default: 500
+	Domain                uint64   `json:"domain"`                   // optional; default: 0 (global only)
+	ConsumerInstance      uint64   `json:"consumer_instance"`        // optional; default: 0 (global only)
+	DCs                   []uint64 `json:"dcs"`                      // optional; default: none (global: the lanes fed by frames)
+	MaxStalenessMs        float64  `json:"max_staleness_ms"`         // optional; default: 5000
+	ReplicaCheckMs        float64  `json:"replica_check_ms"`         // optional; default: 100
+	Policy                string   `json:"policy"`                   // optional; default: "ttft"
+	PrefillTokensPerMs    float64  `json:"prefill_tokens_per_ms"`    // optional; default: 20
+	QueueTokensPerMs      float64  `json:"queue_tokens_per_ms"`      // optional; default: 0 (the prefill rate)
+	DecodeBlocksPerMs     float64  `json:"decode_blocks_per_ms"`     // optional; default: 50
 }
 
 // Config ranges from include/goindex.h.
 const (
-	maxLanes    = 64   // one bit per lane in the ckf lane masks
+	maxLanes    = 64   // one bit per lane in the ckf and replica lane masks
 	maxMaxKicks = 4096 // bounds the worst-case insertion time
+	// maxIntervalMs bounds max_staleness_ms and replica_check_ms (one day),
+	// so that both fit a time.Duration with room to spare.
+	maxIntervalMs = 24 * 3600 * 1000
 )
 
 // abiPolicies maps the config's policy names to score policies; the ABI
@@ -47,6 +60,8 @@ func defaultConfig() config {
 		ClearScope:            "rank",
 		Seed:                  ckf.DefaultSeed,
 		MaxKicks:              500,
+		MaxStalenessMs:        5000,
+		ReplicaCheckMs:        100,
 		Policy:                "ttft",
 		PrefillTokensPerMs:    20,
 		DecodeBlocksPerMs:     50,
@@ -87,6 +102,11 @@ func (c *config) check() error {
 	if _, err := ckf.BucketCount(c.ExpectedBlocksPerLane); err != nil {
 		return fmt.Errorf("%w: expected_blocks_per_lane: %v", errConfig, err)
 	}
+	if c.Buckets != 0 {
+		if _, err := ckf.NewFormat(c.Seed, c.Buckets); err != nil {
+			return fmt.Errorf("%w: buckets: %v", errConfig, err)
+		}
+	}
 	if c.BlockSize < 1 || c.BlockSize > dynamo.MaxBlockSize {
 		return fmt.Errorf("%w: block_size %d out of range [1, %d]", errConfig, c.BlockSize, dynamo.MaxBlockSize)
 	}
@@ -96,11 +116,49 @@ func (c *config) check() error {
 	if c.MaxKicks < 1 || c.MaxKicks > maxMaxKicks {
 		return fmt.Errorf("%w: max_kicks %d out of range [1, %d]", errConfig, c.MaxKicks, maxMaxKicks)
 	}
+	if len(c.DCs) > replica.MaxLanes {
+		return fmt.Errorf("%w: dcs lists %d DCs, at most %d", errConfig, len(c.DCs), replica.MaxLanes)
+	}
+	for i, dc := range c.DCs {
+		for j := range i {
+			if c.DCs[j] == dc {
+				return fmt.Errorf("%w: dcs lists DC %d twice (lanes %d and %d)", errConfig, dc, j, i)
+			}
+		}
+	}
+	if !(c.MaxStalenessMs > 0 && c.MaxStalenessMs <= maxIntervalMs) {
+		return fmt.Errorf("%w: max_staleness_ms %g out of range (0, %d]", errConfig, c.MaxStalenessMs, maxIntervalMs)
+	}
+	if !(c.ReplicaCheckMs >= 0 && c.ReplicaCheckMs <= maxIntervalMs) {
+		return fmt.Errorf("%w: replica_check_ms %g out of range [0, %d]", errConfig, c.ReplicaCheckMs, maxIntervalMs)
+	}
 	if _, ok := abiPolicies[c.Policy]; !ok {
 		return fmt.Errorf("%w: policy %q (want ttft, prefix-then-load, load-only or credit)", errConfig, c.Policy)
 	}
-	if !(c.PrefillTokensPerMs > 0) || !(c.DecodeBlocksPerMs > 0) {
-		return fmt.Errorf("%w: prefill_tokens_per_ms %g and decode_blocks_per_ms %g must be > 0", errConfig, c.PrefillTokensPerMs, c.DecodeBlocksPerMs)
+	if !(c.PrefillTokensPerMs > 0) || !(c.DecodeBlocksPerMs > 0) || math.IsInf(c.PrefillTokensPerMs, 0) || math.IsInf(c.DecodeBlocksPerMs, 0) {
+		return fmt.Errorf("%w: prefill_tokens_per_ms %g and decode_blocks_per_ms %g must be finite and > 0", errConfig, c.PrefillTokensPerMs, c.DecodeBlocksPerMs)
+	}
+	if !(c.QueueTokensPerMs >= 0) || math.IsInf(c.QueueTokensPerMs, 0) {
+		return fmt.Errorf("%w: queue_tokens_per_ms %g must be finite and >= 0 (0: the prefill rate)", errConfig, c.QueueTokensPerMs)
 	}
 	return nil
+}
+
+// buckets returns the global mode's bucket count: "buckets" when set, else
+// the sizing of expected_blocks_per_lane (what `goindex relay` does with
+// its expected blocks, so the defaults of both agree).
+func (c *config) buckets() uint64 {
+	if c.Buckets != 0 {
+		return c.Buckets
+	}
+	n, _ := ckf.BucketCount(c.ExpectedBlocksPerLane) // check accepted it
+	return n
+}
+
+func (c *config) maxStaleness() time.Duration {
+	return time.Duration(c.MaxStalenessMs * float64(time.Millisecond))
+}
+
+func (c *config) replicaCheck() time.Duration {
+	return time.Duration(c.ReplicaCheckMs * float64(time.Millisecond))
 }

@@ -6,12 +6,29 @@
 // # Concepts
 //
 // A handle is an open index: mode "exact" is goindex/radix, mode "ckf" is
-// goindex/ckfindex (one cuckoo-filter lane per member); mode "global" (lanes
-// fed by relay frames or a shared replica) is not wired in yet and opens
-// with GOINDEX_EUNAVAILABLE, as goindex_apply_frame and goindex_attach_replica
-// answer after their argument checks. Handles are registered under ids that
-// count up from 1 and are never reused; the registry (handle.go) is the
-// package's only mutable global.
+// goindex/ckfindex (one cuckoo-filter lane per member), mode "global" has
+// one lane per DC. A global handle's lanes come from one of two sources:
+// relay frames the host feeds with goindex_apply_frame into an in-process
+// replica.Table run by relayproto's Consumer (the lane state machine of
+// `goindex consume`; the config's "dcs" is the manifest), or the consumer's
+// shared replica file mapped read-only by goindex_attach_replica
+// (goindex/shm), searched in place. Once a replica is attached it is the
+// only source. Handles are registered under ids that count up from 1 and
+// are never reused; the registry (handle.go) is the package's only mutable
+// global, and it also holds the states of Dynamo's worker-selector plugin.
+//
+// An attached replica is a sequence of views, one per layout generation:
+// probes take a reference on the current view, and at most every
+// "replica_check_ms" one of them asks shm whether the consumer retired the
+// file; if so it maps the new generation and retires the old view, which
+// the last probe still reading it unmaps. A failed remap keeps the old view.
+//
+// Frames from `goindex relay`'s fan-out log carry no lease: the handle, the
+// lanes' one ingestor, gives each the lane's consumer-local lease, and a
+// snapshot's first chunk that neither continues nor repeats the lane's
+// snapshot takes a new one (a new subscription), so a lane faulted by a gap,
+// a wrong drain marker or a restarted relay recovers with its DC's next
+// snapshot.
 //
 // Every export runs the same four steps: a deferred recover guard (a panic
 // becomes GOINDEX_EINTERNAL with its detail recorded), the handle and
@@ -24,10 +41,17 @@
 //
 // goindex_score hands the probe depths and the caller's candidates to
 // goindex/score, whose policies carry the header's numbers (TTFT,
-// PrefixThenLoad, LoadOnly, Credit). Every policy needs the load signals
-// only candidates carry, so a request without candidates (NULL, 0) has no
-// eligible member and returns GOINDEX_ENOCANDIDATE; global mode's lanes will
-// bring their own load reports.
+// PrefixThenLoad, LoadOnly, Credit). Every policy needs load signals: in
+// exact and ckf modes only candidates carry them, so a request without
+// candidates (NULL, 0) returns GOINDEX_ENOCANDIDATE; in global mode it is
+// scored over the ready lanes with their DCs' load reports and RTTs, each
+// left out (never read as zero) once older than "max_staleness_ms".
+//
+// Dynamo's worker-selector plugin (dynamo-compat §5a) lives in the same
+// library: plugin.c holds the descriptor and its four callbacks in C
+// memory, states are registry ids cast to pointers, and plugin.go reads the
+// columnar input at the spec's offsets (plugin.c asserts them) into
+// dynamo/selector, whose cost model chooses or answers USE_DEFAULT.
 //
 // # Invariants
 //
@@ -73,19 +97,34 @@
 //   - ops.go: the Go side of probe, batch, score and token hashing.
 //   - config.go: goindex_open's strict JSON config and its defaults.
 //   - errors.go: the ABI's sentinels and the one error-to-code table.
+//   - global.go: global mode: lane views, the lane search, score's
+//     candidates from lane signals, the counters.
+//   - frames.go: the fed lanes: goindex_apply_frame through relayproto's
+//     Consumer, consumer-local leases, load reports, goindex_set_rtt.
+//   - attach.go: the attached replica: generations, reference-counted
+//     views, the rate-limited check for a new generation.
+//   - plugin.go: the Go side of Dynamo's worker-selector plugin: state
+//     registry, input and column checks, the call into dynamo/selector.
 //
-// Also here: build.sh (builds libgoindex.so and checks the headers),
-// exports.map (the linker version script: extend its global list to export
-// more, e.g. dynamo_worker_selector_plugin_v1) and check/headers.c (the
-// translation unit holding both headers).
+// Also here: plugin.c (the plugin's descriptor and C callbacks, with static
+// asserts of the spec's struct sizes and offsets), build.sh (builds
+// libgoindex.so and checks the headers), exports.map (the linker version
+// script: goindex_* and dynamo_worker_selector_plugin_v1) and
+// check/headers.c (the translation unit holding both headers).
 //
 // # Tests
 //
 // The Go tests call the exports as Go functions with Go memory, under -race
 // too: config parsing (every key, every rejection, a fuzz target), the code
 // table, the panic guard, handle ids, the concurrency of probes with events
-// (depths never above what was stored), and zero allocations per probe and
-// batch. tests/c, tests/python and tests/gohost test the real library from C
+// (depths never above what was stored), zero allocations per probe and
+// batch; global mode through tests/c/fixture's DCs and scripts (the frames
+// and replica scenarios tests/c runs too, a random walk of relay traffic
+// with lost, duplicated and corrupted frames and relay restarts against an
+// exact model of every lane, generation changes under concurrent probes,
+// bad replica files, stale signals); and the plugin (its choice equals
+// dynamo/selector's over random columns, USE_DEFAULT cases, every malformed
+// input, create/destroy, error-buffer truncation). tests/c, tests/python and tests/gohost test the real library from C
 // (also built with cgocheck2), Python ctypes (against the dynamo-compat §3.6
 // model) and Go through purego; BenchmarkProbe here and tests/c/bench.c
 // measure the boundary (BENCHMARKS.md).

@@ -11,7 +11,9 @@ import (
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/ckfindex"
 	"github.com/goindex/goindex/goindex/radix"
+	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/score"
+	"github.com/goindex/goindex/goindex/shm"
 )
 
 // The ABI layer's own sentinels. Each detail a call records wraps one of them
@@ -29,6 +31,17 @@ var (
 	errTooBig = errors.New("ffi: length over limit")
 	// errBuffer: an output buffer is too small; *written holds the need.
 	errBuffer = errors.New("ffi: output buffer too small")
+	// errMode: the call is not available in the handle's mode (events on a
+	// global handle, frames or a replica on an exact or ckf handle, frames
+	// on a handle without "dcs" or with a replica attached).
+	errMode = errors.New("ffi: not available in this mode")
+	// errFrame: a relay frame was rejected: it faulted its lane, its
+	// snapshot chunk was refused, or its producer cannot take the lane.
+	// Frames that do not decode carry relayproto's sentinels instead.
+	errFrame = errors.New("ffi: relay frame rejected")
+	// errReplica: the replica file cannot be opened; files that are not
+	// valid replicas carry shm's sentinels instead.
+	errReplica = errors.New("ffi: replica cannot be attached")
 	// errUnavailable: the feature is not built into this library.
 	errUnavailable = errors.New("ffi: not built into this library")
 	// errInternal: a recovered panic or an error no row of codes maps.
@@ -50,6 +63,9 @@ var codes = []struct {
 	{errConfig, C.GOINDEX_ECONFIG},
 	{errTooBig, C.GOINDEX_ETOOBIG},
 	{errBuffer, C.GOINDEX_EBUFFER},
+	{errMode, C.GOINDEX_EMODE},
+	{errFrame, C.GOINDEX_EFRAME},
+	{errReplica, C.GOINDEX_EREPLICA},
 	{errUnavailable, C.GOINDEX_EUNAVAILABLE},
 	{errInternal, C.GOINDEX_EINTERNAL},
 	{radix.ErrParentNotFound, C.GOINDEX_EPARENT},
@@ -62,6 +78,16 @@ var codes = []struct {
 	{ckfindex.ErrNoFreeLane, C.GOINDEX_ECAPACITY},
 	{radix.ErrCapacity, C.GOINDEX_ECAPACITY},
 	{score.ErrNoCandidate, C.GOINDEX_ENOCANDIDATE},
+	{relayproto.ErrMalformed, C.GOINDEX_EFRAME},
+	{relayproto.ErrChecksum, C.GOINDEX_EFRAME},
+	{relayproto.ErrTooLarge, C.GOINDEX_EFRAME},
+	{relayproto.ErrVersion, C.GOINDEX_EFRAME},
+	{relayproto.ErrBadFormat, C.GOINDEX_EFRAME},
+	{relayproto.ErrWrongFormat, C.GOINDEX_EFRAME},
+	{relayproto.ErrLaneFaulted, C.GOINDEX_EFRAME},
+	{shm.ErrForeign, C.GOINDEX_EREPLICA},
+	{shm.ErrVersion, C.GOINDEX_EREPLICA},
+	{shm.ErrCorrupt, C.GOINDEX_EREPLICA},
 }
 
 // code returns the status code of err (GOINDEX_OK for nil).

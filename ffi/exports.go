@@ -7,9 +7,11 @@ package main
 import "C"
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/goindex/goindex/goindex/kv"
@@ -25,14 +27,20 @@ import (
 // Go names of the header's types, so that Go code which cannot say C (the
 // package's tests) can call the exports with Go memory.
 type (
-	cU64     = C.uint64_t
-	cU32     = C.uint32_t
-	cSize    = C.size_t
-	cChar    = C.char
-	inU64    = C.goindex_in_u64
-	inSize   = C.goindex_in_size
-	inChar   = C.goindex_in_char
-	overlapC = C.goindex_overlap
+	cU64       = C.uint64_t
+	cU32       = C.uint32_t
+	cSize      = C.size_t
+	cChar      = C.char
+	cDouble    = C.double
+	inU64      = C.goindex_in_u64
+	inU8       = C.goindex_in_u8
+	inSize     = C.goindex_in_size
+	inChar     = C.goindex_in_char
+	overlapC   = C.goindex_overlap
+	candidateC = C.goindex_candidate
+	requestC   = C.goindex_score_request
+	resultC    = C.goindex_score_result
+	countersC  = C.goindex_counters
 )
 
 // guard is each export's deferred first step: a panic becomes
@@ -160,7 +168,7 @@ func goindex_insert(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, e
 		return h.fail(call, err)
 	}
 	ev := storedEvent(member(workerID, dpRank), uint64(eventID), (*uint64)(unsafe.Pointer(parentHash)), ext, locals)
-	return h.result(call, h.update(func(ix index) error { return ix.Apply(ev) }))
+	return h.result(call, h.update(func(ix kv.Index) error { return ix.Apply(ev) }))
 }
 
 //export goindex_insert_tokens
@@ -192,7 +200,7 @@ func goindex_insert_tokens(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint
 		return h.fail(call, err)
 	}
 	ev := storedEvent(member(workerID, dpRank), uint64(eventID), (*uint64)(unsafe.Pointer(parentHash)), ext, locals)
-	return h.result(call, h.update(func(ix index) error { return ix.Apply(ev) }))
+	return h.result(call, h.update(func(ix kv.Index) error { return ix.Apply(ev) }))
 }
 
 // tokenArgs checks and views the token array and the two salt names.
@@ -239,7 +247,7 @@ func goindex_remove(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, e
 		return h.fail(call, err)
 	}
 	ev := &kv.Event{Member: member(workerID, dpRank), EventID: uint64(eventID), Kind: kv.Removed, Removed: slices.Clone(ext)}
-	return h.result(call, h.update(func(ix index) error { return ix.Apply(ev) }))
+	return h.result(call, h.update(func(ix kv.Index) error { return ix.Apply(ev) }))
 }
 
 //export goindex_clear
@@ -251,7 +259,7 @@ func goindex_clear(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, ev
 		return C.GOINDEX_EHANDLE
 	}
 	ev := &kv.Event{Member: member(workerID, dpRank), EventID: uint64(eventID), Kind: kv.Cleared}
-	return h.result(call, h.update(func(ix index) error { return ix.Apply(ev) }))
+	return h.result(call, h.update(func(ix kv.Index) error { return ix.Apply(ev) }))
 }
 
 //export goindex_remove_worker
@@ -262,7 +270,7 @@ func goindex_remove_worker(handle C.uint64_t, workerID C.uint64_t) (rc C.int) {
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
-	return h.result(call, h.update(func(ix index) error { return ix.RemoveWorker(uint64(workerID)) }))
+	return h.result(call, h.update(func(ix kv.Index) error { return ix.RemoveWorker(uint64(workerID)) }))
 }
 
 //export goindex_remove_rank
@@ -273,7 +281,7 @@ func goindex_remove_rank(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
-	return h.result(call, h.update(func(ix index) error { return ix.RemoveMember(member(workerID, dpRank)) }))
+	return h.result(call, h.update(func(ix kv.Index) error { return ix.RemoveMember(member(workerID, dpRank)) }))
 }
 
 //export goindex_hash_tokens
@@ -334,8 +342,7 @@ func goindex_probe(handle C.uint64_t, localHashes *C.goindex_in_u64, n C.size_t,
 	}
 	s := h.getScratch()
 	defer h.putScratch(s)
-	s.lens = append(s.lens[:0], len(locals))
-	if err := h.probe(s, locals, s.lens); err != nil {
+	if err := h.probeOne(s, locals); err != nil {
 		return h.fail(call, err)
 	}
 	if err := room(len(s.overlaps), capacity, written, "out"); err != nil {
@@ -344,6 +351,9 @@ func goindex_probe(handle C.uint64_t, localHashes *C.goindex_in_u64, n C.size_t,
 	putOverlaps(out, s.overlaps)
 	return C.GOINDEX_OK
 }
+
+// maxNameBytes is GOINDEX_MAX_NAME_BYTES, for the package's tests.
+const maxNameBytes = C.GOINDEX_MAX_NAME_BYTES
 
 // maxBatchBlocks bounds the hashes of one goindex_probe_batch (header:
 // GOINDEX_MAX_BLOCKS * 16).
@@ -506,10 +516,48 @@ func goindex_apply_frame(handle C.uint64_t, frame *C.goindex_in_u8, frameLen C.s
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
-	if _, err := view[byte](frame, frameLen, C.GOINDEX_MAX_FRAME_BYTES, "frame"); err != nil {
+	src, err := view[byte](frame, frameLen, C.GOINDEX_MAX_FRAME_BYTES, "frame")
+	if err == nil {
+		err = h.needMode(true)
+	}
+	if err != nil {
 		return h.fail(call, err)
 	}
-	return h.fail(call, fmt.Errorf("%w: relay frames need the relay protocol and replica (goindex/relayproto, goindex/replica)", errUnavailable))
+	return h.result(call, h.locked(func(ix *index) error {
+		f, err := ix.global.feed()
+		if err != nil {
+			return err
+		}
+		return f.apply(src, time.Now())
+	}))
+}
+
+//export goindex_set_rtt
+func goindex_set_rtt(handle C.uint64_t, dcID C.uint64_t, rttMs C.double) (rc C.int) {
+	const call = "goindex_set_rtt"
+	defer guard(&rc, uint64(handle), call)
+	h := handles.get(uint64(handle))
+	if h == nil {
+		return C.GOINDEX_EHANDLE
+	}
+	ms := float64(rttMs)
+	var err error
+	if math.IsNaN(ms) || math.IsInf(ms, 0) || ms < 0 || ms > maxIntervalMs {
+		err = fmt.Errorf("%w: rtt_ms %g must be finite and in [0, %d]", errInvalid, ms, maxIntervalMs)
+	}
+	if err == nil {
+		err = h.needMode(true)
+	}
+	if err != nil {
+		return h.fail(call, err)
+	}
+	return h.result(call, h.locked(func(ix *index) error {
+		f, err := ix.global.feed()
+		if err != nil {
+			return err
+		}
+		return f.setRTT(uint64(dcID), time.Duration(ms*float64(time.Millisecond)), time.Now())
+	}))
 }
 
 //export goindex_attach_replica
@@ -520,10 +568,21 @@ func goindex_attach_replica(handle C.uint64_t, path *C.goindex_in_char, pathLen 
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
-	if _, err := view[byte](path, pathLen, C.GOINDEX_MAX_NAME_BYTES, "path"); err != nil {
+	p, err := view[byte](path, pathLen, C.GOINDEX_MAX_NAME_BYTES, "path")
+	if err == nil && len(p) == 0 {
+		err = fmt.Errorf("%w: path is empty", errInvalid)
+	}
+	if err == nil && bytes.IndexByte(p, 0) >= 0 {
+		err = fmt.Errorf("%w: path holds a NUL byte", errInvalid)
+	}
+	if err == nil {
+		err = h.needMode(true)
+	}
+	if err != nil {
 		return h.fail(call, err)
 	}
-	return h.fail(call, fmt.Errorf("%w: shared replicas need goindex/replica", errUnavailable))
+	name := string(p)
+	return h.result(call, h.locked(func(ix *index) error { return ix.global.attach(name) }))
 }
 
 //export goindex_stats
@@ -549,6 +608,8 @@ func goindex_stats(handle C.uint64_t, stats *C.goindex_counters) (rc C.int) {
 		mode: C.uint32_t(c.mode), blocks: cU64(c.blocks), members: cU64(c.members), lanes_ready: cU64(c.lanesReady),
 		memory_bytes: cU64(c.memoryBytes), capacity_omissions: cU64(c.capacityOmissions),
 		events_applied: cU64(c.eventsApplied), events_rejected: cU64(c.eventsRejected), probes: cU64(c.probes),
+		frames_applied: cU64(c.framesApplied), frames_rejected: cU64(c.framesRejected), frames_ignored: cU64(c.framesIgnored),
+		replica_generation: cU64(c.replicaGeneration),
 	}
 	// Fill bytes [4, size) only: struct_size stays the caller's, and an
 	// older, shorter struct gets the fields it has.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
@@ -29,22 +30,29 @@ func (h *handle) getScratch() *scratch {
 func (h *handle) putScratch(s *scratch) { h.pool.Put(s) }
 
 // sortMembers orders overlaps by (worker, rank). A probe reports one entry
-// per member, a few dozen at most in practice, often in runs already in
-// order, and binary insertion beats slices.SortFunc's pdqsort there
-// (BenchmarkSortMembers, 16 entries as Match emits them: about 70 ns
-// against 200 ns, BENCHMARKS.md); longer results fall back to it.
+// per member or lane, a few dozen at most in practice and often in order
+// already (global mode's lanes when "dcs" is sorted, radix's entries of one
+// depth), so one pass finds the sorted prefix first and a linear insertion
+// places the rest; longer unsorted results fall back to pdqsort
+// (BenchmarkSortMembers, BENCHMARKS.md).
 func sortMembers(o []kv.Overlap) {
+	i := 1
+	for i < len(o) && !o[i].Member.Less(o[i-1].Member) {
+		i++
+	}
+	if i >= len(o) {
+		return
+	}
 	if len(o) > insertionSortMax {
 		slices.SortFunc(o, byMember)
 		return
 	}
-	for i := 1; i < len(o); i++ {
-		v := o[i]
-		if byMember(o[i-1], v) <= 0 {
-			continue // Match tends to emit runs in member order
+	for ; i < len(o); i++ {
+		v, j := o[i], i
+		for j > 0 && v.Member.Less(o[j-1].Member) {
+			o[j] = o[j-1]
+			j--
 		}
-		j, _ := slices.BinarySearchFunc(o[:i], v, byMember)
-		copy(o[j+1:i+1], o[j:i])
 		o[j] = v
 	}
 }
@@ -59,30 +67,38 @@ func byMember(a, b kv.Overlap) int {
 	return cmp.Compare(a.Member.Rank, b.Member.Rank)
 }
 
+// probeOne matches one query and leaves its entries, sorted by (worker,
+// rank), in s.overlaps. locals may be host memory: Match only reads it
+// during the call.
+func (h *handle) probeOne(s *scratch, locals []uint64) error {
+	ix := h.ix.Load()
+	if ix == nil {
+		return errHandle
+	}
+	s.overlaps = ix.match(s.overlaps[:0], locals)
+	sortMembers(s.overlaps)
+	h.probes.Add(1)
+	return nil
+}
+
 // probe matches the queries locals[0:lens[0]], locals[lens[0]:lens[0]+lens[1]],
 // … and leaves in s.overlaps each query's entries sorted by (worker, rank),
-// query q's ending at s.ends[q]. locals may be host memory: Match only
-// reads it during the call.
+// query q's ending at s.ends[q].
 func (h *handle) probe(s *scratch, locals []uint64, lens []int) error {
+	ix := h.ix.Load()
+	if ix == nil {
+		return errHandle
+	}
 	s.overlaps, s.ends = s.overlaps[:0], s.ends[:0]
-	err := h.read(func(ix index) error {
-		off := 0
-		for _, n := range lens {
-			s.overlaps = ix.Match(s.overlaps, locals[off:off+n])
-			s.ends = append(s.ends, len(s.overlaps))
-			off += n
-		}
-		return nil
-	})
-	if err != nil {
-		return err
+	off := 0
+	for _, n := range lens {
+		start := len(s.overlaps)
+		s.overlaps = ix.match(s.overlaps, locals[off:off+n])
+		sortMembers(s.overlaps[start:])
+		s.ends = append(s.ends, len(s.overlaps))
+		off += n
 	}
 	h.probes.Add(1)
-	start := 0
-	for _, end := range s.ends {
-		sortMembers(s.overlaps[start:end])
-		start = end
-	}
 	return nil
 }
 
@@ -105,7 +121,7 @@ type scoreQuery struct {
 	locals      []uint64 // a view of host memory, read during the call only
 	islTokens   int      // 0: len(locals) × block size
 	cands       []score.Candidate
-	members     bool // cands was NULL: every member the index knows
+	members     bool // cands was NULL: every member or ready lane the index knows
 	temperature float64
 	seed        uint64 // 0: a random seed
 }
@@ -119,18 +135,30 @@ type scored struct {
 }
 
 // score probes the request's prefix and lets the policy's scorer choose
-// among the candidates, each given its probe depth.
+// among the candidates, each given its probe depth. Without candidates, a
+// global handle offers every ready lane with its fresh signals (the result
+// then names the lane); the other modes have no load signals to offer.
 func (h *handle) score(s *scratch, q *scoreQuery) (scored, error) {
+	what := "candidates"
 	if q.members {
-		// Members carry no load signals, and every ABI policy needs them:
-		// no member is eligible (global mode's lanes will bring theirs).
-		return scored{}, fmt.Errorf("%s over the handle's members: %w: members carry no load signals; pass candidates", q.policy, score.ErrNoCandidate)
-	}
-	if err := h.probe(s, q.locals, []int{len(q.locals)}); err != nil {
-		return scored{}, err
-	}
-	for i := range q.cands {
-		q.cands[i].CachedBlocks = depth(s.overlaps, kv.Member{Worker: q.cands[i].ID, Rank: q.cands[i].Rank})
+		ix := h.ix.Load()
+		if ix == nil {
+			return scored{}, errHandle
+		}
+		if ix.global == nil {
+			// Members carry no load signals, and every ABI policy needs them.
+			return scored{}, fmt.Errorf("%s over the handle's members: %w: members carry no load signals; pass candidates", q.policy, score.ErrNoCandidate)
+		}
+		q.cands = ix.global.candidates(q.cands[:0], q.locals, time.Now())
+		h.probes.Add(1)
+		what = "ready lanes"
+	} else {
+		if err := h.probeOne(s, q.locals); err != nil {
+			return scored{}, err
+		}
+		for i := range q.cands {
+			q.cands[i].CachedBlocks = depth(s.overlaps, kv.Member{Worker: q.cands[i].ID, Rank: q.cands[i].Rank})
+		}
 	}
 	isl := q.islTokens
 	if isl == 0 {
@@ -143,10 +171,14 @@ func (h *handle) score(s *scratch, q *scoreQuery) (scored, error) {
 	rng := rand.New(rand.NewPCG(seed, seed^pcgStream))
 	res, err := h.scorers[q.policy].Score(score.Request{ISLTokens: isl, Temperature: q.temperature}, q.cands, rng)
 	if err != nil {
-		return scored{}, fmt.Errorf("%s over %d candidates: %w", q.policy, len(q.cands), err)
+		return scored{}, fmt.Errorf("%s over %d %s: %w", q.policy, len(q.cands), what, err)
 	}
 	c := &q.cands[res.Index]
-	return scored{res: res, id: c.ID, rank: c.Rank, cachedBlocks: c.CachedBlocks}, nil
+	sc := scored{res: res, id: c.ID, rank: c.Rank, cachedBlocks: c.CachedBlocks}
+	if q.members {
+		sc.res.Index = int(c.Rank) // the lane
+	}
+	return sc, nil
 }
 
 // hashTokens returns the local block hashes of tokens with the handle's

@@ -30,18 +30,24 @@
  * Threading: goindex_probe, goindex_probe_batch, goindex_hash_tokens,
  * goindex_score, goindex_stats and goindex_last_error may run on any number of
  * host threads at once, concurrently with one thread applying events
- * (insert, remove, clear, remove_worker, remove_rank, apply_frame). Event calls
- * on one handle are serialized by the library (calls from several threads are
- * safe but run one at a time). goindex_close must not race with other calls on
+ * (insert, remove, clear, remove_worker, remove_rank, apply_frame, set_rtt,
+ * attach_replica). Event calls on one handle are serialized by the library
+ * (calls from several threads are safe but run one at a time). goindex_close must not race with other calls on
  * the same handle: calls that start after close return GOINDEX_EHANDLE.
  *
  * Units: hashes are uint64 (Dynamo's u64 hash space; signed i64 hashes are the
  * same 64 bits); depths are in KV blocks; tokens are token counts; times are
  * milliseconds as double.
  *
+ * Modes: "exact" and "ckf" index one DC's KV events (lanes are members);
+ * "global" indexes DCs (lanes are DCs, fed by relay frames or a shared
+ * replica). A call of the other kind returns GOINDEX_EMODE after its argument
+ * checks.
+ *
  * One Go runtime per process: this library also exports Dynamo's worker
- * selector plugin symbol (dynamo_worker_selector_plugin_v1); load only one
- * Go-built shared library into a host process, and do not fork after loading.
+ * selector plugin symbol (dynamo_worker_selector_plugin_v1, at the end of this
+ * header); load only one Go-built shared library into a host process, and do
+ * not fork after loading.
  */
 #ifndef GOINDEX_H
 #define GOINDEX_H
@@ -68,7 +74,7 @@ extern "C" {
 #define GOINDEX_ESEQUENCE -7    /* invalid block sequence (parent among the blocks, remapped block); nothing changed */
 #define GOINDEX_ENOTFOUND -8    /* some removed hashes were unknown; the known ones were removed */
 #define GOINDEX_ECAPACITY -9    /* capacity: ckf blocks tracked but not all admitted to the filter; or no free lane, or no free tree node (nothing changed) */
-#define GOINDEX_EMODE -10       /* the call is not available in this handle's mode */
+#define GOINDEX_EMODE -10       /* the call is not available in this handle's mode (see Modes above) */
 #define GOINDEX_EFRAME -11      /* malformed or rejected relay frame; only the frame's lane is affected */
 #define GOINDEX_EREPLICA -12    /* the replica file cannot be attached (missing, bad header, wrong format) */
 #define GOINDEX_ENOCANDIDATE -13 /* score: no eligible candidate */
@@ -157,21 +163,23 @@ typedef struct goindex_score_result {
 } goindex_score_result;
 
 /* goindex_counters holds a handle's counters (filled by goindex_stats). Set struct_size first; the library
- * fills at most struct_size bytes. 96 bytes. */
+ * fills at most struct_size bytes, so a host built against the 96-byte
+ * struct of earlier headers (without frames_ignored) keeps working. 104 bytes. */
 typedef struct goindex_counters {
 	uint32_t struct_size;         /* sizeof(goindex_counters) */
 	uint32_t mode;                /* 1 exact, 2 ckf, 3 global */
 	uint64_t blocks;              /* blocks tracked (exact ownership entries) */
-	uint64_t members;             /* members (worker, rank) known */
-	uint64_t lanes_ready;         /* ckf/global: lanes with an installed table */
-	uint64_t memory_bytes;        /* index memory, approximate */
+	uint64_t members;             /* members (worker, rank) known; global: lanes (DCs) */
+	uint64_t lanes_ready;         /* ckf/global: lanes with an installed table (a snapshot) */
+	uint64_t memory_bytes;        /* index memory, approximate; global: the lane table (mapped bytes when attached) */
 	uint64_t capacity_omissions;  /* ckf: blocks tracked but not admitted to the filter */
 	uint64_t events_applied;      /* events accepted */
 	uint64_t events_rejected;     /* events that returned an error */
 	uint64_t probes;              /* probe and score calls served */
-	uint64_t frames_applied;      /* global: relay frames installed */
-	uint64_t frames_rejected;     /* global: relay frames rejected */
-	uint64_t replica_generation;  /* global: generation of the attached replica, 0 if none */
+	uint64_t frames_applied;      /* global: relay frames that changed a lane (chunk stored, snapshot installed, delta applied, drain acknowledged, load recorded) */
+	uint64_t frames_rejected;     /* global: relay frames that returned GOINDEX_EFRAME */
+	uint64_t replica_generation;  /* global: layout generation of the attached replica, 0 if none */
+	uint64_t frames_ignored;      /* global: frames accepted but ignored (stale, duplicate, of a DC without a lane, for a faulted lane) */
 } goindex_counters;
 
 /* goindex_abi_version returns GOINDEX_ABI_VERSION of the loaded library.
@@ -185,19 +193,39 @@ uint32_t goindex_abi_version(void);
  *           (one cuckoo-filter lane per member, probed together), or "global"
  *           (lanes are DCs fed by goindex_apply_frame or goindex_attach_replica);
  *   "lanes": ckf: maximum members (1..64; default 64);
- *   "expected_blocks_per_lane": ckf: sizing of each lane (default 1048576);
+ *   "expected_blocks_per_lane": ckf: sizing of each lane; global: the bucket
+ *           count of the frames' format, sized as `goindex relay` sizes its
+ *           filter (default 1048576, i.e. 524288 buckets, as the relay's);
+ *   "buckets": global: the bucket count itself (a power of two in [2, 2^24];
+ *           default: from expected_blocks_per_lane);
  *   "block_size": tokens per KV block (default 16; used by goindex_*_tokens and score);
  *   "clear_scope": "rank" (default) or "worker": what a cleared event drops;
- *   "seed": ckf addressing seed (default 0x5DEECE66D1B54A33);
+ *   "seed": ckf and global addressing seed (default 0x5DEECE66D1B54A33, the relay's);
  *   "max_kicks": ckf cuckoo kicks (1..4096; default 500);
+ *   "dcs": global: the DC ids of the lanes fed by goindex_apply_frame, lane l
+ *           being dcs[l] (1..64 distinct ids; the consumer manifest). Without
+ *           it a global handle has no lanes until goindex_attach_replica;
+ *           with it, it holds one in-process table of buckets words per lane
+ *           (8 bytes × buckets × ceil(lanes/8)·8: 64 MiB for 13 DCs at the
+ *           default size);
+ *   "domain": global: the domain whose frames the lanes take (default 0);
+ *   "consumer_instance": global: this consumer's instance id in leases (default 0);
+ *   "max_staleness_ms": global: load reports and RTTs older than this are
+ *           left out of score, never read as zero (default 5000);
+ *   "replica_check_ms": global: how often probes and scores look for a new
+ *           generation of the attached replica (default 100; 0: every call);
  *   "policy": default scoring policy name: "ttft" (default), "prefix-then-load", "load-only", "credit";
- *   "prefill_tokens_per_ms", "decode_blocks_per_ms": throughput model for ttft (defaults 20, 50).
- * Unknown keys are rejected (GOINDEX_ECONFIG) so typos are caught.
+ *   "prefill_tokens_per_ms", "queue_tokens_per_ms", "decode_blocks_per_ms":
+ *           the ttft throughput model where a candidate's load report gives
+ *           none: one request's prefill rate, the rate queued prefill
+ *           drains (0: the prefill rate), the rate decodes free KV blocks
+ *           (defaults 20, 0, 50).
+ * Unknown keys are rejected (GOINDEX_ECONFIG) so typos are caught. Every key
+ * is checked whatever the mode.
  * Threading: any thread. Ownership: config is read during the call only.
  * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL config with nonzero length or NULL
  * handle_out); GOINDEX_ETOOBIG (config over GOINDEX_MAX_CONFIG_BYTES);
- * GOINDEX_ECONFIG (detail via goindex_last_error(0, ...)); GOINDEX_EUNAVAILABLE
- * (a mode this library does not provide yet: "global"); GOINDEX_EINTERNAL. */
+ * GOINDEX_ECONFIG (detail via goindex_last_error(0, ...)); GOINDEX_EINTERNAL. */
 int goindex_open(goindex_in_char* config_json, size_t config_len, uint64_t* handle_out);
 
 /* goindex_close releases a handle. Closing twice returns GOINDEX_EHANDLE.
@@ -213,7 +241,8 @@ int goindex_close(uint64_t handle);
  * Threading: event call (serialized per handle; concurrent with probes).
  * Ownership: arrays are read during the call only.
  * Returns: GOINDEX_OK; GOINDEX_EINVAL; GOINDEX_ETOOBIG (n_blocks over
- * GOINDEX_MAX_BLOCKS); GOINDEX_EHANDLE; GOINDEX_EMODE (global mode);
+ * GOINDEX_MAX_BLOCKS); GOINDEX_EHANDLE; GOINDEX_EMODE (global mode, after the
+ * argument checks);
  * GOINDEX_EPARENT or GOINDEX_ESEQUENCE (nothing changed); GOINDEX_ECAPACITY
  * (ckf: the blocks are tracked, some are not in the filter until space frees;
  * or, nothing changed, a new member found every lane taken or the exact tree
@@ -279,7 +308,9 @@ int goindex_hash_tokens(uint64_t handle, goindex_in_u32* tokens, size_t n_tokens
  * ascending (id, rank) order; *written = entries written. Exact mode gives
  * Dynamo's find_matches scores; ckf and global modes never report below the
  * exact depth of a tracked block and overcount only through fingerprint
- * collisions.
+ * collisions. Global mode reports id = DC id and rank = lane, and reads the
+ * lanes in place (the in-process table, or the attached replica, whose new
+ * generations it follows as goindex_attach_replica says).
  * Threading: any thread, concurrently with event calls.
  * Ownership: local_hashes read during the call only; out written only.
  * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL with nonzero n, NULL written);
@@ -304,35 +335,82 @@ int goindex_probe_batch(uint64_t handle, goindex_in_u64* local_hashes, goindex_i
  * policy and fills *result (struct_size first). With the ttft policy:
  * cost = rtt_ms + queue_ms + prefill_ms of the uncached part of the prompt.
  * Candidates missing a signal the policy needs are not eligible.
+ * With candidates NULL (n_candidates 0), a global handle offers every ready
+ * lane (id = DC id, rank = lane) with its load from the DC's last load report
+ * and its RTT (the consumer's measurement in an attached replica,
+ * goindex_set_rtt's for fed lanes), each only when younger than
+ * "max_staleness_ms"; result->chosen is then the chosen lane.
  * Threading: any thread, concurrently with event calls.
  * Ownership: request and its arrays read during the call only.
  * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL pointers, bad struct_size, unknown
  * policy); GOINDEX_ETOOBIG; GOINDEX_EHANDLE; GOINDEX_ENOCANDIDATE (also
- * for candidates NULL in exact and ckf modes: members carry no load signals);
+ * for candidates NULL in exact and ckf modes: members carry no load signals;
+ * and in global mode when no ready lane has fresh signals);
  * GOINDEX_EINTERNAL. */
 typedef const goindex_score_request goindex_in_score_request;
 int goindex_score(uint64_t handle, goindex_in_score_request* request, goindex_score_result* result);
 
-/* goindex_apply_frame feeds one relay frame (as published by `goindex relay`)
- * into a global-mode handle, for hosts with their own transport. Frames for a
- * lane are checked by the lane state machine (lease, identity, sequence);
- * a rejected frame affects only its lane.
+/* goindex_apply_frame feeds one relay frame (exactly one, as `goindex relay`
+ * publishes it: snapshot chunk, delta, drain marker, heartbeat or load
+ * report) into a global handle opened with "dcs", for hosts with their own
+ * transport. The frame's producer pool (domain, DC) picks its lane; frames
+ * of other domains or DCs are ignored. Each lane runs the CKF protocol's
+ * lane state machine (spec ckf-algorithm.md §5.3: identity, lease, sequence);
+ * a frame for one lane never changes another.
+ * Leases are consumer-local (fan-out transport). A frame without a lease,
+ * as the relay publishes them, is given one by the library: the first chunk
+ * (bucket 0) of a snapshot claims its DC's lane under a new lease (a new
+ * subscription: the lane leaves READY until the last chunk is in) unless it
+ * continues the snapshot being installed or repeats the installed one; every
+ * other frame gets the lane's current lease. So a host feeds the lane its
+ * DC's stored snapshot and then the deltas after it, in order; after a
+ * gap (GOINDEX_EFRAME, the lane faulted) or a relay restart it feeds a
+ * newer snapshot, which recovers the lane. Frames carrying a lease (leased
+ * transports) must carry the lane's current lease. Heartbeats only measure
+ * lag here (the transport's ordering is unknown). Load reports of the
+ * lane's producer feed score.
  * Threading: event call. Ownership: frame read during the call only.
- * Returns: GOINDEX_OK (applied or ignored as stale/duplicate); GOINDEX_EINVAL;
- * GOINDEX_ETOOBIG (over GOINDEX_MAX_FRAME_BYTES); GOINDEX_EHANDLE;
- * GOINDEX_EMODE (not a global handle, or a replica is attached);
- * GOINDEX_EFRAME (malformed or rejected; the lane is faulted until it
- * resyncs); GOINDEX_EUNAVAILABLE; GOINDEX_EINTERNAL. */
+ * Returns: GOINDEX_OK (applied, or ignored: stale, duplicate, of a DC
+ * without a lane, for a faulted lane awaiting a snapshot; see
+ * goindex_stats); GOINDEX_EINVAL; GOINDEX_ETOOBIG (over
+ * GOINDEX_MAX_FRAME_BYTES); GOINDEX_EHANDLE; GOINDEX_EMODE (not a global
+ * handle, opened without "dcs", or a replica is attached);
+ * GOINDEX_EFRAME (malformed: nothing changed; or rejected by its lane: a
+ * fault, after which the lane is not ready until a new snapshot, or a
+ * snapshot chunk out of order, after which the lane awaits the snapshot from
+ * bucket 0; goindex_last_error names the problem and the lane);
+ * GOINDEX_EINTERNAL. */
 int goindex_apply_frame(uint64_t handle, goindex_in_u8* frame, size_t len);
 
 /* goindex_attach_replica maps the shared-memory replica file at path (written
- * by `goindex consume`) read-only into a global-mode handle; probes and scores
- * then see every DC's lanes with no copying. A new replica generation (layout
- * change) is detected and remapped by later probes.
+ * by `goindex consume`; path_len bytes, no NUL needed) read-only into a global
+ * handle; probes and scores then read the file's lanes (DC ids, RTTs and load
+ * reports from its lane records) in place, with no copying, and
+ * goindex_apply_frame and goindex_set_rtt return GOINDEX_EMODE from now on.
+ * At most every "replica_check_ms" a probe or score checks whether the
+ * consumer replaced the file with a new generation (a layout change) and maps
+ * it; the old mapping stays until no probe on any thread still reads it. A
+ * failed remap keeps the old generation serving. Attaching again (the same
+ * or another path) replaces the mapping the same way.
  * Threading: event call. Ownership: path read during the call only.
- * Returns: GOINDEX_OK; GOINDEX_EINVAL; GOINDEX_ETOOBIG; GOINDEX_EHANDLE;
- * GOINDEX_EMODE; GOINDEX_EREPLICA; GOINDEX_EUNAVAILABLE; GOINDEX_EINTERNAL. */
+ * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL with nonzero length, empty, or
+ * holding a NUL byte); GOINDEX_ETOOBIG (over GOINDEX_MAX_NAME_BYTES);
+ * GOINDEX_EHANDLE; GOINDEX_EMODE (not a global handle); GOINDEX_EREPLICA
+ * (missing or unreadable, not a replica file, another layout version,
+ * corrupt: nothing changed, a replica attached before keeps serving);
+ * GOINDEX_EINTERNAL. */
 int goindex_attach_replica(uint64_t handle, goindex_in_char* path, size_t path_len);
+
+/* goindex_set_rtt records the host's measured round trip to DC dc_id for a
+ * global handle fed by goindex_apply_frame (an attached replica carries the
+ * consumer's own measurements). score uses it for dc_id's lane until it is
+ * older than "max_staleness_ms"; call it again to refresh it.
+ * Threading: event call.
+ * Returns: GOINDEX_OK; GOINDEX_EINVAL (rtt_ms not finite or outside
+ * [0, 86400000], or dc_id not in "dcs"); GOINDEX_EHANDLE; GOINDEX_EMODE (not
+ * a global handle, opened without "dcs", or a replica is attached);
+ * GOINDEX_EINTERNAL. */
+int goindex_set_rtt(uint64_t handle, uint64_t dc_id, double rtt_ms);
 
 /* goindex_stats fills at most stats->struct_size bytes of *stats.
  * Threading: any thread. Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL, or
@@ -352,6 +430,146 @@ goindex_in_char* goindex_strerror(int code);
  * Threading: any thread. Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL buf with
  * nonzero capacity); GOINDEX_EHANDLE. */
 int goindex_last_error(uint64_t handle, char* buf, size_t capacity, size_t* needed);
+
+/* ---- Dynamo worker-selector plugin, C ABI v1 (dynamo-compat §5a) ----
+ *
+ * The same library is a plugin of Dynamo's KV router (Dynamo >= 1.3.0):
+ * point DYN_ROUTER_WORKER_SELECTOR_PLUGIN at the absolute path of
+ * libgoindex.so and, optionally, DYN_ROUTER_WORKER_SELECTOR_CONFIG at a JSON
+ * config: {"policy": "ttft" (default) | "credit" | "load-only" |
+ * "prefix-then-load", "prefill_tokens_per_ms": 20, "queue_tokens_per_ms":
+ * (the prefill rate), "decode_blocks_per_ms": 1, "credit": 1}, unknown keys
+ * rejected, at most 64 KiB. Dynamo loads it with dlopen(RTLD_NOW|RTLD_LOCAL)
+ * and calls dynamo_worker_selector_plugin_v1. The plugin chooses among the
+ * workers Dynamo already found eligible, with goindex's cost model over
+ * Dynamo's own cached-token, load and capacity columns (the input carries no
+ * block hashes, so it does not probe an index); see dynamo/selector.
+ *
+ * The types below are Dynamo's, laid out as its API crate lays them out
+ * (LP64; offsets in the comments). Status codes of every callback: */
+#define DYNAMO_WS_OK 0            /* *candidate_index_out is the choice */
+#define DYNAMO_WS_INVALID_INPUT 1 /* malformed input: NULL pointers, struct_size below the v1 size, candidate_format not 1, more than DYNAMO_WS_MAX_CANDIDATES candidates, a provided column that is NULL or misaligned, block_size 0, a bad config, an unknown state */
+#define DYNAMO_WS_ERROR 2         /* internal failure */
+#define DYNAMO_WS_PANICKED 3      /* a recovered Go panic (the state stays usable) */
+#define DYNAMO_WS_USE_DEFAULT 4   /* run Dynamo's default selector: no candidates, or a column the policy needs was not provided */
+
+#define DYNAMO_WS_ABI_VERSION 1
+#define DYNAMO_WS_COLUMNAR 1                 /* dynamo_ws_input.candidate_format */
+#define DYNAMO_WS_MAX_CANDIDATES (1u << 16)  /* candidates per select (goindex's limit) */
+
+/* Candidate input bits (dynamo_ws_columns.provided_inputs, and what
+ * required_candidate_inputs asks for). */
+#define DYNAMO_WS_INPUT_IDENTITY (1ull << 0)            /* worker_ids, dp_ranks */
+#define DYNAMO_WS_INPUT_CACHED_TOKENS (1ull << 1)       /* cached_tokens */
+#define DYNAMO_WS_INPUT_CACHE_TIERS (1ull << 2)         /* cache_tiers */
+#define DYNAMO_WS_INPUT_LOAD (1ull << 3)                /* loads */
+#define DYNAMO_WS_INPUT_CAPACITY (1ull << 4)            /* capacities */
+#define DYNAMO_WS_INPUT_ROUTING (1ull << 5)             /* routing */
+#define DYNAMO_WS_INPUT_DEFAULT_COST (1ull << 6)        /* default_costs */
+#define DYNAMO_WS_INPUT_DEFAULT_KV_OVERLAP (1ull << 7)  /* default_kv_overlaps */
+#define DYNAMO_WS_INPUT_DEFAULT_DECODE_LOAD (1ull << 8) /* default_decode_loads */
+
+/* dynamo_ws_byte_slice is borrowed bytes; len 0 may come with a NULL ptr. 16 bytes. */
+typedef struct dynamo_ws_byte_slice {
+	const uint8_t* ptr; /* @0 */
+	size_t len;         /* @8 */
+} dynamo_ws_byte_slice;
+
+/* dynamo_ws_error_buffer is the host's buffer for a failure's message: the
+ * plugin writes at most capacity bytes (UTF-8, not NUL-terminated) and sets
+ * written. 24 bytes. */
+typedef struct dynamo_ws_error_buffer {
+	uint8_t* ptr;    /* @0 */
+	size_t capacity; /* @8 */
+	size_t written;  /* @16 */
+} dynamo_ws_error_buffer;
+
+/* Entries of the struct-valued candidate columns. */
+typedef struct dynamo_ws_cache_tiers { /* 40 bytes */
+	double effective_overlap_blocks;            /* @0 */
+	uint64_t device_overlap_blocks;             /* @8 */
+	uint64_t host_pinned_overlap_blocks;        /* @16 */
+	uint64_t disk_overlap_blocks;               /* @24 */
+	uint64_t shared_cache_beyond_device_blocks; /* @32 */
+} dynamo_ws_cache_tiers;
+
+typedef struct dynamo_ws_load { /* 24 bytes */
+	uint64_t active_prefill_tokens;   /* @0 */
+	uint64_t active_decode_blocks;    /* @8 */
+	uint64_t additional_active_blocks; /* @16 */
+} dynamo_ws_load;
+
+typedef struct dynamo_ws_capacity { /* 16 bytes; UINT64_MAX = unavailable */
+	uint64_t total_kv_blocks;        /* @0 */
+	uint64_t max_num_batched_tokens; /* @8 */
+} dynamo_ws_capacity;
+
+typedef struct dynamo_ws_routing { /* 24 bytes */
+	dynamo_ws_byte_slice stable_routing_id; /* @0; empty = none */
+	double preferred_taint_multiplier;      /* @16; 1.0 neutral */
+} dynamo_ws_routing;
+
+/* dynamo_ws_columns holds the candidates column by column: each pointer is
+ * to candidate_count entries, or NULL when the column is not provided. 96
+ * bytes. */
+typedef struct dynamo_ws_columns {
+	uint32_t struct_size;                       /* @0, >= 96 */
+	uint32_t reserved;                          /* @4 */
+	uint64_t provided_inputs;                   /* @8, DYNAMO_WS_INPUT_* */
+	const uint64_t* worker_ids;                 /* @16 */
+	const uint32_t* dp_ranks;                   /* @24 */
+	const uint64_t* cached_tokens;              /* @32, effective cached tokens */
+	const dynamo_ws_cache_tiers* cache_tiers;   /* @40 */
+	const dynamo_ws_load* loads;                /* @48 */
+	const dynamo_ws_capacity* capacities;       /* @56 */
+	const dynamo_ws_routing* routing;           /* @64 */
+	const double* default_costs;                /* @72 */
+	const double* default_kv_overlaps;          /* @80 */
+	const uint64_t* default_decode_loads;       /* @88 */
+} dynamo_ws_columns;
+
+/* dynamo_ws_input is one selection. 88 bytes. */
+typedef struct dynamo_ws_input {
+	uint32_t struct_size;                       /* @0, >= 88 */
+	uint32_t candidate_format;                  /* @4, DYNAMO_WS_COLUMNAR */
+	uint32_t flags;                             /* @8: bit0 request_id, bit1 session_id, bit2 expected_output_tokens, bit3 prefill tracked, bit4 shared-cache hits */
+	uint32_t block_size;                        /* @12, tokens per KV block */
+	uint32_t selection_mode;                    /* @16: 0 query-only, 1 tracked, 2 tracked with admission */
+	uint32_t reserved;                          /* @20 */
+	uint64_t isl_tokens;                        /* @24 */
+	uint64_t expected_output_tokens;            /* @32 */
+	dynamo_ws_byte_slice request_id;            /* @40 */
+	dynamo_ws_byte_slice session_id;            /* @56 */
+	const dynamo_ws_columns* candidate_columns; /* @72 */
+	size_t candidate_count;                     /* @80 */
+} dynamo_ws_input;
+
+/* dynamo_ws_descriptor_v1 is the plugin's entry table, in static C memory.
+ * 40 bytes. create parses config (passed by value) and writes a non-NULL
+ * opaque state (a number, never a pointer into Go memory; NULL on failure);
+ * router_role is 0 unknown, 1 decode, 2 prefill (the cost model is the same
+ * for all three; other values are INVALID_INPUT). select writes the chosen
+ * index (< candidate_count) on DYNAMO_WS_OK. destroy frees a state (an
+ * unknown one is ignored). required_candidate_inputs writes the
+ * DYNAMO_WS_INPUT_* bits the configured policy reads.
+ * Threading: select calls on one state are serialized by Dynamo; different
+ * states may run concurrently (the library is safe either way). Every
+ * callback is bounded and never blocks; on failure it writes its message to
+ * err (which may be NULL) and returns the code; a Go panic returns
+ * DYNAMO_WS_PANICKED and never crosses into the host. Nothing borrowed is
+ * kept after a callback returns. */
+typedef struct dynamo_ws_descriptor_v1 {
+	uint32_t abi_version; /* @0, DYNAMO_WS_ABI_VERSION */
+	uint32_t struct_size; /* @4, sizeof(dynamo_ws_descriptor_v1) */
+	int32_t (*create)(dynamo_ws_byte_slice config, uint32_t router_role, void** state_out, dynamo_ws_error_buffer* err); /* @8 */
+	int32_t (*select)(void* state, const dynamo_ws_input* in, size_t* candidate_index_out, dynamo_ws_error_buffer* err); /* @16 */
+	void (*destroy)(void* state);                                                                                       /* @24 */
+	int32_t (*required_candidate_inputs)(void* state, uint64_t* inputs_out, dynamo_ws_error_buffer* err);             /* @32 */
+} dynamo_ws_descriptor_v1;
+
+/* dynamo_worker_selector_plugin_v1 returns the plugin's descriptor (static;
+ * never free it). Threading: any thread. */
+const dynamo_ws_descriptor_v1* dynamo_worker_selector_plugin_v1(void);
 
 #ifdef __cplusplus
 }

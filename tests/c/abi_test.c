@@ -592,9 +592,12 @@ static void bad_open(void) {
 		CHECK(rc == GOINDEX_ECONFIG && h == 42, "goindex_open(%s) = %d, handle %llu; want ECONFIG, handle untouched", bad[i].json, rc, (unsigned long long)h);
 		EXPECT_ERROR(0, bad[i].fragment);
 	}
-	const char *global = "{\"mode\": \"global\"}";
-	CHECK_RC(goindex_open(global, strlen(global), &h), GOINDEX_EUNAVAILABLE);
-	EXPECT_ERROR(0, "global");
+	const char *dup_dcs = "{\"mode\": \"global\", \"dcs\": [3, 1, 3]}";
+	CHECK_RC(goindex_open(dup_dcs, strlen(dup_dcs), &h), GOINDEX_ECONFIG);
+	EXPECT_ERROR(0, "dcs lists DC 3 twice");
+	const char *bad_buckets = "{\"mode\": \"global\", \"buckets\": 1000}";
+	CHECK_RC(goindex_open(bad_buckets, strlen(bad_buckets), &h), GOINDEX_ECONFIG);
+	EXPECT_ERROR(0, "buckets");
 
 	STEP("goindex_open: defaults, every key, and ids that are never reused");
 	CHECK_RC(goindex_open(NULL, 0, &h), GOINDEX_OK);
@@ -809,17 +812,19 @@ static void bad_score(void) {
 }
 
 static void bad_misc(void) {
-	STEP("bad arguments: apply_frame, attach_replica (not built yet)");
+	STEP("bad arguments: apply_frame, attach_replica, set_rtt on an exact handle");
 	uint64_t h = open_cfg("{}");
 	const uint8_t frame[4] = {1, 2, 3, 4};
 	CHECK_RC(goindex_apply_frame(h, NULL, 4), GOINDEX_EINVAL);
 	CHECK_RC(goindex_apply_frame(h, frame, (size_t)GOINDEX_MAX_FRAME_BYTES + 1), GOINDEX_ETOOBIG);
-	CHECK_RC(goindex_apply_frame(h, frame, 4), GOINDEX_EUNAVAILABLE);
-	EXPECT_ERROR(h, "goindex_apply_frame: ffi: not built into this library: relay frames");
+	CHECK_RC(goindex_apply_frame(h, frame, 4), GOINDEX_EMODE);
+	EXPECT_ERROR(h, "goindex_apply_frame: ffi: not available in this mode: the handle is in exact mode");
 	CHECK_RC(goindex_attach_replica(h, NULL, 4), GOINDEX_EINVAL);
 	CHECK_RC(goindex_attach_replica(h, "/dev/shm/x", (size_t)GOINDEX_MAX_NAME_BYTES + 1), GOINDEX_ETOOBIG);
-	CHECK_RC(goindex_attach_replica(h, "/dev/shm/x", 10), GOINDEX_EUNAVAILABLE);
-	EXPECT_ERROR(h, "replica");
+	CHECK_RC(goindex_attach_replica(h, "/dev/shm/x", 10), GOINDEX_EMODE);
+	EXPECT_ERROR(h, "goindex_attach_replica: ffi: not available in this mode");
+	CHECK_RC(goindex_set_rtt(h, 1, NAN), GOINDEX_EINVAL);
+	CHECK_RC(goindex_set_rtt(h, 1, 1.0), GOINDEX_EMODE);
 
 	STEP("bad arguments: stats and struct_size");
 	CHECK_RC(goindex_stats(h, NULL), GOINDEX_EINVAL);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/c/run.sh: the C host suite of libgoindex.so.
-#   1. the library's shape: exactly the header's goindex_* calls exported,
+#   1. the library's shape: exactly the header's calls exported (goindex_*
+#      and Dynamo's dynamo_worker_selector_plugin_v1),
 #      soname libgoindex.so.1, no symbol table or debug info;
 #   2. abi_test.c (gcc -Wall -Wextra -Werror) against the library;
 #   3. the same binary against a GOEXPERIMENT=cgocheck2 build of the library
@@ -22,7 +23,8 @@ fail() { printf 'tests/c: FAIL [%s] %s\n' "$step" "$*" >&2; exit 1; }
 [ -f "$lib" ] || fail "$lib is missing: run ./build.sh first"
 
 step="exported symbols are the header's calls"
-want=$(grep -oE '^[A-Za-z_][A-Za-z0-9_]*\*? +\**goindex_[a-z0-9_]+\(' "$root/include/goindex.h" | grep -oE 'goindex_[a-z0-9_]+\($' | tr -d '(' | sort -u)
+want=$(grep -oE '^[A-Za-z_][A-Za-z0-9_ ]*\*? +\**(goindex|dynamo_worker_selector_plugin)_[a-z0-9_]+\(' "$root/include/goindex.h" |
+	grep -oE '(goindex|dynamo_worker_selector_plugin)_[a-z0-9_]+\($' | tr -d '(' | sort -u)
 got=$(nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort -u)
 [ -n "$want" ] || fail "found no prototypes in include/goindex.h"
 [ "$want" = "$got" ] || fail "nm -D exports differ from include/goindex.h:

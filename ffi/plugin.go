@@ -1,0 +1,253 @@
+package main
+
+/*
+#include "goindex.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/goindex/goindex/dynamo/selector"
+)
+
+// The Go side of Dynamo's worker-selector plugin (dynamo-compat §5a). The
+// descriptor and its four callbacks live in plugin.c, in C memory as the
+// host requires; each callback turns the opaque state pointer into its
+// number and calls one of the exports below, which run the ABI's four
+// steps like the goindex_* calls: a recover guard (a panic is
+// DYNAMO_WS_PANICKED), the state and argument checks, one call into
+// dynamo/selector, and the mapping of the outcome to a status.
+
+// wsStatus is a DYNAMO_WS_* status as the callbacks return it.
+type wsStatus = C.int32_t
+
+// Go names of the plugin's C types, for the package's tests.
+type (
+	wsInput    = C.dynamo_ws_input
+	wsColumns  = C.dynamo_ws_columns
+	wsLoad     = C.dynamo_ws_load
+	wsCapacity = C.dynamo_ws_capacity
+	wsErrorBuf = C.dynamo_ws_error_buffer
+	wsU8       = C.uint8_t
+)
+
+// errPluginInput: the host's arguments are malformed (DYNAMO_WS_INVALID_INPUT).
+var errPluginInput = errors.New("goindex plugin: invalid input")
+
+// pluginState is one plugin state: the selector of one Dynamo router
+// (decode or prefill) and its scratch. Dynamo serializes select per state;
+// mu makes concurrent misuse safe too.
+type pluginState struct {
+	sel   *selector.Selector
+	mu    sync.Mutex
+	cands []selector.Candidate // scratch, under mu
+}
+
+// maxRouterRole is the largest router_role Dynamo passes to create (0
+// unknown, 1 decode, 2 prefill); the cost model is the same for all.
+const maxRouterRole = 2
+
+// wsGuard is each plugin export's deferred first step: a panic becomes
+// DYNAMO_WS_PANICKED with its message in eb.
+func wsGuard(rc *wsStatus, eb *wsErrorBuf) {
+	if r := recover(); r != nil {
+		*rc = wsFail(eb, C.DYNAMO_WS_PANICKED, fmt.Errorf("goindex plugin: panic: %v", r))
+	}
+}
+
+// wsFail writes err's message into the host's error buffer, at most its
+// capacity and cut at a UTF-8 boundary, sets written, and returns code. A
+// NULL buffer (or NULL ptr) gets nothing.
+func wsFail(eb *wsErrorBuf, code wsStatus, err error) wsStatus {
+	if eb == nil {
+		return code
+	}
+	eb.written = 0
+	if eb.ptr == nil || eb.capacity == 0 {
+		return code
+	}
+	msg := err.Error()
+	n := min(uint64(len(msg)), uint64(eb.capacity))
+	for n > 0 && n < uint64(len(msg)) && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(eb.ptr)), n), msg[:n])
+	eb.written = C.size_t(n)
+	return code
+}
+
+// invalid is wsFail with DYNAMO_WS_INVALID_INPUT for an error it formats.
+func invalid(eb *wsErrorBuf, format string, args ...any) wsStatus {
+	return wsFail(eb, C.DYNAMO_WS_INVALID_INPUT, fmt.Errorf("%w: "+format, append([]any{errPluginInput}, args...)...))
+}
+
+//export dynamoSelectorCreate
+func dynamoSelectorCreate(cfg *C.goindex_in_u8, cfgLen C.size_t, role C.uint32_t, stateOut *C.uint64_t, eb *wsErrorBuf) (rc wsStatus) {
+	defer wsGuard(&rc, eb)
+	if stateOut == nil {
+		return invalid(eb, "state_out is NULL")
+	}
+	*stateOut = 0
+	if uint32(role) > maxRouterRole {
+		return invalid(eb, "router_role %d (want 0 unknown, 1 decode or 2 prefill)", uint32(role))
+	}
+	src, err := view[byte](cfg, cfgLen, selector.MaxConfigBytes, "config")
+	if err != nil {
+		return invalid(eb, "%v", err)
+	}
+	c, err := selector.ParseConfig(src)
+	if err != nil {
+		return invalid(eb, "%v", err)
+	}
+	sel, err := selector.New(c)
+	if err != nil {
+		return invalid(eb, "%v", err)
+	}
+	*stateOut = C.uint64_t(handles.plugins.add(&pluginState{sel: sel}))
+	return C.DYNAMO_WS_OK
+}
+
+//export dynamoSelectorSelect
+func dynamoSelectorSelect(state C.uint64_t, in *wsInput, out *C.size_t, eb *wsErrorBuf) (rc wsStatus) {
+	defer wsGuard(&rc, eb)
+	st := handles.plugins.get(uint64(state))
+	switch {
+	case st == nil:
+		return invalid(eb, "state %#x is not a live plugin state", uint64(state))
+	case in == nil || out == nil:
+		return invalid(eb, "input or candidate_index_out is NULL")
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	req, cands, err := st.decode(in)
+	if err != nil {
+		return wsFail(eb, C.DYNAMO_WS_INVALID_INPUT, err)
+	}
+	d, err := st.sel.Select(req, cands)
+	switch {
+	case errors.Is(err, selector.ErrBadInput):
+		return wsFail(eb, C.DYNAMO_WS_INVALID_INPUT, err)
+	case err != nil:
+		return wsFail(eb, C.DYNAMO_WS_ERROR, err)
+	case d.UseDefault:
+		return C.DYNAMO_WS_USE_DEFAULT
+	case d.Index < 0 || d.Index >= len(cands):
+		return wsFail(eb, C.DYNAMO_WS_ERROR, fmt.Errorf("goindex plugin: selector chose %d of %d candidates", d.Index, len(cands)))
+	}
+	*out = C.size_t(d.Index)
+	return C.DYNAMO_WS_OK
+}
+
+//export dynamoSelectorRequiredInputs
+func dynamoSelectorRequiredInputs(state C.uint64_t, inputsOut *C.uint64_t, eb *wsErrorBuf) (rc wsStatus) {
+	defer wsGuard(&rc, eb)
+	st := handles.plugins.get(uint64(state))
+	switch {
+	case st == nil:
+		return invalid(eb, "state %#x is not a live plugin state", uint64(state))
+	case inputsOut == nil:
+		return invalid(eb, "inputs_out is NULL")
+	}
+	*inputsOut = C.uint64_t(st.sel.RequiredInputs())
+	return C.DYNAMO_WS_OK
+}
+
+//export dynamoSelectorDestroy
+func dynamoSelectorDestroy(state C.uint64_t) {
+	defer func() { _ = recover() }() // destroy has no status to report a panic with
+	handles.plugins.remove(uint64(state))
+}
+
+// decode checks Dynamo's input and turns its columns into the selector's
+// candidates (st.cands). A column is provided when its provided_inputs bit
+// is set; its pointer must then be non-NULL and aligned (a set bit with a
+// NULL column is malformed input, not a missing one). A pointer whose bit
+// is clear is ignored. The selector answers USE_DEFAULT for a column its
+// policy needs that is not provided.
+func (st *pluginState) decode(in *wsInput) (selector.Request, []selector.Candidate, error) {
+	req := selector.Request{BlockSize: uint32(in.block_size), ISLTokens: uint64(in.isl_tokens)}
+	n := uint64(in.candidate_count)
+	switch {
+	case uint64(in.struct_size) < C.sizeof_dynamo_ws_input:
+		return req, nil, fmt.Errorf("%w: input struct_size %d, want at least %d", errPluginInput, uint32(in.struct_size), C.sizeof_dynamo_ws_input)
+	case in.candidate_format != C.DYNAMO_WS_COLUMNAR:
+		return req, nil, fmt.Errorf("%w: candidate_format %d, want %d (columnar; pre-1.3 array-of-structs input is not supported)", errPluginInput, uint32(in.candidate_format), C.DYNAMO_WS_COLUMNAR)
+	case n > C.DYNAMO_WS_MAX_CANDIDATES:
+		return req, nil, fmt.Errorf("%w: %d candidates, at most %d", errPluginInput, n, C.DYNAMO_WS_MAX_CANDIDATES)
+	case n == 0:
+		return req, nil, nil
+	}
+	cols := in.candidate_columns
+	switch {
+	case cols == nil:
+		return req, nil, fmt.Errorf("%w: candidate_columns is NULL with %d candidates", errPluginInput, n)
+	case uint64(cols.struct_size) < C.sizeof_dynamo_ws_columns:
+		return req, nil, fmt.Errorf("%w: columns struct_size %d, want at least %d", errPluginInput, uint32(cols.struct_size), C.sizeof_dynamo_ws_columns)
+	}
+	has := uint64(cols.provided_inputs)
+	ids, err := column(cols.worker_ids, n, has, selector.InputIdentity, "worker_ids")
+	if err != nil {
+		return req, nil, err
+	}
+	ranks, err := column(cols.dp_ranks, n, has, selector.InputIdentity, "dp_ranks")
+	if err != nil {
+		return req, nil, err
+	}
+	cached, err := column(cols.cached_tokens, n, has, selector.InputCachedTokens, "cached_tokens")
+	if err != nil {
+		return req, nil, err
+	}
+	loads, err := column(cols.loads, n, has, selector.InputLoad, "loads")
+	if err != nil {
+		return req, nil, err
+	}
+	caps, err := column(cols.capacities, n, has, selector.InputCapacity, "capacities")
+	if err != nil {
+		return req, nil, err
+	}
+	cands := st.cands[:0]
+	for i := range int(n) {
+		var c selector.Candidate
+		if ids != nil {
+			c.WorkerID = uint64(ids[i])
+		}
+		if ranks != nil {
+			c.DPRank = uint32(ranks[i])
+		}
+		if cached != nil {
+			c.HasCachedTokens, c.CachedTokens = true, uint64(cached[i])
+		}
+		if loads != nil {
+			l := &loads[i]
+			c.HasLoad = true
+			c.ActivePrefillTokens, c.ActiveDecodeBlocks, c.AdditionalActiveBlocks = uint64(l.active_prefill_tokens), uint64(l.active_decode_blocks), uint64(l.additional_active_blocks)
+		}
+		if caps != nil {
+			c.HasCapacity, c.TotalKVBlocks = true, uint64(caps[i].total_kv_blocks)
+		}
+		cands = append(cands, c)
+	}
+	st.cands = cands
+	return req, cands, nil
+}
+
+// column returns a provided column's n entries as a view of host memory
+// (read during the call only), or nil when the column is not provided.
+func column[T any](p *T, n, has, bit uint64, name string) ([]T, error) {
+	if has&bit == 0 {
+		return nil, nil
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%w: column %s is provided (bit %#x) but NULL", errPluginInput, name, bit)
+	}
+	var zero T
+	if addr := uintptr(unsafe.Pointer(p)); addr%unsafe.Alignof(zero) != 0 {
+		return nil, fmt.Errorf("%w: column %s at %#x is not %d-byte aligned", errPluginInput, name, addr, unsafe.Alignof(zero))
+	}
+	return unsafe.Slice(p, n), nil
+}
