@@ -31,6 +31,7 @@ var commands = []command{
 	{"bench", "micro and macro benchmarks (radix, …) with machine-readable output", runBench},
 	{"sim", "replay a trace across simulated DCs under every routing policy; throughput, TTFT, hit rates, charts", runSim},
 	{"parity", "replay a trace or event log through the exact and the CKF index side by side; report agreement", runParity},
+	{"demo", "run the whole path on this machine: relays, consumer, router, library, simulation on a trace slice", runDemo},
 	{"record", "capture Dynamo KV events from a live NATS subject into an event log for goindex parity", runRecord},
 }
 
