@@ -80,8 +80,12 @@ test_all() {
 	step "all tests passed"
 }
 
+# demo runs `goindex demo` (tests/demo.sh): the whole path on this machine,
+# report in build/demo-report. GOINDEX_<FLAG> variables reach its flags
+# (GOINDEX_REQUESTS=100 ./build.sh demo).
 demo() {
 	build
+	step "goindex demo"
 	bash "$ROOT/tests/demo.sh" "$BUILD"
 }
 

@@ -1,30 +1,27 @@
 #!/usr/bin/env bash
-# The demo: replay shipped Mooncake trace slices (real production request
-# traces, 400 requests each) through the exact radix index and show what it
-# found. Called by ./build.sh demo with the build dir; runs in a few seconds.
+# The demo: `goindex demo` runs the whole goindex path on this machine on a
+# shipped Mooncake trace slice (testdata/mooncake/conversation_head400.jsonl,
+# 400 real production requests): NATS with one leaf server per DC behind
+# links delayed by the grid's RTTs, a relay per DC, the consumer and the
+# router as child processes, stub DC frontends whose mock engines publish
+# Dynamo KV events, the replica checked against the engines, libgoindex.so
+# probing and scoring in a separate python3 host, and `goindex sim` on the
+# 13-DC grid: the policy table, and a report with charts in
+# $BUILD/demo-report. About half a minute on 2 cores.
+# Called by ./build.sh demo with the build dir; extra arguments go to
+# `goindex demo` (see `goindex demo --help`; GOINDEX_<FLAG> variables work too).
 set -euo pipefail
 BUILD=${1:?build dir}
+shift
 cd "$(dirname "$0")/.."
 GOINDEX=$BUILD/goindex
-SLICES=testdata/mooncake
+[ -x "$GOINDEX" ] || { echo "tests/demo.sh: $GOINDEX is missing: run ./build.sh first" >&2; exit 1; }
 
-step() { printf '\n== %s ==\n' "$*"; }
-
-step "1. Hashing: a Mooncake hash id becomes 512 tokens, hashed as Dynamo does (id 0: spec V26, 16456450638077811066)"
-"$GOINDEX" hash --block-size 512 --tokens "$(printf '0,%.0s' $(seq 511))0"
-
-step "2. Synthetic workload slice over 8 workers with 16,384-block caches"
-echo "Each request goes to a random worker whose mock engine caches its blocks and"
-echo "publishes Stored/Removed events; the index then answers every prompt with the"
-echo "depth each worker holds. 'matched queries' above 'requests' means a worker holds"
-echo "prefixes of prompts that were sent elsewhere: what a prefix-aware router exploits."
-"$GOINDEX" bench radix --trace "$SLICES/synthetic_head400.jsonl" --workers 8 --examples 4
-
-step "3. Conversation workload slice over 4 workers, 128-token blocks, 2,048-block caches"
-echo "Small caches force LRU evictions (Removed events, leaf first); the index still"
-echo "agrees with every engine's cache on every query."
-"$GOINDEX" bench radix --trace "$SLICES/conversation_head400.jsonl" --workers 4 --block-size 128 --capacity-blocks 2048 --examples 4
-
-step "4. The same replay as one JSON object (goindex bench radix --json), first 400 bytes"
-json=$("$GOINDEX" bench radix --trace "$SLICES/synthetic_head400.jsonl" --workers 8 --json)
-echo "${json:0:400} …"
+lib=()
+if [ -f "$BUILD/libgoindex.so" ]; then
+	lib=(--library "$BUILD/libgoindex.so")
+else
+	echo "tests/demo.sh: no $BUILD/libgoindex.so; the library stage will be skipped" >&2
+fi
+exec "$GOINDEX" demo --trace testdata/mooncake/conversation_head400.jsonl --grid testdata/wan/grid13_rtt_ms.csv \
+	"${lib[@]}" --report "$BUILD/demo-report" "$@"
