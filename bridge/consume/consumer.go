@@ -143,6 +143,7 @@ func (c *Consumer) onLoad(m *nats.Msg) {
 		return
 	}
 	if i, ok := c.core.LaneOf(r.Identity.Pool); ok {
+		c.lanes[i].count(func(st *LaneStatus) { st.received(relayproto.FrameLoadReport.String(), len(m.Data)) })
 		c.lanes[i].recordLoad(&r, time.Now())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -33,9 +34,35 @@ type LaneStatus struct {
 	Requests    uint64 // fresh snapshots asked of the relay (deltas gone, store behind)
 	Deltas      uint64 // deltas applied
 	Drained     bool   // the relay's drain marker was acknowledged at Installed
-	LastFault   string
-	Load        *relayproto.LoadReport // last load report; nil before the first
+	// Pending is how many log messages the relay had written beyond the
+	// one the lane last applied (JetStream's pending count): the lane's
+	// lag in log messages, 0 at the tail.
+	Pending uint64
+	// CatchUps counts subscriptions that started behind the log's tail
+	// (retained messages to replay after the stored snapshot) and reached it.
+	CatchUps uint64
+	// FramesReceived and BytesReceived count what the lane received by
+	// frame type name (relayproto.FrameType.String: "delta", "heartbeat",
+	// "drain-marker", "snapshot" chunks from the store, "load-report";
+	// "invalid" for log frames that did not decode).
+	FramesReceived map[string]uint64 `json:",omitempty"`
+	BytesReceived  map[string]uint64 `json:",omitempty"`
+	LastFault      string
+	Load           *relayproto.LoadReport // last load report; nil before the first
 }
+
+// received counts one frame of kind, n bytes long.
+func (st *LaneStatus) received(kind string, n int) {
+	if st.FramesReceived == nil {
+		st.FramesReceived, st.BytesReceived = map[string]uint64{}, map[string]uint64{}
+	}
+	st.FramesReceived[kind]++
+	st.BytesReceived[kind] += uint64(n)
+}
+
+// frameInvalid is the FramesReceived kind of a log frame that did not
+// decode.
+const frameInvalid = "invalid"
 
 // laneRunner is one lane's ingestor goroutine (the lane's only writer of
 // words, ready bit and protocol record), its RTT prober and its load
@@ -46,7 +73,8 @@ type laneRunner struct {
 	dc    relayproto.DCID
 	names relay.Names
 	lane  *relayproto.Lane
-	log   *slog.Logger
+	base  *slog.Logger // lane and pool attributes
+	log   *slog.Logger // base plus the current subscription's lease and incarnation (ingestor only)
 	dec   relayproto.Decoder
 
 	mu      sync.Mutex // guards st and lastLoad
@@ -55,9 +83,9 @@ type laneRunner struct {
 }
 
 func newLaneRunner(c *Consumer, i int, dc relayproto.DCID) *laneRunner {
-	return &laneRunner{c: c, index: i, dc: dc, lane: c.core.Lane(i),
+	base := c.cfg.Logger.With("lane", i, relay.PoolLogKey, relay.PoolLogValue(c.cfg.Domain, dc))
+	return &laneRunner{c: c, index: i, dc: dc, lane: c.core.Lane(i), base: base, log: base,
 		names: relay.Names{Prefix: c.cfg.Prefix, Domain: c.cfg.Domain, DC: dc},
-		log:   c.cfg.Logger.With("lane", i, "dc", uint64(dc)),
 		st:    LaneStatus{Lane: i, DC: uint64(dc), State: relayproto.StateUnclaimed.String()}}
 }
 
@@ -66,6 +94,7 @@ func (l *laneRunner) status() LaneStatus {
 	defer l.mu.Unlock()
 	st := l.st
 	st.RTT = l.lastRTT
+	st.FramesReceived, st.BytesReceived = maps.Clone(st.FramesReceived), maps.Clone(st.BytesReceived)
 	if st.Load != nil {
 		r := *st.Load
 		st.Load = &r
@@ -138,6 +167,7 @@ func (l *laneRunner) sync(ctx context.Context) error {
 		return l.fail(err)
 	}
 	lease := l.lane.NextLease()
+	l.log = l.base.With("lease", lease.Epoch, "incarnation", id.Incarnation)
 	if err := l.lane.Assign(id, lease); err != nil {
 		return l.fail(fmt.Errorf("assign %v: %w", lease, err))
 	}
@@ -197,6 +227,8 @@ func (l *laneRunner) install(ctx context.Context, js jetstream.JetStream, info *
 		if err != nil {
 			return 0, fmt.Errorf("stored snapshot frame: %w", err)
 		}
+		n := len(body) - len(rest)
+		l.count(func(st *LaneStatus) { st.received(m.Type().String(), n) })
 		body = rest
 		s, ok := m.(*relayproto.Snapshot)
 		if !ok {
@@ -267,11 +299,31 @@ func (l *laneRunner) follow(ctx context.Context, js jetstream.JetStream, info *r
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 	defer it.Stop()
+	// A subscription starts behind when its first message has others
+	// pending after it; it counts one catch-up when it reaches the tail.
+	first, behind := true, false
 	for {
 		msg, err := it.Next()
 		if err != nil {
 			return fmt.Errorf("follow %s: %w", info.Stream, err)
 		}
+		var pending uint64
+		if md, err := msg.Metadata(); err == nil {
+			pending = md.NumPending
+		}
+		caughtUp := behind && pending == 0
+		if first {
+			first, behind = false, pending > 0
+		}
+		if caughtUp {
+			behind = false
+		}
+		l.count(func(st *LaneStatus) {
+			st.Pending = pending
+			if caughtUp {
+				st.CatchUps++
+			}
+		})
 		frames := [][]byte{msg.Data()}
 		if cfg.Filter != nil {
 			frames = cfg.Filter(l.dc, msg.Data())
@@ -290,9 +342,10 @@ func (l *laneRunner) apply(frame []byte, lease relayproto.Lease) error {
 	if err != nil {
 		// A bad frame retires the lane at once; the resync takes a new lease.
 		_ = l.lane.Retire()
-		l.count(func(st *LaneStatus) { st.Faults++ })
+		l.count(func(st *LaneStatus) { st.Faults++; st.received(frameInvalid, len(frame)) })
 		return fmt.Errorf("bad log frame: %w", err)
 	}
+	l.count(func(st *LaneStatus) { st.received(m.Type().String(), len(frame)) })
 	var o relayproto.Outcome
 	switch m := m.(type) {
 	case *relayproto.Delta:

@@ -13,6 +13,17 @@ import (
 // asset name.
 const DefaultPrefix = "goindex"
 
+// PoolLogKey is the log attribute that names the pool a line concerns, in
+// the relay's and the consumer's logs alike, so one pool's lines can be
+// followed across both; its value is PoolLogValue's "domain/dc".
+const PoolLogKey = "pool"
+
+// PoolLogValue is the PoolLogKey attribute's value for pool (d, dc):
+// "d/dc" in decimal.
+func PoolLogValue(d relayproto.DomainID, dc relayproto.DCID) string {
+	return strconv.FormatUint(uint64(d), 10) + "/" + strconv.FormatUint(uint64(dc), 10)
+}
+
 // Names are the NATS subjects and JetStream asset names of one pool, all
 // derived from the prefix P, the domain D and the DC C (decimal ids):
 //

@@ -69,7 +69,10 @@ type PoolStatus struct {
 	// UntrackedWorkers counts load samples and events of new workers not
 	// tracked because the live-worker table was full.
 	UntrackedWorkers uint64
-	Err              string // why the pool stopped, if it did
+	// Running is true while the pool's writer loop serves (set up, not
+	// stopped); a stopped pool's last status has it false.
+	Running bool
+	Err     string // why the pool stopped, if it did
 }
 
 // pool is one pool's writer goroutine state: everything here is touched by
@@ -120,7 +123,7 @@ func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 	}
 	names := Names{Prefix: r.cfg.Prefix, Domain: cfg.Domain, DC: r.cfg.DC}
 	p := &pool{r: r, cfg: cfg, names: names, format: f,
-		log: r.cfg.Logger.With("domain", uint64(cfg.Domain), "dc", uint64(r.cfg.DC)),
+		log: r.cfg.Logger.With(PoolLogKey, PoolLogValue(cfg.Domain, r.cfg.DC)),
 		in:  make(chan inbound, eventQueue), req: make(chan func()),
 		load: newLoadTracker(r.cfg.LiveWindow), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload()), wire: newWireStats()}
 	p.intake = newIntake(&p.istats, r.cfg.LiveWindow)
@@ -174,6 +177,7 @@ func (p *pool) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.log = p.log.With("incarnation", incarnation)
 	p.dlog = &deltaLog{ctx: p.r.base, js: js, subject: p.names.DeltaSubject(), timeout: c.PublishTimeout, wire: p.wire}
 	if err := p.dlog.resync(p.stream); err != nil {
 		return err
@@ -581,5 +585,5 @@ func (p *pool) status() PoolStatus {
 		LayoutGeneration: p.id.LayoutGeneration, Intake: p.istats, Rejected: p.rejected, Producer: p.prod.Stats(),
 		Publisher: p.pub.Status(), Snapshots: p.snaps.count, SnapshotSequence: p.snaps.stored,
 		SnapshotBytes: p.snaps.bytes, LogSequence: p.dlog.last, Rebuilds: p.rebuilds,
-		Wire: p.wire.clone(), UntrackedWorkers: p.load.refused}
+		Wire: p.wire.clone(), UntrackedWorkers: p.load.refused, Running: true}
 }

@@ -60,7 +60,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.Close()
 			return &PoolError{Domain: uint64(p.cfg.Domain), DC: uint64(r.cfg.DC), Err: err}
 		}
-		p.log.Info("relay pool up", "incarnation", p.id.Incarnation, "buckets", p.format.Buckets(),
+		p.log.Info("relay pool up", "buckets", p.format.Buckets(),
 			"stream", p.names.Stream(), "events", p.cfg.Namespace+"/"+p.cfg.Component)
 	}
 	close(r.ready)
@@ -70,6 +70,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		wg.Go(func() {
 			errs[i] = p.run(ctx)
 			st := p.status()
+			st.Running = false
 			if errs[i] != nil {
 				st.Err = errs[i].Error()
 			}

@@ -164,6 +164,12 @@ type Config struct {
 	// Logger receives attach, fallback and tokenizer logs; optional;
 	// default: discard.
 	Logger *slog.Logger
+	// Observe, when set, is called once for every completion request a DC
+	// answered, with the decision and the choice that served it (the
+	// metrics' routing decisions and cost parts). It runs on the request's
+	// goroutine before the answer is relayed, so it must be quick; it must
+	// not keep d or served. Optional; default: none.
+	Observe func(d *Decision, served *Choice)
 }
 
 func (c *Config) setDefaults() error {

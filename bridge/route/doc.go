@@ -104,6 +104,7 @@
 //   - decide.go: Prompt, Choice, Decision, Decide: candidates from lane signals, scoring, fallback order.
 //   - forward.go: the transport, outgoing requests, connect fallback, streaming relay, diagnostic headers.
 //   - router.go: Router, New, Serve, ServeHTTP, the endpoints, Ready, Stats.
+//   - signals.go: Signals (the replica's and every DC's signals as a decision sees them, for metrics), Policy.
 //   - errors.go: sentinels, DialError, StatusOf.
 //
 // # Tests

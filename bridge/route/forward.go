@@ -137,7 +137,7 @@ func (rt *Router) send(in *http.Request, order []Choice, body []byte) (*attempt,
 			return a, fmt.Errorf("%w: dc %s: %w", ErrUpstream, dc.Name, in.Context().Err())
 		}
 		rt.stats.fallbacks.Add(1)
-		rt.cfg.Logger.Warn("dc refused the connection, trying the next", "dc", dc.Name, "err", err)
+		rt.cfg.Logger.Warn("dc refused the connection, trying the next", "dc", dc.Name, "dc_id", dc.ID, "err", err)
 		a.skipped = append(a.skipped, dc.Name)
 	}
 	return a, fmt.Errorf("%w: tried %s", ErrUnreachable, strings.Join(a.skipped, ", "))

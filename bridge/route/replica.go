@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goindex/goindex/goindex/replica"
 	"github.com/goindex/goindex/goindex/shm"
@@ -168,6 +169,25 @@ func (h *replicaHolder) observe(obs []laneObs, hashes []uint64) uint64 {
 		v.observe(obs, hashes)
 		v.mu.RUnlock()
 		return v.info.Generation
+	}
+}
+
+// heartbeat returns the attached replica's writer heartbeat; false when
+// none is attached or it was never touched.
+func (h *replicaHolder) heartbeat() (time.Time, bool) {
+	for {
+		v := h.cur.Load()
+		if v == nil {
+			return time.Time{}, false
+		}
+		v.mu.RLock()
+		if v.closed {
+			v.mu.RUnlock()
+			continue
+		}
+		hb := v.r.WriterHeartbeat()
+		v.mu.RUnlock()
+		return hb, !hb.IsZero()
 	}
 }
 

@@ -265,6 +265,9 @@ func (rt *Router) serveCompletion(w http.ResponseWriter, r *http.Request, ep End
 	}
 	c := &d.Order[a.served]
 	rt.stats.routed[c.Index].Add(1)
+	if rt.cfg.Observe != nil {
+		rt.cfg.Observe(d, c)
+	}
 	relay(w, a.resp, diagnostics(d, c, a.skipped))
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/consume"
+	"github.com/goindex/goindex/bridge/obs"
+	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
 )
@@ -38,6 +40,8 @@ Output: progress and health logs on stderr; the final lane status on stdout
 func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("consume", consumeSynopsis, stderr)
 	nf := addNATSFlags(fs)
+	of := addObsFlags(fs)
+	readyLanes := fs.String("ready-lanes", obs.ReadyAnyLane, "/readyz: any (at least one lane READY) or all (every lane READY)")
 	domain := fs.Uint64("domain", 1, "indexer domain id")
 	dcsArg := fs.String("dcs", "", "comma-separated DC ids (empty: discover)")
 	discoverFor := fs.Duration("discover-for", consume.DefaultDiscoverFor, "how long discovery (or a first ping, for the format) waits")
@@ -72,7 +76,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *path == "" {
 		*path = fmt.Sprintf("/dev/shm/goindex-%d.replica", *domain)
 	}
-	log, err := nf.logger(stderr)
+	log, err := of.logger(stderr)
 	if err != nil {
 		return err
 	}
@@ -93,6 +97,11 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	log.Info("consumer up", "replica", c.Path(), "lanes", fmt.Sprint(c.Lanes()), "instance", c.Instance())
+	stopMetrics, err := of.serveConsume(log, c, *readyLanes)
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	defer stopMetrics()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	var tick <-chan time.Time
@@ -110,7 +119,8 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return printConsumeStatus(stdout, *asJSON, c.Path(), c.Status())
 		case <-tick:
 			for _, st := range c.Status() {
-				log.Info("lane status", "lane", st.Lane, "dc", st.DC, "state", st.State, "installed", st.Installed,
+				log.Info("lane status", "lane", st.Lane, relay.PoolLogKey, relay.PoolLogValue(relayproto.DomainID(*domain), relayproto.DCID(st.DC)),
+					"lease", st.Epoch, "incarnation", st.Incarnation, "state", st.State, "installed", st.Installed,
 					"lag", st.Lag, "rtt", st.RTT, "snapshots", st.Snapshots, "faults", st.Faults, "resyncs", st.Resyncs)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goindex/goindex/bridge/obs"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/nats-io/nats.go"
@@ -267,8 +268,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		subs[0].subject, subs[0].form = *subject, formDetect
 	}
 	none := ""
-	nf := natsFlags{url: url, listen: listen, store: &none, prefix: &none, logLevel: logLevel}
-	log, err := nf.logger(stderr)
+	nf := natsFlags{url: url, listen: listen, store: &none, prefix: &none}
+	text := obs.LogText
+	log, err := obsFlags{logFormat: &text, logLevel: logLevel}.logger(stderr)
 	if err != nil {
 		return err
 	}

@@ -48,26 +48,16 @@ stdout (one JSON object with --json).`
 
 // natsFlags are the connection flags relay and consume share.
 type natsFlags struct {
-	url, listen, store, prefix, logLevel *string
+	url, listen, store, prefix *string
 }
 
 func addNATSFlags(fs *flag.FlagSet) natsFlags {
 	return natsFlags{
-		url:      fs.String("nats", "", "NATS URL (empty: start an embedded nats-server with JetStream)"),
-		listen:   fs.String("listen", "127.0.0.1:4222", "embedded server: client address (port 0: a free one)"),
-		store:    fs.String("store", "", "embedded server: JetStream store directory (empty: a temporary one)"),
-		prefix:   fs.String("prefix", relay.DefaultPrefix, "first token of every goindex subject and asset name"),
-		logLevel: fs.String("log-level", "info", "stderr log level: debug, info, warn or error"),
+		url:    fs.String("nats", "", "NATS URL (empty: start an embedded nats-server with JetStream)"),
+		listen: fs.String("listen", "127.0.0.1:4222", "embedded server: client address (port 0: a free one)"),
+		store:  fs.String("store", "", "embedded server: JetStream store directory (empty: a temporary one)"),
+		prefix: fs.String("prefix", relay.DefaultPrefix, "first token of every goindex subject and asset name"),
 	}
-}
-
-// logger returns the stderr logger at the flag's level.
-func (f natsFlags) logger(stderr io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*f.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", *f.logLevel, errUsage)
-	}
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), nil
 }
 
 // connect opens the NATS connection, starting an embedded server first when
@@ -117,6 +107,7 @@ func splitHostPort(addr string) (string, int, error) {
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("relay", relaySynopsis, stderr)
 	nf := addNATSFlags(fs)
+	of := addObsFlags(fs)
 	jsDomain := fs.String("js-domain", "", "JetStream domain consumers reach this DC's assets through (a leaf node's)")
 	dc := fs.Uint64("dc", 0, "this DC's id (required, non-zero)")
 	name := fs.String("name", "", "this DC's human name (shown to consumers)")
@@ -154,7 +145,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return fmt.Errorf("relay: --encoding %q: want compact or dense: %w", *encoding, errUsage)
 	}
-	log, err := nf.logger(stderr)
+	log, err := of.logger(stderr)
 	if err != nil {
 		return err
 	}
@@ -177,6 +168,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("relay: %v: %w", err, errUsage)
 	}
+	stopMetrics, err := of.serveRelay(log, r)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	defer stopMetrics()
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	var tick <-chan time.Time
@@ -207,7 +203,8 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			last = st
 			for _, p := range st {
-				log.Info("relay status", "domain", p.Domain, "events", p.Intake.Events, "tracked", p.Producer.TrackedBlocks,
+				log.Info("relay status", relay.PoolLogKey, relay.PoolLogValue(relayproto.DomainID(p.Domain), relayproto.DCID(p.DC)),
+					"incarnation", p.Incarnation, "events", p.Intake.Events, "tracked", p.Producer.TrackedBlocks,
 					"load", fmt.Sprintf("%.3f", p.Producer.LoadFactor), "sequence", p.Publisher.LastSequence,
 					"snapshots", p.Snapshots, "fence", p.Publisher.Fence.String(), "gaps", p.Intake.Gaps)
 			}

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"slices"
 	"strings"
 
+	"github.com/goindex/goindex/bridge/obs"
 	"github.com/goindex/goindex/bridge/route"
 	"github.com/goindex/goindex/goindex/score"
 )
@@ -128,7 +128,8 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	responseTimeout := fs.Duration("response-timeout", route.DefaultResponseTimeout, "bound on a DC's wait before response headers")
 	bodyTimeout := fs.Duration("body-timeout", route.DefaultBodyTimeout, "bound on reading a request body")
 	shutdownGrace := fs.Duration("shutdown-grace", route.DefaultShutdownGrace, "how long in-flight requests may finish on shutdown")
-	verbose := fs.Bool("verbose", false, "debug logs")
+	of := addObsFlags(fs)
+	verbose := fs.Bool("verbose", false, "debug logs (same as --log-level debug)")
 	asJSON := fs.Bool("json", false, "print the final counters as one JSON object")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -149,16 +150,19 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		sc.Home = dcs[i].ID
 	}
-	level := slog.LevelInfo
 	if *verbose {
-		level = slog.LevelDebug
+		*of.logLevel = "debug"
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log, err := of.logger(stderr)
+	if err != nil {
+		return err
+	}
+	metrics := obs.NewRouteMetrics()
 	cfg := route.Config{ReplicaPath: *replicaPath, DCs: dcs, Score: sc, Temperature: *temperature, BlockSize: *blockSize,
 		LoRAHeader: *loraHeader, NamespaceHeader: *namespaceHeader, MaxStaleness: *maxStaleness,
 		MaxBodyBytes: *maxBody, MaxPromptTokens: *maxTokens, ConnectTimeout: *connectTimeout,
 		ResponseTimeout: *responseTimeout, BodyTimeout: *bodyTimeout, ReplicaPoll: *replicaPoll,
-		ShutdownGrace: *shutdownGrace, Logger: log}
+		ShutdownGrace: *shutdownGrace, Logger: log, Observe: metrics.Observe}
 	switch {
 	case *tokenizerURL != "" && *tokenizerCmd != "":
 		return fmt.Errorf("route: give --tokenizer-url or --tokenizer-cmd, not both: %w", errUsage)
@@ -180,6 +184,13 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rt.Close()
 		return fmt.Errorf("route: listen: %w", err)
 	}
+	stopMetrics, err := of.serveRoute(log, rt, metrics)
+	if err != nil {
+		ln.Close()
+		rt.Close()
+		return fmt.Errorf("route: %w", err)
+	}
+	defer stopMetrics()
 	fmt.Fprintf(stderr, "goindex route: listening on http://%s (policy %v, replica %s, dcs %s)\n",
 		ln.Addr(), policy, orNone(*replicaPath), dcs.String())
 	if err := rt.Serve(ctx, ln); err != nil {
