@@ -3,9 +3,13 @@
 #   1. the library's shape: exactly the header's calls exported (goindex_*
 #      and Dynamo's dynamo_worker_selector_plugin_v1),
 #      soname libgoindex.so.1, no symbol table or debug info;
-#   2. abi_test.c (gcc -Wall -Wextra -Werror) against the library;
-#   3. the same binary against a GOEXPERIMENT=cgocheck2 build of the library
-#      (built here into $GOINDEX_BUILD/cgocheck2);
+#   2. abi_test.c (gcc -Wall -Wextra -Werror) against the library; then
+#      global_test.c (global mode: the frames script and the replica file
+#      tests/c/fixture writes, a generation change under probing threads)
+#      and plugin_test.c (Dynamo's worker-selector plugin, loaded with
+#      dlopen as Dynamo does, columns laid out at the spec's offsets);
+#   3. the same binaries against a GOEXPERIMENT=cgocheck2 build of the
+#      library (built here into $GOINDEX_BUILD/cgocheck2);
 #   4. only with GOINDEX_BENCH_ABI=1: bench.c next to the Go benchmarks of
 #      ffi/bench_test.go, one run, for BENCHMARKS.md.
 # Needs GOINDEX_BUILD (./build.sh test sets it). GOINDEX_SEED steers the
@@ -35,17 +39,30 @@ readelf -d "$lib" | grep -q 'Library soname: \[libgoindex.so.1\]' || fail "sonam
 sections=$(readelf -S -W "$lib")
 ! grep -qE '\.debug_|\.symtab' <<<"$sections" || fail "the library keeps debug info or a symbol table"
 
-step="compile abi_test.c and bench.c"
+step="compile abi_test.c, global_test.c, plugin_test.c and bench.c"
 cflags=(-std=c11 -O2 -Wall -Wextra -Werror -pthread -I "$root/include" -I "$here")
 gcc "${cflags[@]}" "$here/abi_test.c" -L "$build" -lgoindex -lm -o "$work/abi_test"
+gcc "${cflags[@]}" "$here/global_test.c" -L "$build" -lgoindex -lm -o "$work/global_test"
+gcc "${cflags[@]}" "$here/plugin_test.c" -ldl -o "$work/plugin_test"
 gcc "${cflags[@]}" "$here/bench.c" -L "$build" -lgoindex -o "$work/bench"
 
-# run_suite DIR runs abi_test against DIR's library and checks it was that one.
+step="build the fixture and write the frames script"
+(cd "$root" && go build -o "$work/fixture" ./tests/c/fixture/cmd/fixture)
+"$work/fixture" frames "$work/frames.script"
+
+# run_suite DIR runs the suites against DIR's library and checks abi_test
+# loaded that one.
 run_suite() {
 	local out
 	out=$(LD_LIBRARY_PATH="$1" "$work/abi_test") || { printf '%s\n' "$out"; fail "abi_test failed against $1"; }
 	printf '%s\n' "$out"
 	grep -qxF "library: $1/libgoindex.so.1" <<<"$out" || fail "abi_test did not load $1/libgoindex.so.1"
+	LD_LIBRARY_PATH="$1" "$work/global_test" frames "$work/frames.script" || fail "global_test frames failed against $1"
+	rm -f "$work/replica" "$work/replica".*
+	"$work/fixture" replica "$work/replica" 1 "$work/replica.script"
+	LD_LIBRARY_PATH="$1" "$work/global_test" replica "$work/replica" "$work/replica.script" "$work/fixture" ||
+		fail "global_test replica failed against $1"
+	"$work/plugin_test" "$1/libgoindex.so" || fail "plugin_test failed against $1"
 }
 
 step="abi_test against the library"

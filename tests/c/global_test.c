@@ -1,0 +1,473 @@
+/* global_test.c: global mode of libgoindex.so from C (run by tests/c/run.sh).
+ *
+ *   global_test frames SCRIPT
+ *       runs the frames scenario tests/c/fixture wrote (relay frames of
+ *       simulated DCs: snapshots in chunks, deltas, a duplicate, a gap that
+ *       faults one lane while the others serve, the snapshot that recovers
+ *       it, foreign and malformed frames, drain markers, a relay restart,
+ *       load reports, RTTs and a score), every probe against the DCs' exact
+ *       depths, plus the bad-argument paths of the global calls;
+ *   global_test replica PATH SCRIPT FIXTURE
+ *       attaches the replica file at PATH (variant 1 of the replica
+ *       scenario, written by FIXTURE), runs variant 1's lines, then runs
+ *       "FIXTURE replica PATH 2" while four pthreads probe, so the layout
+ *       generation changes under them: every answer must belong to one
+ *       generation; then variant 2's lines, and bad replica files.
+ * Both end by checking that no handle is left open. Script lines are
+ * documented in tests/c/fixture/script.go. Exit status 0 when every check
+ * passed. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "goindex.h"
+
+static int failures;
+static const char *step = "setup";
+static char step_buf[256];
+#define STEP(name) (step = (name))
+
+static void fail_at(int line, const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "FAIL [%s] global_test.c:%d: ", step, line);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	failures++;
+}
+
+#define CHECK(cond, ...)                             \
+	do {                                             \
+		if (!(cond)) fail_at(__LINE__, __VA_ARGS__); \
+	} while (0)
+
+#define CHECK_RC(call, want)                                                                                  \
+	do {                                                                                                      \
+		int rc_ = (call);                                                                                     \
+		if (rc_ != (want))                                                                                    \
+			fail_at(__LINE__, "%s = %d (%s), want %d (%s)", #call, rc_, goindex_strerror(rc_), (want),        \
+			        goindex_strerror(want));                                                                  \
+	} while (0)
+
+static uint64_t opened[16];
+static size_t n_opened;
+
+static uint64_t open_cfg(const char *json) {
+	uint64_t h = 0;
+	int rc = goindex_open(json, strlen(json), &h);
+	if (rc != GOINDEX_OK) {
+		char msg[512];
+		goindex_last_error(0, msg, sizeof msg, NULL);
+		fail_at(__LINE__, "goindex_open(%s) = %d (%s): %s", json, rc, goindex_strerror(rc), msg);
+		exit(1);
+	}
+	if (n_opened < sizeof opened / sizeof opened[0]) opened[n_opened++] = h;
+	return h;
+}
+
+static const char *last_error(uint64_t h) {
+	static _Thread_local char msg[1024];
+	if (goindex_last_error(h, msg, sizeof msg, NULL) != GOINDEX_OK) snprintf(msg, sizeof msg, "(goindex_last_error failed)");
+	return msg;
+}
+
+static void expect_error_at(int line, uint64_t h, const char *fragment) {
+	const char *msg = last_error(h);
+	if (!strstr(msg, fragment)) fail_at(line, "goindex_last_error(%llu) = \"%s\", want it to mention \"%s\"", (unsigned long long)h, msg, fragment);
+}
+#define EXPECT_ERROR(h, fragment) expect_error_at(__LINE__, h, fragment)
+
+static goindex_counters stats_of(uint64_t h) {
+	goindex_counters c;
+	memset(&c, 0, sizeof c);
+	c.struct_size = sizeof c;
+	CHECK_RC(goindex_stats(h, &c), GOINDEX_OK);
+	return c;
+}
+
+/* ---- probes as strings: "dc/lane=blocks dc/lane=blocks" ---- */
+
+static int probe_str(uint64_t h, const uint64_t *q, size_t n, char *buf, size_t cap) {
+	goindex_overlap out[64];
+	size_t written = 0, off = 0;
+	int rc = goindex_probe(h, q, n, out, 64, &written);
+	buf[0] = 0;
+	for (size_t i = 0; rc == GOINDEX_OK && i < written && off < cap; i++)
+		off += (size_t)snprintf(buf + off, cap - off, "%s%llu/%u=%u", i ? " " : "", (unsigned long long)out[i].id, out[i].rank, out[i].blocks);
+	return rc;
+}
+
+/* ---- the script runner (tests/c/fixture/script.go) ---- */
+
+/* A parsed script line: its words, in place in the line's buffer. */
+typedef struct {
+	int no;
+	char *w[4096 + 64];
+	size_t n;
+} line_t;
+
+static uint64_t u64_at(const line_t *l, size_t i) {
+	if (i >= l->n) {
+		fail_at(__LINE__, "script line %d: missing field %zu", l->no, i);
+		exit(1);
+	}
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(l->w[i], &end, 10);
+	if (errno || *end) {
+		fail_at(__LINE__, "script line %d: field %zu \"%s\" is not a number", l->no, i, l->w[i]);
+		exit(1);
+	}
+	return v;
+}
+
+/* hashes reads "n h1 .. hn" from word i into q and returns the next word. */
+static size_t hashes(const line_t *l, size_t i, uint64_t *q, size_t *n) {
+	*n = u64_at(l, i);
+	if (*n > 256) {
+		fail_at(__LINE__, "script line %d: %zu hashes, at most 256", l->no, *n);
+		exit(1);
+	}
+	for (size_t j = 0; j < *n; j++) q[j] = u64_at(l, i + 1 + j);
+	return i + 1 + *n;
+}
+
+static size_t unhex(const char *s, uint8_t *out, size_t cap) {
+	size_t n = strlen(s) / 2;
+	if (n > cap) return (size_t)-1;
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+		if (sscanf(s + 2 * i, "%2x", &v) != 1) return (size_t)-1;
+		out[i] = (uint8_t)v;
+	}
+	return n;
+}
+
+static uint8_t frame_buf[8 << 20];
+
+/* want_probe formats the expected "k × dc lane blocks" from word i. */
+static void want_probe(const line_t *l, size_t i, char *buf, size_t cap) {
+	size_t k = u64_at(l, i), off = 0;
+	buf[0] = 0;
+	for (size_t e = 0; e < k && off < cap; e++)
+		off += (size_t)snprintf(buf + off, cap - off, "%s%llu/%llu=%llu", e ? " " : "", (unsigned long long)u64_at(l, i + 1 + 3 * e),
+		                        (unsigned long long)u64_at(l, i + 2 + 3 * e), (unsigned long long)u64_at(l, i + 3 + 3 * e));
+}
+
+static void run_line(uint64_t h, line_t *l) {
+	const char *op = l->w[0];
+	snprintf(step_buf, sizeof step_buf, "script line %d: %s %s", l->no, op, l->n > 1 ? l->w[1] : "");
+	step = step_buf;
+	uint64_t q[256];
+	size_t nq;
+	char got[2048], want[2048];
+	if (!strcmp(op, "apply")) {
+		int wantrc = (int)strtol(l->w[2], NULL, 10);
+		size_t n = unhex(l->w[3], frame_buf, sizeof frame_buf);
+		CHECK(n != (size_t)-1, "frame is not hex");
+		int rc = goindex_apply_frame(h, frame_buf, n);
+		CHECK(rc == wantrc, "goindex_apply_frame(%zu bytes) = %d (%s), want %d (%s): %s", n, rc, goindex_strerror(rc), wantrc,
+		      goindex_strerror(wantrc), last_error(h));
+	} else if (!strcmp(op, "rtt")) {
+		CHECK_RC(goindex_set_rtt(h, u64_at(l, 1), strtod(l->w[2], NULL)), GOINDEX_OK);
+	} else if (!strcmp(op, "probe")) {
+		size_t i = hashes(l, 2, q, &nq);
+		want_probe(l, i, want, sizeof want);
+		int rc = probe_str(h, q, nq, got, sizeof got);
+		CHECK(rc == GOINDEX_OK && !strcmp(got, want), "goindex_probe(%zu hashes) = %d, \"%s\"; want \"%s\"", nq, rc, got, want);
+	} else if (!strcmp(op, "score")) {
+		uint32_t policy = (uint32_t)u64_at(l, 2);
+		size_t i = hashes(l, 3, q, &nq);
+		int wantrc = (int)strtol(l->w[i], NULL, 10);
+		goindex_score_request req = {.struct_size = sizeof req, .policy = policy, .local_hashes = q, .n_hashes = nq, .random_seed = 1};
+		goindex_score_result res = {.struct_size = sizeof res};
+		int rc = goindex_score(h, &req, &res);
+		CHECK(rc == wantrc, "goindex_score = %d (%s), want %d: %s", rc, goindex_strerror(rc), wantrc, last_error(h));
+		if (rc == GOINDEX_OK && wantrc == GOINDEX_OK) {
+			uint64_t lane = u64_at(l, i + 1), dc = u64_at(l, i + 2), eligible = u64_at(l, i + 3);
+			CHECK((uint64_t)res.chosen == lane && res.id == dc && res.rank == lane && res.eligible == eligible,
+			      "goindex_score chose lane %d (DC %llu, rank %u) of %u eligible, want lane %llu (DC %llu) of %llu", res.chosen,
+			      (unsigned long long)res.id, res.rank, res.eligible, (unsigned long long)lane, (unsigned long long)dc, (unsigned long long)eligible);
+			CHECK(fabs(res.cost - (res.rtt_ms + res.queue_ms + res.prefill_ms)) < 1e-9 && res.rtt_ms > 0,
+			      "ttft cost %g is not rtt %g + queue %g + prefill %g with a measured RTT", res.cost, res.rtt_ms, res.queue_ms, res.prefill_ms);
+		}
+	} else if (!strcmp(op, "stats")) {
+		goindex_counters c = stats_of(h);
+		uint64_t got_v[5] = {c.lanes_ready, c.frames_applied, c.frames_rejected, c.frames_ignored, c.replica_generation};
+		const char *names[5] = {"lanes_ready", "frames_applied", "frames_rejected", "frames_ignored", "replica_generation"};
+		for (int i = 0; i < 5; i++)
+			CHECK(got_v[i] == u64_at(l, 1 + (size_t)i), "goindex_stats %s = %llu, want %llu", names[i], (unsigned long long)got_v[i],
+			      (unsigned long long)u64_at(l, 1 + (size_t)i));
+		CHECK(c.mode == 3, "goindex_stats mode = %u, want 3 (global)", c.mode);
+	} else {
+		fail_at(__LINE__, "unknown op \"%s\"", op);
+	}
+}
+
+/* The script, split into lines kept in memory. */
+static char *script_text;
+static char **lines;
+static size_t n_lines;
+
+static void read_script(const char *path) {
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		fail_at(__LINE__, "cannot open the script %s: %s", path, strerror(errno));
+		exit(1);
+	}
+	fseek(f, 0, SEEK_END);
+	long size = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	script_text = malloc((size_t)size + 1);
+	if (!script_text || fread(script_text, 1, (size_t)size, f) != (size_t)size) exit(1);
+	script_text[size] = 0;
+	fclose(f);
+	lines = calloc((size_t)size + 1, sizeof *lines);
+	for (char *p = script_text; p && *p;) {
+		lines[n_lines++] = p;
+		p = strchr(p, '\n');
+		if (p) *p++ = 0;
+	}
+}
+
+static void split(char *text, int no, line_t *l) {
+	l->no = no;
+	l->n = 0;
+	for (char *tok = strtok(text, " "); tok && l->n < sizeof l->w / sizeof l->w[0]; tok = strtok(NULL, " ")) l->w[l->n++] = tok;
+}
+
+/* config returns the script's config line (the rest of the line). */
+static const char *config(void) {
+	for (size_t i = 0; i < n_lines; i++)
+		if (!strncmp(lines[i], "config ", 7)) return lines[i] + 7;
+	fail_at(__LINE__, "the script has no config line");
+	exit(1);
+}
+
+/* run_variant runs the lines of variant v (0: a script without variants). */
+static void run_variant(uint64_t h, int v) {
+	int current = 0;
+	static line_t l;
+	for (size_t i = 0; i < n_lines; i++) {
+		if (!lines[i][0] || !strncmp(lines[i], "config ", 7)) continue;
+		if (!strncmp(lines[i], "variant ", 8)) {
+			current = atoi(lines[i] + 8);
+			continue;
+		}
+		if (current != v) continue;
+		char *copy = strdup(lines[i]);
+		split(copy, (int)i + 1, &l);
+		run_line(h, &l);
+		free(copy);
+	}
+}
+
+/* ---- frames ---- */
+
+static void bad_global_calls(uint64_t fed, uint64_t bare) {
+	STEP("bad arguments: apply_frame, set_rtt, attach_replica on global handles");
+	const uint8_t junk[] = "definitely not a frame";
+	CHECK_RC(goindex_apply_frame(fed, NULL, 5), GOINDEX_EINVAL);
+	CHECK_RC(goindex_apply_frame(fed, junk, (size_t)GOINDEX_MAX_FRAME_BYTES + 1), GOINDEX_ETOOBIG);
+	CHECK_RC(goindex_apply_frame(fed, junk, sizeof junk), GOINDEX_EFRAME);
+	EXPECT_ERROR(fed, "goindex_apply_frame: ");
+	CHECK_RC(goindex_apply_frame(fed, NULL, 0), GOINDEX_EFRAME); /* an empty frame is malformed, not a crash */
+	CHECK_RC(goindex_apply_frame(bare, junk, sizeof junk), GOINDEX_EMODE);
+	EXPECT_ERROR(bare, "\"dcs\"");
+	CHECK_RC(goindex_set_rtt(fed, 30, -1), GOINDEX_EINVAL);
+	CHECK_RC(goindex_set_rtt(fed, 30, NAN), GOINDEX_EINVAL);
+	CHECK_RC(goindex_set_rtt(fed, 30, INFINITY), GOINDEX_EINVAL);
+	CHECK_RC(goindex_set_rtt(fed, 99, 1), GOINDEX_EINVAL);
+	EXPECT_ERROR(fed, "DC 99 has no lane");
+	CHECK_RC(goindex_set_rtt(bare, 30, 1), GOINDEX_EMODE);
+	CHECK_RC(goindex_attach_replica(fed, NULL, 3), GOINDEX_EINVAL);
+	CHECK_RC(goindex_attach_replica(fed, "", 0), GOINDEX_EINVAL);
+	CHECK_RC(goindex_attach_replica(fed, "/a\0b", 4), GOINDEX_EINVAL);
+	CHECK_RC(goindex_attach_replica(fed, "/x", (size_t)GOINDEX_MAX_NAME_BYTES + 1), GOINDEX_ETOOBIG);
+	CHECK_RC(goindex_attach_replica(fed, "/nonexistent/goindex.replica", 28), GOINDEX_EREPLICA);
+	EXPECT_ERROR(fed, "no such file");
+	uint64_t one = 1;
+	CHECK_RC(goindex_insert(fed, 0, 0, 0, NULL, &one, &one, 1), GOINDEX_EMODE);
+	CHECK_RC(goindex_remove(fed, 0, 0, 0, &one, 1), GOINDEX_EMODE);
+	CHECK_RC(goindex_clear(fed, 0, 0, 0), GOINDEX_EMODE);
+	CHECK_RC(goindex_remove_worker(fed, 0), GOINDEX_EMODE);
+	CHECK_RC(goindex_remove_rank(fed, 0, 0), GOINDEX_EMODE);
+	goindex_overlap out[1];
+	size_t written = 7;
+	CHECK_RC(goindex_probe(bare, &one, 1, out, 1, &written), GOINDEX_OK);
+	CHECK(written == 0, "probe of a global handle without lanes wrote %zu entries", written);
+	goindex_score_request req = {.struct_size = sizeof req, .local_hashes = &one, .n_hashes = 1};
+	goindex_score_result res = {.struct_size = sizeof res};
+	CHECK_RC(goindex_score(bare, &req, &res), GOINDEX_ENOCANDIDATE);
+}
+
+static void frames(const char *script) {
+	read_script(script);
+	uint64_t h = open_cfg(config());
+	run_variant(h, 0);
+	/* A lane fault affects only its lane: the script checks every probe;
+	 * here the final counters add up. */
+	STEP("frames: the counters after the script");
+	goindex_counters c = stats_of(h);
+	CHECK(c.members == 3 && c.lanes_ready == 3 && c.memory_bytes > 0, "stats: members %llu, lanes_ready %llu, memory %llu; want 3, 3, > 0",
+	      (unsigned long long)c.members, (unsigned long long)c.lanes_ready, (unsigned long long)c.memory_bytes);
+	uint64_t bare = open_cfg("{\"mode\": \"global\"}");
+	bad_global_calls(h, bare);
+	CHECK_RC(goindex_close(bare), GOINDEX_OK);
+	CHECK_RC(goindex_close(h), GOINDEX_OK);
+}
+
+/* ---- replica ---- */
+
+/* The "hot" probe (document A) of each variant, as probe_str formats it. */
+static char hot[3][512];
+static uint64_t hot_q[256];
+static size_t hot_n;
+
+static void find_hot(void) {
+	int v = 0;
+	static line_t l;
+	for (size_t i = 0; i < n_lines; i++) {
+		if (!strncmp(lines[i], "variant ", 8)) v = atoi(lines[i] + 8);
+		if (strncmp(lines[i], "probe hot ", 10) || v < 1 || v > 2) continue;
+		char *copy = strdup(lines[i]);
+		split(copy, (int)i + 1, &l);
+		size_t next = hashes(&l, 2, hot_q, &hot_n);
+		want_probe(&l, next, hot[v], sizeof hot[v]);
+		free(copy);
+	}
+	CHECK(hot[1][0] && hot[2][0], "the script has no hot probe for variants 1 and 2");
+}
+
+/* variant_of returns the variant whose hot answer holds every entry of got
+ * (a generation caught while its lanes are being installed may miss some,
+ * never mix two), 0 for an empty answer, -1 for a mix. */
+static int variant_of(const char *got) {
+	if (!got[0]) return 0;
+	for (int v = 1; v <= 2; v++) {
+		char buf[512];
+		snprintf(buf, sizeof buf, "%s", got);
+		int all = 1;
+		char *save;
+		for (char *e = strtok_r(buf, " ", &save); e && all; e = strtok_r(NULL, " ", &save)) {
+			char pat[64];
+			snprintf(pat, sizeof pat, "%s", e);
+			const char *p = strstr(hot[v], pat);
+			size_t n = strlen(pat);
+			all = p && (p == hot[v] || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ');
+		}
+		if (all) return v;
+	}
+	return -1;
+}
+
+static uint64_t replica_h;
+static atomic_int probing_done;
+static atomic_long seen[3];
+
+static void *prober(void *arg) {
+	(void)arg;
+	char got[512];
+	for (long n = 0; !atomic_load(&probing_done) || n < 50; n++) {
+		if (probe_str(replica_h, hot_q, hot_n, got, sizeof got) != GOINDEX_OK) return (void *)1;
+		int v = variant_of(got);
+		if (v < 0) {
+			fprintf(stderr, "prober: \"%s\" is no generation's answer\n", got);
+			return (void *)2;
+		}
+		atomic_fetch_add(&seen[v], 1);
+	}
+	return NULL;
+}
+
+static void replica(const char *path, const char *script, const char *fixture) {
+	read_script(script);
+	find_hot();
+	STEP("replica: attach variant 1");
+	replica_h = open_cfg(config());
+	CHECK_RC(goindex_attach_replica(replica_h, path, strlen(path)), GOINDEX_OK);
+	goindex_counters c = stats_of(replica_h);
+	CHECK(c.replica_generation == 1 && c.members == 3 && c.memory_bytes > 0, "stats after attach: generation %llu, members %llu, memory %llu",
+	      (unsigned long long)c.replica_generation, (unsigned long long)c.members, (unsigned long long)c.memory_bytes);
+	CHECK_RC(goindex_apply_frame(replica_h, (const uint8_t *)"x", 1), GOINDEX_EMODE);
+	EXPECT_ERROR(replica_h, "replica is attached");
+	CHECK_RC(goindex_set_rtt(replica_h, 11, 1), GOINDEX_EMODE);
+	run_variant(replica_h, 1);
+
+	STEP("replica: the consumer writes generation 2 while four threads probe");
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, prober, NULL);
+	char cmd[4096];
+	snprintf(cmd, sizeof cmd, "'%s' replica '%s' 2", fixture, path);
+	int rc = system(cmd);
+	CHECK(rc == 0, "%s exited with %d", cmd, rc);
+	/* Probes now find the new generation (replica_check_ms 0); let the
+	 * threads run on it for a while before stopping them. */
+	char got[512];
+	for (int i = 0; i < 100000 && (probe_str(replica_h, hot_q, hot_n, got, sizeof got), strcmp(got, hot[2])); i++) {
+	}
+	CHECK(!strcmp(got, hot[2]), "after the consumer's rewrite, probe = \"%s\", want variant 2's \"%s\"", got, hot[2]);
+	for (int i = 0; i < 10000 && atomic_load(&seen[2]) < 200; i++) nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	atomic_store(&probing_done, 1);
+	for (int i = 0; i < 4; i++) {
+		void *bad = NULL;
+		pthread_join(th[i], &bad);
+		CHECK(bad == NULL, "prober %d failed (%ld)", i, (long)bad);
+	}
+	printf("replica: answers seen: generation 1: %ld, generation 2: %ld, empty: %ld\n", atomic_load(&seen[1]), atomic_load(&seen[2]),
+	       atomic_load(&seen[0]));
+	run_variant(replica_h, 2);
+
+	STEP("replica: bad files keep the mapped generation serving");
+	char bad_path[4096];
+	snprintf(bad_path, sizeof bad_path, "%s.foreign", path);
+	FILE *f = fopen(bad_path, "wb");
+	for (int i = 0; f && i < 1000; i++) fputs("not a replica ", f);
+	if (f) fclose(f);
+	CHECK_RC(goindex_attach_replica(replica_h, bad_path, strlen(bad_path)), GOINDEX_EREPLICA);
+	EXPECT_ERROR(replica_h, "not a replica file");
+	snprintf(bad_path, sizeof bad_path, "%s.missing", path);
+	CHECK_RC(goindex_attach_replica(replica_h, bad_path, strlen(bad_path)), GOINDEX_EREPLICA);
+	probe_str(replica_h, hot_q, hot_n, got, sizeof got);
+	CHECK(!strcmp(got, hot[2]), "after failed attaches, probe = \"%s\", want \"%s\"", got, hot[2]);
+	CHECK(stats_of(replica_h).replica_generation == 2, "generation after failed attaches is not 2");
+	CHECK_RC(goindex_attach_replica(replica_h, path, strlen(path)), GOINDEX_OK); /* again: same file, same answers */
+	probe_str(replica_h, hot_q, hot_n, got, sizeof got);
+	CHECK(!strcmp(got, hot[2]), "after attaching again, probe = \"%s\", want \"%s\"", got, hot[2]);
+	CHECK_RC(goindex_close(replica_h), GOINDEX_OK);
+}
+
+static void no_handle_left(void) {
+	STEP("the end: no handle is left open");
+	for (size_t i = 0; i < n_opened; i++) {
+		goindex_counters c = {.struct_size = sizeof c};
+		CHECK_RC(goindex_stats(opened[i], &c), GOINDEX_EHANDLE);
+	}
+	CHECK(n_opened > 0, "the suite opened no handle");
+}
+
+int main(int argc, char **argv) {
+	if (argc == 3 && !strcmp(argv[1], "frames")) {
+		frames(argv[2]);
+	} else if (argc == 5 && !strcmp(argv[1], "replica")) {
+		replica(argv[2], argv[3], argv[4]);
+	} else {
+		fprintf(stderr, "usage: global_test frames SCRIPT | global_test replica PATH SCRIPT FIXTURE\n");
+		return 2;
+	}
+	no_handle_left();
+	if (failures) {
+		fprintf(stderr, "tests/c: global_test %s: %d checks failed\n", argv[1], failures);
+		return 1;
+	}
+	printf("tests/c: global_test %s: all checks passed (%zu handles opened and closed)\n", argv[1], n_opened);
+	return 0;
+}
