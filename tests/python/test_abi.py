@@ -7,12 +7,17 @@ Steps, each named on failure:
   - differential: random workloads against a pure-Python port of the §3.6
     reference model (held / reachable per member); for the exact index every
     probe depth and score must equal the model's reach_len;
+  - global: the frames and replica scripts of tests/c/fixture (relay frames
+    through goindex_apply_frame, a replica file through
+    goindex_attach_replica and its next generation), line by line as
+    tests/c/global_test.c runs them;
   - the end: every handle the suite opened is closed.
 
 Constants come from the header itself. External hashes are the opaque
 SplitMix64 prefix fold of tests/c/chain.h. Stdlib only.
 
 Environment: GOINDEX_BUILD (directory holding libgoindex.so, required),
+GOINDEX_FIXTURE (the tests/c/fixture command; run.sh builds it),
 GOINDEX_SEED (first differential seed, default 1), GOINDEX_SEEDS (seed
 count, default 6), GOINDEX_STEPS (steps per seed, default 300).
 """
@@ -43,7 +48,8 @@ def header_constants(path):
 K = header_constants(HEADER)
 OK, EINVAL, EHANDLE, ECONFIG = K["GOINDEX_OK"], K["GOINDEX_EINVAL"], K["GOINDEX_EHANDLE"], K["GOINDEX_ECONFIG"]
 ETOOBIG, EBUFFER, EPARENT, ESEQUENCE = K["GOINDEX_ETOOBIG"], K["GOINDEX_EBUFFER"], K["GOINDEX_EPARENT"], K["GOINDEX_ESEQUENCE"]
-ENOTFOUND, ENOCANDIDATE, EUNAVAILABLE = K["GOINDEX_ENOTFOUND"], K["GOINDEX_ENOCANDIDATE"], K["GOINDEX_EUNAVAILABLE"]
+ENOTFOUND, ENOCANDIDATE, EMODE = K["GOINDEX_ENOTFOUND"], K["GOINDEX_ENOCANDIDATE"], K["GOINDEX_EMODE"]
+EFRAME, EREPLICA = K["GOINDEX_EFRAME"], K["GOINDEX_EREPLICA"]
 MAX_BLOCKS, MAX_TOKENS, MAX_NAME = K["GOINDEX_MAX_BLOCKS"], K["GOINDEX_MAX_TOKENS"], K["GOINDEX_MAX_NAME_BYTES"]
 
 u64, u32, size_t = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_size_t
@@ -74,7 +80,7 @@ class ScoreResult(ctypes.Structure):
 class Counters(ctypes.Structure):
     _fields_ = [("struct_size", u32), ("mode", u32)] + [(n, u64) for n in (
         "blocks", "members", "lanes_ready", "memory_bytes", "capacity_omissions", "events_applied",
-        "events_rejected", "probes", "frames_applied", "frames_rejected", "replica_generation")]
+        "events_rejected", "probes", "frames_applied", "frames_rejected", "replica_generation", "frames_ignored")]
 
 
 def load(build):
@@ -95,6 +101,7 @@ def load(build):
         "goindex_score": (ctypes.c_int, [u64, ctypes.POINTER(ScoreRequest), ctypes.POINTER(ScoreResult)]),
         "goindex_apply_frame": (ctypes.c_int, [u64, ctypes.c_char_p, size_t]),
         "goindex_attach_replica": (ctypes.c_int, [u64, PCH, size_t]),
+        "goindex_set_rtt": (ctypes.c_int, [u64, u64, ctypes.c_double]),
         "goindex_stats": (ctypes.c_int, [u64, ctypes.POINTER(Counters)]),
         "goindex_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "goindex_last_error": (ctypes.c_int, [u64, ctypes.c_char_p, size_t, PSZ]),
@@ -320,8 +327,11 @@ def bad_arguments(s):
         b = cfg.encode()
         s.rc(L.goindex_open(b, len(b), ctypes.byref(h0)), ECONFIG, f"goindex_open({cfg})")
         s.expect_error(0, frag)
-    b = b'{"mode": "global"}'
-    s.rc(L.goindex_open(b, len(b), ctypes.byref(h0)), EUNAVAILABLE, "goindex_open(mode global)")
+    for cfg, frag in [('{"mode": "global", "dcs": [4, 4]}', "twice"), ('{"mode": "global", "buckets": 3}', "buckets"),
+                      ('{"max_staleness_ms": 0}', "max_staleness_ms")]:
+        b = cfg.encode()
+        s.rc(L.goindex_open(b, len(b), ctypes.byref(h0)), ECONFIG, f"goindex_open({cfg})")
+        s.expect_error(0, frag)
 
     s.step = "bad arguments: events"
     h = s.open('{"block_size": 2}')
@@ -429,10 +439,12 @@ def bad_arguments(s):
     cases = [
         ("apply_frame NULL", L.goindex_apply_frame(h, None, 3), EINVAL),
         ("apply_frame oversize", L.goindex_apply_frame(h, b"x", K["GOINDEX_MAX_FRAME_BYTES"] + 1), ETOOBIG),
-        ("apply_frame", L.goindex_apply_frame(h, b"xyz", 3), EUNAVAILABLE),
+        ("apply_frame on an exact handle", L.goindex_apply_frame(h, b"xyz", 3), EMODE),
+        ("set_rtt on an exact handle", L.goindex_set_rtt(h, 1, 1.0), EMODE),
+        ("set_rtt NaN", L.goindex_set_rtt(h, 1, float("nan")), EINVAL),
         ("attach_replica NULL", L.goindex_attach_replica(h, None, 3), EINVAL),
         ("attach_replica oversize", L.goindex_attach_replica(h, b"/x", MAX_NAME + 1), ETOOBIG),
-        ("attach_replica", L.goindex_attach_replica(h, b"/x", 2), EUNAVAILABLE),
+        ("attach_replica on an exact handle", L.goindex_attach_replica(h, b"/x", 2), EMODE),
         ("stats NULL", L.goindex_stats(h, None), EINVAL),
         ("stats small", L.goindex_stats(h, ctypes.byref(Counters(struct_size=4))), EINVAL),
         ("last_error NULL buffer", L.goindex_last_error(h, None, 4, None), EINVAL),
@@ -464,6 +476,7 @@ def bad_arguments(s):
             ("probe_batch", L.goindex_probe_batch(bad, two, lens, 2, ov, 1, counts, ctypes.byref(n))),
             ("score", L.goindex_score(bad, ctypes.byref(req()), ctypes.byref(res))),
             ("apply_frame", L.goindex_apply_frame(bad, b"x", 1)), ("attach_replica", L.goindex_attach_replica(bad, b"x", 1)),
+            ("set_rtt", L.goindex_set_rtt(bad, 1, 1.0)),
             ("stats", L.goindex_stats(bad, ctypes.byref(c))), ("close", L.goindex_close(bad)),
         ]
         if bad:
@@ -623,19 +636,114 @@ def score_check(s, h, q, want, step):
             f"step {step}: score chose {chosen} with cached {res.cached_blocks}, want a member at reach_len {best}")
 
 
+# ---- global mode: the fixture's scripts (tests/c/fixture/script.go) ----
+
+def script_lines(text, variant):
+    """Yields (line number, words) of the lines of variant (0: no variants)."""
+    current = 0
+    for no, line in enumerate(text.split("\n"), 1):
+        w = line.split(" ")
+        if not line or w[0] == "config":
+            continue
+        if w[0] == "variant":
+            current = int(w[1])
+        elif current == variant:
+            yield no, w
+
+
+def run_script(s, h, text, variant):
+    L = s.lib
+    for no, w in script_lines(text, variant):
+        op = w[0]
+        s.step = f"global: script line {no} ({op} {w[1] if len(w) > 1 else ''})"
+        if op == "apply":
+            frame = bytes.fromhex(w[3])
+            s.rc(L.goindex_apply_frame(h, frame, len(frame)), int(w[2]), f"goindex_apply_frame({len(frame)} bytes) [{s.last_error(h)}]")
+        elif op == "rtt":
+            s.rc(L.goindex_set_rtt(h, int(w[1]), float(w[2])), OK, "goindex_set_rtt")
+        elif op == "probe":
+            n = int(w[2])
+            q = [int(x) for x in w[3:3 + n]]
+            k, rest = int(w[3 + n]), w[4 + n:]
+            want = " ".join(f"{rest[3 * e]}/{rest[3 * e + 1]}={rest[3 * e + 2]}" for e in range(k))
+            s.expect(h, q, want)
+        elif op == "score":
+            n = int(w[3])
+            q = [int(x) for x in w[4:4 + n]]
+            want, lane, dc, eligible = (int(x) for x in w[4 + n:8 + n])
+            req = ScoreRequest(struct_size=ctypes.sizeof(ScoreRequest), policy=int(w[2]), local_hashes=arr64(q), n_hashes=n, random_seed=1)
+            res = ScoreResult(struct_size=ctypes.sizeof(ScoreResult))
+            rc = L.goindex_score(h, ctypes.byref(req), ctypes.byref(res))
+            if s.rc(rc, want, "goindex_score over the ready lanes") and rc == OK:
+                s.check((res.chosen, res.id, res.rank, res.eligible) == (lane, dc, lane, eligible),
+                        f"goindex_score chose lane {res.chosen} (DC {res.id}) of {res.eligible}, want lane {lane} (DC {dc}) of {eligible}")
+        elif op == "stats":
+            c = s.stats(h)
+            got = (c.lanes_ready, c.frames_applied, c.frames_rejected, c.frames_ignored, c.replica_generation)
+            s.check(got == tuple(int(x) for x in w[1:6]) and c.mode == 3,
+                    f"goindex_stats (lanes_ready, applied, rejected, ignored, generation) = {got}, mode {c.mode}; want {tuple(w[1:6])}, mode 3")
+        else:
+            s.check(False, f"unknown script op {op!r}")
+
+
+def script_config(text):
+    return next(line[len("config "):] for line in text.split("\n") if line.startswith("config "))
+
+
+def global_mode(s, build):
+    import subprocess
+    import tempfile
+    fixture = os.environ.get("GOINDEX_FIXTURE")
+    s.step = "global: the fixture"
+    if not s.check(bool(fixture) and os.path.exists(fixture), f"GOINDEX_FIXTURE={fixture!r} is not the fixture command (run.sh builds it)"):
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        frames = os.path.join(tmp, "frames.script")
+        subprocess.run([fixture, "frames", frames], check=True)
+        text = open(frames).read()
+        h = s.open(script_config(text))
+        run_script(s, h, text, 0)
+        s.step = "global: a 96-byte goindex_counters (before frames_ignored) gets its fields only"
+        raw = (ctypes.c_uint8 * 104)(*([0xCD] * 104))
+        ctypes.c_uint32.from_buffer(raw, 0).value = 96
+        s.rc(s.lib.goindex_stats(h, ctypes.cast(raw, ctypes.POINTER(Counters))), OK, "goindex_stats(struct_size 96)")
+        s.check(bytes(raw[96:]) == b"\xcd" * 8 and ctypes.c_uint32.from_buffer(raw, 0).value == 96 and raw[4] == 3,
+                f"stats into a 96-byte struct wrote past it or changed struct_size: {bytes(raw[88:])!r}")
+        s.close(h)
+
+        replica, rscript = os.path.join(tmp, "replica"), os.path.join(tmp, "replica.script")
+        subprocess.run([fixture, "replica", replica, "1", rscript], check=True)
+        text = open(rscript).read()
+        h = s.open(script_config(text))
+        s.step = "global: attach the replica file"
+        s.rc(s.lib.goindex_attach_replica(h, replica.encode(), len(replica)), OK, f"goindex_attach_replica({replica}) [{s.last_error(h)}]")
+        run_script(s, h, text, 1)
+        subprocess.run([fixture, "replica", replica, "2"], check=True)
+        run_script(s, h, text, 2)
+        s.step = "global: bad replica files and frames on an attached handle"
+        with open(os.path.join(tmp, "foreign"), "wb") as f:
+            f.write(b"not a replica " * 100)
+        for path, want in [(os.path.join(tmp, "foreign"), EREPLICA), (os.path.join(tmp, "missing"), EREPLICA), (tmp, EREPLICA)]:
+            s.rc(s.lib.goindex_attach_replica(h, path.encode(), len(path)), want, f"goindex_attach_replica({path})")
+        s.rc(s.lib.goindex_apply_frame(h, b"x", 1), EMODE, "goindex_apply_frame on an attached handle")
+        s.check(s.stats(h).replica_generation == 2, "the failed attaches changed the mapped generation")
+        s.close(h)
+
+
 def main():
     build = os.environ.get("GOINDEX_BUILD")
     if not build:
         raise SystemExit("tests/python: GOINDEX_BUILD must name the directory holding libgoindex.so")
     s = Suite(load(build))
     s.step = "layout"
-    for cls, size in [(Overlap, 16), (Candidate, 48), (ScoreRequest, 64), (ScoreResult, 72), (Counters, 96)]:
+    for cls, size in [(Overlap, 16), (Candidate, 48), (ScoreRequest, 64), (ScoreResult, 72), (Counters, 104)]:
         s.check(ctypes.sizeof(cls) == size, f"sizeof({cls.__name__}) = {ctypes.sizeof(cls)}, header says {size}")
     s.check(s.lib.goindex_abi_version() == K["GOINDEX_ABI_VERSION"], "goindex_abi_version() differs from the header")
     scenarios(s)
     bad_arguments(s)
     differential(s, "exact")
     differential(s, "ckf")
+    global_mode(s, build)
     s.step = "the end: no handle is left open"
     c = Counters(struct_size=ctypes.sizeof(Counters))
     for h in s.opened:
