@@ -23,7 +23,7 @@ import (
 const (
 	ok, eInval, eHandle, eConfig, eTooBig, eBuffer, eParent = 0, -1, -2, -3, -4, -5, -6
 	eSequence, eNotFound, eCapacity, eNoCandidate           = -7, -8, -9, -13
-	eUnavailable                                            = -15
+	eMode                                                   = -10
 	maxBlocks, maxTokens, maxName, maxBatch                 = 1 << 20, 1 << 26, 4096, 1 << 16
 	maxConfig, maxFrame, maxCandidates                      = 1 << 20, 64 << 20, 1 << 16
 	candLoad, candRTT                                       = 1, 4
@@ -317,8 +317,9 @@ func (h *host) badArguments() {
 		h.rc(L.Open(pstr(cfg), uintptr(len(cfg)), &hd0), eConfig, step+" "+cfg)
 	}
 	assert.Contains(h.t, h.lastError(0), "goindex_open: ffi: bad config", "%s: last_error(0)", step)
-	global := `{"mode":"global"}`
-	h.rc(L.Open(pstr(global), uintptr(len(global)), &hd0), eUnavailable, step+" "+global)
+	global := `{"mode":"global","dcs":[2,2]}`
+	h.rc(L.Open(pstr(global), uintptr(len(global)), &hd0), eConfig, step+" "+global)
+	assert.Contains(h.t, h.lastError(0), "dcs lists DC 2 twice", "%s: last_error(0)", step)
 
 	hd := h.open(`{"block_size": 2}`)
 	h.rc(h.store(hd, 0, 0, nil, []uint64{1}), ok, "bad arguments: setup")
@@ -408,10 +409,12 @@ func (h *host) badArguments() {
 		{"score no eligible", L.Score(hd, req(func(r *ScoreRequest) { r.Policy = policyTTFT }), res), eNoCandidate},
 		{"apply_frame NULL", L.ApplyFrame(hd, nil, 3), eInval},
 		{"apply_frame oversize", L.ApplyFrame(hd, pstr(frame), maxFrame+1), eTooBig},
-		{"apply_frame", L.ApplyFrame(hd, pstr(frame), 3), eUnavailable},
+		{"apply_frame on an exact handle", L.ApplyFrame(hd, pstr(frame), 3), eMode},
+		{"set_rtt on an exact handle", L.SetRTT(hd, 1, 1), eMode},
+		{"set_rtt NaN", L.SetRTT(hd, 1, math.NaN()), eInval},
 		{"attach_replica NULL", L.AttachReplica(hd, nil, 3), eInval},
 		{"attach_replica oversize", L.AttachReplica(hd, pstr(path), maxName+1), eTooBig},
-		{"attach_replica", L.AttachReplica(hd, pstr(path), uintptr(len(path))), eUnavailable},
+		{"attach_replica on an exact handle", L.AttachReplica(hd, pstr(path), uintptr(len(path))), eMode},
 		{"stats NULL", L.Stats(hd, nil), eInval},
 		{"stats struct_size 4", L.Stats(hd, &Counters{StructSize: 4}), eInval},
 		{"last_error NULL buffer", L.LastError(hd, nil, 4, nil), eInval},
@@ -447,6 +450,7 @@ func (h *host) badArguments() {
 			{"probe_batch", L.ProbeBatch(bad, &two[0], &lens[0], 2, &ov[0], 1, &counts[0], &n)},
 			{"score", L.Score(bad, req(nil), res)}, {"apply_frame", L.ApplyFrame(bad, pstr(frame), 3)},
 			{"attach_replica", L.AttachReplica(bad, pstr(path), 3)}, {"stats", L.Stats(bad, &c)}, {"close", L.Close(bad)},
+			{"set_rtt", L.SetRTT(bad, 1, 1)},
 		} {
 			h.rc(x.got, eHandle, fmt.Sprintf("bad handle %d: %s", bad, x.step))
 		}

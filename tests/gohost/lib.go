@@ -67,6 +67,7 @@ type Counters struct {
 	Mode       uint32
 	Blocks, Members, LanesReady, MemoryBytes, CapacityOmissions,
 	EventsApplied, EventsRejected, Probes, FramesApplied, FramesRejected, ReplicaGeneration uint64
+	FramesIgnored uint64
 }
 
 // Lib holds the library's calls, with the header's argument lists.
@@ -88,6 +89,7 @@ type Lib struct {
 	Score         func(h uint64, req *ScoreRequest, res *ScoreResult) int32
 	ApplyFrame    func(h uint64, frame *byte, n uintptr) int32
 	AttachReplica func(h uint64, path *byte, n uintptr) int32
+	SetRTT        func(h, dc uint64, rttMs float64) int32
 	Stats         func(h uint64, c *Counters) int32
 	Strerror      func(code int32) *byte
 	LastError     func(h uint64, buf *byte, capacity uintptr, needed *uintptr) int32
@@ -128,7 +130,8 @@ func Load(path string) (lib *Lib, replaced bool, err error) {
 		"goindex_clear": &lib.Clear, "goindex_remove_worker": &lib.RemoveWorker, "goindex_remove_rank": &lib.RemoveRank,
 		"goindex_hash_tokens": &lib.HashTokens, "goindex_probe": &lib.Probe, "goindex_probe_batch": &lib.ProbeBatch,
 		"goindex_score": &lib.Score, "goindex_apply_frame": &lib.ApplyFrame, "goindex_attach_replica": &lib.AttachReplica,
-		"goindex_stats": &lib.Stats, "goindex_strerror": &lib.Strerror, "goindex_last_error": &lib.LastError,
+		"goindex_set_rtt": &lib.SetRTT,
+		"goindex_stats":   &lib.Stats, "goindex_strerror": &lib.Strerror, "goindex_last_error": &lib.LastError,
 	} {
 		purego.RegisterLibFunc(fn, h, name)
 	}
