@@ -61,7 +61,7 @@ pub enum ErrorKind {
     /// failure; the handle's state is unspecified, so drop the indexer.
     Internal,
     /// Unavailable is GOINDEX_EUNAVAILABLE: the feature is not built into
-    /// this library (today: mode "global").
+    /// this library (no call returns it today; kept for older libraries).
     Unavailable,
     /// Unknown is a status code this crate does not know.
     Unknown(i32),

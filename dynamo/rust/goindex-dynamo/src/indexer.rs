@@ -124,7 +124,7 @@ impl Indexer {
     ///
     /// Errors: [`ErrorKind::BadConfig`], [`ErrorKind::TooBig`] (over
     /// [`MAX_CONFIG_BYTES`](crate::MAX_CONFIG_BYTES)),
-    /// [`ErrorKind::Unavailable`] (a mode this library lacks).
+    /// [`ErrorKind::Unavailable`] (a feature an older library lacks).
     pub fn open(config_json: &str) -> Result<Indexer> {
         let mut handle = 0u64;
         // SAFETY: the config is read during the call only; handle is a

@@ -50,8 +50,9 @@
 //! call behind another event call on the same handle), so async router code
 //! calls them directly. Not provided: Dynamo's `frequencies` and
 //! `tree_sizes` (the ABI's probe returns depths only), `dump_events` (the
-//! ABI has no dump), and the global-mode calls `goindex_apply_frame` and
-//! `goindex_attach_replica` (the library does not build global mode yet).
+//! ABI has no dump), and the global-mode calls `goindex_apply_frame`,
+//! `goindex_attach_replica` and `goindex_set_rtt` (a Dynamo indexer is fed
+//! KV events; global mode is `goindex route`'s and other hosts' business).
 //!
 //! # Linking
 //!

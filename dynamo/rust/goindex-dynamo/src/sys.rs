@@ -204,8 +204,9 @@ mod tests {
     use std::collections::HashMap;
     use std::mem::size_of;
 
-    /// Reads every `#define NAME value` of include/goindex.h whose value is
-    /// an integer, a `(1u << n)` or a `(nu << m)`.
+    /// Reads every `#define GOINDEX_NAME value` of include/goindex.h whose
+    /// value is an integer, a `(1u << n)` or a `(nu << m)` (the plugin's
+    /// DYNAMO_WS_* defines are Dynamo's, not this crate's).
     fn header_defines() -> HashMap<String, i64> {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../include/goindex.h");
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
@@ -214,6 +215,9 @@ mod tests {
             let Some(rest) = line.strip_prefix("#define ") else { continue };
             let mut parts = rest.splitn(2, char::is_whitespace);
             let (Some(name), Some(value)) = (parts.next(), parts.next()) else { continue };
+            if !name.starts_with("GOINDEX_") {
+                continue;
+            }
             let value = value.split("/*").next().unwrap().trim();
             let parsed = if let Some(shift) = value.strip_prefix('(').and_then(|v| v.strip_suffix(')')) {
                 let (base, by) = shift.split_once("<<").unwrap_or_else(|| panic!("{name}: {value}"));

@@ -3,8 +3,10 @@
 //! and close; output buffers the crate must grow itself.
 //!
 //! GOINDEX_EMODE, GOINDEX_EFRAME, GOINDEX_EREPLICA and GOINDEX_EINTERNAL
-//! are out of reach: they need global mode (not built into the library) or
-//! a library fault. Their mapping is checked by src/error.rs's unit tests.
+//! are out of reach: they need the global-mode calls (apply_frame,
+//! attach_replica, which this crate does not wrap; tests/c and
+//! tests/python cover them) or a library fault. Their mapping is checked by
+//! src/error.rs's unit tests.
 
 mod common;
 
@@ -33,7 +35,7 @@ fn open_refuses_bad_configs_with_their_detail() {
         (r#"{"clear_scope": "dc"}"#, ErrorKind::BadConfig, "clear_scope"),
         (r#"{"mode": "ckf", "lanes": 65}"#, ErrorKind::BadConfig, "lanes"),
         (r#"{} {}"#, ErrorKind::BadConfig, "after the config"),
-        (r#"{"mode": "global"}"#, ErrorKind::Unavailable, "global"),
+        (r#"{"mode": "global", "dcs": [1, 1]}"#, ErrorKind::BadConfig, "dcs lists DC 1 twice"),
     ];
     for &(config, kind, fragment) in cases {
         let err = expect_err(Indexer::open(config), kind, "goindex_open", config);

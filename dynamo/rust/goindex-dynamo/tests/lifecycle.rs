@@ -102,7 +102,7 @@ fn main() {
 
     s.run("failed opens issue no handle", |s| {
         let before = s.last_handle;
-        for config in ["{", r#"{"mode": "global"}"#, r#"{"lanes": 0}"#] {
+        for config in ["{", r#"{"mode": "global", "dcs": [1, 1]}"#, r#"{"lanes": 0}"#] {
             let err = Indexer::open(config).expect_err(config);
             assert!(!err.detail().is_empty(), "open({config}): empty detail");
         }
