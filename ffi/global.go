@@ -221,8 +221,9 @@ func (g *globalIndex) candidates(dst []score.Candidate, locals []uint64, now tim
 	return dst
 }
 
-// count fills goindex_stats for the lanes searches read now; frames are
-// counted across the handle's life.
+// count fills goindex_stats for the lanes searches read now: blocks are
+// what the ready lanes' DCs last reported tracking (the lanes hold
+// fingerprints, not blocks); frames are counted across the handle's life.
 func (g *globalIndex) count(c *counters) {
 	c.mode = modeGlobal
 	if g.fed != nil {
@@ -233,7 +234,13 @@ func (g *globalIndex) count(c *counters) {
 		return
 	}
 	c.members = uint64(len(v.dcs))
-	c.lanesReady = uint64(bits.OnesCount64(v.table.Ready() & v.all))
+	ready := v.table.Ready() & v.all
+	c.lanesReady = uint64(bits.OnesCount64(ready))
+	for m := ready; m != 0; m &= m - 1 {
+		if ld := v.signals(bits.TrailingZeros64(m)).load; ld != nil {
+			c.blocks += ld.ActiveBlocks
+		}
+	}
 	c.replicaGeneration = v.generation
 	if v.reader != nil {
 		c.memoryBytes = v.fileBytes

@@ -316,6 +316,10 @@ func TestGlobal_ScoreUsesFreshSignalsOnlyAndNamesLanes(t *testing.T) {
 		}
 	}
 	fresh()
+	if c := stats(t, h); c.blocks != 8+16 || c.lanes_ready != 2 || c.frames_applied != 4 {
+		t.Errorf("stats after snapshots and load reports: blocks %d, lanes_ready %d, frames_applied %d; want 24 (the DCs' reported active blocks), 2, 4",
+			c.blocks, c.lanes_ready, c.frames_applied)
+	}
 	if res, rc := scoreLanes(h, 1, fixture.DocA); rc != 0 || res.chosen != 1 || res.id != 9 || res.cached_blocks != 16 {
 		t.Errorf("score with fresh signals = %d, lane %d DC %d cached %d; want lane 1, DC 9, 16 blocks", rc, res.chosen, res.id, res.cached_blocks)
 	}

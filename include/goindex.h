@@ -168,11 +168,11 @@ typedef struct goindex_score_result {
 typedef struct goindex_counters {
 	uint32_t struct_size;         /* sizeof(goindex_counters) */
 	uint32_t mode;                /* 1 exact, 2 ckf, 3 global */
-	uint64_t blocks;              /* blocks tracked (exact ownership entries) */
+	uint64_t blocks;              /* blocks tracked (exact ownership entries); global: the sum of active_blocks in the ready lanes' last load reports */
 	uint64_t members;             /* members (worker, rank) known; global: lanes (DCs) */
 	uint64_t lanes_ready;         /* ckf/global: lanes with an installed table (a snapshot) */
 	uint64_t memory_bytes;        /* index memory, approximate; global: the lane table (mapped bytes when attached) */
-	uint64_t capacity_omissions;  /* ckf: blocks tracked but not admitted to the filter */
+	uint64_t capacity_omissions;  /* ckf: blocks tracked but not admitted to the filter; global: 0 (each relay counts its own) */
 	uint64_t events_applied;      /* events accepted */
 	uint64_t events_rejected;     /* events that returned an error */
 	uint64_t probes;              /* probe and score calls served */
