@@ -1,8 +1,14 @@
 package natsutil
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,14 +25,32 @@ const (
 	reconnectBufBytes = 64 << 20
 )
 
-// Connect opens a client connection to url named name (shown in the
-// server's connection list) with the shared options: reconnect forever
-// every DefaultReconnectWait, a reconnect buffer, and disconnects,
-// reconnects and asynchronous errors (slow consumers) logged to log
-// (optional; default: discarded). Extra nats options come last and win.
+// Connect opens a client connection to url without credentials; it is
+// ConnectSecure with a zero Security.
 func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
+	return ConnectSecure(url, name, Security{}, log, extra...)
+}
+
+// ConnectSecure opens a client connection to url (one or more
+// comma-separated server URLs) named name (shown in the server's
+// connection list) with the shared options: sec's credentials and TLS,
+// reconnect forever every DefaultReconnectWait, a reconnect buffer, and
+// disconnects, reconnects and asynchronous errors (slow consumers) logged
+// to log (optional; default: discarded). Extra nats options come last and
+// win.
+//
+// The first attempt is made at once. A server that refuses the
+// credentials fails with ErrAuth and a failed TLS setup with ErrTLS, since
+// retrying cannot fix either; an unreachable server is not an error: the
+// connection is returned reconnecting, so a relay may start before NATS.
+// Error messages never show a password embedded in url.
+func ConnectSecure(url, name string, sec Security, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	secOpts, err := sec.Options()
+	if err != nil {
+		return nil, err
 	}
 	opts := []nats.Option{
 		nats.Name(name),
@@ -34,7 +58,6 @@ func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 		nats.ReconnectWait(DefaultReconnectWait),
 		nats.ReconnectBufSize(reconnectBufBytes),
 		nats.PingInterval(DefaultPingInterval),
-		nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn("nats disconnected", "err", err)
 		}),
@@ -49,9 +72,71 @@ func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 			log.Warn("nats async error", "subject", subject, "err", err)
 		}),
 	}
-	nc, err := nats.Connect(url, append(opts, extra...)...)
+	opts = append(opts, secOpts...)
+	first := append(append(opts[:len(opts):len(opts)], nats.RetryOnFailedConnect(false)), extra...)
+	nc, err := nats.Connect(url, first...)
+	if err == nil {
+		return nc, nil
+	}
+	shown := redactURLs(url)
+	switch {
+	case isAuthError(err):
+		return nil, fmt.Errorf("%w: %s (auth %s): %w", ErrAuth, shown, sec.AuthMethod(), err)
+	case isTLSError(err):
+		return nil, fmt.Errorf("%w: %s: %w", ErrTLS, shown, err)
+	}
+	// Unreachable for now: come back reconnecting and keep trying.
+	log.Warn("nats not reachable yet, retrying", "url", shown, "err", err)
+	retry := append(append(opts, nats.RetryOnFailedConnect(true)), extra...)
+	nc, err = nats.Connect(url, retry...)
 	if err != nil {
-		return nil, fmt.Errorf("natsutil: connect %s: %w", url, err)
+		return nil, fmt.Errorf("natsutil: connect %s: %w", shown, err)
 	}
 	return nc, nil
+}
+
+// isAuthError reports a server's refusal of the credentials.
+func isAuthError(err error) bool {
+	for _, e := range []error{nats.ErrAuthorization, nats.ErrAuthExpired, nats.ErrAuthRevoked,
+		nats.ErrAccountAuthExpired, nats.ErrNkeysNotSupported} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// isTLSError reports a TLS setup or handshake failure, either side's.
+func isTLSError(err error) bool {
+	var (
+		alert    tls.AlertError
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+		op       *net.OpError
+	)
+	// crypto/tls reports an alert from the peer (TLS 1.3: "certificate
+	// required" after the client's half of the handshake) as a net.OpError
+	// with Op "remote error".
+	if errors.As(err, &op) && op.Op == "remote error" {
+		return true
+	}
+	return errors.Is(err, nats.ErrTLS) || errors.Is(err, nats.ErrSecureConnWanted) ||
+		errors.Is(err, nats.ErrSecureConnRequired) || errors.As(err, &alert) || errors.As(err, &verify) ||
+		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &record)
+}
+
+// redactURLs hides the user information (a user and password, or a
+// token in the user position) of comma-separated server URLs.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = url.User("redacted")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }

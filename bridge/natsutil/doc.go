@@ -7,6 +7,24 @@
 // helper: a hub per router site and one leaf node per DC, each leaf with its
 // own JetStream domain, joined over (latency-injecting) proxies.
 //
+// # Security
+//
+// A real deployment authenticates and encrypts: Security carries one
+// authentication method (user and password, token, NKey seed file or
+// .creds file) and TLS (CA bundle, client certificate and key, server
+// name), validated and loaded before anything is dialed. ConnectSecure
+// makes the first attempt at once and fails fast with ErrAuth or ErrTLS
+// when the server refuses the credentials or the TLS setup fails: retrying
+// cannot fix those, and a command that hangs reconnecting with bad
+// credentials is worse than one that stops with the reason. An unreachable
+// server is different: the connection comes back reconnecting, so a relay
+// may start before its NATS. Passwords and tokens embedded in a URL never
+// appear in an error.
+//
+// The embedded server has no authentication and listens on loopback by
+// default; ServerConfig.Configure lets tests (and only they) build secured
+// servers from nats-server's own options.
+//
 // # Concurrency
 //
 // A Server's methods may be called from any goroutine; Restart and
@@ -17,8 +35,11 @@
 //
 //   - server.go: ServerConfig, Server (start, restart on the same ports and
 //     store, shutdown).
-//   - conn.go: Connect and the shared client options (reconnect forever,
-//     logging of disconnects and slow consumers).
+//   - conn.go: Connect, ConnectSecure and the shared client options
+//     (reconnect forever, logging of disconnects and slow consumers), the
+//     classification of refused credentials and TLS failures.
+//   - security.go: Security (authentication method, TLS files), its
+//     validation and nats.go options.
 //   - errors.go: the package's errors.
 //
 // # Tests
@@ -26,4 +47,11 @@
 // The tests start a JetStream server and a leaf node with its own domain,
 // reach the leaf's JetStream from the hub through that domain, restart the
 // leaf on the same port and store and find the stream's messages again.
+// Secured servers (users, token, NKey users, operator mode with an
+// in-memory account resolver, mutual TLS with a throwaway CA made with
+// crypto/x509) accept the right credentials and refuse wrong or missing
+// ones with ErrAuth or ErrTLS (wrong server name, no client certificate,
+// untrusted CA, plain client against a TLS server); bad settings fail
+// validation naming the problem; a URL's password never shows in an error;
+// a client started before its server connects once the server is up.
 package natsutil

@@ -47,6 +47,10 @@ type ServerConfig struct {
 	MaxPayload int32
 	// Logs enables the server's own log on stderr; optional; default: off.
 	Logs bool
+	// Configure edits the server's options last, on every start and
+	// restart (authentication, TLS, accounts: tests build secured servers
+	// with it); optional.
+	Configure func(*server.Options)
 }
 
 // Server is a running embedded nats-server.
@@ -112,6 +116,9 @@ func (s *Server) start() error {
 	}
 	if c.LeafReconnect > 0 {
 		opts.LeafNode.ReconnectInterval = c.LeafReconnect
+	}
+	if c.Configure != nil {
+		c.Configure(opts)
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

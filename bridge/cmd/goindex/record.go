@@ -234,6 +234,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	url := fs.String("nats", "", "NATS URL (empty: start an embedded nats-server)")
 	listen := fs.String("listen", "127.0.0.1:4222", "embedded server: client address (port 0: a free one)")
 	logLevel := fs.String("log-level", "warn", "stderr log level of the NATS client: debug, info, warn or error")
+	sec := addNATSSecurityFlags(fs)
 	namespace := fs.String("namespace", "dynamo", "Dynamo namespace of the KV events")
 	component := fs.String("component", "backend", "Dynamo component of the KV events")
 	subject := fs.String("subject", "", "record this one subject instead of the component's two")
@@ -268,7 +269,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		subs[0].subject, subs[0].form = *subject, formDetect
 	}
 	none := ""
-	nf := natsFlags{url: url, listen: listen, store: &none, prefix: &none}
+	nf := natsFlags{url: url, listen: listen, store: &none, prefix: &none, sec: sec}
 	text := obs.LogText
 	log, err := obsFlags{logFormat: &text, logLevel: logLevel}.logger(stderr)
 	if err != nil {

@@ -3,18 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"strings"
 	"time"
 
-	"github.com/goindex/goindex/bridge/natsutil"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -45,64 +40,6 @@ A restarted relay claims the pool with a new incarnation; consumers then
 re-snapshot. SIGINT/SIGTERM drain gracefully: the tail and a drain marker go
 to the log. Progress and health logs go to stderr; the final status goes to
 stdout (one JSON object with --json).`
-
-// natsFlags are the connection flags relay and consume share.
-type natsFlags struct {
-	url, listen, store, prefix *string
-}
-
-func addNATSFlags(fs *flag.FlagSet) natsFlags {
-	return natsFlags{
-		url:    fs.String("nats", "", "NATS URL (empty: start an embedded nats-server with JetStream)"),
-		listen: fs.String("listen", "127.0.0.1:4222", "embedded server: client address (port 0: a free one)"),
-		store:  fs.String("store", "", "embedded server: JetStream store directory (empty: a temporary one)"),
-		prefix: fs.String("prefix", relay.DefaultPrefix, "first token of every goindex subject and asset name"),
-	}
-}
-
-// connect opens the NATS connection, starting an embedded server first when
-// no URL is given; the returned function closes both.
-func (f natsFlags) connect(name string, log *slog.Logger) (*nats.Conn, func(), error) {
-	url := *f.url
-	var srv *natsutil.Server
-	if url == "" {
-		host, port, err := splitHostPort(*f.listen)
-		if err != nil {
-			return nil, nil, err
-		}
-		srv, err = natsutil.Start(natsutil.ServerConfig{Host: host, Port: port, JetStream: true, StoreDir: *f.store})
-		if err != nil {
-			return nil, nil, err
-		}
-		url = srv.ClientURL()
-		log.Info("embedded nats-server up", "url", url, "jetstream", true)
-	}
-	nc, err := natsutil.Connect(url, name, log)
-	if err != nil {
-		if srv != nil {
-			srv.Shutdown()
-		}
-		return nil, nil, err
-	}
-	return nc, func() {
-		nc.Close()
-		if srv != nil {
-			srv.Shutdown()
-		}
-	}, nil
-}
-
-func splitHostPort(addr string) (string, int, error) {
-	i := strings.LastIndexByte(addr, ':')
-	if i < 0 {
-		return "", 0, fmt.Errorf("--listen %q: want host:port: %w", addr, errUsage)
-	}
-	var port int
-	if _, err := fmt.Sscanf(addr[i+1:], "%d", &port); err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("--listen %q: bad port: %w", addr, errUsage)
-	}
-	return addr[:i], port, nil
-}
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("relay", relaySynopsis, stderr)
