@@ -62,6 +62,9 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if _, err := obs.ConsumeReady(nil, *readyLanes); err != nil {
+		return fmt.Errorf("consume: --ready-lanes: %v: %w", err, errUsage)
+	}
 	var buckets uint64
 	if *expected > 0 {
 		if buckets, err = ckf.BucketCount(*expected); err != nil {
