@@ -111,11 +111,16 @@ func policyList() string {
 // Defaults of Config. They model a mid-size model served on one GPU node
 // per worker: 32k KV blocks of 16 tokens per worker (512k tokens) are 1,024
 // blocks of 512 tokens; 15k prompt tokens/s of prefill; 30 ms per output
-// token at any batch size up to the limit (decode is memory-bound); eight
-// workers per DC.
+// token at any batch size up to the limit (decode is memory-bound); two
+// workers per DC. The fleet is sized for its load: at the default
+// concurrency of 256 on the Mooncake conversation trace, 26 workers run at
+// about 48% of their prefill capacity under ttft (Result.PrefillUtilization),
+// where queues matter as they do in a deployment sized to its traffic; eight
+// workers per DC left 104 workers 12% busy, a fleet in which no routing
+// decision can queue anything.
 const (
 	DefaultRouterSite         = "fra"
-	DefaultWorkersPerDC       = 8
+	DefaultWorkersPerDC       = 2
 	DefaultKVBlocksPerWorker  = 1024
 	DefaultPrefillTokensPerMs = 15
 	DefaultDecodeMsPerToken   = 30
@@ -148,7 +153,7 @@ type Config struct {
 	// a site of Grid. // optional; default: "fra"
 	RouterSite string
 
-	// WorkersPerDC is the workers of every DC. // optional; default: 8
+	// WorkersPerDC is the workers of every DC. // optional; default: 2
 	WorkersPerDC int
 	// KVBlocksPerWorker is each worker's KV capacity in blocks of
 	// BlockSize tokens. // optional; default: 1024
@@ -187,6 +192,11 @@ type Config struct {
 	// them to the stale report, as Dynamo's router tracks its own active
 	// sequences). // optional; default: false (accounting on)
 	NoInflight bool
+	// NoQueueDrain reads each DC's reported queue as current, instead of
+	// draining it (score.Backlog) over the report's age and the request's
+	// one-way trip, for comparing the two queue models side by side.
+	// // optional; default: false (drained)
+	NoQueueDrain bool
 	// SampleInterval is the period of the per-DC load samples kept for the
 	// report's charts. // optional; default: 1s
 	SampleInterval time.Duration

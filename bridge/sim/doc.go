@@ -25,8 +25,9 @@
 // sends a LoadReport frame on the same link. For every request the router
 // runs one replica.Searcher probe over all lanes, builds one
 // score.Candidate per DC (probe depth, the lane's last load report plus the
-// router's own in-flight requests since it was sampled, matrix RTT) and
-// asks a score.Scorer. ExactOracle replaces the probe depths by each DC's
+// router's own in-flight requests since it was sampled, its queue drained
+// by score.Backlog up to the request's arrival, matrix RTT) and asks a
+// score.Scorer. ExactOracle replaces the probe depths by each DC's
 // exact, current depth.
 //
 // Times: a request leaves the client at its send time, reaches the DC after
@@ -111,7 +112,9 @@
 // ttft only when the prefill saved exceeds the RTT while prefix-then-load
 // always goes there, a prefix still crossing the WAN is counted as stale
 // and as a decision exact depths would change); the Ideal reference by
-// hand; open-loop arrival times; config validation; the
+// hand; that on one FIFO worker the drained queue estimate equals the
+// wait every request then saw, to the token, while reports read as
+// current overstate it; open-loop arrival times; config validation; the
 // report's files (PNG headers); and that this file map matches the
 // directory.
 package sim

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -115,6 +117,46 @@ func TestPolicy_StaleReplicaIsCountedAgainstTheExactChoice(t *testing.T) {
 		}
 		if a.ExactDisagreements != c.wantDis || a.StaleBehind != 1 || a.Undercounts != 0 {
 			t.Errorf("%v: %d exact disagreements, %d stale-behind lanes, %d undercounts; want %d, 1, 0", c.p, a.ExactDisagreements, a.StaleBehind, a.Undercounts, c.wantDis)
+		}
+	}
+}
+
+// TestRouter_DrainedQueueEstimateIsExactOnOneWorker sends a burst of
+// uncached prompts to one single-worker DC 40 ms away, with report ages of
+// up to 100 ms. One FIFO worker that admits everything is exactly the
+// work-conserving queue score.Backlog models, and without cache hits the
+// router's in-flight tokens are exact, so every request's queue estimate
+// must equal the wait it then saw (to the token). Read as current (NoQueueDrain), the
+// same reports overstate the wait: the check can fail.
+func TestRouter_DrainedQueueEstimateIsExactOnOneWorker(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 6))
+	var lines []string
+	for k := range 60 {
+		n := 1 + rng.IntN(12) // blocks of 512 tokens
+		lines = append(lines, fmt.Sprintf("%d %d %v", 512*n, 1+rng.IntN(40), joinIDs(ids(10000*(k+1), n))))
+	}
+	w := handTrace(t, lines...)
+	for _, noDrain := range []bool{false, true} {
+		cfg := quiet(lineGrid(0, 40))
+		cfg.RouterSite, cfg.WorkersPerDC, cfg.Concurrency, cfg.NoQueueDrain = "s1", 1, 6, noDrain
+		s := simulate(t, cfg, w, SingleDC, nil)
+		worst := 0.0
+		for i := range s.reqs {
+			st := &s.reqs[i]
+			if !st.hasEst {
+				t.Fatalf("noDrain=%v: request %d has no queue estimate", noDrain, i)
+			}
+			wait := st.prefillStartMs - st.arriveMs
+			if e := math.Abs(st.est.QueueMs - wait); e > worst {
+				worst = e
+			}
+			// A load report counts whole tokens: up to one token's time off.
+			if !noDrain && math.Abs(st.est.QueueMs-wait) > 1.01/DefaultPrefillTokensPerMs {
+				t.Errorf("request %d: queue estimate %.3f ms, waited %.3f ms", i, st.est.QueueMs, wait)
+			}
+		}
+		if noDrain && worst < 10 {
+			t.Errorf("NoQueueDrain: worst queue error %.3f ms, want ≥ 10 (reports read as current are stale)", worst)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
@@ -26,8 +27,8 @@ type router struct {
 	// configured alike): every policy's chosen DC gets its estimate, which
 	// the result compares with what the request then saw.
 	model *score.Scorer
-	audit    []*radix.Index
-	all      uint64 // mask of every lane
+	audit []*radix.Index
+	all   uint64 // mask of every lane
 
 	// inflight lists, per DC, the requests routed there that its last load
 	// report could not have counted yet, oldest first.
@@ -37,6 +38,7 @@ type router struct {
 	exact    []int
 	cands    []score.Candidate
 	alt      []score.Candidate
+	arrivals []score.Arrival
 	overlaps []kv.Overlap
 }
 
@@ -246,23 +248,37 @@ func (s *simulation) loadSignals(c *score.Candidate, l int, now float64) {
 		return
 	}
 	c.HasLoad = true
-	c.ActivePrefillTokens, c.ActiveDecodeBlocks = rep.QueuedPrefillTokens, rep.ActiveDecodeBlocks
+	c.ActiveDecodeBlocks = rep.ActiveDecodeBlocks
 	c.HasCapacity, c.CapacityBlocks = rep.CapacityBlocks > 0, rep.CapacityBlocks
 	c.PrefillTokensPerMs, c.QueueTokensPerMs, c.DecodeBlocksPerMs = rep.PrefillTokensPerMs, rep.QueueTokensPerMs, rep.DecodeBlocksPerMs
-	if s.cfg.NoInflight {
+	arrivals := s.rt.arrivals[:0]
+	if !s.cfg.NoInflight {
+		fl := s.rt.inflight[l]
+		k := 0
+		for k < len(fl) && fl[k].arriveMs <= sampled {
+			k++
+		}
+		fl = fl[k:]
+		s.rt.inflight[l] = fl
+		for _, f := range fl {
+			c.ActiveDecodeBlocks += f.blocks
+			arrivals = append(arrivals, score.Arrival{AtMs: f.arriveMs, Tokens: float64(f.tokens)})
+		}
+	}
+	s.rt.arrivals = arrivals
+	if s.cfg.NoQueueDrain {
+		// The report read as current: its queue plus every request sent since.
+		queued := float64(rep.QueuedPrefillTokens)
+		for _, a := range arrivals {
+			queued += a.Tokens
+		}
+		c.ActivePrefillTokens = uint64(queued)
 		return
 	}
-	fl := s.rt.inflight[l]
-	k := 0
-	for k < len(fl) && fl[k].arriveMs <= sampled {
-		k++
-	}
-	fl = fl[k:]
-	s.rt.inflight[l] = fl
-	for _, f := range fl {
-		c.ActivePrefillTokens += f.tokens
-		c.ActiveDecodeBlocks += f.blocks
-	}
+	// The queue the request will find when it arrives (matrix one-way):
+	// the report's, plus the requests sent since, drained meanwhile.
+	arrive := now + s.dcs[l].rttMs/2
+	c.ActivePrefillTokens = uint64(math.Round(score.Backlog(float64(rep.QueuedPrefillTokens), sampled, rep.QueueTokensPerMs, arrivals, arrive)))
 }
 
 // routed records request i, sent to DC l believing a cached prefix of

@@ -91,9 +91,9 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 // simulated time.
 type reqState struct {
 	dc, worker     int
-	believed       int     // prefix depth the global router believed, blocks
+	believed       int // prefix depth the global router believed, blocks
 	est            score.Parts
-	hasEst         bool // est holds the TTFT model's estimate for the chosen DC
+	hasEst         bool    // est holds the TTFT model's estimate for the chosen DC
 	rttMs          float64 // round trip paid, jitter included
 	blocks         int     // KV blocks reserved while it runs
 	estUncached    int     // the local router's prefill estimate, tokens

@@ -9,6 +9,14 @@
 //	             + KV admission wait when running decodes leave too few free blocks
 //	prefill time = (prompt tokens − cached tokens) / the per-request prefill rate
 //
+// The queued prefill tokens are those the request will find when it arrives,
+// not those the load report saw: Backlog drains the report's queue at the
+// candidate's rate over the report's age and the request's one-way trip,
+// adding the work the caller sent since the sample as it arrives (the fluid
+// model of a work-conserving queue). Read as current, a report overstates
+// the wait by its age times the drain rate: in the simulator this was a
+// +100 ms mean queue bias on a busy fleet, removed by draining.
+//
 // The other policies reproduce Dynamo's selectors so that every comparison can
 // run side by side: PrefixThenLoad (upstream's proof of concept: longest
 // prefix, then lowest load), LoadOnly, Credit (Dynamo's current block-cost
@@ -29,9 +37,11 @@
 // Files:
 //   - policy.go: Policy names and parsing, Config, Scorer, Score.
 //   - cost.go: the cost formulas of every policy.
+//   - backlog.go: Backlog, the queue a request will find on arrival.
 //   - sample.go: minimum with random tie-break, temperature sampling.
 //   - errors.go: sentinels.
 //
-// The tests pin Dynamo's documented cost examples, the TTFT arithmetic, the
+// The tests pin Dynamo's documented cost examples, the TTFT arithmetic,
+// Backlog against a step-by-step queue simulation on random inputs, the
 // eligibility rules, tie-breaking uniformity and the temperature distribution.
 package score

@@ -55,6 +55,9 @@ Data centers and WAN:
   --load-report-interval DUR    how often each DC publishes its load
   --no-inflight                 do not add the router's own in-flight requests to
                                 the DCs' stale load reports
+  --no-queue-drain              read a load report's queue as current instead of
+                                draining it over the report's age and the
+                                request's one-way trip (score.Backlog)
 Workers (every DC alike):
   --workers-per-dc N            workers per DC
   --kv-blocks-per-worker B      KV capacity of a worker, in blocks of --block-size
@@ -97,6 +100,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	jitter := fs.Duration("rtt-jitter", sim.DefaultRTTJitter, "extra round trip per request, uniform in [0, jitter]; 0 for none")
 	reportEvery := fs.Duration("load-report-interval", sim.DefaultLoadReportInterval, "load report period of every DC")
 	noInflight := fs.Bool("no-inflight", false, "do not add the router's in-flight requests to stale load reports")
+	noDrain := fs.Bool("no-queue-drain", false, "read load reports' queues as current instead of draining them over their age")
 	workers := fs.Int("workers-per-dc", sim.DefaultWorkersPerDC, "workers per DC")
 	kvBlocks := fs.Int("kv-blocks-per-worker", sim.DefaultKVBlocksPerWorker, "KV capacity per worker, blocks of --block-size tokens")
 	prefill := fs.Float64("prefill-tokens-per-ms", sim.DefaultPrefillTokensPerMs, "prefill speed of one worker, tokens/ms")
@@ -145,7 +149,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		WorkersPerDC: *workers, KVBlocksPerWorker: *kvBlocks, BlockSize: *blockSize,
 		PrefillTokensPerMs: *prefill, DecodeMsPerToken: *decode, BatchLimit: *batch,
 		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale,
-		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight,
+		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain,
 		Policies: pols, Seed: *seed,
 	}
 	if !*quiet {
@@ -285,7 +289,7 @@ func simJSON(rep *sim.Report, in simInput) map[string]any {
 			"batch_limit": c.BatchLimit, "concurrency": c.Concurrency, "open_loop": c.OpenLoop, "time_scale": c.TimeScale,
 			"load_report_interval_ms": float64(c.LoadReportInterval) / float64(time.Millisecond),
 			"rtt_jitter_ms":           float64(c.RTTJitter) / float64(time.Millisecond),
-			"inflight":                !c.NoInflight, "seed": c.Seed, "wall_s": in.WallSeconds,
+			"inflight":                !c.NoInflight, "queue_drain": !c.NoQueueDrain, "seed": c.Seed, "wall_s": in.WallSeconds,
 		},
 	}
 }

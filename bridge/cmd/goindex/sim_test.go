@@ -44,7 +44,7 @@ func TestSim_HelpDocumentsFlagsWithUnits(t *testing.T) {
 		"--trace", "--dcs", "--router-site", "--workers-per-dc", "--kv-blocks-per-worker", "--prefill-tokens-per-ms",
 		"--decode-ms-per-token", "--concurrency", "--open-loop", "--time-scale", "--requests", "--policies", "--seed",
 		"--load-report-interval", "--json", "--report", "tokens per ms", "ms", "blocks of --block-size tokens",
-		"default 1024", "default 15", "default 30", "default 256", "default 8", "default 100ms",
+		"default 1024", "default 15", "default 30", "default 256", "default 2", "default 100ms", "--no-queue-drain",
 		"single-dc", "exact-oracle",
 	} {
 		if !strings.Contains(stderr, want) {

@@ -1,0 +1,94 @@
+package score
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// testSeed is the randomized tests' seed; GOINDEX_SCORE_SEED overrides it.
+func testSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(20261202)
+	if v := os.Getenv("GOINDEX_SCORE_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("GOINDEX_SCORE_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
+	return seed
+}
+
+// stepBacklog is the slow reference of Backlog: a clock advancing in steps
+// of dt ms from the sample, adding each arrival's tokens at its step and
+// draining rate·dt per step while work is queued. Times are multiples of
+// dt, so the steps land on every arrival exactly.
+func stepBacklog(queued, sampledMs, rate float64, arrivals []Arrival, atMs, dt float64) float64 {
+	q := queued
+	steps := int(math.Round((atMs - sampledMs) / dt))
+	next := 0
+	for next < len(arrivals) && arrivals[next].AtMs <= sampledMs {
+		next++
+	}
+	for k := 1; k <= steps; k++ {
+		now := sampledMs + float64(k)*dt
+		q = math.Max(0, q-rate*dt)
+		for next < len(arrivals) && arrivals[next].AtMs <= now+dt/2 {
+			q += arrivals[next].Tokens
+			next++
+		}
+	}
+	return q
+}
+
+func TestBacklog_MatchesStepSimulation(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	const dt = 0.25
+	grid := func(maxMs int) float64 { return float64(rng.IntN(maxMs*4)) * dt }
+	for trial := range 2000 {
+		sampled := grid(100)
+		at := sampled + grid(400)
+		rate := float64(rng.IntN(80)) // tokens/ms, 0 included: no drain
+		queued := float64(rng.IntN(20000))
+		var arr []Arrival
+		for range rng.IntN(12) {
+			// Some arrivals fall before the sample (already counted) or
+			// after the request (not ahead of it).
+			arr = append(arr, Arrival{AtMs: sampled - 20 + grid(440), Tokens: float64(rng.IntN(15000))})
+		}
+		slices.SortFunc(arr, func(a, b Arrival) int { return int(math.Copysign(1, a.AtMs-b.AtMs)) })
+		got := Backlog(queued, sampled, rate, arr, at)
+		want := stepBacklog(queued, sampled, rate, arr, at, dt)
+		if math.Abs(got-want) > 1e-6*math.Max(1, want) {
+			t.Errorf("seed %d trial %d: Backlog(queued=%v, sampled=%v, rate=%v, %d arrivals %v, at=%v) = %v, want %v",
+				seed, trial, queued, sampled, rate, len(arr), arr, at, got, want)
+		}
+	}
+}
+
+func TestBacklog_HandWorkedCases(t *testing.T) {
+	for _, c := range []struct {
+		name                      string
+		queued, sampled, rate, at float64
+		arr                       []Arrival
+		want                      float64
+	}{
+		{"drains over the report's age", 3000, 0, 20, 100, nil, 1000},
+		{"empties, never negative", 1000, 0, 20, 100, nil, 0},
+		{"no rate, no drain", 1000, 0, 0, 100, nil, 1000},
+		// Idle from 50 to 60, then 500 tokens drained by 80: 1000 − 400.
+		{"idle time is not banked", 1000, 0, 20, 80, []Arrival{{AtMs: 60, Tokens: 1000}}, 600},
+		{"counted by the sample", 0, 10, 20, 20, []Arrival{{AtMs: 10, Tokens: 500}}, 0},
+		{"arrives after the request", 0, 0, 20, 20, []Arrival{{AtMs: 21, Tokens: 500}}, 0},
+		{"arrives with the request, ahead of it", 0, 0, 20, 20, []Arrival{{AtMs: 20, Tokens: 500}}, 500},
+	} {
+		if got := Backlog(c.queued, c.sampled, c.rate, c.arr, c.at); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: Backlog(%v, %v, %v, %v, %v) = %v, want %v", c.name, c.queued, c.sampled, c.rate, c.arr, c.at, got, c.want)
+		}
+	}
+}
