@@ -27,6 +27,12 @@
 // (ErrDeltasGone). A relay restart shows up as a new identity in the log
 // (WrongIdentity) and is recovered the same way.
 //
+// Each lane's status counts what it received by frame type (log frames,
+// stored snapshot chunks, load reports), its pending log messages (the
+// lag JetStream reports) and its catch-ups (subscriptions that started
+// behind the log's tail and reached it); its logs carry lane, pool and,
+// within a subscription, the lease epoch and relay incarnation.
+//
 // # Invariants
 //
 //   - After snapshot N and the log's deltas N+1..M, a lane's words in the

@@ -52,3 +52,39 @@ func TestDoc_MetricsTableListsEveryMetric(t *testing.T) {
 		t.Errorf("%d metrics described; want the full set (≥ 60)", len(described))
 	}
 }
+
+// TestDoc_READMEMetricsAreDescribed keeps the README's Metrics section to
+// metric names a collector describes.
+func TestDoc_READMEMetricsAreDescribed(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Metrics\n")
+	if !ok {
+		t.Fatal("README has no Metrics section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	ch := make(chan *prometheus.Desc, 256)
+	for _, c := range []prometheus.Collector{NewRelayCollector(nil), NewConsumeCollector(nil), NewRouteMetrics()} {
+		c.Describe(ch)
+	}
+	close(ch)
+	described := map[string]bool{}
+	for d := range ch {
+		described[d.String()] = true
+	}
+	names := regexp.MustCompile("`((?:relay|consume|route)_[a-z_]+)`").FindAllStringSubmatch(section, -1)
+	if len(names) < 10 {
+		t.Fatalf("README Metrics section names %d metrics, want the main ones", len(names))
+	}
+	for _, m := range names {
+		found := false
+		for d := range described {
+			found = found || strings.Contains(d, `fqName: "`+namespace+"_"+m[1]+`"`)
+		}
+		if !found {
+			t.Errorf("README names %s, which no collector describes", m[1])
+		}
+	}
+}

@@ -57,6 +57,12 @@
 // answers 200 when the replica is attached and at least one DC is
 // eligible, 503 with the reason otherwise.
 //
+// Observability. Config.Observe sees every served completion's Decision
+// and the Choice that answered (bridge/obs counts decisions per DC and
+// policy and the ttft cost parts from it); Signals reports, for scrapes,
+// the attached generation, the consumer's heartbeat age and every DC's
+// lane, readiness, eligibility, RTT and load ages.
+//
 // Replica lifecycle. New attaches the file if it exists; Refresh (every
 // ReplicaPoll under Serve) attaches it when missing and attaches the new
 // generation when the consumer replaced it (shm.Reader.Stale). An old
@@ -85,8 +91,8 @@
 //
 // # Concurrency
 //
-// ServeHTTP, Decide, Refresh, Ready and Stats may run concurrently from any
-// number of goroutines; each search takes its own replica.Searcher from a
+// ServeHTTP, Decide, Refresh, Ready, Signals and Stats may run concurrently
+// from any number of goroutines; each search takes its own replica.Searcher from a
 // pool. Close (and Serve's shutdown, which calls it) must not race with
 // Refresh.
 //

@@ -34,8 +34,10 @@ Lanes and format:
 Replica file:
   --shm PATH      default /dev/shm/goindex-<D>.replica; a new generation replaces
                   an existing replica file atomically (readers reattach)
-Output: progress and health logs on stderr; the final lane status on stdout
-(one JSON object with --json). --duration stops after a while (tests, demos).`
+Output: progress and health logs on stderr (--log-format, --log-level); the
+final lane status on stdout (one JSON object with --json). --metrics-addr
+serves Prometheus /metrics (per lane: state, lease, lag, frames, resyncs,
+catch-ups, RTT, load), /healthz and /readyz (--ready-lanes). --duration stops after a while (tests, demos).`
 
 func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("consume", consumeSynopsis, stderr)

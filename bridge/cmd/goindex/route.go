@@ -27,7 +27,9 @@ DC sent them, plus X-Goindex-DC, -Policy, -Cached-Tokens, -RTT-Ms and, under
 ttft, -Cost-Ms, -Queue-Ms, -Prefill-Ms (and -Fallback when DCs were skipped).
 Forwarded requests carry X-Goindex-Hop: 1; a request that already has it is
 refused with 508. Also serves GET /v1/models (passed to a healthy DC),
-/healthz and /readyz (200 once the replica is attached and a DC is eligible).
+/healthz and /readyz (200 once the replica is attached and a DC is eligible);
+--metrics-addr ADDR serves them too, with Prometheus /metrics (decisions per DC
+and policy, cost-part histograms, each DC's RTT, lane and eligibility).
 
 DCs and signals:
   --dc [ID:]NAME=URL   a DC frontend, repeated or comma-separated. ID is the DC id
