@@ -133,8 +133,8 @@ func (d *demo) run(ctx context.Context) error {
 	parent := d.cfg.WorkDir
 	if parent == "" {
 		parent = os.TempDir()
-		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-			parent = "/dev/shm"
+		if writableDir("/dev/shm", false) == nil {
+			parent = "/dev/shm" // the replica is shared memory there, as in production
 		}
 	}
 	dir, err := os.MkdirTemp(parent, "goindex-demo-*")

@@ -84,7 +84,8 @@
 //
 // # Tests
 //
-// The links deliver in order and no sooner than their latency; capture
+// The links deliver every byte in order and cut connections on close (no
+// timing is checked); capture
 // keeps the tail; config errors are refused before anything starts, with
 // unwritable directories named; a reduced run end to end (three DCs, a
 // few dozen requests; bridge/cmd/goindex's TestDemo_ReducedRunEndToEnd)

@@ -299,3 +299,42 @@ func TestDemo_RefusesUnusableInputs(t *testing.T) {
 		t.Errorf("goindex demo --help = %v, usage:\n%s", err, stderr.String())
 	}
 }
+
+// TestDemo_LibraryHostSkipsOrFails runs a one-DC demo with stand-in hosts:
+// one that exits hostSkipExit (a library without global mode) skips the
+// stage and the demo passes; one that fails fails the demo, naming the
+// stage.
+func TestDemo_LibraryHostSkipsOrFails(t *testing.T) {
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libgoindex.so") // never loaded: the hosts are stand-ins
+	skip := filepath.Join(dir, "skip.sh")
+	fail := filepath.Join(dir, "fail.sh")
+	for p, body := range map[string]string{lib: "",
+		skip: "echo 'goindex_attach_replica: feature not built into this library (GOINDEX_EUNAVAILABLE)'; exit 3\n",
+		fail: "echo 'goindex_probe: lane 9 of 1' >&2; exit 1\n"} {
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := []string{"--sites", "fra", "--requests", "8", "--concurrency", "4", "--prefill-tokens-per-ms", "1000",
+		"--sim-concurrency", "8", "--work-dir", t.TempDir(), "--report", "", "--library", lib, "--json"}
+	var stdout, stderr bytes.Buffer
+	err := runDemo(context.Background(), append(base, "--host-client", "sh "+skip), &stdout, &stderr)
+	var sum demo.Summary
+	if jerr := json.Unmarshal(stdout.Bytes(), &sum); err != nil || jerr != nil || len(sum.Stages) != 10 {
+		t.Fatalf("demo with a skipping host = %v (summary %v, %s); progress:\n%s", err, jerr, stdout.String(), stderr.String())
+	}
+	if st := sum.Stages[6]; st.Name != "library" || st.Status != demo.StatusSkipped || !strings.Contains(st.Detail, "GOINDEX_EUNAVAILABLE") {
+		t.Errorf("library stage with a skipping host = %+v, want skipped, saying why", st)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	err = runDemo(context.Background(), append(base, "--host-client", "sh "+fail), &stdout, &stderr)
+	var se *demo.StageError
+	if !errors.As(err, &se) || se.Stage != "library" || !errors.Is(err, demo.ErrCheck) {
+		t.Errorf("demo with a failing host = %v, want a library StageError wrapping ErrCheck", err)
+	}
+	if !strings.Contains(stderr.String(), "lane 9 of 1") {
+		t.Errorf("the failing host's message is not in the progress:\n%s", stderr.String())
+	}
+}
