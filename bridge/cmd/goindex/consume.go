@@ -35,9 +35,11 @@ Replica file:
   --shm PATH      default /dev/shm/goindex-<D>.replica; a new generation replaces
                   an existing replica file atomically (readers reattach)
 Output: progress and health logs on stderr (--log-format, --log-level); the
-final lane status on stdout (one JSON object with --json). --metrics-addr
-serves Prometheus /metrics (per lane: state, lease, lag, frames, resyncs,
-catch-ups, RTT, load), /healthz and /readyz (--ready-lanes). --duration stops after a while (tests, demos).`
+final lane status on stdout (one JSON object with --json). --duration stops
+after a while (tests, demos).
+Metrics: --metrics-addr serves Prometheus /metrics (per lane: state, lease,
+lag, frames, resyncs, catch-ups, RTT, load), /healthz and /readyz (200 when
+--ready-lanes any: a lane is READY; all: every lane is).`
 
 func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("consume", consumeSynopsis, stderr)
