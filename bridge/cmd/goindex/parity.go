@@ -131,7 +131,7 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	lanes := fs.Int("lanes", 16, "CKF lanes (1..64)")
 	blocksPerLane := fs.Uint64("blocks-per-lane", parity.DefaultBlocksPerLane, "blocks that size each lane's filter")
 	loadsFlag := fs.String("loads", "0.5,0.8,0.9", "target slot occupancies, comma-separated")
-	load := fs.Float64("load", 0, "one target slot occupancy (instead of --loads)")
+	load := fs.Float64("load", 0, "one target slot occupancy above 0, instead of --loads (unset: --loads)")
 	searchName := fs.String("search", replica.Chunked.String(), "CKF prefix search: chunked, bisect or linear")
 	queries := fs.Int("queries", 0, "queries per load (0: one per base path)")
 	samples := fs.Int("samples", 4096, "event log: stored paths sampled as base queries")
