@@ -38,8 +38,12 @@ Output (P = --prefix; D, DC decimal ids):
 
 A restarted relay claims the pool with a new incarnation; consumers then
 re-snapshot. SIGINT/SIGTERM drain gracefully: the tail and a drain marker go
-to the log. Progress and health logs go to stderr; the final status goes to
-stdout (one JSON object with --json).`
+to the log. Progress and health logs go to stderr (--log-format, --log-level);
+the final status goes to stdout (one JSON object with --json).
+Metrics: --metrics-addr serves Prometheus /metrics (per pool: events applied
+and rejected by reason, gaps, capacity omissions, load factor, frames and
+bytes published by type, sequence, snapshots), /healthz and /readyz (200 once
+every pool is set up and none has stopped).`
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("relay", relaySynopsis, stderr)
