@@ -187,7 +187,7 @@ func (d *demo) run(ctx context.Context) error {
 func (d *demo) died(err error) { d.cancel(err) }
 
 func (d *demo) startWAN(ctx context.Context) (string, error) {
-	w, err := startWAN(d.dir, d.cfg.sites, d.cfg.Wait)
+	w, err := startWAN(ctx, d.dir, d.cfg.sites, d.cfg.Wait)
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -158,7 +159,7 @@ type wan struct {
 // startWAN starts the hub, then per site a delayed link and a leaf server
 // whose JetStream store lives under dir, and waits until every leaf is
 // connected to the hub.
-func startWAN(dir string, sites []*site, wait time.Duration) (*wan, error) {
+func startWAN(ctx context.Context, dir string, sites []*site, wait time.Duration) (*wan, error) {
 	hub, err := natsutil.Start(natsutil.ServerConfig{Name: "hub", Leaf: true})
 	if err != nil {
 		return nil, err
@@ -182,14 +183,15 @@ func startWAN(dir string, sites []*site, wait time.Duration) (*wan, error) {
 		}
 		w.sites = append(w.sites, s)
 	}
-	deadline := time.Now().Add(wait)
-	for hub.NATS().NumLeafNodes() != len(sites) {
-		if time.Now().After(deadline) {
-			n := hub.NATS().NumLeafNodes()
-			w.close()
-			return nil, fmt.Errorf("%w: %d of %d leaf servers joined the hub within %v", ErrCheck, n, len(sites), wait)
+	err = poll(ctx, wait, 10*time.Millisecond, func() error {
+		if n := hub.NATS().NumLeafNodes(); n != len(sites) {
+			return fmt.Errorf("%d of %d leaf servers joined the hub", n, len(sites))
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		w.close()
+		return nil, checkf("%v", err)
 	}
 	return w, nil
 }

@@ -90,7 +90,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	prefill := fs.Float64("prefill-tokens-per-ms", demo.DefaultPrefillTokensPerMs, "prefill speed of one mock engine")
 	concurrency := fs.Int("concurrency", demo.DefaultConcurrency, "closed-loop clients replaying the trace")
 	wait := fs.Duration("wait", demo.DefaultWait, "bound on each wait for a component or for the replica")
-	library := fs.String("library", defaultLib, "libgoindex.so for the library stage (default: beside this binary)")
+	library := fs.String("library", defaultLib, "libgoindex.so for the library stage, loaded by a separate host process (empty: the stage is skipped)")
 	noLibrary := fs.Bool("no-library", false, "skip the library stage")
 	hostClient := fs.String("host-client", "", "host program loading the library, split on spaces (default: the embedded python3 host)")
 	simConcurrency := fs.Int("sim-concurrency", 0, "the simulation's closed-loop concurrency (0: goindex sim's default)")
