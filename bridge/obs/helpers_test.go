@@ -3,20 +3,16 @@ package obs
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/obs/obstest"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // wait bounds every condition a test polls for.
@@ -57,82 +53,13 @@ func endpoint(t *testing.T, ready ReadyFunc, cs ...prometheus.Collector) string 
 	return "http://" + srv.Addr().String()
 }
 
-// families is one scrape of /metrics, parsed by the text parser.
-type families map[string]*dto.MetricFamily
-
-func scrape(base string) (families, error) {
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("parse /metrics: %w", err)
-	}
-	return fams, nil
-}
-
-func mustScrape(t *testing.T, base string) families {
+func mustScrape(t *testing.T, base string) obstest.Families {
 	t.Helper()
-	f, err := scrape(base)
+	f, err := obstest.Scrape(base)
 	if err != nil {
 		t.Fatalf("scrape %s: %v", base, err)
 	}
 	return f
-}
-
-// metric returns the sample of name whose labels include every k=v pair
-// of labels (a counter's or gauge's value, a histogram's sample count).
-func (f families) metric(name string, labels ...string) (float64, error) {
-	fam, ok := f[name]
-	if !ok {
-		return 0, fmt.Errorf("%s not scraped", name)
-	}
-next:
-	for _, m := range fam.GetMetric() {
-		for _, kv := range labels {
-			k, v, _ := strings.Cut(kv, "=")
-			found := false
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == k && lp.GetValue() == v {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), nil
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), nil
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), nil
-		}
-	}
-	return 0, fmt.Errorf("%s%v not scraped", name, labels)
-}
-
-// want returns nil when name{labels} equals v in a fresh scrape of base.
-func want(base string, v float64, name string, labels ...string) error {
-	f, err := scrape(base)
-	if err != nil {
-		return err
-	}
-	got, err := f.metric(name, labels...)
-	if err != nil {
-		return err
-	}
-	if got != v {
-		return fmt.Errorf("%s%v = %g, want %g", name, labels, got, v)
-	}
-	return nil
 }
 
 // probe returns the status code and Readiness of GET base+path.

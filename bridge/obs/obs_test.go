@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/consume"
+	"github.com/goindex/goindex/bridge/obs/obstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/bridge/route"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const (
@@ -53,7 +55,7 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 	if code, _ := probe(t, relayURL, "/healthz"); code != http.StatusOK {
 		t.Errorf("relay /healthz before Run = %d, want 200", code)
 	}
-	if err := want(relayURL, 0, "goindex_relay_ready"); err != nil {
+	if err := obstest.Want(relayURL, 0, "goindex_relay_ready"); err != nil {
 		t.Error(err)
 	}
 	rctx, stopRelay := context.WithCancel(context.Background())
@@ -88,7 +90,7 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 	if code, rd := probe(t, consumeURL, "/readyz"); code != http.StatusServiceUnavailable || rd.Reason == "" {
 		t.Errorf("consume /readyz before Run = %d %+v, want 503 with a reason", code, rd)
 	}
-	if err := want(consumeURL, 0, "goindex_consume_lane_ready", "lane=0", "dc=3"); err != nil {
+	if err := obstest.Want(consumeURL, 0, "goindex_consume_lane_ready", "lane=0", "dc=3"); err != nil {
 		t.Error(err)
 	}
 
@@ -117,7 +119,7 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 	if code, _ := probe(t, routeURL, "/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("route /readyz before any lane signal = %d, want 503", code)
 	}
-	if err := want(routeURL, 0, "goindex_route_decisions_total", "dc=fra", "policy=ttft"); err != nil {
+	if err := obstest.Want(routeURL, 0, "goindex_route_decisions_total", "dc=fra", "policy=ttft"); err != nil {
 		t.Errorf("decision series before any request: %v", err)
 	}
 
@@ -142,7 +144,7 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 		{1, "goindex_consume_lane_snapshots_installed_total", []string{"lane=0"}},
 		{1, "goindex_consume_lane_frames_received_total", []string{"lane=0", "type=snapshot"}},
 	} {
-		if err := want(consumeURL, w.v, w.name, w.labels...); err != nil {
+		if err := obstest.Want(consumeURL, w.v, w.name, w.labels...); err != nil {
 			t.Error(err)
 		}
 	}
@@ -169,7 +171,7 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 	}
 	pool := []string{"domain=1", "dc=3"}
 	relaytest.CheckFor(t, wait, pollEvery, func() error {
-		return want(relayURL, events+2, "goindex_relay_messages_total", pool...)
+		return obstest.Want(relayURL, events+2, "goindex_relay_messages_total", pool...)
 	})
 	if err := r.Flush(context.Background(), 1); err != nil {
 		t.Fatalf("Flush: %v", err)
@@ -187,22 +189,22 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 		{0, "goindex_relay_envelope_gaps_total", nil},
 		{1, "goindex_relay_pool_running", nil},
 	} {
-		got, err := f.metric(w.name, append(w.labels, pool...)...)
+		got, err := f.Value(w.name, append(w.labels, pool...)...)
 		if err != nil || got != w.v {
 			t.Errorf("relay %s%v = %g (%v), want %g", w.name, w.labels, got, err, w.v)
 		}
 	}
-	if got, err := f.metric("goindex_relay_ready"); err != nil || got != 1 {
+	if got, err := f.Value("goindex_relay_ready"); err != nil || got != 1 {
 		t.Errorf("relay goindex_relay_ready = %g (%v), want 1", got, err)
 	}
 	st, err := r.Status(context.Background())
 	if err != nil || len(st) != 1 {
 		t.Fatalf("relay Status = %v, %v", st, err)
 	}
-	if got, _ := f.metric("goindex_relay_tracked_blocks", pool...); got != float64(st[0].Producer.TrackedBlocks) || got == 0 {
+	if got, _ := f.Value("goindex_relay_tracked_blocks", pool...); got != float64(st[0].Producer.TrackedBlocks) || got == 0 {
 		t.Errorf("relay tracked blocks scraped %g, status %d, want equal and non-zero", got, st[0].Producer.TrackedBlocks)
 	}
-	if got, _ := f.metric("goindex_relay_load_factor", pool...); got <= 0 || got > 1 {
+	if got, _ := f.Value("goindex_relay_load_factor", pool...); got <= 0 || got > 1 {
 		t.Errorf("relay load factor %g, want in (0, 1]", got)
 	}
 
@@ -210,27 +212,27 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 	// received delta frames and bytes equal the relay's published ones
 	// once its installed sequence reaches the relay's.
 	relaytest.CheckFor(t, wait, pollEvery, func() error {
-		rf, err := scrape(relayURL)
+		rf, err := obstest.Scrape(relayURL)
 		if err != nil {
 			return err
 		}
-		cf, err := scrape(consumeURL)
+		cf, err := obstest.Scrape(consumeURL)
 		if err != nil {
 			return err
 		}
 		for _, pair := range [][2]string{{"goindex_relay_sequence", "goindex_consume_lane_installed_sequence"},
 			{"goindex_relay_frames_published_total", "goindex_consume_lane_frames_received_total"},
 			{"goindex_relay_published_bytes_total", "goindex_consume_lane_received_bytes_total"}} {
-			rv, err := rf.metric(pair[0], "type=delta")
+			rv, err := rf.Value(pair[0], "type=delta")
 			if pair[0] == "goindex_relay_sequence" {
-				rv, err = rf.metric(pair[0])
+				rv, err = rf.Value(pair[0])
 			}
 			if err != nil {
 				return err
 			}
-			cv, err := cf.metric(pair[1], "lane=0", "type=delta")
+			cv, err := cf.Value(pair[1], "lane=0", "type=delta")
 			if pair[0] == "goindex_relay_sequence" {
-				cv, err = cf.metric(pair[1], "lane=0")
+				cv, err = cf.Value(pair[1], "lane=0")
 			}
 			if err != nil {
 				return err
@@ -242,25 +244,25 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 		return nil
 	})
 	cf := mustScrape(t, consumeURL)
-	deltas, _ := cf.metric("goindex_consume_lane_deltas_applied_total", "lane=0")
-	frames, _ := cf.metric("goindex_consume_lane_frames_received_total", "lane=0", "type=delta")
+	deltas, _ := cf.Value("goindex_consume_lane_deltas_applied_total", "lane=0")
+	frames, _ := cf.Value("goindex_consume_lane_frames_received_total", "lane=0", "type=delta")
 	if deltas != frames {
 		t.Errorf("consumer deltas applied %g, delta frames received %g; want equal", deltas, frames)
 	}
 	for _, name := range []string{"goindex_consume_lane_faults_total", "goindex_consume_lane_resyncs_total", "goindex_consume_lane_sequence_lag"} {
-		if got, err := cf.metric(name, "lane=0"); err != nil || got != 0 {
+		if got, err := cf.Value(name, "lane=0"); err != nil || got != 0 {
 			t.Errorf("consumer %s = %g (%v), want 0", name, got, err)
 		}
 	}
 	relaytest.CheckFor(t, wait, pollEvery, func() error {
-		f, err := scrape(consumeURL)
+		f, err := obstest.Scrape(consumeURL)
 		if err != nil {
 			return err
 		}
-		if v, err := f.metric("goindex_consume_lane_rtt_seconds", "lane=0"); err != nil || v <= 0 {
+		if v, err := f.Value("goindex_consume_lane_rtt_seconds", "lane=0"); err != nil || v <= 0 {
 			return fmt.Errorf("lane rtt %g (%v), want > 0", v, err)
 		}
-		if v, err := f.metric("goindex_consume_lane_frames_received_total", "lane=0", "type=load-report"); err != nil || v == 0 {
+		if v, err := f.Value("goindex_consume_lane_frames_received_total", "lane=0", "type=load-report"); err != nil || v == 0 {
 			return fmt.Errorf("load reports received %g (%v), want > 0", v, err)
 		}
 		return nil
@@ -312,14 +314,14 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 		{1, "goindex_route_eligible_dcs", nil},
 		{0, "goindex_route_failures_total", []string{"reason=unroutable"}},
 	} {
-		if got, err := rf.metric(w.name, w.labels...); err != nil || got != w.v {
+		if got, err := rf.Value(w.name, w.labels...); err != nil || got != w.v {
 			t.Errorf("route %s%v = %g (%v), want %g", w.name, w.labels, got, err, w.v)
 		}
 	}
-	if v, err := rf.metric("goindex_route_dc_rtt_seconds", "dc=fra"); err != nil || v <= 0 {
+	if v, err := rf.Value("goindex_route_dc_rtt_seconds", "dc=fra"); err != nil || v <= 0 {
 		t.Errorf("route dc rtt = %g (%v), want > 0", v, err)
 	}
-	if v, err := rf.metric("goindex_route_replica_age_seconds"); err != nil || v < 0 || v > 10 {
+	if v, err := rf.Value("goindex_route_replica_age_seconds"); err != nil || v < 0 || v > 10 {
 		t.Errorf("route replica age = %g (%v), want within [0, 10] s of the consumer's heartbeat", v, err)
 	}
 
@@ -353,7 +355,7 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 	if code, rd := probe(t, relayURL, "/readyz"); code != http.StatusServiceUnavailable || rd.Reason == "" {
 		t.Errorf("relay /readyz after stop = %d %+v, want 503 with a reason", code, rd)
 	}
-	if err := want(relayURL, 0, "goindex_relay_pool_running", pool...); err != nil {
+	if err := obstest.Want(relayURL, 0, "goindex_relay_pool_running", pool...); err != nil {
 		t.Error(err)
 	}
 }
@@ -395,4 +397,35 @@ func TestListen_RefusesABadAddress(t *testing.T) {
 	if _, err := Listen("127.0.0.1:99999", Handler(nil, nil), nil); !errors.Is(err, ErrBadConfig) {
 		t.Errorf("Listen(port 99999) = %v, want ErrBadConfig", err)
 	}
+}
+
+func TestServer_CloseTwiceAndHealthz(t *testing.T) {
+	srv, err := Listen("127.0.0.1:0", Handler(prometheusRegistry(t), func() error { return fmt.Errorf("x: %w", ErrNotReady) }), nil)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	base := "http://" + srv.Addr().String()
+	if code, _ := probe(t, base, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d, want 200", code)
+	}
+	if code, rd := probe(t, base, "/readyz"); code != http.StatusServiceUnavailable || rd.Reason != "x: not ready" {
+		t.Errorf("/readyz = %d %+v, want 503 with reason %q", code, rd, "x: not ready")
+	}
+	if _, err := obstest.Scrape(base); err != nil {
+		t.Errorf("scrape with only runtime collectors: %v", err)
+	}
+	for i := range 2 {
+		if err := srv.Close(); err != nil {
+			t.Errorf("Close #%d = %v, want nil", i+1, err)
+		}
+	}
+}
+
+func prometheusRegistry(t *testing.T) *prometheus.Registry {
+	t.Helper()
+	reg, err := NewRegistry()
+	if err != nil {
+		t.Fatalf("NewRegistry: %v", err)
+	}
+	return reg
 }

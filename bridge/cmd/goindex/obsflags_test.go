@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/bridge/obs/obstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // metricsURLPattern finds the metrics endpoint a command logged, in text
@@ -42,54 +41,6 @@ func metricsBase(t *testing.T, stderr *syncBuffer, done chan error) string {
 		return nil
 	})
 	return base
-}
-
-// sample returns the value of the sample of name whose labels include
-// every k=v pair, from one scrape of base.
-func sample(base, name string, labels ...string) (float64, error) {
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	fam, ok := fams[name]
-	if !ok {
-		return 0, fmt.Errorf("%s not scraped", name)
-	}
-next:
-	for _, m := range fam.GetMetric() {
-		for _, kv := range labels {
-			k, v, _ := strings.Cut(kv, "=")
-			found := false
-			for _, lp := range m.GetLabel() {
-				found = found || (lp.GetName() == k && lp.GetValue() == v)
-			}
-			if !found {
-				continue next
-			}
-		}
-		if m.Counter != nil {
-			return m.GetCounter().GetValue(), nil
-		}
-		return m.GetGauge().GetValue(), nil
-	}
-	return 0, fmt.Errorf("%s%v not scraped", name, labels)
-}
-
-func wantSample(base string, v float64, name string, labels ...string) error {
-	got, err := sample(base, name, labels...)
-	if err != nil {
-		return err
-	}
-	if got != v {
-		return fmt.Errorf("%s%v = %g, want %g", name, labels, got, v)
-	}
-	return nil
 }
 
 func readyz(base string) error {
@@ -126,7 +77,7 @@ func TestObsFlags_RelayConsumeAndRouteServeMetricsAndLogJSON(t *testing.T) {
 		}
 	}
 	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
-		return wantSample(relayURL, events, "goindex_relay_events_applied_total", "domain=1", "dc=5")
+		return obstest.Want(relayURL, events, "goindex_relay_events_applied_total", "domain=1", "dc=5")
 	})
 
 	path := filepath.Join(t.TempDir(), "replica")
@@ -140,7 +91,7 @@ func TestObsFlags_RelayConsumeAndRouteServeMetricsAndLogJSON(t *testing.T) {
 	}()
 	consumeURL := metricsBase(t, consumeErr, consumeDone)
 	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error { return readyz(consumeURL) })
-	if err := wantSample(consumeURL, 1, "goindex_consume_lane_ready", "lane=0", "dc=5"); err != nil {
+	if err := obstest.Want(consumeURL, 1, "goindex_consume_lane_ready", "lane=0", "dc=5"); err != nil {
 		t.Error(err)
 	}
 
@@ -158,7 +109,7 @@ func TestObsFlags_RelayConsumeAndRouteServeMetricsAndLogJSON(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("POST /v1/completions = %s, want 200", resp.Status)
 	}
-	if err := wantSample(routeURL, 1, "goindex_route_decisions_total", "dc=ams", "policy=ttft"); err != nil {
+	if err := obstest.Want(routeURL, 1, "goindex_route_decisions_total", "dc=ams", "policy=ttft"); err != nil {
 		t.Error(err)
 	}
 	if err := stopRoute(); err != nil {
