@@ -85,10 +85,17 @@
 // # Tests
 //
 // The links deliver every byte in order and cut connections on close (no
-// timing is checked); capture
-// keeps the tail; config errors are refused before anything starts, with
-// unwritable directories named; a reduced run end to end (three DCs, a
-// few dozen requests; bridge/cmd/goindex's TestDemo_ReducedRunEndToEnd)
-// passes every stage, routes every request, finds no replica depth below
-// the engines', and leaves no child process or temporary file behind.
+// timing is checked); capture keeps the tail; poll ends with the context's
+// cause; Config errors are refused before anything starts, naming the
+// input (unknown or repeated sites, missing binary, library or trace,
+// unwritable directories). In bridge/cmd/goindex, with the test binary
+// standing in for goindex: a reduced run end to end (three DCs, 40
+// requests; TestDemo_ReducedRunEndToEnd) passes every stage (the library
+// stage against $GOINDEX_BUILD/libgoindex.so when there), routes every
+// request, relays every event, finds no replica depth below the engines',
+// simulates every policy, writes the report and leaves no child process
+// or temporary directory behind; SIGINT during the replay stops every
+// child and says "interrupted"; stand-in hosts show the library stage
+// skipped on exit status hostSkipExit and failed otherwise. ExampleRun
+// shows the call.
 package demo
