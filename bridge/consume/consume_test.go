@@ -168,6 +168,57 @@ func TestConsumer_DiscoveredLanesConvergeAndCarryRTTAndLoad(t *testing.T) {
 	}
 }
 
+func TestConsumer_LateLaneCatchesUpOnceAndCountsWhatItReceived(t *testing.T) {
+	seed := relaytest.Seed(t, 12)
+	nc := startServer(t)
+	d := startRelay(t, nc, 4, seed)
+	d.feed(t, nc, 400)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := d.r.Flush(ctx, 1); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+		st, err := d.r.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if st[0].Intake.Events != 400 || st[0].Publisher.Deltas < 2 {
+			return fmt.Errorf("relay status: %d events, %d deltas; want 400 events and at least 2 deltas", st[0].Intake.Events, st[0].Publisher.Deltas)
+		}
+		return nil
+	})
+	// The stored snapshot is the relay's first (empty) one: the lane starts
+	// behind the log by every delta published so far.
+	path := filepath.Join(t.TempDir(), "replica")
+	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{4}, Path: path, PingEvery: 20 * time.Millisecond})
+	reader, err := shm.Attach(path)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	defer reader.Close()
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error { return converged(ctx, reader, 0, d) })
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+		if st := c.Status()[0]; st.CatchUps != 1 || st.Pending != 0 {
+			return fmt.Errorf("lane status: %d catch-ups, %d pending; want 1 catch-up and none pending", st.CatchUps, st.Pending)
+		}
+		return nil
+	})
+	st := c.Status()[0]
+	rst, err := d.r.Status(ctx)
+	if err != nil {
+		t.Fatalf("relay Status: %v", err)
+	}
+	wire := rst[0].Wire
+	if st.FramesReceived["delta"] != st.Deltas || st.Deltas != wire.Frames["delta"] || st.BytesReceived["delta"] != wire.Bytes["delta"] {
+		t.Errorf("lane received %d delta frames (%d bytes), applied %d; relay published %d (%d bytes); want all equal",
+			st.FramesReceived["delta"], st.BytesReceived["delta"], st.Deltas, wire.Frames["delta"], wire.Bytes["delta"])
+	}
+	if st.FramesReceived["snapshot"] == 0 || st.BytesReceived["snapshot"] == 0 || st.FramesReceived["invalid"] != 0 {
+		t.Errorf("lane received %v frames (%v bytes): want snapshot chunks and no invalid frame", st.FramesReceived, st.BytesReceived)
+	}
+}
+
 // dropper drops, duplicates or reorders delta frames of one DC on demand.
 type dropper struct {
 	mu   sync.Mutex
