@@ -183,7 +183,8 @@ typedef struct goindex_counters {
 } goindex_counters;
 
 /* goindex_abi_version returns GOINDEX_ABI_VERSION of the loaded library.
- * Threading: any thread. Returns: the version (never fails). */
+ * Threading: any thread. Ownership: no pointers. Returns: the version
+ * (never fails). */
 uint32_t goindex_abi_version(void);
 
 /* goindex_open creates an index from a JSON config and stores its handle in
@@ -228,8 +229,10 @@ uint32_t goindex_abi_version(void);
  * GOINDEX_ECONFIG (detail via goindex_last_error(0, ...)); GOINDEX_EINTERNAL. */
 int goindex_open(goindex_in_char* config_json, size_t config_len, uint64_t* handle_out);
 
-/* goindex_close releases a handle. Closing twice returns GOINDEX_EHANDLE.
+/* goindex_close releases a handle (a global handle's replica mapping is
+ * unmapped once no probe reads it). Closing twice returns GOINDEX_EHANDLE.
  * Threading: must not race with other calls on the same handle.
+ * Ownership: no pointers.
  * Returns: GOINDEX_OK; GOINDEX_EHANDLE; GOINDEX_EINTERNAL. */
 int goindex_close(uint64_t handle);
 
@@ -278,17 +281,18 @@ int goindex_remove(uint64_t handle, uint64_t worker_id, uint32_t dp_rank, uint64
 
 /* goindex_clear applies one cleared event: the member (or, with
  * "clear_scope": "worker", every rank of its worker) drops all blocks.
- * Threading: event call. Returns: GOINDEX_OK; GOINDEX_EHANDLE; GOINDEX_EMODE;
- * GOINDEX_EINTERNAL. */
+ * Threading: event call. Ownership: no pointers. Returns: GOINDEX_OK;
+ * GOINDEX_EHANDLE; GOINDEX_EMODE; GOINDEX_EINTERNAL. */
 int goindex_clear(uint64_t handle, uint64_t worker_id, uint32_t dp_rank, uint64_t event_id);
 
 /* goindex_remove_worker drops every rank of a worker (unknown workers are a
- * no-op). Threading: event call. Returns: GOINDEX_OK; GOINDEX_EHANDLE;
- * GOINDEX_EMODE; GOINDEX_EINTERNAL. */
+ * no-op). Threading: event call. Ownership: no pointers. Returns:
+ * GOINDEX_OK; GOINDEX_EHANDLE; GOINDEX_EMODE; GOINDEX_EINTERNAL. */
 int goindex_remove_worker(uint64_t handle, uint64_t worker_id);
 
 /* goindex_remove_rank drops one (worker, dp rank) (unknown members are a
- * no-op). Threading: event call. Returns: as goindex_remove_worker. */
+ * no-op). Threading: event call. Ownership: no pointers. Returns: as
+ * goindex_remove_worker. */
 int goindex_remove_rank(uint64_t handle, uint64_t worker_id, uint32_t dp_rank);
 
 /* goindex_hash_tokens computes the Dynamo local block hashes of token ids with
@@ -404,22 +408,27 @@ int goindex_attach_replica(uint64_t handle, goindex_in_char* path, size_t path_l
 /* goindex_set_rtt records the host's measured round trip to DC dc_id for a
  * global handle fed by goindex_apply_frame (an attached replica carries the
  * consumer's own measurements). score uses it for dc_id's lane until it is
- * older than "max_staleness_ms"; call it again to refresh it.
- * Threading: event call.
+ * older than "max_staleness_ms"; call it again to refresh it. rtt_ms is in
+ * milliseconds; the sample is timestamped by the library's clock at the call.
+ * Threading: event call. Ownership: no pointers.
  * Returns: GOINDEX_OK; GOINDEX_EINVAL (rtt_ms not finite or outside
  * [0, 86400000], or dc_id not in "dcs"); GOINDEX_EHANDLE; GOINDEX_EMODE (not
  * a global handle, opened without "dcs", or a replica is attached);
  * GOINDEX_EINTERNAL. */
 int goindex_set_rtt(uint64_t handle, uint64_t dc_id, double rtt_ms);
 
-/* goindex_stats fills at most stats->struct_size bytes of *stats.
- * Threading: any thread. Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL, or
- * struct_size smaller than 8); GOINDEX_EHANDLE; GOINDEX_EINTERNAL. */
+/* goindex_stats fills at most stats->struct_size bytes of *stats (leaving
+ * struct_size as the caller set it): counters other threads may be
+ * changing, so the fields are not all read at one instant.
+ * Threading: any thread. Ownership: stats written during the call only.
+ * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL, or struct_size smaller than 8);
+ * GOINDEX_EHANDLE; GOINDEX_EINTERNAL. */
 int goindex_stats(uint64_t handle, goindex_counters* stats);
 
 /* goindex_strerror returns a static, NUL-terminated name for a status code
  * ("unknown error" for codes it does not know). Threading: any thread.
- * Ownership: the string is static; never free it. */
+ * Ownership: the string is static; never free it. Returns: the string
+ * (never NULL). */
 goindex_in_char* goindex_strerror(int code);
 
 /* goindex_last_error copies the detail of the last failed call on handle
@@ -427,7 +436,8 @@ goindex_in_char* goindex_strerror(int code);
  * NUL-terminated and truncated to capacity − 1 bytes; an empty string means no
  * failure recorded. *needed (optional, may be NULL) receives the full length
  * including the NUL.
- * Threading: any thread. Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL buf with
+ * Threading: any thread. Ownership: buf (capacity bytes) and *needed written
+ * during the call only. Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL buf with
  * nonzero capacity); GOINDEX_EHANDLE. */
 int goindex_last_error(uint64_t handle, char* buf, size_t capacity, size_t* needed);
 
@@ -567,8 +577,11 @@ typedef struct dynamo_ws_descriptor_v1 {
 	int32_t (*required_candidate_inputs)(void* state, uint64_t* inputs_out, dynamo_ws_error_buffer* err);             /* @32 */
 } dynamo_ws_descriptor_v1;
 
-/* dynamo_worker_selector_plugin_v1 returns the plugin's descriptor (static;
- * never free it). Threading: any thread. */
+/* dynamo_worker_selector_plugin_v1 returns the plugin's descriptor.
+ * Threading: any thread. Ownership: the descriptor is static C memory, the
+ * same pointer on every call; never free it. Returns: the descriptor (never
+ * NULL). The plugin's states are its own: goindex_* handles and plugin
+ * states never mix. */
 const dynamo_ws_descriptor_v1* dynamo_worker_selector_plugin_v1(void);
 
 #ifdef __cplusplus
