@@ -32,7 +32,9 @@ type Format struct {
 	seed    uint64
 	buckets uint64
 	mask    uint64
-	delta   []uint32 // delta[fp] = d(fp) for the bucket count; index 0 unused
+	delta   *[1 << 16]uint32 // delta[fp] = d(fp) for the bucket count; index 0 unused
+	key     uint64           // hash8Key(seed), for ProbeFast
+	mask32  uint32           // mask as a uint32 (n ≤ 2^24)
 }
 
 // Probe is the address of one canonical hash: its fingerprint and its two
@@ -48,7 +50,8 @@ func NewFormat(seed, bucketCount uint64) (*Format, error) {
 	if bucketCount < MinBuckets || bucketCount > MaxBuckets || bucketCount&(bucketCount-1) != 0 {
 		return nil, fmt.Errorf("%w: bucket count %d is not a power of two in [%d, %d]", ErrBadFormat, bucketCount, MinBuckets, MaxBuckets)
 	}
-	f := &Format{seed: seed, buckets: bucketCount, mask: bucketCount - 1, delta: make([]uint32, 1<<16)}
+	f := &Format{seed: seed, buckets: bucketCount, mask: bucketCount - 1, delta: new([1 << 16]uint32),
+		key: hash8Key(seed), mask32: uint32(bucketCount - 1)}
 	var buf [2]byte
 	for fp := 1; fp < 1<<16; fp++ {
 		binary.LittleEndian.PutUint16(buf[:], uint16(fp))

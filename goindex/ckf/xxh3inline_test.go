@@ -104,6 +104,26 @@ func TestFormat_ProbeFastEqualsProbe(t *testing.T) {
 			t.Fatalf("ProbeFast(%#x) on n=%d seed=%#x = %+v, want %+v (test seed %#x)", h, f.Buckets(), f.Seed(), got, want, seed)
 		}
 	}
+	// The batch form, on random lengths, leaves dst beyond len untouched.
+	hashes := make([]uint64, 64)
+	dst := make([]Probe, 65)
+	for i := 0; i < cases/64; i++ {
+		f := formats[i%len(formats)]
+		for j := range hashes {
+			hashes[j] = rng.Uint64()
+		}
+		n := rng.IntN(len(hashes) + 1)
+		dst[n] = Probe{FP: 7}
+		f.ProbesFast(dst[:n], hashes)
+		for j := 0; j < n; j++ {
+			if want := f.Probe(hashes[j]); dst[j] != want {
+				t.Fatalf("ProbesFast(len %d)[%d] of %#x on n=%d = %+v, want %+v (test seed %#x)", n, j, hashes[j], f.Buckets(), dst[j], want, seed)
+			}
+		}
+		if dst[n] != (Probe{FP: 7}) {
+			t.Fatalf("ProbesFast(len %d) wrote dst[%d] = %+v beyond its length", n, n, dst[n])
+		}
+	}
 }
 
 func FuzzHash8(f *testing.F) {
@@ -135,5 +155,37 @@ func BenchmarkHash8(b *testing.B) {
 			acc += libraryHash8(uint64(i), DefaultSeed)
 		}
 		hashSink = acc
+	})
+}
+
+// BenchmarkProbesFast lines up the batch probe (hash inlined into the
+// loop) against one ProbeFast call per hash, over a query-sized batch.
+func BenchmarkProbesFast(b *testing.B) {
+	f, err := NewFormat(DefaultSeed, 1<<22)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hashes := make([]uint64, 32)
+	for i := range hashes {
+		hashes[i] = uint64(i) * 0x9E3779B97F4A7C15
+	}
+	dst := make([]Probe, len(hashes))
+	report := func(b *testing.B) {
+		hashSink += uint64(dst[len(dst)-1].A)
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(hashes)), "ns/probe")
+	}
+	b.Run("impl=batch", func(b *testing.B) {
+		for b.Loop() {
+			f.ProbesFast(dst, hashes)
+		}
+		report(b)
+	})
+	b.Run("impl=single", func(b *testing.B) {
+		for b.Loop() {
+			for i, h := range hashes {
+				dst[i] = f.ProbeFast(h)
+			}
+		}
+		report(b)
 	})
 }

@@ -60,7 +60,7 @@ func BenchmarkProbe(b *testing.B) {
 				}
 				return fx
 			}
-			for _, impl := range []string{"replica-fast", "replica-fast-touch", "replica-bisect", "linear", "radix"} {
+			for _, impl := range []string{"replica-fast", "replica-fast-go", "replica-bisect", "linear", "radix"} {
 				if impl == "radix" && (lanes > 16 || blocks > 1<<20) {
 					continue
 				}
@@ -304,11 +304,11 @@ func runProbe(b *testing.B, fx *probeFixture, impl string) {
 		query = fx.u.localOf
 	}
 	switch impl {
-	case "replica-fast", "replica-fast-touch", "replica-bisect", "linear":
-		mode := map[string]Mode{"replica-fast": Chunked, "replica-fast-touch": Chunked, "replica-bisect": Bisect, "linear": Linear}[impl]
+	case "replica-fast", "replica-fast-go", "replica-bisect", "linear":
+		mode := map[string]Mode{"replica-fast": Chunked, "replica-fast-go": Chunked, "replica-bisect": Bisect, "linear": Linear}[impl]
 		s := mustSearcher(b, fx.tab, fx.f, mode, 0)
-		if impl == "replica-fast-touch" {
-			s.fetch = touchLines // the portable path, to line up the prefetch helper's gain
+		if impl == "replica-fast-go" {
+			s.kern = goKernels // the portable path, to line up the assembly kernels' gain
 		}
 		dst := make([]uint32, fx.lanes)
 		search = func(q []uint64) int {

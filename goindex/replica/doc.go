@@ -20,17 +20,24 @@
 // operations, so it may live in a shared-memory mapping that one process
 // writes and others read (NewInRegion).
 //
+// New allocates the region on the Go heap and, on linux, asks for
+// transparent huge pages over it (a probe's lines are spread across the
+// whole table, so 4 KiB pages make nearly every line a TLB miss as well).
+//
 // A Searcher runs searches for one goroutine over one Table and Format. A
-// search takes the query's canonical sequence hashes (the caller chains
-// its local hashes with kv.AppendChain) or their probes, loads the ready
-// mask once, searches M = ready ∧ asked lanes, and writes each lane's depth
-// in blocks into the caller's buffer. Three modes: Chunked (the default),
-// a linear scan whose row-A loads are prefetched a chunk ahead (one amd64
-// PREFETCHT1 helper; a pure-Go touch pass elsewhere), whose row-B loads are
-// issued only for lanes row A did not hold, and that stops when no lane is
-// left; Bisect, upstream's galloping + grouped binary search +
-// verification window + terminal-branch fallback, with its counters; and
-// Linear, the plain reference. Chunked is the default because it measured
+// search takes the query's canonical sequence hashes (Search), its local
+// hashes from the root, which it chains itself as far as it reads
+// (SearchLocals), or their probes (SearchProbes); it loads the ready mask
+// once, searches M = ready ∧ asked lanes, and writes each lane's depth in
+// blocks into the caller's buffer. Three modes: Chunked (the default), a
+// linear scan that hashes and prefetches row A a batch or more ahead,
+// tests row A one batch ahead, fetches and tests row B only for the lanes
+// row A did not hold, and stops when no lane is left (two row kernels do
+// the line work: on amd64 a PREFETCHT1 loop and an AVX-512 line test when
+// the CPU has it, a pure-Go touch pass and SWAR test elsewhere); Bisect,
+// upstream's galloping + grouped binary search + verification window +
+// terminal-branch fallback, with its counters; and Linear, the plain
+// reference. Chunked is the default because it measured
 // fastest on Mooncake-shaped requests (BenchmarkProbe; see BENCHMARKS.md).
 //
 // # Invariants
@@ -81,12 +88,14 @@
 // # Files
 //
 //   - table.go: Config, RegionWords, New, NewInRegion, the Table and its lane ops, Probe, the row and line tests.
-//   - search.go: Mode, SearchConfig, Searcher, Search and SearchProbes, the A-first chunked scan.
+//   - search.go: Mode, SearchConfig, Searcher, Search, SearchLocals and SearchProbes, the A-first chunked scan.
 //   - bisect.go: Stats, the membership seam, the Linear reference and upstream's bisection.
-//   - prefetch.go: the in-flight line budget and the pure-Go touch pass.
-//   - prefetch_amd64.go: the declaration of the PREFETCHT1 helper.
-//   - prefetch_amd64.s: the PREFETCHT1 helper, the package's only assembly.
-//   - prefetch_other.go: prefetchLines as the touch pass elsewhere.
+//   - rows.go: the row kernels' contract and their pure-Go versions (touch pass, SWAR test).
+//   - rows_amd64.go: the assembly kernels' declarations and the CPU feature check.
+//   - rows_amd64.s: PREFETCHT1 and AVX-512 row kernels, CPUID and XGETBV, the package's only assembly.
+//   - rows_other.go: the pure-Go kernels as the native ones elsewhere.
+//   - huge_linux.go: the transparent huge page hint for New's region.
+//   - huge_other.go: no hint elsewhere.
 //   - errors.go: every error of the package.
 //
 // The inlined XXH3 the search hashes with, ckf.Hash8 and Format.ProbeFast,
@@ -98,8 +107,10 @@
 // The tests prove spec §7's verified vectors (depths, fallback counters
 // and the 39-probe order) on a bitmap membership and on a real table in
 // every mode; 200,000 random prefix-closed cases (L ≤ 300, 1–16 and 64
-// lanes, random ready and asked masks and windows) where Bisect, Linear,
-// Chunked and Chunked on the touch pass all return the exact depth; random
+// lanes, random ready and asked masks and windows, each query given as
+// hashes, locals or probes) where Bisect, Linear, Chunked and Chunked on the
+// pure-Go kernels all return the exact depth; both row-test kernels against
+// ckf.Contains per lane on random words with the fingerprint in any slot; random
 // static membership with holes and false hits where Chunked equals the
 // longest run and Bisect is never below it (the inflation rate is logged);
 // Bisect's depth as the smallest observed miss; Probe and the line and word

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
 )
 
 // testSeed returns the seed of a randomized test: GOINDEX_SEED if set, else
@@ -124,6 +125,7 @@ type rowQuery struct {
 	stamp  []uint32 // stamp[b] == gen: bucket b is taken in this query
 	gen    uint32
 	hashes []uint64
+	locals []uint64 // hashes[i] is the chain of locals[:i+1] (kv.AppendChain)
 	probes []ckf.Probe
 }
 
@@ -132,15 +134,20 @@ func newRowQuery(t *Table, f *ckf.Format, rng *rand.Rand) *rowQuery {
 }
 
 // build writes the rows of a query of length L where lane l hits at
-// position p iff hits[p] has bit l, and returns its hashes.
+// position p iff hits[p] has bit l, and returns its hashes. The hashes are
+// the chain of random local hashes, so the query may also be searched by
+// its locals (SearchLocals).
 func (q *rowQuery) build(hits []uint64) []uint64 {
 	q.gen++
-	q.hashes, q.probes = q.hashes[:0], q.probes[:0]
-	for _, hit := range hits {
-		var h uint64
+	q.hashes, q.locals, q.probes = q.hashes[:0], q.locals[:0], q.probes[:0]
+	for i, hit := range hits {
+		var h, local uint64
 		var p ckf.Probe
 		for {
-			h = q.rng.Uint64()
+			local = q.rng.Uint64()
+			if h = local; i > 0 {
+				h = kv.ChainHash(q.hashes[i-1], local)
+			}
 			p = q.f.Probe(h)
 			if q.stamp[p.A] != q.gen && q.stamp[p.B] != q.gen {
 				break
@@ -160,6 +167,7 @@ func (q *rowQuery) build(hits []uint64) []uint64 {
 			q.t.rows[r+bits.TrailingZeros64(h)] = uint64(p.FP)
 		}
 		q.hashes = append(q.hashes, h)
+		q.locals = append(q.locals, local)
 		q.probes = append(q.probes, p)
 	}
 	return q.hashes

@@ -2,8 +2,10 @@ package replica
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
 )
 
 // Mode selects a Searcher's algorithm. All modes report, for each lane in
@@ -56,10 +58,10 @@ type SearchConfig struct {
 
 // Searcher runs prefix searches over one Table with one addressing Format.
 // It owns the scratch space a search needs, so after its first searches have
-// grown that space to the longest query, Search and SearchProbes do not
-// allocate. A Searcher is not safe for concurrent use: give each goroutine
-// its own; any number of Searchers may search one Table concurrently with
-// its writers.
+// grown that space to the longest query, Search, SearchLocals and
+// SearchProbes do not allocate. A Searcher is not safe for concurrent use:
+// give each goroutine its own; any number of Searchers may search one Table
+// concurrently with its writers.
 type Searcher struct {
 	t      *Table
 	f      *ckf.Format
@@ -67,14 +69,20 @@ type Searcher struct {
 	window int
 	stats  Stats
 	probes []ckf.Probe // the query's probes, computed as the search reaches them
+	canon  []uint64    // SearchLocals: the query's canonical hashes, chained as reached
 	hitA   []uint64    // per position, the lanes found in row A
-	needB  []uint64    // per position, the lanes whose row B must be tested
-	offs   []uint32    // one chunk's line offsets (keeps its grown capacity)
+	hitB   []uint64    // per position, the lanes whose row B is tested, then found there
+	groups groupList   // the lane groups the current search still reads
+	one    [1]uint64   // a one-probe mask batch for the reference modes' prefetch
 	bis    bisector
 	tp     tableProbes // the reference modes' membership, kept here so it does not escape
-	// fetch is prefetchLines; the tests swap in touchLines to run the
+	// The query of the search in progress (nil outside one): its
+	// canonical hashes or its local hashes; the chunked scan hashes
+	// them chunk by chunk.
+	qHashes, qLocals []uint64
+	// kern is nativeKernels(); the tests swap in goKernels to run the
 	// portable path on amd64.
-	fetch func(rows []uint64, offsets []uint32)
+	kern rowKernels
 }
 
 // NewSearcher returns a Searcher over t whose hashes are addressed with f;
@@ -92,7 +100,7 @@ func NewSearcher(t *Table, f *ckf.Format, cfg SearchConfig) (*Searcher, error) {
 	if cfg.Window < MinWindow || cfg.Window > MaxWindow {
 		return nil, fmt.Errorf("%w: window %d, want %d..%d", ErrBadConfig, cfg.Window, MinWindow, MaxWindow)
 	}
-	s := &Searcher{t: t, f: f, mode: cfg.Mode, window: cfg.Window, offs: make([]uint32, 0, 2*prefetchBudgetLines), fetch: prefetchLines}
+	s := &Searcher{t: t, f: f, mode: cfg.Mode, window: cfg.Window, kern: nativeKernels()}
 	s.tp.s = s
 	return s, nil
 }
@@ -111,36 +119,46 @@ func (s *Searcher) Stats() Stats { return s.stats }
 // and 0 elsewhere (growing dst only if its capacity is short), and M.
 // Every depth is ≤ len(hashes).
 func (s *Searcher) Search(dst []uint32, hashes []uint64, lanes uint64) ([]uint32, uint64) {
-	depth, m := s.begin(dst, lanes)
-	if cap(s.probes) < len(hashes) {
-		s.probes = make([]ckf.Probe, len(hashes))
+	s.qHashes = hashes
+	depth, m := s.run(dst, len(hashes), lanes)
+	s.qHashes = nil // do not keep the caller's query alive
+	return depth, m
+}
+
+// SearchLocals is Search for a query given as its local block hashes from
+// the root, as a router has them: it chains them (kv.ChainHash) itself.
+// The chunked scan chains only the positions it reaches, a chunk at a time
+// between its memory waits, so the chain costs little beyond the search.
+func (s *Searcher) SearchLocals(dst []uint32, locals []uint64, lanes uint64) ([]uint32, uint64) {
+	s.qLocals = locals
+	if cap(s.canon) < len(locals) {
+		s.canon = make([]uint64, len(locals))
 	}
-	ps := s.probes[:len(hashes)]
-	if s.mode == Chunked {
-		s.scan(depth, hashes, ps, m)
-		return depth, m
-	}
-	for i, h := range hashes {
-		ps[i] = s.f.ProbeFast(h)
-	}
-	s.reference(depth, ps, m)
+	depth, m := s.run(dst, len(locals), lanes)
+	s.qLocals = nil
 	return depth, m
 }
 
 // SearchProbes is Search for a query whose probes (Format.Probe of each
-// canonical hash, in order) the caller computed in advance.
+// canonical hash, in order) the caller computed in advance. It panics if a
+// probe's bucket is not below the bucket count.
 func (s *Searcher) SearchProbes(dst []uint32, probes []ckf.Probe, lanes uint64) ([]uint32, uint64) {
-	depth, m := s.begin(dst, lanes)
-	if s.mode == Chunked {
-		s.scan(depth, nil, probes, m)
-		return depth, m
+	n := uint32(s.t.buckets)
+	for i, p := range probes {
+		if p.A >= n || p.B >= n {
+			panic(fmt.Sprintf("replica: probe %d has buckets %d, %d; table has %d", i, p.A, p.B, n))
+		}
 	}
-	s.reference(depth, probes, m)
-	return depth, m
+	if cap(s.probes) < len(probes) {
+		s.probes = make([]ckf.Probe, len(probes))
+	}
+	copy(s.probes, probes)
+	return s.run(dst, len(probes), lanes)
 }
 
-// begin counts the search, captures M and returns the zeroed depth slice.
-func (s *Searcher) begin(dst []uint32, lanes uint64) ([]uint32, uint64) {
+// run counts the search, captures M and runs the Searcher's mode over the
+// query of L positions.
+func (s *Searcher) run(dst []uint32, L int, lanes uint64) ([]uint32, uint64) {
 	s.stats.Searches++
 	m := s.t.Ready() & lanes & s.t.all
 	if cap(dst) < s.t.lanes {
@@ -148,18 +166,43 @@ func (s *Searcher) begin(dst []uint32, lanes uint64) ([]uint32, uint64) {
 	}
 	dst = dst[:s.t.lanes]
 	clear(dst)
+	if cap(s.probes) < L {
+		s.probes = make([]ckf.Probe, L)
+	}
+	if s.mode == Chunked {
+		s.scan(dst, L, m)
+		return dst, m
+	}
+	s.fill(0, L)
+	s.tp.probes = s.probes[:L]
+	if s.mode == Bisect {
+		s.bis.bisect(&s.tp, &s.stats, dst, L, m, s.window)
+	} else {
+		linear(&s.tp, &s.stats, dst, L, m)
+	}
 	return dst, m
 }
 
-// reference runs Bisect or Linear over probes.
-func (s *Searcher) reference(depth []uint32, probes []ckf.Probe, m uint64) {
-	s.tp.probes = probes
-	if s.mode == Bisect {
-		s.bis.bisect(&s.tp, &s.stats, depth, len(probes), m, s.window)
-	} else {
-		linear(&s.tp, &s.stats, depth, len(probes), m)
+// fill computes the probes of positions [from, to) of the query in
+// progress: nothing for SearchProbes, ProbesFast of the hashes for Search,
+// the chain continued from position from−1 and then ProbesFast for
+// SearchLocals.
+func (s *Searcher) fill(from, to int) {
+	switch {
+	case s.qHashes != nil:
+		s.f.ProbesFast(s.probes[from:to], s.qHashes[from:to])
+	case s.qLocals != nil:
+		canon, locals := s.canon[:to], s.qLocals[:to]
+		j := from
+		if j == 0 && j < to {
+			canon[0] = locals[0]
+			j++
+		}
+		for ; j < to; j++ {
+			canon[j] = kv.ChainHash(canon[j-1], locals[j])
+		}
+		s.f.ProbesFast(s.probes[from:to], canon[from:to])
 	}
-	s.tp.probes = nil // do not keep the caller's probes alive
 }
 
 // tableProbes is the membership of a query over the real table.
@@ -173,89 +216,128 @@ func (tp *tableProbes) probe(pos int, lanes uint64) uint64 {
 }
 
 func (tp *tableProbes) prefetch(pos int, lanes uint64) {
-	s, p := tp.s, tp.probes[pos]
-	s.fetch(s.t.rows, s.t.appendRow(s.t.appendRow(s.offs[:0], p.A, lanes), p.B, lanes))
+	s := tp.s
+	s.groups.set(lanes)
+	s.one[0] = lanes
+	ps, stride := tp.probes[pos:pos+1], uint64(s.t.stride)
+	s.kern.prefetch(s.t.rows, ps, rowA, stride, s.groups.list(), s.one[:])
+	s.kern.prefetch(s.t.rows, ps, rowB, stride, s.groups.list(), s.one[:])
 }
 
 // Chunked scan pipeline distances, in positions (BenchmarkProbe tuned them
 // on Mooncake-shaped requests).
 const (
-	// testAhead is how far ahead of the final test row A is tested and the
-	// B rows still needed are prefetched: about one memory latency of
-	// final tests at ~25 ns each.
-	testAhead = 8
+	// chunkPositions is the batch of every stage: row B is tested and
+	// depths resolved this many positions at a time, row A tested one
+	// batch ahead.
+	chunkPositions = 8
 	// eagerPositions is how many leading positions prefetch row B together
 	// with row A, so that a short query waits for one round of misses, not
 	// two.
 	eagerPositions = 8
-	// fetchAhead caps how far beyond testAhead row A is hashed and
-	// prefetched; a farther lookahead mostly hashes positions past the
-	// early exit.
+	// fetchAhead caps how far beyond the batch under test the query is
+	// hashed and row A prefetched; a farther lookahead mostly hashes
+	// positions past the early exit.
 	fetchAhead = 24
+	// prefetchBudgetLines bounds the row-A lines prefetched ahead
+	// (positions × lane groups). On the measured machine (Zen 4, 2 vCPU) a
+	// random line costs ~190 ns alone and ~7–12 ns when overlapped with
+	// others; PREFETCHT1 sustained ~96 lines in flight.
+	prefetchBudgetLines = 96
 )
 
-// scan is the chunked linear scan over L = len(ps) positions. With hashes
-// non-nil it fills ps[i] = ProbeFast(hashes[i]) as it reaches position i,
-// so an early exit also saves the hashing; otherwise ps holds the probes.
+// scan is the chunked linear scan over the L positions of the query in
+// progress. It hashes the query (fill) only as far as it reads, so an
+// early exit also saves the hashing.
 //
 // It runs three cursors over the positions. fetched: the query is hashed
-// and row A's lines (for the lanes still active) prefetched in chunks of
-// up to fetchAhead positions or prefetchBudgetLines lines. tested, about
-// testAhead positions ahead of i: row A is tested, and row B is prefetched
-// only for the lanes A did not hold. i: row B is tested for those lanes and
-// the running mask updated. The producer puts a fingerprint in A whenever A
-// has room, so at 50–60% load ~96% of hits are in A and most positions never
-// read row B: 2.1 instead of 3.7 lines a position at 16 lanes, 8.3 instead
-// of 14.7 at 64 (p99 −20% at 16 lanes, p50 −18% at 64, BenchmarkProbe).
-// The result is exactly the linear scan's: each lane's hit at a position is
-// A ∨ B, and B is consulted whenever A missed.
-func (s *Searcher) scan(depth []uint32, hashes []uint64, ps []ckf.Probe, active uint64) {
-	L := len(ps)
+// and row A's lines (for the lanes still active) prefetched, up to
+// fetchAhead positions or prefetchBudgetLines lines beyond the next batch.
+// tested, one batch ahead of i: row A is tested, and row B is prefetched
+// only for the lanes A did not hold. i: row B is tested for those lanes,
+// one batch at a time, and the running mask updated position by position.
+// The producer puts a fingerprint in A whenever A has room, so at 50–60%
+// load ~96% of hits are in A and most positions never read row B: 2.1
+// instead of 3.7 lines a position at 16 lanes, 8.3 instead of 14.7 at 64
+// (p99 −20% at 16 lanes, p50 −18% at 64, BenchmarkProbe). The result is
+// exactly the linear scan's: each lane's hit at a position is A ∨ B, and B
+// is tested for every lane A did not hold while the lane was still active.
+func (s *Searcher) scan(depth []uint32, L int, active uint64) {
 	if cap(s.hitA) < L {
 		s.hitA = make([]uint64, L)
-		s.needB = make([]uint64, L)
+		s.hitB = make([]uint64, L)
 	}
-	hitA, needB := s.hitA[:L], s.needB[:L]
+	ps, hitA, hitB := s.probes[:L], s.hitA[:L], s.hitB[:L]
+	rows, stride := s.t.rows, uint64(s.t.stride)
+	gs := &s.groups
+	gs.set(active)
 	fetched, tested := 0, 0
-	for i := 0; i < L && active != 0; i++ {
-		if fetched-i <= testAhead {
-			end := min(L, i+testAhead+min(fetchAhead, prefetchBudgetLines/groups(active)))
-			offs := s.offs[:0]
-			for ; fetched < end; fetched++ {
-				if hashes != nil {
-					ps[fetched] = s.f.ProbeFast(hashes[fetched])
-				}
-				offs = s.t.appendRow(offs, ps[fetched].A, active)
-				if fetched < eagerPositions {
-					offs = s.t.appendRow(offs, ps[fetched].B, active)
-				}
+	for i := 0; i < L && active != 0; {
+		// A batch at a time, so the first misses start after hashing one
+		// batch, not the whole lookahead.
+		for ahead := min(L, i+chunkPositions+min(fetchAhead, prefetchBudgetLines/gs.n)); fetched < ahead; {
+			end := min(ahead, fetched+chunkPositions)
+			s.fill(fetched, end)
+			masks := hitB[fetched:end] // scratch until the batch is tested
+			fill(masks, active)
+			s.kern.prefetch(rows, ps[fetched:end], rowA, stride, gs.list(), masks)
+			if e := min(end, eagerPositions); fetched < e {
+				s.kern.prefetch(rows, ps[fetched:e], rowB, stride, gs.list(), masks[:e-fetched])
 			}
-			s.fetch(s.t.rows, offs)
-			s.offs = offs[:0]
+			fetched = end
 		}
-		if tested-i <= testAhead/2 {
-			end := min(fetched, i+testAhead)
-			offs := s.offs[:0]
-			for ; tested < end; tested++ {
-				p := ps[tested]
-				h := active & s.t.rowHits(p.A, uint64(p.FP)*swarOnes, active)
-				hitA[tested], needB[tested] = h, active&^h
-				if tested >= eagerPositions {
-					offs = s.t.appendRow(offs, p.B, active&^h)
-				}
+		if end := min(fetched, i+2*chunkPositions); tested < end {
+			a, b := hitA[tested:end], hitB[tested:end]
+			fill(a, active)
+			s.kern.test(rows, ps[tested:end], rowA, stride, gs.list(), a)
+			for j := range a {
+				b[j] = active &^ a[j]
 			}
-			s.fetch(s.t.rows, offs)
-			s.offs = offs[:0]
+			if from := max(tested, eagerPositions); from < end {
+				s.kern.prefetch(rows, ps[from:end], rowB, stride, gs.list(), hitB[from:end])
+			}
+			tested = end
 		}
-		s.stats.count(active)
-		hit := hitA[i]
-		if nb := needB[i] & active; nb != 0 {
-			hit |= s.t.rowHits(ps[i].B, uint64(ps[i].FP)*swarOnes, nb)
-		}
-		if next := active & hit; next != active {
-			setDepth(depth, active&^next, i)
-			active = next
+		end := min(L, i+chunkPositions)
+		s.kern.test(rows, ps[i:end], rowB, stride, gs.list(), hitB[i:end])
+		for ; i < end; i++ {
+			s.stats.count(active)
+			if next := active & (hitA[i] | hitB[i]); next != active {
+				setDepth(depth, active&^next, i)
+				if active = next; active == 0 {
+					return
+				}
+				gs.set(active)
+			}
 		}
 	}
 	setDepth(depth, active, L)
 }
+
+// fill sets every element of m to v.
+func fill(m []uint64, v uint64) {
+	for i := range m {
+		m[i] = v
+	}
+}
+
+// groupList lists the word offsets within a row (8g) of the lane groups g
+// that hold a lane of a mask, in ascending order: the lines a search reads.
+type groupList struct {
+	off [MaxLanes / GroupLanes]uint32
+	n   int
+}
+
+// set lists the groups of lanes.
+func (gl *groupList) set(lanes uint64) {
+	gl.n = 0
+	for gm := lanes; gm != 0; {
+		g := bits.TrailingZeros64(gm) &^ (GroupLanes - 1)
+		gm &^= 0xFF << uint(g)
+		gl.off[gl.n] = uint32(g)
+		gl.n++
+	}
+}
+
+// list returns the listed offsets.
+func (gl *groupList) list() []uint32 { return gl.off[:gl.n] }

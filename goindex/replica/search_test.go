@@ -22,7 +22,7 @@ type rigTable struct {
 	q      *rowQuery
 	linear *Searcher
 	chunk  *Searcher
-	touch  *Searcher // Chunked on the portable touch pass
+	touch  *Searcher // Chunked on the portable Go kernels
 	bisect [MaxWindow + 1]*Searcher
 }
 
@@ -39,7 +39,7 @@ func (r *searchRig) table(t testing.TB, lanes int) *rigTable {
 	tab := mustTable(t, lanes, rigBuckets)
 	rt := &rigTable{t: tab, q: newRowQuery(tab, r.f, r.rng),
 		linear: mustSearcher(t, tab, r.f, Linear, 0), chunk: mustSearcher(t, tab, r.f, Chunked, 0), touch: mustSearcher(t, tab, r.f, Chunked, 0)}
-	rt.touch.fetch = touchLines
+	rt.touch.kern = goKernels
 	for w := MinWindow; w <= MaxWindow; w++ {
 		rt.bisect[w] = mustSearcher(t, tab, r.f, Bisect, w)
 	}
@@ -87,10 +87,14 @@ func randomMasks(rng *rand.Rand, tab *Table) (ready, ask uint64) {
 	return ready, ask
 }
 
-// search runs s with hashes or, on a coin flip, the matching probes.
+// search runs s on the query given, at random, as its hashes, its local
+// hashes or its probes.
 func search(rng *rand.Rand, s *Searcher, dst []uint32, q *rowQuery, ask uint64) ([]uint32, uint64) {
-	if rng.IntN(2) == 0 {
+	switch rng.IntN(3) {
+	case 0:
 		return s.SearchProbes(dst, q.probes, ask)
+	case 1:
+		return s.SearchLocals(dst, q.locals, ask)
 	}
 	return s.Search(dst, q.hashes, ask)
 }
@@ -341,6 +345,10 @@ func TestSearch_DoesNotAllocate(t *testing.T) {
 		}
 		if a := testing.AllocsPerRun(100, func() { dst, _ = s.SearchProbes(dst, q.probes, ^uint64(0)) }); a != 0 {
 			t.Errorf("SearchProbes(%v, L=100) allocates %.1f times per call, want 0", mode, a)
+		}
+		s.SearchLocals(dst, q.locals, ^uint64(0)) // grows the chain scratch
+		if a := testing.AllocsPerRun(100, func() { dst, _ = s.SearchLocals(dst, q.locals, ^uint64(0)) }); a != 0 {
+			t.Errorf("SearchLocals(%v, L=100) allocates %.1f times per call, want 0", mode, a)
 		}
 	}
 }

@@ -96,6 +96,7 @@ func New(cfg Config) (*Table, error) {
 	// Large allocations are page-aligned in practice, but only 8-byte
 	// alignment is promised: over-allocate one line and slice to a boundary.
 	buf := make([]uint64, words+headerWords)
+	adviseHugePages(buf)
 	skip := (RegionAlignBytes - int(uintptr(unsafe.Pointer(&buf[0]))%RegionAlignBytes)) % RegionAlignBytes / 8
 	return NewInRegion(buf[skip:skip+words], cfg)
 }
@@ -293,27 +294,6 @@ func (t *Table) rowHits(b uint32, f uint64, lanes uint64) uint64 {
 		}
 	}
 	return hits
-}
-
-// appendRow appends to offs the word offset (into rows) of every cache
-// line rowHits(b, f, lanes) reads: one per group with a lane in lanes.
-// Offsets fit a uint32: rows hold at most 2^24 · 64 words.
-func (t *Table) appendRow(offs []uint32, b uint32, lanes uint64) []uint32 {
-	r := int(b) * t.stride
-	for gm := lanes; gm != 0; {
-		g := bits.TrailingZeros64(gm) &^ (GroupLanes - 1)
-		gm &^= 0xFF << uint(g)
-		offs = append(offs, uint32(r+g))
-	}
-	return offs
-}
-
-// groups returns the number of lane groups holding a lane in lanes.
-func groups(lanes uint64) int {
-	lanes |= lanes >> 4
-	lanes |= lanes >> 2
-	lanes |= lanes >> 1
-	return bits.OnesCount64(lanes & 0x0101010101010101)
 }
 
 // SWAR constants of spec §3 (ckf.Contains).

@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package replica
+
+// nativeKernels returns the portable row kernels: there is no assembly
+// outside amd64.
+func nativeKernels() rowKernels { return goKernels }
