@@ -240,7 +240,7 @@ func (l *laneRunner) install(ctx context.Context, js jetstream.JetStream, info *
 		case relayproto.Installed:
 			l.count(func(st *LaneStatus) { st.Snapshots++; st.Drained = false })
 			l.publish(time.Now())
-			l.log.Info("snapshot installed", "sequence", s.Sequence, "incarnation", s.Identity.Incarnation)
+			l.log.Info("snapshot installed", "sequence", s.Sequence)
 			return logSeq, nil
 		case relayproto.WrongIdentity:
 			// The store still holds an older producer's snapshot.

@@ -17,7 +17,8 @@ import (
 // pool's writer goroutine to answer Status.
 const statusTimeout = 2 * time.Second
 
-var (
+// Value types of the const metrics.
+const (
 	counter = prometheus.CounterValue
 	gauge   = prometheus.GaugeValue
 )

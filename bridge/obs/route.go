@@ -14,9 +14,6 @@ import (
 // prefill.
 var costBucketsMs = prometheus.ExponentialBuckets(0.25, 2, 18)
 
-// costParts are the ttft terms goindex_route_cost_part_ms reports.
-var costParts = []string{"rtt", "queue", "prefill"}
-
 // RouteMetrics are the router's metrics (goindex_route_*; see the package
 // doc's table): routing decisions and cost parts recorded by Observe (give
 // it to route.Config.Observe), and the router's counters and signals read
