@@ -145,8 +145,10 @@ func TestDemo_ReducedRunEndToEnd(t *testing.T) {
 	if sum.Prompts < 30 || sum.Overcounts > sum.Prompts {
 		t.Errorf("replica check: %d prompts, %d overcounts; want ≥ 30 distinct prompts, few overcounts", sum.Prompts, sum.Overcounts)
 	}
-	if testLibrary() != "" && sum.Stages[6].Status == demo.StatusOK && sum.LibraryPrompts != sum.Prompts+4 {
-		t.Errorf("library probed %d prompts, want %d (every prompt, the 3 shown again, a fresh one)", sum.LibraryPrompts, sum.Prompts+4)
+	// Every prompt, then shown again the deepest one of each DC that holds
+	// any (the replay need not have reached every DC) and a fresh one.
+	if lp := sum.LibraryPrompts; testLibrary() != "" && sum.Stages[6].Status == demo.StatusOK && (lp < sum.Prompts+1 || lp > sum.Prompts+4) {
+		t.Errorf("library probed %d prompts, want %d + 1..4", lp, sum.Prompts)
 	}
 	if sum.Showcased != 3 {
 		t.Errorf("showcased %d requests, want 3", sum.Showcased)
