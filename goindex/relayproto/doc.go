@@ -44,6 +44,14 @@
 //     leaves the lane exactly as it was, so stale traffic never harms a newer
 //     state. Rule 10's overflow branch is unreachable after rules 8 and 9
 //     (see checkDelta), so a lane at u64max ignores every delta.
+//   - [EXT] Rule 2 faults only on an identity of the lane's own pool that
+//     is newer than (or differs at the same age from) the assignment: a
+//     restart or rebuild, which needs a re-snapshot. Frames of another pool
+//     (misrouted or forged) and of a superseded identity (an older
+//     incarnation, or an older layout generation; relays claim
+//     incarnations in increasing order) are ignored as ForeignIdentity, so
+//     a replaced relay's late frames never disturb the lane serving its
+//     successor.
 //   - A delta is validated completely (rules 7–11) before any word is
 //     written; a faulting delta writes nothing.
 //   - Entering FAULTED, Assign, Retire and Release clear the ready bit first.

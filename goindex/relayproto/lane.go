@@ -76,7 +76,12 @@ const (
 	// HeartbeatSeen (rule 14, ignored): a heartbeat that shows no loss.
 	HeartbeatSeen
 	// ForeignIdentity (ignored): a load report from another producer
-	// identity than the lane's assignment.
+	// identity than the lane's assignment; [EXT] also a snapshot, delta,
+	// heartbeat or drain marker from another pool (misrouted or forged: it
+	// cannot be the lane's producer) or from a superseded identity of the
+	// lane's pool (an older incarnation, or an older layout generation of
+	// the same incarnation: a replaced relay whose late frames must not
+	// fault the lane that serves its successor).
 	ForeignIdentity
 	// RetrySnapshot (rule 4 while AWAITING): a chunk of the wrong size, or
 	// out of order; the lane stays AWAITING and the same lease may retry.
@@ -92,7 +97,9 @@ const (
 	Acknowledged
 	// LoadRecorded (progress): the load report was kept.
 	LoadRecorded
-	// WrongIdentity (rule 2, fault): a message from another producer identity.
+	// WrongIdentity (rule 2, fault): a message of the lane's pool from a
+	// newer or otherwise different producer identity (a restart, a rebuild,
+	// a format change): the lane must re-snapshot.
 	WrongIdentity
 	// InvalidSnapshot (rule 4 while READY, fault): a snapshot chunk of the
 	// wrong size on a live lane.
@@ -328,6 +335,22 @@ func (l *Lane) fault(o Outcome, seq uint64) Outcome {
 	return l.note(o)
 }
 
+// superseded reports a message identity (≠ the lane's) that rule 2 must
+// not fault on [EXT]: another pool's, or an older incarnation or layout
+// generation of the lane's own pool. Relays claim incarnations in
+// increasing order, so an older one has been replaced; a newer one is a
+// restart and faults, so the lane re-snapshots from its successor.
+func (l *Lane) superseded(id ProducerIdentity) bool {
+	a := &l.identity
+	switch {
+	case id.Pool != a.Pool:
+		return true
+	case id.Incarnation != a.Incarnation:
+		return id.Incarnation < a.Incarnation
+	}
+	return id.LayoutGeneration < a.LayoutGeneration
+}
+
 // admit is rule 1: only the current lease of an AWAITING or READY lane
 // gets through; everything else is foreign and never harms the lane.
 func (l *Lane) admit(lease Lease) bool {
@@ -340,6 +363,9 @@ func (l *Lane) Snapshot(s *Snapshot) Outcome {
 		return l.note(ForeignLease)
 	}
 	if s.Identity != l.identity {
+		if l.superseded(s.Identity) {
+			return l.note(ForeignIdentity)
+		}
 		return l.fault(WrongIdentity, s.Sequence)
 	}
 	if l.state == StateReady && s.Sequence <= l.installed {
@@ -403,6 +429,8 @@ func (l *Lane) checkDelta(d *Delta, installed uint64) Outcome {
 	switch {
 	case !l.admit(d.Lease):
 		return ForeignLease
+	case d.Identity != l.identity && l.superseded(d.Identity):
+		return ForeignIdentity
 	case d.Identity != l.identity:
 		return WrongIdentity
 	case l.state != StateReady:
@@ -458,6 +486,9 @@ func (l *Lane) DrainMarker(m *DrainMarker) Outcome {
 		return l.note(ForeignLease)
 	}
 	if m.Identity != l.identity {
+		if l.superseded(m.Identity) {
+			return l.note(ForeignIdentity)
+		}
 		return l.fault(WrongIdentity, m.Expected)
 	}
 	if l.state == StateReady && l.installed == m.Expected {
@@ -475,6 +506,9 @@ func (l *Lane) Heartbeat(h *Heartbeat) Outcome {
 		return l.note(ForeignLease)
 	}
 	if h.Identity != l.identity {
+		if l.superseded(h.Identity) {
+			return l.note(ForeignIdentity)
+		}
 		return l.fault(WrongIdentity, h.Sequence)
 	}
 	if l.state == StateReady && h.Sequence > l.installed && l.orderedHeartbeats {
