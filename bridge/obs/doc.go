@@ -14,7 +14,9 @@
 // router's decisions per DC and policy and the ttft cost parts, which
 // RouteMetrics.Observe records (route.Config.Observe calls it once per
 // served completion). Counters are the components' own monotonic counters
-// since start, exported as Prometheus counters.
+// since start, exported as Prometheus counters; the producer's own
+// (capacity omissions, refusals, unknown removals) restart at 0 when a
+// fenced producer is rebuilt, which Prometheus reads as a counter reset.
 //
 // Endpoint (Handler, Listen; `--metrics-addr host:port`, off by default):
 // /metrics in the text or protobuf exposition format, /healthz 200 while
