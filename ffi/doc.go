@@ -124,7 +124,9 @@
 // exact model of every lane, generation changes under concurrent probes,
 // bad replica files, stale signals); and the plugin (its choice equals
 // dynamo/selector's over random columns, USE_DEFAULT cases, every malformed
-// input, create/destroy, error-buffer truncation). tests/c, tests/python and tests/gohost test the real library from C
+// input, create/destroy, error-buffer truncation). Fuzz targets: the config
+// parser, goindex_apply_frame on a fed handle (every frame OK or EFRAME and
+// counted once) and the plugin's create. tests/c, tests/python and tests/gohost test the real library from C
 // (also built with cgocheck2), Python ctypes (against the dynamo-compat §3.6
 // model) and Go through purego; BenchmarkProbe here and tests/c/bench.c
 // measure the boundary (BENCHMARKS.md).

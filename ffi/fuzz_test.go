@@ -5,6 +5,11 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"unsafe"
+
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/tests/c/fixture"
 )
 
 // FuzzParseConfig feeds goindex_open's decoder arbitrary bytes: it never
@@ -34,6 +39,106 @@ func FuzzParseConfig(f *testing.F) {
 		again, err := parseConfig(out)
 		if err != nil || !reflect.DeepEqual(again, cfg) {
 			t.Fatalf("round trip of %s = %+v, %v; want %+v", out, again, err, cfg)
+		}
+	})
+}
+
+// FuzzApplyFrame feeds arbitrary bytes to a global handle's
+// goindex_apply_frame, seeded with real relay frames (snapshot chunks, a
+// delta, a heartbeat, a drain marker, a load report): every call returns OK
+// or GOINDEX_EFRAME, is counted exactly once as applied, ignored or
+// rejected, and the handle keeps answering probes.
+func FuzzApplyFrame(f *testing.F) {
+	format, err := ckf.NewFormat(ckf.DefaultSeed, 64)
+	if err != nil {
+		f.Fatal(err)
+	}
+	d, err := fixture.NewDC(0, 3, 1, format, 16)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := d.Extend(kv.Member{}, fixture.DocB); err != nil {
+		f.Fatal(err)
+	}
+	snap, err := d.Snapshot()
+	if err != nil {
+		f.Fatal(err)
+	}
+	d.TakeLog()
+	for _, fr := range snap {
+		f.Add(fr)
+	}
+	if err := d.Truncate(kv.Member{}, 20); err != nil {
+		f.Fatal(err)
+	}
+	if err := d.Publish(); err != nil {
+		f.Fatal(err)
+	}
+	if err := d.Heartbeat(); err != nil {
+		f.Fatal(err)
+	}
+	if err := d.DrainMarker(0); err != nil {
+		f.Fatal(err)
+	}
+	for _, fr := range d.TakeLog() {
+		f.Add(fr)
+	}
+	lr, err := d.LoadReport(1, 2, 3, 4)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(lr)
+	f.Add([]byte{})
+	h := openT(f, `{"mode": "global", "dcs": [3, 4], "buckets": 64}`)
+	for _, fr := range snap { // the lane starts ready, so deltas and markers reach the state machine
+		if rc := applyFrame(h, fr); rc != 0 {
+			f.Fatalf("seeding snapshot = %d: %s", rc, lastError(h))
+		}
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		before := stats(t, h)
+		rc := applyFrame(h, frame)
+		if rc != 0 && rc != code(errFrame) {
+			t.Fatalf("goindex_apply_frame(%d bytes) = %d, want OK or GOINDEX_EFRAME: %s", len(frame), rc, lastError(h))
+		}
+		after := stats(t, h)
+		counted := (after.frames_applied - before.frames_applied) + (after.frames_ignored - before.frames_ignored) + (after.frames_rejected - before.frames_rejected)
+		if counted != 1 || (rc != 0) != (after.frames_rejected != before.frames_rejected) {
+			t.Fatalf("goindex_apply_frame = %d counted %d times (applied %d→%d, ignored %d→%d, rejected %d→%d), want once, as rejected iff EFRAME",
+				rc, counted, before.frames_applied, after.frames_applied, before.frames_ignored, after.frames_ignored, before.frames_rejected, after.frames_rejected)
+		}
+		probe(t, h, fixture.DocB)
+	})
+}
+
+// FuzzPluginCreate feeds arbitrary config bytes to the plugin's create:
+// it returns OK with a live state or INVALID_INPUT with none, never
+// anything else, and a created state answers required_candidate_inputs.
+func FuzzPluginCreate(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"policy":"credit","credit":0.5}`, `{"policy":"load-only"}`, `{"prefill_tokens_per_ms":1e308}`,
+		`{"polcy":1}`, `{} {}`, ` `, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, cfg []byte) {
+		var st cU64
+		var p *inU8
+		if len(cfg) > 0 {
+			p = (*inU8)(unsafe.Pointer(&cfg[0]))
+		}
+		eb, buf := errBuf(128)
+		switch rc := dynamoSelectorCreate(p, cSize(len(cfg)), 1, &st, eb); {
+		case rc == wsOK && st != 0:
+			var need cU64
+			if rc := dynamoSelectorRequiredInputs(st, &need, nil); rc != wsOK || uint64(need)&1 == 0 {
+				t.Errorf("required_candidate_inputs after create(%q) = %d, %#x; want OK with the identity bit", cfg, rc, uint64(need))
+			}
+			dynamoSelectorDestroy(st)
+		case rc == wsInvalid && st == 0:
+			if eb.written == 0 {
+				t.Errorf("create(%q) = INVALID_INPUT without a message", cfg)
+			}
+		default:
+			t.Errorf("create(%q) = %d, state %d: want OK with a state or INVALID_INPUT without (%s)", cfg, rc, st, errText(eb, buf))
 		}
 	})
 }
