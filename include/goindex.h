@@ -60,7 +60,13 @@ extern "C" {
 #endif
 
 /* GOINDEX_ABI_VERSION is the ABI generation this header describes;
- * goindex_abi_version() returns the library's. */
+ * goindex_abi_version() returns the library's. It changes only when an
+ * existing call or struct changes incompatibly. Additions within version 1,
+ * which hosts built against earlier version-1 headers need not know about:
+ * global mode (goindex_open "mode": "global" used to return
+ * GOINDEX_EUNAVAILABLE), goindex_set_rtt, goindex_counters.frames_ignored
+ * (filled only when struct_size covers it) and the worker-selector plugin
+ * export. */
 #define GOINDEX_ABI_VERSION 1
 
 /* Status codes. */
