@@ -30,13 +30,15 @@ const benchCKFSynopsis = `Usage: goindex bench ckf [--trace FILE] [--lanes 4,16,
 Measures the CKF against our own exact index on identical data, one cell
 per (lanes, blocks per lane):
   probe   latency p50/p99 of one Mooncake-shaped query across every lane:
-          the transposed CKF replica (chunked scan and bisection), the exact
-          radix index holding the same blocks for the same members, and D
-          separate per-lane cuckoo filters (github.com/seiflotfy/cuckoofilter,
+          the transposed CKF replica (chunked scan from the canonical hashes
+          and from the local hashes, which it chains itself, and bisection),
+          the exact radix index holding the same blocks for the same
+          members, and D separate per-lane cuckoo filters (github.com/seiflotfy/cuckoofilter,
           8-bit fingerprints, same slot count) probed one after another;
   ingest  block ops/s on one core of a lane's producer (ckf.Producer, drained
           at the default cadence), of the radix index and of the per-lane
-          filter, on the same events;
+          filter, on the same events, over wall time and (linux) over the
+          ingesting thread's CPU time;
   memory  bytes per tracked block per lane: replica table, producer, radix
           (Go heap), per-lane filter.
 
@@ -51,9 +53,12 @@ about half of it: lanes differ but share prefixes, as DCs do. The engines' event
 query is a request drawn from the universe. The CKF search and the per-lane
 filters are timed from the query's canonical hashes; computing them from the
 local hashes (kv.AppendChain) is timed on its own as "chain", since the radix
-index walks the local hashes itself. By default queries run
-interleaved (one query on every structure in turn, each structure a fifth of
-the list ahead of the previous, so none reads rows another just loaded), so
+index walks the local hashes itself ("chunked from locals" is the replica
+from the same input). Each timed query is first copied into a hot buffer, as
+a router has just hashed it. By default queries run
+interleaved (one query on every structure in turn, in an order that rotates
+each query, each structure a sixth of the list ahead of the previous, so none
+reads rows another just loaded), so
 load from other processes hits all structures alike and each query finds the
 caches as the other structures left them. Every answer is checked
 afterwards against the engines' own caches: no structure may report less
@@ -119,10 +124,14 @@ type ckfCell struct {
 }
 
 type ckfProbe struct {
-	Chunked matchFigures  `json:"replica_chunked"`
-	Bisect  matchFigures  `json:"replica_bisect"`
-	Radix   *matchFigures `json:"radix,omitempty"`
-	PerLane matchFigures  `json:"perlane_filters"`
+	Chunked matchFigures `json:"replica_chunked"`
+	// ChunkedLocals is the chunked search given the query's local hashes
+	// (replica.Searcher.SearchLocals chains them as it reads): the
+	// router-facing figure, from the same input the radix index walks.
+	ChunkedLocals matchFigures  `json:"replica_chunked_locals"`
+	Bisect        matchFigures  `json:"replica_bisect"`
+	Radix         *matchFigures `json:"radix,omitempty"`
+	PerLane       matchFigures  `json:"perlane_filters"`
 	// Chain is kv.AppendChain of the query's local hashes alone: the
 	// canonical hashes the replica and the per-lane filters start from.
 	Chain matchFigures `json:"chain"`
@@ -130,12 +139,16 @@ type ckfProbe struct {
 
 // ckfRatios are other / chunked: above 1 means the chunked replica is faster.
 type ckfRatios struct {
-	RadixP50   float64 `json:"radix_over_chunked_p50,omitempty"`
-	RadixP99   float64 `json:"radix_over_chunked_p99,omitempty"`
-	BisectP50  float64 `json:"bisect_over_chunked_p50"`
-	BisectP99  float64 `json:"bisect_over_chunked_p99"`
-	PerLaneP50 float64 `json:"perlane_over_chunked_p50"`
-	PerLaneP99 float64 `json:"perlane_over_chunked_p99"`
+	RadixP50 float64 `json:"radix_over_chunked_p50,omitempty"`
+	RadixP99 float64 `json:"radix_over_chunked_p99,omitempty"`
+	// RadixLocals* are radix / chunked-from-locals: both from the local
+	// hashes.
+	RadixLocalsP50 float64 `json:"radix_over_chunked_locals_p50,omitempty"`
+	RadixLocalsP99 float64 `json:"radix_over_chunked_locals_p99,omitempty"`
+	BisectP50      float64 `json:"bisect_over_chunked_p50"`
+	BisectP99      float64 `json:"bisect_over_chunked_p99"`
+	PerLaneP50     float64 `json:"perlane_over_chunked_p50"`
+	PerLaneP99     float64 `json:"perlane_over_chunked_p99"`
 }
 
 // ckfChecks counts (query, lane) results against the engines' caches.
@@ -150,6 +163,7 @@ type ckfChecks struct {
 	BisectOver         int `json:"bisect_over"`
 	PerLaneOver        int `json:"perlane_over"`
 	ChunkedVsLinear    int `json:"chunked_vs_linear_mismatches"`
+	LocalsVsChunked    int `json:"locals_vs_chunked_mismatches"` // SearchLocals against Search
 	RadixMismatches    int `json:"radix_mismatches"`
 	PerLaneInsertFails int `json:"perlane_insert_failures"`
 	CapacityOmissions  int `json:"producer_capacity_omissions"`
@@ -161,6 +175,12 @@ type ckfIngest struct {
 	ProducerOpsSec float64 `json:"producer_block_ops_per_sec"`
 	RadixOpsSec    float64 `json:"radix_block_ops_per_sec,omitempty"`
 	PerLaneOpsSec  float64 `json:"perlane_block_ops_per_sec"`
+	// The same rates over the CPU time of the ingesting thread (linux):
+	// time the thread waited for a core while other processes ran is
+	// left out, so on a loaded shared machine these are the per-core
+	// figures.
+	ProducerCPUOpsSec float64 `json:"producer_block_ops_per_cpu_sec,omitempty"`
+	RadixCPUOpsSec    float64 `json:"radix_block_ops_per_cpu_sec,omitempty"`
 }
 
 type ckfMemory struct {
@@ -383,7 +403,10 @@ func runCKFCell(ctx context.Context, u *universe, o ckfOptions, lanes, blocks in
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 
-	var prodTime, radixTime, cfTime time.Duration
+	var prodTime, radixTime, cfTime, prodCPU, radixCPU time.Duration
+	// Thread CPU time is per OS thread: keep this goroutine on one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var prodMem, tracked uint64
 	var resident uint64
 	prog := newProgress(stderr, fmt.Sprintf("lanes=%d blocks=%d: filling lanes", lanes, blocks))
@@ -406,7 +429,7 @@ func runCKFCell(ctx context.Context, u *universe, o ckfOptions, lanes, blocks in
 			return nil, err
 		}
 		var images []ckf.Image
-		t0 := time.Now()
+		c0, t0 := threadCPU(), time.Now()
 		for i := range events {
 			step, err := p.Apply(&events[i])
 			if err != nil && !errors.Is(err, ckf.ErrCapacityExhausted) {
@@ -418,6 +441,7 @@ func runCKFCell(ctx context.Context, u *universe, o ckfOptions, lanes, blocks in
 		}
 		images = p.Drain(images[:0])
 		prodTime += time.Since(t0)
+		prodCPU += threadCPU() - c0
 		st := p.Stats()
 		prodMem += st.MemoryBytes
 		tracked += st.TrackedBlocks
@@ -447,13 +471,14 @@ func runCKFCell(ctx context.Context, u *universe, o ckfOptions, lanes, blocks in
 		perLane[l] = cf
 
 		if rx != nil {
-			t0 = time.Now()
+			c0, t0 = threadCPU(), time.Now()
 			for i := range events {
 				if err := rx.Apply(&events[i]); err != nil {
 					return nil, fmt.Errorf("lane %d radix: %w", l, err)
 				}
 			}
 			radixTime += time.Since(t0)
+			radixCPU += threadCPU() - c0
 		}
 		// The lane's exact truth, from the engine's own cache.
 		for q := range queries {
@@ -467,6 +492,12 @@ func runCKFCell(ctx context.Context, u *universe, o ckfOptions, lanes, blocks in
 	ops := float64(cell.Ingest.BlockOps)
 	cell.Ingest.ProducerOpsSec = ops / prodTime.Seconds()
 	cell.Ingest.PerLaneOpsSec = ops / cfTime.Seconds()
+	if prodCPU > 0 {
+		cell.Ingest.ProducerCPUOpsSec = ops / prodCPU.Seconds()
+	}
+	if radixCPU > 0 {
+		cell.Ingest.RadixCPUOpsSec = ops / radixCPU.Seconds()
+	}
 	words, _ := replica.RegionWords(replica.Config{Lanes: lanes, Buckets: n})
 	memberBlocks := float64(tracked)
 	cell.Memory = ckfMemory{
@@ -560,6 +591,10 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 			depth, _ = chunked.Search(depth, q.chain, all)
 			return depth
 		},
+		"locals": func(q *ckfQuery) []uint32 {
+			depth, _ = chunked.SearchLocals(depth, q.locals, all)
+			return depth
+		},
 		"bisect": func(q *ckfQuery) []uint32 {
 			depth, _ = bisect.Search(depth, q.chain, all)
 			return depth
@@ -588,7 +623,7 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 			return depths
 		}
 	}
-	names := []string{"chunked", "bisect", "radix", "perlane", "chain"}
+	names := []string{"chunked", "locals", "bisect", "radix", "perlane", "chain"}
 	lat := make(map[string][]time.Duration)
 	sink := make(map[string]uint64) // every lane's depth of every timed query, checked below
 	for _, name := range names {
@@ -596,9 +631,15 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 			lat[name] = make([]time.Duration, len(queries))
 		}
 	}
+	// A router has just hashed the request when it searches: each timed
+	// query is first copied into a hot buffer, so the figures cover the
+	// structure, not a cache miss on the stored query.
+	var hot ckfQuery
 	timeOne := func(name string, q int) {
+		hot.locals = append(hot.locals[:0], queries[q].locals...)
+		hot.chain = append(hot.chain[:0], queries[q].chain...)
 		t0 := time.Now()
-		d := run[name](&queries[q])
+		d := run[name](&hot)
 		lat[name][q] = time.Since(t0)
 		for _, v := range d {
 			sink[name] += uint64(v)
@@ -610,15 +651,20 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 				return err
 			}
 		}
-		for s, name := range names {
+		for k := range names {
+			// The order rotates each step, so every structure follows
+			// every other equally often: none always starts on the
+			// caches and TLB the per-lane filters just swept.
+			s := (k + step) % len(names)
+			name := names[s]
 			switch {
 			case run[name] == nil:
 			case interleave:
 				// Each step times one query on every structure in turn,
 				// so load from other processes on this shared machine hits
-				// all alike; structure s is a fifth of the query list ahead
-				// of structure s−1, so the two replica searches never read
-				// rows the other just loaded.
+				// all alike; structure s is len/6·s queries ahead in the
+				// list, so the replica searches never read rows another
+				// just loaded.
 				timeOne(name, (step+s*len(queries)/len(names))%len(queries))
 			case step == 0:
 				// One structure after another, each over every query.
@@ -650,6 +696,8 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 					cell.Checks.Underestimates++
 				case v > want && name == "chunked":
 					cell.Checks.ChunkedOver++
+				case v > want && name == "locals":
+					// Counted as LocalsVsChunked below: it must equal chunked.
 				case v > want && name == "bisect":
 					cell.Checks.BisectOver++
 				case v > want && name == "perlane":
@@ -667,6 +715,8 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 		switch name {
 		case "chunked":
 			cell.Probe.Chunked = fig
+		case "locals":
+			cell.Probe.ChunkedLocals = fig
 		case "bisect":
 			cell.Probe.Bisect = fig
 		case "radix":
@@ -677,16 +727,20 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 			cell.Probe.Chain = fig
 		}
 	}
-	var lin []uint32
+	var lin, loc []uint32
 	var hitLanes, best int
 	for q := range queries {
 		depth, _ = chunked.Search(depth, queries[q].chain, all)
 		lin, _ = linear.Search(lin, queries[q].chain, all)
+		loc, _ = chunked.SearchLocals(loc, queries[q].locals, all)
 		b := uint32(0)
 		for l := range lanes {
 			cell.Checks.Results++
 			if depth[l] != lin[l] {
 				cell.Checks.ChunkedVsLinear++
+			}
+			if loc[l] != depth[l] {
+				cell.Checks.LocalsVsChunked++
 			}
 			if exact[q][l] > 0 {
 				hitLanes++
@@ -702,6 +756,8 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 		PerLaneP50: p.PerLane.P50us / c.P50us, PerLaneP99: p.PerLane.P99us / c.P99us}
 	if p.Radix != nil {
 		cell.Ratios.RadixP50, cell.Ratios.RadixP99 = p.Radix.P50us/c.P50us, p.Radix.P99us/c.P99us
+		cl := &p.ChunkedLocals
+		cell.Ratios.RadixLocalsP50, cell.Ratios.RadixLocalsP99 = p.Radix.P50us/cl.P50us, p.Radix.P99us/cl.P99us
 	}
 	return nil
 }
@@ -712,9 +768,9 @@ func timeCKFCell(ctx context.Context, cell *ckfCell, format *ckf.Format, table *
 func (r *ckfReport) check() error {
 	for _, c := range r.Cells {
 		k := c.Checks
-		if k.Underestimates > 0 || k.RadixMismatches > 0 || k.ChunkedVsLinear > 0 {
-			return fmt.Errorf("bench ckf: lanes=%d blocks=%d: %d underestimates, %d radix mismatches, %d chunked-vs-linear mismatches over %d results: %w",
-				c.Lanes, c.BlocksPerLane, k.Underestimates, k.RadixMismatches, k.ChunkedVsLinear, k.Results, errBenchCheck)
+		if k.Underestimates > 0 || k.RadixMismatches > 0 || k.ChunkedVsLinear > 0 || k.LocalsVsChunked > 0 {
+			return fmt.Errorf("bench ckf: lanes=%d blocks=%d: %d underestimates, %d radix mismatches, %d chunked-vs-linear and %d locals-vs-chunked mismatches over %d results: %w",
+				c.Lanes, c.BlocksPerLane, k.Underestimates, k.RadixMismatches, k.ChunkedVsLinear, k.LocalsVsChunked, k.Results, errBenchCheck)
 		}
 	}
 	return nil
@@ -724,37 +780,39 @@ func (r *ckfReport) print(w io.Writer) {
 	fmt.Fprintf(w, "goindex bench ckf: %s (%d requests), block size %d, seed %d\n\n", r.Trace, r.Requests, r.BlockSize, r.Seed)
 	fmt.Fprintln(w, "probe latency per query, µs (p50 / p99); ratio = other / chunked replica")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "lanes\tblocks\tload\tquery blocks\thit lanes\treplica chunked\treplica bisect\tradix\tper-lane filters\tchain\tradix/chunked p50\tp99\t")
+	fmt.Fprintln(tw, "lanes\tblocks\tload\tquery blocks\thit lanes\treplica chunked\tchunked from locals\treplica bisect\tradix\tper-lane filters\tchain\tradix/chunked p50\tp99\tradix/locals p50\tp99\t")
 	for _, c := range r.Cells {
-		radixCol, rp50, rp99 := "skipped", "-", "-"
+		radixCol, rp50, rp99, lp50, lp99 := "skipped", "-", "-", "-", "-"
 		if c.Probe.Radix != nil {
 			radixCol = fmt.Sprintf("%.2f / %.2f", c.Probe.Radix.P50us, c.Probe.Radix.P99us)
 			rp50, rp99 = fmt.Sprintf("%.2f×", c.Ratios.RadixP50), fmt.Sprintf("%.2f×", c.Ratios.RadixP99)
+			lp50, lp99 = fmt.Sprintf("%.2f×", c.Ratios.RadixLocalsP50), fmt.Sprintf("%.2f×", c.Ratios.RadixLocalsP99)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%.1f%%\t%.1f\t%.1f\t%.2f / %.2f\t%.2f / %.2f\t%s\t%.2f / %.2f\t%.2f / %.2f\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%.1f%%\t%.1f\t%.1f\t%.2f / %.2f\t%.2f / %.2f\t%.2f / %.2f\t%s\t%.2f / %.2f\t%.2f / %.2f\t%s\t%s\t%s\t%s\t\n",
 			c.Lanes, c.BlocksPerLane, 100*c.Load, c.QueryBlocks, c.HitLanes,
-			c.Probe.Chunked.P50us, c.Probe.Chunked.P99us, c.Probe.Bisect.P50us, c.Probe.Bisect.P99us, radixCol,
-			c.Probe.PerLane.P50us, c.Probe.PerLane.P99us, c.Probe.Chain.P50us, c.Probe.Chain.P99us, rp50, rp99)
+			c.Probe.Chunked.P50us, c.Probe.Chunked.P99us, c.Probe.ChunkedLocals.P50us, c.Probe.ChunkedLocals.P99us,
+			c.Probe.Bisect.P50us, c.Probe.Bisect.P99us, radixCol,
+			c.Probe.PerLane.P50us, c.Probe.PerLane.P99us, c.Probe.Chain.P50us, c.Probe.Chain.P99us, rp50, rp99, lp50, lp99)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\ningest (block ops/s, one core, same events) and memory (bytes per tracked block per lane)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "lanes\tblocks\tblock ops\tproducer\tradix\tper-lane\treplica B\tproducer B\tradix B\tper-lane B\t")
+	fmt.Fprintln(tw, "lanes\tblocks\tblock ops\tproducer\tproducer cpu\tradix\tradix cpu\tper-lane\treplica B\tproducer B\tradix B\tper-lane B\t")
 	for _, c := range r.Cells {
-		radixOps, radixB := "skipped", "skipped"
+		radixOps, radixCPU, radixB := "skipped", "skipped", "skipped"
 		if c.Probe.Radix != nil {
-			radixOps, radixB = si(c.Ingest.RadixOpsSec), fmt.Sprintf("%.1f", c.Memory.RadixBytesPerBlock)
+			radixOps, radixCPU, radixB = si(c.Ingest.RadixOpsSec), si(c.Ingest.RadixCPUOpsSec), fmt.Sprintf("%.1f", c.Memory.RadixBytesPerBlock)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%.2f\t%.1f\t%s\t%.2f\t\n", c.Lanes, c.BlocksPerLane, c.Ingest.BlockOps,
-			si(c.Ingest.ProducerOpsSec), radixOps, si(c.Ingest.PerLaneOpsSec),
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s\t%.2f\t\n", c.Lanes, c.BlocksPerLane, c.Ingest.BlockOps,
+			si(c.Ingest.ProducerOpsSec), si(c.Ingest.ProducerCPUOpsSec), radixOps, radixCPU, si(c.Ingest.PerLaneOpsSec),
 			c.Memory.ReplicaBytesPerBlock, c.Memory.ProducerBytesPerBlock, radixB, c.Memory.PerLaneBytesPerBlock)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nchecks against the engines' caches ((query, lane) results above the exact depth; none may be below)")
 	for _, c := range r.Cells {
 		k := c.Checks
-		fmt.Fprintf(w, "  lanes=%d blocks=%d: %d results, %d under; over: chunked %d, bisect %d, per-lane %d; radix mismatches %d; per-lane: %d insert failures, %d under; producer omissions %d\n",
-			c.Lanes, c.BlocksPerLane, k.Results, k.Underestimates, k.ChunkedOver, k.BisectOver, k.PerLaneOver, k.RadixMismatches, k.PerLaneInsertFails, k.PerLaneUnder, k.CapacityOmissions)
+		fmt.Fprintf(w, "  lanes=%d blocks=%d: %d results, %d under; over: chunked %d, bisect %d, per-lane %d; radix mismatches %d; locals vs chunked %d; per-lane: %d insert failures, %d under; producer omissions %d\n",
+			c.Lanes, c.BlocksPerLane, k.Results, k.Underestimates, k.ChunkedOver, k.BisectOver, k.PerLaneOver, k.RadixMismatches, k.LocalsVsChunked, k.PerLaneInsertFails, k.PerLaneUnder, k.CapacityOmissions)
 		if c.Skipped != "" {
 			fmt.Fprintf(w, "    radix skipped: %s\n", c.Skipped)
 		}

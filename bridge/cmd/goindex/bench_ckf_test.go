@@ -37,11 +37,14 @@ func TestBenchCKF_JSONShapeAndChecks(t *testing.T) {
 		}
 	}
 	for _, c := range rep.Cells {
-		if c.Checks.Underestimates != 0 || c.Checks.ChunkedVsLinear != 0 || c.Checks.RadixMismatches != 0 {
+		if c.Checks.Underestimates != 0 || c.Checks.ChunkedVsLinear != 0 || c.Checks.RadixMismatches != 0 || c.Checks.LocalsVsChunked != 0 {
 			t.Errorf("lanes=%d: checks %+v, want no underestimates or mismatches", c.Lanes, c.Checks)
 		}
 		if c.Checks.Results != c.Lanes*300 || c.Probe.Chunked.Queries != 300 || c.Probe.PerLane.Queries != 300 {
 			t.Errorf("lanes=%d: %d results, %d/%d timed queries; want %d and 300", c.Lanes, c.Checks.Results, c.Probe.Chunked.Queries, c.Probe.PerLane.Queries, c.Lanes*300)
+		}
+		if c.Probe.ChunkedLocals.Queries != 300 || c.Probe.ChunkedLocals.Overlaps != c.Probe.Chunked.Overlaps {
+			t.Errorf("lanes=%d: chunked from locals timed %d queries summing to %d blocks; want 300 and chunked's %d", c.Lanes, c.Probe.ChunkedLocals.Queries, c.Probe.ChunkedLocals.Overlaps, c.Probe.Chunked.Overlaps)
 		}
 		if c.HitLanes <= 0 || c.Probe.Chunked.Overlaps == 0 {
 			t.Errorf("lanes=%d: %.2f hit lanes per query, sink %d; want real hits", c.Lanes, c.HitLanes, c.Probe.Chunked.Overlaps)
