@@ -380,9 +380,9 @@ int goindex_score(uint64_t handle, goindex_in_score_request* request, goindex_sc
  * lag here (the transport's ordering is unknown). Load reports of the
  * lane's producer feed score.
  * Threading: event call. Ownership: frame read during the call only.
- * Returns: GOINDEX_OK (applied, or ignored: stale, duplicate, of a DC
- * without a lane, for a faulted lane awaiting a snapshot; see
- * goindex_stats); GOINDEX_EINVAL; GOINDEX_ETOOBIG (over
+ * Returns: GOINDEX_OK (applied, or ignored: stale, duplicate, under a
+ * lease that is not the lane's current one, of a DC without a lane, for a
+ * faulted lane awaiting a snapshot; see goindex_stats); GOINDEX_EINVAL; GOINDEX_ETOOBIG (over
  * GOINDEX_MAX_FRAME_BYTES); GOINDEX_EHANDLE; GOINDEX_EMODE (not a global
  * handle, opened without "dcs", or a replica is attached);
  * GOINDEX_EFRAME (malformed: nothing changed; or rejected by its lane: a
