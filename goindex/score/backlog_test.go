@@ -92,3 +92,84 @@ func TestBacklog_HandWorkedCases(t *testing.T) {
 		}
 	}
 }
+
+// bruteTTFT is the TTFT cost written out from the doc's formula, apart from
+// cost.go: RTT + queued tokens / queue rate + KV admission wait + uncached
+// tokens / prefill rate, with the prompt's cached part capped at its blocks.
+func bruteTTFT(c Candidate, isl, blockSize int, cfg Config) float64 {
+	rate := func(v, def float64) float64 {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	blocks := (isl + blockSize - 1) / blockSize
+	cached := c.CachedBlocks
+	if cached > blocks {
+		cached = blocks
+	}
+	if cached < 0 {
+		cached = 0
+	}
+	cachedTokens := cached * blockSize
+	if cachedTokens > isl {
+		cachedTokens = isl
+	}
+	uncached := isl - cachedTokens
+	wait := float64(c.ActivePrefillTokens) / rate(c.QueueTokensPerMs, cfg.QueueTokensPerMs)
+	if c.HasCapacity {
+		need := (uncached + blockSize - 1) / blockSize
+		if excess := float64(c.ActiveDecodeBlocks) + float64(need) - float64(c.CapacityBlocks); excess > 0 {
+			wait += excess / rate(c.DecodeBlocksPerMs, cfg.DecodeBlocksPerMs)
+		}
+	}
+	return c.RTTms + wait + float64(uncached)/rate(c.PrefillTokensPerMs, cfg.PrefillTokensPerMs)
+}
+
+// TestScore_TTFTChoosesTheBruteForceMinimum draws DC-shaped candidate sets
+// (some without load or RTT, some with per-candidate rates, backlogs from
+// Backlog) and checks that Score picks a candidate whose brute-force TTFT is
+// the minimum over the eligible ones, and reports that cost.
+func TestScore_TTFTChoosesTheBruteForceMinimum(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	cfg := Config{Policy: TTFT, BlockSize: 16 << rng.IntN(6), PrefillTokensPerMs: 15, QueueTokensPerMs: 30, DecodeBlocksPerMs: 1}
+	s := mustNew(t, cfg)
+	for trial := range 5000 {
+		cands := make([]Candidate, 1+rng.IntN(13))
+		for k := range cands {
+			c := Candidate{ID: uint64(k), CachedBlocks: rng.IntN(80) - 5,
+				HasLoad: rng.IntN(8) > 0, HasRTT: rng.IntN(8) > 0, RTTms: float64(rng.IntN(240)),
+				HasCapacity: rng.IntN(2) == 0, CapacityBlocks: uint64(rng.IntN(4096)), ActiveDecodeBlocks: uint64(rng.IntN(4096))}
+			c.ActivePrefillTokens = uint64(Backlog(float64(rng.IntN(60000)), 0, 30, []Arrival{{AtMs: float64(rng.IntN(100)), Tokens: float64(rng.IntN(20000))}}, float64(rng.IntN(200))))
+			if rng.IntN(2) == 0 {
+				c.PrefillTokensPerMs, c.QueueTokensPerMs, c.DecodeBlocksPerMs = 5+rng.Float64()*20, 10+rng.Float64()*100, rng.Float64()*4
+			}
+			cands[k] = c
+		}
+		isl := rng.IntN(80000)
+		r, err := s.Score(Request{ISLTokens: isl}, cands, rng)
+		lo, eligible := math.Inf(1), 0
+		for _, c := range cands {
+			if c.HasLoad && c.HasRTT {
+				eligible++
+				lo = math.Min(lo, bruteTTFT(c, isl, cfg.BlockSize, s.Config()))
+			}
+		}
+		if eligible == 0 {
+			if err == nil {
+				t.Errorf("seed %d trial %d: Score with no eligible candidate = %+v, want ErrNoCandidate", seed, trial, r)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("seed %d trial %d: Score(isl=%d, %d candidates) error %v", seed, trial, isl, len(cands), err)
+			continue
+		}
+		got := bruteTTFT(cands[r.Index], isl, cfg.BlockSize, s.Config())
+		if math.Abs(got-lo) > 1e-9*math.Max(1, lo) || math.Abs(r.Cost-lo) > 1e-9*math.Max(1, lo) || r.Eligible != eligible {
+			t.Errorf("seed %d trial %d: Score(isl=%d) chose %d (brute cost %v, reported %v, %d eligible), brute minimum %v over %d eligible",
+				seed, trial, isl, r.Index, got, r.Cost, r.Eligible, lo, eligible)
+		}
+	}
+}

@@ -42,6 +42,7 @@
 //   - errors.go: sentinels.
 //
 // The tests pin Dynamo's documented cost examples, the TTFT arithmetic,
-// Backlog against a step-by-step queue simulation on random inputs, the
+// Backlog against a step-by-step queue simulation on random inputs, TTFT's
+// choice against the formula written out apart on random DC-shaped sets, the
 // eligibility rules, tie-breaking uniformity and the temperature distribution.
 package score
