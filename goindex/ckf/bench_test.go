@@ -129,8 +129,10 @@ func mixID(id uint64) uint64 {
 }
 
 // BenchmarkIngest replays Mooncake-shaped chains (stores below held
-// prefixes, FIFO evictions as removes) through a fresh producer sized for
-// the pool, draining at every boundary the default cadence asks for. It
+// prefixes, FIFO evictions as removes) through a fresh producer whose
+// filter is sized for the pool, draining at every boundary the default
+// cadence asks for: impl=producer with the owner table grown as it fills,
+// impl=presized with Config.ExpectedBlocks set to the pool's capacity. It
 // reports block operations (stored plus removed blocks) per second, and
 // the producer's memory per tracked block at the end of the stream, both
 // from Stats and from the Go heap.
@@ -153,51 +155,57 @@ func BenchmarkIngest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		name := fmt.Sprintf("impl=producer/members=%d/blocks=%d", cfg.members, cfg.members*cfg.capacity)
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			var elapsed time.Duration
-			var images []Image
-			var last Stats
-			var heap uint64
-			for b.Loop() {
-				b.StopTimer()
-				var before, after runtime.MemStats
-				runtime.GC()
-				runtime.ReadMemStats(&before)
-				p, err := New(Config{Format: f})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				start := time.Now()
-				for i := range st.events {
-					step, err := p.Apply(&st.events[i])
+		for _, impl := range []string{"producer", "presized"} {
+			name := fmt.Sprintf("impl=%s/members=%d/blocks=%d", impl, cfg.members, cfg.members*cfg.capacity)
+			expect := 0
+			if impl == "presized" {
+				expect = cfg.members * cfg.capacity // Config.ExpectedBlocks: the pool's capacity
+			}
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				var elapsed time.Duration
+				var images []Image
+				var last Stats
+				var heap uint64
+				for b.Loop() {
+					b.StopTimer()
+					var before, after runtime.MemStats
+					runtime.GC()
+					runtime.ReadMemStats(&before)
+					p, err := New(Config{Format: f, ExpectedBlocks: expect})
 					if err != nil {
-						b.Fatalf("Apply(event %d) = %v", i, err)
+						b.Fatal(err)
 					}
-					if step == StepPublish {
-						images = p.Drain(images[:0])
+					b.StartTimer()
+					start := time.Now()
+					for i := range st.events {
+						step, err := p.Apply(&st.events[i])
+						if err != nil {
+							b.Fatalf("Apply(event %d) = %v", i, err)
+						}
+						if step == StepPublish {
+							images = p.Drain(images[:0])
+						}
 					}
+					images = p.Drain(images[:0])
+					elapsed += time.Since(start)
+					b.StopTimer()
+					last = p.Stats()
+					runtime.GC()
+					runtime.ReadMemStats(&after)
+					heap = after.HeapAlloc - before.HeapAlloc
+					runtime.KeepAlive(p)
+					b.StartTimer()
 				}
-				images = p.Drain(images[:0])
-				elapsed += time.Since(start)
-				b.StopTimer()
-				last = p.Stats()
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				heap = after.HeapAlloc - before.HeapAlloc
-				runtime.KeepAlive(p)
-				b.StartTimer()
-			}
-			if last.TrackedBlocks != uint64(st.live) || last.CapacityOmissions != 0 {
-				b.Fatalf("after the stream: %d tracked, %d omitted; want %d tracked, none omitted", last.TrackedBlocks, last.CapacityOmissions, st.live)
-			}
-			b.ReportMetric(float64(st.blockOps)*float64(b.N)/elapsed.Seconds(), "blockops/s")
-			b.ReportMetric(float64(last.MemoryBytes)/float64(last.TrackedBlocks), "statsB/block")
-			b.ReportMetric(float64(heap)/float64(last.TrackedBlocks), "heapB/block")
-			b.ReportMetric(last.LoadFactor, "load")
-		})
+				if last.TrackedBlocks != uint64(st.live) || last.CapacityOmissions != 0 {
+					b.Fatalf("after the stream: %d tracked, %d omitted; want %d tracked, none omitted", last.TrackedBlocks, last.CapacityOmissions, st.live)
+				}
+				b.ReportMetric(float64(st.blockOps)*float64(b.N)/elapsed.Seconds(), "blockops/s")
+				b.ReportMetric(float64(last.MemoryBytes)/float64(last.TrackedBlocks), "statsB/block")
+				b.ReportMetric(float64(heap)/float64(last.TrackedBlocks), "heapB/block")
+				b.ReportMetric(last.LoadFactor, "load")
+			})
+		}
 	}
 }
 

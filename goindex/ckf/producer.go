@@ -27,6 +27,12 @@ type Config struct {
 	// exactly Format.Buckets() words, all zero. The Producer writes it in
 	// place; nobody else may write it while the Producer lives.
 	Words []uint64 // optional; default: allocated by New
+	// ExpectedBlocks is how many distinct canonical hashes the pool is
+	// expected to hold (say, its KV capacity in blocks). The owner table
+	// is sized for that many up front, so ingest does not stop to rehash
+	// it while the pool fills (BenchmarkIngest, impl=presized); it still
+	// grows beyond. It costs its memory (about 32 bytes a block) at once.
+	ExpectedBlocks int // optional; default: 0, the owner table starts small
 }
 
 // owner is the DC-wide ownership of one canonical hash (spec §4.1): present
@@ -117,6 +123,9 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.FlushAfter == 0 {
 		cfg.FlushAfter = DefaultFlushAfter
 	}
+	if cfg.ExpectedBlocks < 0 || uint64(cfg.ExpectedBlocks) > 4*MaxBuckets {
+		return nil, fmt.Errorf("%w: expected blocks %d outside 0..%d", ErrBadConfig, cfg.ExpectedBlocks, 4*MaxBuckets)
+	}
 	if cfg.FlushAfter < 0 {
 		return nil, fmt.Errorf("%w: flush after %v < 0", ErrBadConfig, cfg.FlushAfter)
 	}
@@ -138,7 +147,7 @@ func New(cfg Config) (*Producer, error) {
 		tab:         newTable(words, cfg.Format, cfg.MaxKicks),
 		win:         newWindow(n),
 		members:     make(map[kv.Member]*lineage),
-		owners:      newFlatMap[owner](0),
+		owners:      newFlatMap[owner](cfg.ExpectedBlocks),
 		batchEvents: cfg.BatchEvents,
 		flushAfter:  cfg.FlushAfter,
 		clearWorker: cfg.ClearWorker,

@@ -411,6 +411,8 @@ func TestNew_ValidatesConfigAndUsesCallerWords(t *testing.T) {
 		{Format: f, FlushAfter: -1},
 		{Format: f, Words: make([]uint64, 4)},
 		{Format: f, Words: []uint64{0, 0, 0, 1, 0, 0, 0, 0}},
+		{Format: f, ExpectedBlocks: -1},
+		{Format: f, ExpectedBlocks: 4*MaxBuckets + 1},
 	}
 	for i, cfg := range bad {
 		if _, err := New(cfg); !errors.Is(err, ErrBadConfig) {
@@ -445,5 +447,50 @@ func TestProducer_SteadyIngestDoesNotAllocate(t *testing.T) {
 	cycle()
 	if allocs := testing.AllocsPerRun(100, cycle); allocs != 0 {
 		t.Errorf("store 16 + remove 16 + drain allocates %v times, want 0", allocs)
+	}
+}
+
+// TestProducer_ExpectedBlocksChangesNothingButSizing feeds one Mooncake
+// stream (stores, FIFO removes, drains) to a producer with the default
+// owner table and to one presized for the pool, and holds their filter
+// words, images and counts equal after every event.
+func TestProducer_ExpectedBlocksChangesNothingButSizing(t *testing.T) {
+	st := mooncakeStream(readTrace(t, mooncakeTrace), 4, 1024, 2)
+	n, err := BucketCount(4 * 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := mustFormat(t, n)
+	plain, err := New(Config{Format: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sized, err := New(Config{Format: f, ExpectedBlocks: 4 * 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sized.owners.bytes() <= plain.owners.bytes() {
+		t.Fatalf("presized owner table %d bytes, default %d: want it larger from the start", sized.owners.bytes(), plain.owners.bytes())
+	}
+	var ip, is []Image
+	for i := range st.events {
+		sp, errP := plain.Apply(&st.events[i])
+		ss, errS := sized.Apply(&st.events[i])
+		if sp != ss || (errP == nil) != (errS == nil) {
+			t.Fatalf("event %d: steps %v / %v, errors %v / %v", i, sp, ss, errP, errS)
+		}
+		if sp == StepPublish {
+			ip, is = plain.Drain(ip[:0]), sized.Drain(is[:0])
+			if !slices.Equal(ip, is) {
+				t.Fatalf("event %d: drained images differ: %v vs %v", i, ip, is)
+			}
+		}
+	}
+	if !slices.Equal(plain.AppendWords(nil), sized.AppendWords(nil)) {
+		t.Fatal("filter words differ after the stream")
+	}
+	a, b := plain.Stats(), sized.Stats()
+	if a.TrackedBlocks != b.TrackedBlocks || a.Canonicals != b.Canonicals || a.Resident != b.Resident || a.TrackedBlocks == 0 {
+		t.Fatalf("stats differ or empty: %+v vs %+v", a, b)
 	}
 }
