@@ -3,7 +3,9 @@ package relay
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
@@ -101,6 +103,22 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// literalSegment checks a namespace or component for the legacy event
+// subject, which G2025 built unescaped: a wildcard (`*`, `>`), whitespace
+// or an empty token would make the pool subscribe to other namespaces' or
+// components' events, which a relay must never accept.
+func literalSegment(s string) error {
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" {
+			return fmt.Errorf("empty subject token")
+		}
+	}
+	if i := strings.IndexFunc(s, func(r rune) bool { return r == '*' || r == '>' || unicode.IsSpace(r) || r < 0x20 }); i >= 0 {
+		return fmt.Errorf("%q would match other subjects", s[i])
+	}
+	return nil
+}
+
 func (c *Config) setDefaults() error {
 	if c.Conn == nil {
 		return fmt.Errorf("%w: a relay needs a NATS connection", ErrBadConfig)
@@ -126,6 +144,11 @@ func (c *Config) setDefaults() error {
 		seen[p.Domain] = true
 		if p.Namespace == "" || p.Component == "" {
 			return fmt.Errorf("%w: pool %d needs a namespace and a component", ErrBadConfig, p.Domain)
+		}
+		for _, f := range []struct{ what, v string }{{"namespace", p.Namespace}, {"component", p.Component}} {
+			if err := literalSegment(f.v); err != nil {
+				return fmt.Errorf("%w: pool %d %s %q: %v", ErrBadConfig, p.Domain, f.what, f.v, err)
+			}
 		}
 		if p.ExpectedBlocks == 0 {
 			p.ExpectedBlocks = DefaultExpectedBlocks

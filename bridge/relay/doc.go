@@ -93,6 +93,15 @@
 // asset names, that load reports count live workers, that a graceful stop
 // ends the log with a drain marker, that a restart takes a larger
 // incarnation and stores an empty snapshot, that a second relay of a pool
-// supersedes the first, that bad configs are refused, and (fuzz) that the
-// Info and WorkerLoad decoders never panic and respect their limits.
+// supersedes the first, that bad configs are refused (a wildcard, space or
+// empty token in a namespace or component, which would subscribe the
+// unescaped legacy subject to other pools' events), and (fuzz) that the
+// Info and WorkerLoad decoders never panic and respect their limits. The
+// Hostile tests flood the intake with made-up publishers and the load
+// tracker with made-up workers (both tables stay at their bound, the
+// excess is counted, the live heap stays within a few MiB, a real
+// publisher keeps its place), check that forged huge load samples
+// saturate the report's sums instead of wrapping, that bad envelopes are
+// counted by reason and yield nothing, and that a running relay takes
+// events from its own pool's subjects only.
 package relay

@@ -14,6 +14,12 @@ import (
 // a flood of made-up publisher ids cannot grow the table past it.
 const maxPublishers = 4096
 
+// fullSweepEvery spaces the sweeps of a full publisher or worker table for
+// silent entries: without it every message of a flood of new ids would pay
+// a scan of all maxPublishers entries (TestHostile_PublisherFloodIsBoundedAndCounted
+// took 48 s under -race before, 2 s after).
+const fullSweepEvery = time.Second
+
 // IntakeStats counts what a pool's event intake did with Dynamo messages.
 type IntakeStats struct {
 	Messages   uint64 // messages received on both event subjects
@@ -41,6 +47,7 @@ type publisherState struct {
 type intake struct {
 	last   map[uint64]publisherState // by publisher id
 	window time.Duration             // a publisher silent this long may be forgotten
+	swept  time.Time                 // last sweep of the full table
 	stats  *IntakeStats
 }
 
@@ -78,12 +85,16 @@ func (in *intake) envelope(b []byte, now time.Time) (kv.Event, bool) {
 }
 
 // admit makes room for one more publisher: when the table is full it
-// forgets publishers silent for longer than the window, and refuses when
-// none is.
+// forgets publishers silent for longer than the window (at most once per
+// fullSweepEvery), and refuses when none is.
 func (in *intake) admit(now time.Time) bool {
 	if len(in.last) < maxPublishers {
 		return true
 	}
+	if now.Sub(in.swept) < fullSweepEvery {
+		return false
+	}
+	in.swept = now
 	for id, p := range in.last {
 		if now.Sub(p.seen) > in.window {
 			delete(in.last, id)

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"math"
 	"time"
 
 	"github.com/goindex/goindex/goindex/relayproto"
@@ -23,6 +24,7 @@ const maxWorkers = maxPublishers
 type loadTracker struct {
 	workers map[uint64]*workerState
 	window  time.Duration
+	swept   time.Time // last sweep of the full table by worker
 	// refused counts samples and events of new workers not tracked because
 	// the table was full of live ones.
 	refused uint64
@@ -39,7 +41,10 @@ func (t *loadTracker) worker(id uint64, now time.Time) *workerState {
 		return w
 	}
 	if len(t.workers) >= maxWorkers {
-		t.forget(now)
+		if now.Sub(t.swept) >= fullSweepEvery {
+			t.swept = now
+			t.forget(now)
+		}
 		if len(t.workers) >= maxWorkers {
 			t.refused++
 			return nil
@@ -82,12 +87,22 @@ func (t *loadTracker) fill(r *relayproto.LoadReport, now time.Time, perWorkerCap
 		r.LiveWorkers++
 		capacity := perWorkerCapacity
 		if w.hasLd {
-			r.QueuedPrefillTokens += w.sample.QueuedPrefillTokens
-			r.ActiveDecodeBlocks += w.sample.ActiveDecodeBlocks
+			r.QueuedPrefillTokens = addSaturating(r.QueuedPrefillTokens, w.sample.QueuedPrefillTokens)
+			r.ActiveDecodeBlocks = addSaturating(r.ActiveDecodeBlocks, w.sample.ActiveDecodeBlocks)
 			if w.sample.CapacityBlocks > 0 {
 				capacity = w.sample.CapacityBlocks
 			}
 		}
-		r.CapacityBlocks += capacity
+		r.CapacityBlocks = addSaturating(r.CapacityBlocks, capacity)
 	}
+}
+
+// addSaturating returns a+b, or 2^64-1 when that overflows: samples come
+// from the network, and a wrapped sum of huge ones would make a loaded DC
+// look idle.
+func addSaturating(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxUint64
 }

@@ -289,12 +289,16 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 	_, nc := startServer(t)
 	good := testConfig(nc)
 	cases := map[string]func(c *Config){
-		"no conn":         func(c *Config) { c.Conn = nil },
-		"dc zero":         func(c *Config) { c.DC = 0 },
-		"no pools":        func(c *Config) { c.Pools = nil },
-		"bad prefix":      func(c *Config) { c.Prefix = "a..b" },
-		"prefix wildcard": func(c *Config) { c.Prefix = "a.*" },
-		"no component":    func(c *Config) { c.Pools[0].Component = "" },
+		"no conn":                 func(c *Config) { c.Conn = nil },
+		"dc zero":                 func(c *Config) { c.DC = 0 },
+		"no pools":                func(c *Config) { c.Pools = nil },
+		"bad prefix":              func(c *Config) { c.Prefix = "a..b" },
+		"prefix wildcard":         func(c *Config) { c.Prefix = "a.*" },
+		"no component":            func(c *Config) { c.Pools[0].Component = "" },
+		"namespace wildcard":      func(c *Config) { c.Pools[0].Namespace = "*" },
+		"component tail wildcard": func(c *Config) { c.Pools[0].Component = ">" },
+		"namespace empty token":   func(c *Config) { c.Pools[0].Namespace = "a..b" },
+		"component with a space":  func(c *Config) { c.Pools[0].Component = "back end" },
 		"duplicate domain": func(c *Config) {
 			c.Pools = append(c.Pools, c.Pools[0])
 		},
