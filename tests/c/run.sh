@@ -83,6 +83,7 @@ if [ "${GOINDEX_BENCH_ABI:-0}" = 1 ]; then
 	for _ in $(seq "${GOINDEX_BENCH_ROUNDS:-5}"); do
 		"$work/ffi.test" -test.run '^$' -test.bench 'Benchmark(Probe|TrivialCall)$' -test.benchtime=100000x -test.benchmem
 		"$work/ffi.test" -test.run '^$' -test.bench 'BenchmarkProbeBatch$' -test.benchtime=2000x -test.benchmem
+		"$work/ffi.test" -test.run '^$' -test.bench 'BenchmarkProbeMiss$' -test.benchtime=2000000x
 		LD_LIBRARY_PATH="$build" "$work/bench" 100000
 	done | tee "$work/bench.out" | grep '^Benchmark'
 	echo "fastest round of each case:"
