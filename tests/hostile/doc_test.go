@@ -1,0 +1,11 @@
+package hostile
+
+import (
+	"testing"
+
+	"github.com/goindex/goindex/goindex/doccheck"
+)
+
+// TestDoc_FileMapMatchesDirectory keeps doc.go's file map in step with the
+// package's non-test Go files.
+func TestDoc_FileMapMatchesDirectory(t *testing.T) { doccheck.FileMap(t, ".") }
