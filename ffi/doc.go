@@ -57,7 +57,10 @@
 //
 //   - No host pointer outlives a call: stored and removed events are copied
 //     into Go memory before the index sees them; a probe's query is passed as
-//     a view of host memory because Match only reads it during the call.
+//     a view of host memory because Match only reads it during the call; a
+//     relay frame is copied before decoding (relayproto's Decoder keeps its
+//     last input); the plugin reads Dynamo's columns as views during select
+//     and keeps only its own candidates.
 //   - No Go pointer reaches the host: results are copied into the caller's
 //     buffers, strerror's strings are C strings allocated once at start.
 //   - Probe results are sorted by (id, rank); a too small buffer gets

@@ -23,12 +23,18 @@ type fedLanes struct {
 	format   *ckf.Format
 	dcs      []uint64
 	dec      relayproto.Decoder
+	buf      []byte // the frame being decoded, copied out of host memory
 
 	loads []atomic.Pointer[shm.Load]  // per lane, the last kept load report
 	rtts  []atomic.Pointer[rttSample] // per lane, the last goindex_set_rtt
 
 	applied, rejected, ignored atomic.Uint64
 }
+
+// maxKeptFrameBytes bounds the frame copy a fed handle keeps between
+// calls: deltas and load reports are far smaller; snapshot chunks (up to
+// 4 MiB at the relay's default) get a fresh copy each.
+const maxKeptFrameBytes = 1 << 20
 
 // rttSample is a round trip the host measured.
 type rttSample struct {
@@ -73,7 +79,17 @@ func newFed(cfg *config) (*fedLanes, error) {
 // a *relayproto.LaneError for a frame that faulted its lane, or errFrame;
 // ignored frames (stale, duplicate, foreign) are not errors.
 func (f *fedLanes) apply(frame []byte, now time.Time) error {
-	m, rest, err := f.dec.Decode(frame)
+	// The decoder keeps its last frame's bytes until the next call (its
+	// reader, its reused messages); decoding a Go copy keeps the ABI's
+	// promise that no host pointer outlives a call. A copy over
+	// maxKeptFrameBytes (a large snapshot chunk) is not kept for reuse.
+	f.buf = append(f.buf[:0], frame...)
+	defer func() {
+		if cap(f.buf) > maxKeptFrameBytes {
+			f.buf = nil
+		}
+	}()
+	m, rest, err := f.dec.Decode(f.buf)
 	if err == nil && len(rest) > 0 {
 		err = &relayproto.FrameError{Lane: -1, Offset: len(frame) - len(rest), Reason: fmt.Sprintf("%d bytes after the %v frame (one frame per call)", len(rest), m.Type()), Err: relayproto.ErrMalformed}
 	}
