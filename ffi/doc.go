@@ -86,6 +86,13 @@
 // handle's mutex (so do the indexes, internally); close takes it too and
 // clears the index pointer, so calls that start after close see
 // GOINDEX_EHANDLE. last_error and the open error have their own small locks.
+// In global mode apply_frame, set_rtt and attach_replica are the event
+// calls: the handle is every fed lane's one ingestor, as relayproto's lane
+// state machine requires; probes read the lanes under the weak-read
+// contract of spec §5.4 (no seqlock: a probe during a multi-bucket delta may
+// see old and new buckets mixed), and a replica view is unmapped only when
+// its last reader releases it. Plugin states have a mutex each (Dynamo
+// serializes select per state anyway).
 // Non-goal: making close safe against calls racing it on the same handle
 // (the header forbids the race; such a call finishes on the old index).
 //
