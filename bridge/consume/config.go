@@ -75,6 +75,9 @@ func (c *Config) setDefaults() error {
 	if c.Prefix == "" {
 		c.Prefix = relay.DefaultPrefix
 	}
+	if err := relay.ValidPrefix(c.Prefix); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
 	if len(c.DCs) > relayproto.MaxLanes {
 		return fmt.Errorf("%w: %d DCs, at most %d lanes", ErrBadConfig, len(c.DCs), relayproto.MaxLanes)
 	}

@@ -323,6 +323,10 @@ func TestNew_RejectsBadConfigAndMissingRelays(t *testing.T) {
 		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{1, 1}},
 		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{0}},
 		{Conn: nc, Path: filepath.Join(dir, "x"), Seed: 1},
+		// A wildcard prefix would subscribe to other tenants' subjects.
+		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{1}, Prefix: "goindex.*"},
+		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{1}, Prefix: ">"},
+		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{1}, Prefix: "a..b"},
 	}
 	for i, cfg := range bad {
 		if _, err := New(ctx, cfg); !errors.Is(err, ErrBadConfig) {

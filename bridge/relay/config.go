@@ -129,7 +129,7 @@ func (c *Config) setDefaults() error {
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
 	}
-	if err := validPrefix(c.Prefix); err != nil {
+	if err := ValidPrefix(c.Prefix); err != nil {
 		return err
 	}
 	if len(c.Pools) == 0 {

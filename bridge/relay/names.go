@@ -100,8 +100,11 @@ const (
 	MetaLogSequence = "log-sequence" // stream sequence of the last log message the snapshot reflects
 )
 
-// validPrefix checks that p is one or more subject tokens of [A-Za-z0-9_-].
-func validPrefix(p string) error {
+// ValidPrefix checks that p is one or more subject tokens of [A-Za-z0-9_-]
+// joined by dots: never a wildcard (`*`, `>`) that would reach other
+// tenants' subjects, nor a byte that breaks a JetStream asset name. Relays
+// and consumers refuse any other prefix with ErrBadConfig.
+func ValidPrefix(p string) error {
 	for _, tok := range strings.Split(p, ".") {
 		if tok == "" {
 			return fmt.Errorf("%w: prefix %q has an empty token", ErrBadConfig, p)

@@ -96,19 +96,10 @@ func (s natsSecurityFlags) validate(url string) error {
 	return nil
 }
 
-// validPrefixFlag checks --prefix: one or more NATS subject tokens of
-// [A-Za-z0-9_-] joined by dots, so the prefix can neither be a wildcard
-// (`*`, `>`) reaching other tenants' subjects nor break asset names.
+// validPrefixFlag checks --prefix with relay.ValidPrefix, naming the flag.
 func validPrefixFlag(p string) error {
-	for _, tok := range strings.Split(p, ".") {
-		if tok == "" {
-			return fmt.Errorf("--prefix %q: empty subject token: %w", p, errUsage)
-		}
-		for _, c := range []byte(tok) {
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-				return fmt.Errorf("--prefix %q: %q is not allowed (tokens of A-Z a-z 0-9 _ -): %w", p, c, errUsage)
-			}
-		}
+	if err := relay.ValidPrefix(p); err != nil {
+		return fmt.Errorf("--prefix: %v: %w", err, errUsage)
 	}
 	return nil
 }

@@ -66,8 +66,8 @@ func TestNATSFlags_BadCombinationsAreUsageErrorsNamingTheFlags(t *testing.T) {
 		{[]string{"--nats", "nats://127.0.0.1:1", "--nats-password", "p"}, "--nats-password needs --nats-user"},
 		{[]string{"--nats", "nats://127.0.0.1:1", "--nats-cert", "c.pem"}, "--nats-cert and --nats-key go together"},
 		{[]string{"--nats", "nats://127.0.0.1:1", "--nats-creds", missing}, "creds file"},
-		{[]string{"--prefix", "goindex.*"}, `--prefix "goindex.*"`},
-		{[]string{"--prefix", "a..b"}, "empty subject token"},
+		{[]string{"--prefix", "goindex.*"}, `--prefix: relay: bad config: prefix "goindex.*"`},
+		{[]string{"--prefix", "a..b"}, "empty token"},
 		{[]string{"--prefix", "tenant>"}, "not allowed"},
 	} {
 		var stdout, stderr bytes.Buffer
