@@ -528,7 +528,7 @@ func goindex_apply_frame(handle C.uint64_t, frame *C.goindex_in_u8, frameLen C.s
 		if err != nil {
 			return err
 		}
-		return f.apply(src, time.Now())
+		return f.apply(src, ix.global.now())
 	}))
 }
 
@@ -556,7 +556,7 @@ func goindex_set_rtt(handle C.uint64_t, dcID C.uint64_t, rttMs C.double) (rc C.i
 		if err != nil {
 			return err
 		}
-		return f.setRTT(uint64(dcID), time.Duration(ms*float64(time.Millisecond)), time.Now())
+		return f.setRTT(uint64(dcID), time.Duration(ms*float64(time.Millisecond)), ix.global.now())
 	}))
 }
 

@@ -24,6 +24,18 @@ type globalIndex struct {
 	fed        *fedLanes     // nil without "dcs"
 	fedView    *laneView     // the fed lanes as searches see them; nil without "dcs"
 	att        atomic.Pointer[attachment]
+	// clock is the time signals are stamped and aged with; nil means
+	// time.Now (tests set a clock of their own, so freshness never depends
+	// on how fast the machine runs the test).
+	clock func() time.Time
+}
+
+// now returns the handle's time for stamping and aging signals.
+func (g *globalIndex) now() time.Time {
+	if g.clock != nil {
+		return g.clock()
+	}
+	return time.Now()
 }
 
 func newGlobal(cfg *config) (*globalIndex, error) {

@@ -281,6 +281,9 @@ func TestGlobal_ScoreUsesFreshSignalsOnlyAndNamesLanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := openT(t, `{"mode": "global", "dcs": [8, 9], "buckets": 64, "max_staleness_ms": 20}`)
+	// The handle's clock is the test's: signals age only when it says so.
+	clock := time.Now()
+	handles.get(uint64(h)).ix.Load().global.clock = func() time.Time { return clock }
 	var dcs []*fixture.DC
 	for _, id := range []uint64{8, 9} {
 		d, err := fixture.NewDC(0, id, 1, format, 0)
@@ -323,7 +326,11 @@ func TestGlobal_ScoreUsesFreshSignalsOnlyAndNamesLanes(t *testing.T) {
 	if res, rc := scoreLanes(h, 1, fixture.DocA); rc != 0 || res.chosen != 1 || res.id != 9 || res.cached_blocks != 16 {
 		t.Errorf("score with fresh signals = %d, lane %d DC %d cached %d; want lane 1, DC 9, 16 blocks", rc, res.chosen, res.id, res.cached_blocks)
 	}
-	time.Sleep(40 * time.Millisecond) // past max_staleness_ms: the signals are older, whatever the scheduler did
+	clock = clock.Add(20 * time.Millisecond) // exactly max_staleness_ms: still fresh
+	if _, rc := scoreLanes(h, 1, fixture.DocA); rc != 0 {
+		t.Errorf("score with signals max_staleness_ms old = %d, want OK: %s", rc, lastError(h))
+	}
+	clock = clock.Add(time.Millisecond) // past it
 	if _, rc := scoreLanes(h, 1, fixture.DocA); rc != code(score.ErrNoCandidate) {
 		t.Errorf("score with stale signals = %d, want GOINDEX_ENOCANDIDATE: %s", rc, lastError(h))
 	}

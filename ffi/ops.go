@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"time"
 
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
@@ -149,7 +148,7 @@ func (h *handle) score(s *scratch, q *scoreQuery) (scored, error) {
 			// Members carry no load signals, and every ABI policy needs them.
 			return scored{}, fmt.Errorf("%s over the handle's members: %w: members carry no load signals; pass candidates", q.policy, score.ErrNoCandidate)
 		}
-		q.cands = ix.global.candidates(q.cands[:0], q.locals, time.Now())
+		q.cands = ix.global.candidates(q.cands[:0], q.locals, ix.global.now())
 		h.probes.Add(1)
 		what = "ready lanes"
 	} else {
