@@ -59,7 +59,12 @@ func TestLeafDomain_ReachableFromHubAndSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewWithDomain: %v", err)
 	}
+	// Each poll has its own short deadline: a request sent while the hub
+	// still routes to the leaf's old connection gets no reply at all, and
+	// must not eat the whole wait.
 	getLast := func() string {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
 		s, err := hjs.Stream(ctx, "S")
 		if err != nil {
 			return "stream: " + err.Error()
