@@ -7,6 +7,8 @@ Steps, each named on failure:
   - differential: random workloads against a pure-Python port of the §3.6
     reference model (held / reachable per member); for the exact index every
     probe depth and score must equal the model's reach_len;
+  - plugin: Dynamo's worker-selector plugin through its descriptor, inputs
+    laid out at dynamo-compat §5a's offsets;
   - global: the frames and replica scripts of tests/c/fixture (relay frames
     through goindex_apply_frame, a replica file through
     goindex_attach_replica and its next generation), line by line as
@@ -636,6 +638,102 @@ def score_check(s, h, q, want, step):
             f"step {step}: score chose {chosen} with cached {res.cached_blocks}, want a member at reach_len {best}")
 
 
+# ---- Dynamo's worker-selector plugin (dynamo-compat §5a), through ctypes ----
+
+class ByteSlice(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p), ("len", size_t)]
+
+
+class ErrorBuffer(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p), ("capacity", size_t), ("written", size_t)]
+
+
+class WsLoad(ctypes.Structure):
+    _fields_ = [("active_prefill_tokens", u64), ("active_decode_blocks", u64), ("additional_active_blocks", u64)]
+
+
+class WsColumns(ctypes.Structure):
+    _fields_ = [("struct_size", u32), ("reserved", u32), ("provided_inputs", u64)] + [
+        (n, ctypes.c_void_p) for n in ("worker_ids", "dp_ranks", "cached_tokens", "cache_tiers", "loads", "capacities",
+                                       "routing", "default_costs", "default_kv_overlaps", "default_decode_loads")]
+
+
+class WsInput(ctypes.Structure):
+    _fields_ = [("struct_size", u32), ("candidate_format", u32), ("flags", u32), ("block_size", u32),
+                ("selection_mode", u32), ("reserved", u32), ("isl_tokens", u64), ("expected_output_tokens", u64),
+                ("request_id", ByteSlice), ("session_id", ByteSlice), ("candidate_columns", ctypes.POINTER(WsColumns)),
+                ("candidate_count", size_t)]
+
+
+CREATE = ctypes.CFUNCTYPE(ctypes.c_int32, ByteSlice, u32, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ErrorBuffer))
+SELECT = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(WsInput), ctypes.POINTER(size_t), ctypes.POINTER(ErrorBuffer))
+DESTROY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+REQUIRED = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(u64), ctypes.POINTER(ErrorBuffer))
+
+
+class Descriptor(ctypes.Structure):
+    _fields_ = [("abi_version", u32), ("struct_size", u32), ("create", CREATE), ("select", SELECT), ("destroy", DESTROY),
+                ("required_candidate_inputs", REQUIRED)]
+
+
+def plugin(s):
+    """The plugin as Dynamo calls it: offsets, a ttft choice, USE_DEFAULT and INVALID_INPUT."""
+    s.step = "plugin: layouts of §5a"
+    for cls, size in [(ByteSlice, 16), (ErrorBuffer, 24), (WsLoad, 24), (WsColumns, 96), (WsInput, 88), (Descriptor, 40)]:
+        s.check(ctypes.sizeof(cls) == size, f"sizeof({cls.__name__}) = {ctypes.sizeof(cls)}, the spec says {size}")
+    for cls, field, off in [(WsInput, "isl_tokens", 24), (WsInput, "candidate_columns", 72), (WsInput, "candidate_count", 80),
+                            (WsColumns, "loads", 48), (WsColumns, "default_decode_loads", 88)]:
+        s.check(getattr(cls, field).offset == off, f"{cls.__name__}.{field} at {getattr(cls, field).offset}, the spec says {off}")
+    entry = s.lib.dynamo_worker_selector_plugin_v1
+    entry.restype, entry.argtypes = ctypes.POINTER(Descriptor), []
+    d = entry().contents
+    s.step = "plugin: descriptor and create"
+    s.check(d.abi_version == 1 and d.struct_size == 40, f"descriptor abi_version {d.abi_version}, struct_size {d.struct_size}")
+    buf = ctypes.create_string_buffer(256)
+    err = ErrorBuffer(ctypes.cast(buf, ctypes.c_void_p), 256, 0)
+    cfg = b'{"prefill_tokens_per_ms": 10}'
+    cbuf = ctypes.create_string_buffer(cfg, len(cfg))
+    state = ctypes.c_void_p()
+    s.rc(d.create(ByteSlice(ctypes.cast(cbuf, ctypes.c_void_p), len(cfg)), 1, ctypes.byref(state), ctypes.byref(err)), 0, "plugin create")
+    bad = ctypes.c_void_p(1)
+    s.check(d.create(ByteSlice(None, 0), 9, ctypes.byref(bad), ctypes.byref(err)) == 1 and not bad.value, "create(role 9) is not INVALID_INPUT with a NULL state")
+    need = u64(0)
+    s.check(d.required_candidate_inputs(state, ctypes.byref(need), None) == 0 and need.value == 0x1B, f"required inputs {need.value:#x}, want 0x1b")
+
+    s.step = "plugin: select over columns"
+    # 1600 prompt tokens at 10 tokens/ms: 160 ms uncached, 32 ms with 1280 cached, 96 with 640.
+    ids, cached = (u64 * 3)(11, 22, 33), (u64 * 3)(0, 1280, 640)
+    ranks, loads = (u32 * 3)(0, 0, 0), (WsLoad * 3)()
+    caps = (u64 * 6)(*([M64] * 6))
+    cols = WsColumns(struct_size=96, provided_inputs=0x1B, worker_ids=ctypes.addressof(ids), dp_ranks=ctypes.addressof(ranks),
+                     cached_tokens=ctypes.addressof(cached), loads=ctypes.addressof(loads), capacities=ctypes.addressof(caps))
+    inp = WsInput(struct_size=88, candidate_format=1, block_size=16, isl_tokens=1600, candidate_columns=ctypes.pointer(cols), candidate_count=3)
+    idx = size_t(99)
+
+    def select():
+        idx.value = 99
+        return d.select(state, ctypes.byref(inp), ctypes.byref(idx), ctypes.byref(err))
+
+    s.check(select() == 0 and idx.value == 1, f"select chose {idx.value}, want 1 (1280 cached tokens)")
+    loads[1].active_prefill_tokens = 2000  # 200 ms of queue on worker 22
+    s.check(select() == 0 and idx.value == 2, f"select with worker 22 queued chose {idx.value}, want 2")
+    inp.candidate_count = 0
+    s.check(select() == 4 and idx.value == 99, "zero candidates is not USE_DEFAULT (4)")
+    inp.candidate_count = 3
+    cols.provided_inputs = 0x13  # no load column
+    s.check(select() == 4, "a missing load column is not USE_DEFAULT (4)")
+    cols.provided_inputs = 0x1B
+    cols.loads = None  # provided but NULL
+    s.check(select() == 1 and b"loads" in buf.raw[:err.written], f"a NULL provided column is not INVALID_INPUT: {buf.raw[:err.written]!r}")
+    cols.loads = ctypes.addressof(loads)
+    inp.struct_size = 80
+    s.check(select() == 1 and err.written <= 256, "input struct_size 80 is not INVALID_INPUT")
+    inp.struct_size = 88
+    s.check(select() == 0, "select after the malformed calls does not work")
+    d.destroy(state)
+    s.check(select() == 1, "select on a destroyed state is not INVALID_INPUT")
+
+
 # ---- global mode: the fixture's scripts (tests/c/fixture/script.go) ----
 
 def script_lines(text, variant):
@@ -744,6 +842,7 @@ def main():
     differential(s, "exact")
     differential(s, "ckf")
     global_mode(s, build)
+    plugin(s)
     s.step = "the end: no handle is left open"
     c = Counters(struct_size=ctypes.sizeof(Counters))
     for h in s.opened:
