@@ -132,7 +132,8 @@ func mixID(id uint64) uint64 {
 // prefixes, FIFO evictions as removes) through a fresh producer whose
 // filter is sized for the pool, draining at every boundary the default
 // cadence asks for: impl=producer with the owner table grown as it fills,
-// impl=presized with Config.ExpectedBlocks set to the pool's capacity. It
+// impl=presized with Config.ExpectedBlocks and ExpectedMemberBlocks set to
+// the pool's and each member's capacity. It
 // reports block operations (stored plus removed blocks) per second, and
 // the producer's memory per tracked block at the end of the stream, both
 // from Stats and from the Go heap.
@@ -157,9 +158,10 @@ func BenchmarkIngest(b *testing.B) {
 		}
 		for _, impl := range []string{"producer", "presized"} {
 			name := fmt.Sprintf("impl=%s/members=%d/blocks=%d", impl, cfg.members, cfg.members*cfg.capacity)
-			expect := 0
+			expect, memberExpect := 0, 0
 			if impl == "presized" {
 				expect = cfg.members * cfg.capacity // Config.ExpectedBlocks: the pool's capacity
+				memberExpect = cfg.capacity         // and each member's
 			}
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
@@ -172,7 +174,7 @@ func BenchmarkIngest(b *testing.B) {
 					var before, after runtime.MemStats
 					runtime.GC()
 					runtime.ReadMemStats(&before)
-					p, err := New(Config{Format: f, ExpectedBlocks: expect})
+					p, err := New(Config{Format: f, ExpectedBlocks: expect, ExpectedMemberBlocks: memberExpect})
 					if err != nil {
 						b.Fatal(err)
 					}

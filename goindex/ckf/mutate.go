@@ -112,7 +112,7 @@ func (p *Producer) store(ev *kv.Event) error {
 		return nil
 	}
 	if lin == nil {
-		l := newFlatMap[uint64](len(ev.Blocks))
+		l := newFlatMap[uint64](max(len(ev.Blocks), p.memberHint))
 		lin = &l
 		p.members[m] = lin
 	}

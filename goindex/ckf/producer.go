@@ -33,6 +33,11 @@ type Config struct {
 	// it while the pool fills (BenchmarkIngest, impl=presized); it still
 	// grows beyond. It costs its memory (about 32 bytes a block) at once.
 	ExpectedBlocks int // optional; default: 0, the owner table starts small
+	// ExpectedMemberBlocks is how many blocks one member (worker, dp rank)
+	// is expected to hold (its KV cache capacity in blocks): a member's
+	// lineage table is sized for that many at its first Stored event, for
+	// the same reason. It costs about 32 bytes a block per member at once.
+	ExpectedMemberBlocks int // optional; default: 0, lineages start at their first event's size
 }
 
 // owner is the DC-wide ownership of one canonical hash (spec §4.1): present
@@ -63,6 +68,7 @@ type Producer struct {
 	batchEvents int
 	flushAfter  time.Duration
 	clearWorker bool
+	memberHint  int // Config.ExpectedMemberBlocks
 
 	fence error // non-nil once an invariant violation fenced the producer
 	stats Counters
@@ -126,6 +132,9 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.ExpectedBlocks < 0 || uint64(cfg.ExpectedBlocks) > 4*MaxBuckets {
 		return nil, fmt.Errorf("%w: expected blocks %d outside 0..%d", ErrBadConfig, cfg.ExpectedBlocks, 4*MaxBuckets)
 	}
+	if cfg.ExpectedMemberBlocks < 0 || uint64(cfg.ExpectedMemberBlocks) > 4*MaxBuckets {
+		return nil, fmt.Errorf("%w: expected member blocks %d outside 0..%d", ErrBadConfig, cfg.ExpectedMemberBlocks, 4*MaxBuckets)
+	}
 	if cfg.FlushAfter < 0 {
 		return nil, fmt.Errorf("%w: flush after %v < 0", ErrBadConfig, cfg.FlushAfter)
 	}
@@ -151,6 +160,7 @@ func New(cfg Config) (*Producer, error) {
 		batchEvents: cfg.BatchEvents,
 		flushAfter:  cfg.FlushAfter,
 		clearWorker: cfg.ClearWorker,
+		memberHint:  cfg.ExpectedMemberBlocks,
 	}, nil
 }
 

@@ -413,6 +413,8 @@ func TestNew_ValidatesConfigAndUsesCallerWords(t *testing.T) {
 		{Format: f, Words: []uint64{0, 0, 0, 1, 0, 0, 0, 0}},
 		{Format: f, ExpectedBlocks: -1},
 		{Format: f, ExpectedBlocks: 4*MaxBuckets + 1},
+		{Format: f, ExpectedMemberBlocks: -1},
+		{Format: f, ExpectedMemberBlocks: 4*MaxBuckets + 1},
 	}
 	for i, cfg := range bad {
 		if _, err := New(cfg); !errors.Is(err, ErrBadConfig) {
@@ -452,7 +454,8 @@ func TestProducer_SteadyIngestDoesNotAllocate(t *testing.T) {
 
 // TestProducer_ExpectedBlocksChangesNothingButSizing feeds one Mooncake
 // stream (stores, FIFO removes, drains) to a producer with the default
-// owner table and to one presized for the pool, and holds their filter
+// tables and to one whose owner table and lineages are presized for the
+// pool and its members (each lineage from its first event), and holds their filter
 // words, images and counts equal after every event.
 func TestProducer_ExpectedBlocksChangesNothingButSizing(t *testing.T) {
 	st := mooncakeStream(readTrace(t, mooncakeTrace), 4, 1024, 2)
@@ -465,12 +468,19 @@ func TestProducer_ExpectedBlocksChangesNothingButSizing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sized, err := New(Config{Format: f, ExpectedBlocks: 4 * 1024})
+	sized, err := New(Config{Format: f, ExpectedBlocks: 4 * 1024, ExpectedMemberBlocks: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sized.owners.bytes() <= plain.owners.bytes() {
 		t.Fatalf("presized owner table %d bytes, default %d: want it larger from the start", sized.owners.bytes(), plain.owners.bytes())
+	}
+	checkLineages := func(at int) {
+		for m, lin := range sized.members {
+			if len(lin.slots) < slotsFor(1024) {
+				t.Fatalf("event %d: member %v lineage has %d slots, want ≥ %d from its first event", at, m, len(lin.slots), slotsFor(1024))
+			}
+		}
 	}
 	var ip, is []Image
 	for i := range st.events {
@@ -479,6 +489,7 @@ func TestProducer_ExpectedBlocksChangesNothingButSizing(t *testing.T) {
 		if sp != ss || (errP == nil) != (errS == nil) {
 			t.Fatalf("event %d: steps %v / %v, errors %v / %v", i, sp, ss, errP, errS)
 		}
+		checkLineages(i)
 		if sp == StepPublish {
 			ip, is = plain.Drain(ip[:0]), sized.Drain(is[:0])
 			if !slices.Equal(ip, is) {
