@@ -36,7 +36,8 @@ per (lanes, blocks per lane):
           members, and D separate per-lane cuckoo filters (github.com/seiflotfy/cuckoofilter,
           8-bit fingerprints, same slot count) probed one after another;
   ingest  block ops/s on one core of a lane's producer (ckf.Producer, drained
-          at the default cadence, ExpectedBlocks = --blocks), of the radix index and of the per-lane
+          at the default cadence, ExpectedBlocks and ExpectedMemberBlocks =
+          --blocks), of the radix index and of the per-lane
           filter, on the same events, over wall time and (linux) over the
           ingesting thread's CPU time;
   memory  bytes per tracked block per lane: replica table, producer, radix
@@ -424,8 +425,9 @@ func runCKFCell(ctx context.Context, u *universe, o ckfOptions, lanes, blocks in
 			cell.Ingest.BlockOps += len(events[i].Blocks) + len(events[i].Removed)
 		}
 		// Producer: the relay's work for one lane, drained at its cadence,
-		// its owner table sized for the pool's capacity as a relay sizes it.
-		p, err := ckf.New(ckf.Config{Format: format, ExpectedBlocks: blocks})
+		// its owner table and the lane's one lineage sized for the lane's
+		// capacity, as a relay sizes them from its pool.
+		p, err := ckf.New(ckf.Config{Format: format, ExpectedBlocks: blocks, ExpectedMemberBlocks: blocks})
 		if err != nil {
 			return nil, err
 		}
