@@ -115,6 +115,9 @@
 //     views, the rate-limited check for a new generation.
 //   - plugin.go: the Go side of Dynamo's worker-selector plugin: state
 //     registry, input and column checks, the call into dynamo/selector.
+//   - benchexport.go: goindex_bench_inprocess, only in the benchmark build
+//     (-tags goindex_bench): the in-process Go probe tests/c/bench.c times
+//     next to the ABI calls in one process.
 //
 // Also here: plugin.c (the plugin's descriptor and C callbacks, with static
 // asserts of the spec's struct sizes and offsets), build.sh (builds

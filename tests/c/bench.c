@@ -8,6 +8,12 @@
  * of one whole document therefore answers 16 members: 64, 32 and 14 × 16
  * blocks (320 blocks in all), which every timed call checks.
  *
+ * With the benchmark build of the library (-tags goindex_bench, which adds
+ * goindex_bench_inprocess), it also times the in-process Go probe (Match
+ * plus the sort: BenchmarkProbe's impl=radix) inside the library, 64
+ * probes per crossing, in the same rounds, process and tree as the ABI
+ * calls, and prints the ratios against it.
+ *
  * Output: one line per case, named as the Go benchmarks' sub-benchmarks so
  * they line up: "<name>/impl=abi <n> <ns> ns/op" (ns/probe for batches),
  * the fastest of five rounds. */
@@ -19,6 +25,9 @@
 
 #include "chain.h"
 #include "goindex.h"
+
+/* Only in the benchmark build of the library (ffi/benchexport.go). */
+extern size_t goindex_bench_inprocess(uint64_t handle, const uint64_t *queries, size_t n, size_t depth) __attribute__((weak));
 
 enum { members = 16, docs = 1024, depth = 64, shared = 16, partial = 32, batch = 64 };
 
@@ -75,9 +84,18 @@ int main(int argc, char **argv) {
 	 * figure least disturbed by other load. The cases take turns within a
 	 * round, so a burst of load hits all of them alike. */
 	enum { rounds = 5 };
-	double best_trivial = 1e300, best_probe = 1e300, best_batch = 1e300, t0, ns;
+	double best_trivial = 1e300, best_probe = 1e300, best_batch = 1e300, best_go = 1e300, t0, ns;
 	long calls = iters / batch;
 	for (int round = 0; round <= rounds; round++) {
+		if (goindex_bench_inprocess) {
+			t0 = now_ns();
+			for (long i = 0; i < calls; i++)
+				if (goindex_bench_inprocess(h, &queries[(i * batch) % docs][0], batch, depth) != (size_t)batch * members)
+					die("goindex_bench_inprocess (entries found)", -1);
+			ns = (now_ns() - t0) / (double)(calls * batch);
+			if (round && ns < best_go) best_go = ns;
+		}
+
 		t0 = now_ns();
 		for (long i = 0; i < iters * 10; i++) sink += goindex_abi_version();
 		ns = (now_ns() - t0) / (double)(iters * 10);
@@ -105,6 +123,10 @@ int main(int argc, char **argv) {
 	printf("BenchmarkProbe/impl=abi/blocks=%d %ld %.1f ns/op\n", depth, iters, best_probe);
 	printf("BenchmarkProbeBatch/impl=abi/blocks=%d/batch=%d %ld %.1f ns/probe\n", depth, batch, calls * batch, best_batch);
 
+	if (goindex_bench_inprocess) {
+		printf("BenchmarkProbe/impl=radix-in-library/blocks=%d %ld %.1f ns/op\n", depth, calls * batch, best_go);
+		printf("ratio abi/radix-in-library: probe %.3f, probe_batch %.3f\n", best_probe / best_go, best_batch / best_go);
+	}
 	if ((rc = goindex_close(h))) die("goindex_close", rc);
 	return sink == 0;
 }

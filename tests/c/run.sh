@@ -79,15 +79,22 @@ if [ "${GOINDEX_BENCH_ABI:-0}" = 1 ]; then
 	# ffi/bench_test.go (one prebuilt test binary) then bench.c, so that the
 	# in-process and the through-the-ABI figures share the machine's load;
 	# the summary is each case's fastest round (ns/probe for batches).
+	# bench.c runs against the benchmark build of the library, whose one
+	# extra export (goindex_bench_inprocess) times the in-process Go probe in
+	# bench.c's own process on the same tree; the real library's export list
+	# stays exact.
 	(cd "$root" && go test -c -o "$work/ffi.test" ./ffi)
+	GOFLAGS="${GOFLAGS:-} -tags=goindex_bench" bash "$root/ffi/build.sh" "$build/bench"
 	for _ in $(seq "${GOINDEX_BENCH_ROUNDS:-5}"); do
 		"$work/ffi.test" -test.run '^$' -test.bench 'Benchmark(Probe|TrivialCall)$' -test.benchtime=100000x -test.benchmem
 		"$work/ffi.test" -test.run '^$' -test.bench 'BenchmarkProbeBatch$' -test.benchtime=2000x -test.benchmem
 		"$work/ffi.test" -test.run '^$' -test.bench 'BenchmarkProbeMiss$' -test.benchtime=2000000x
-		LD_LIBRARY_PATH="$build" "$work/bench" 100000
-	done | tee "$work/bench.out" | grep '^Benchmark'
+		LD_LIBRARY_PATH="$build/bench" "$work/bench" 100000
+	done | tee "$work/bench.out" | grep -E '^(Benchmark|ratio)'
 	echo "fastest round of each case:"
 	awk '/^Benchmark/ { name = $1; sub(/-[0-9]+$/, "", name); v = $3; for (i = 4; i <= NF; i++) if ($i == "ns/probe") v = $(i - 1)
 		if (!(name in best) || v + 0 < best[name] + 0) best[name] = v } END { for (n in best) printf "  %-50s %s ns\n", n, best[n] }' "$work/bench.out" | sort
+	echo "same-process ratios, one line per bench.c run:"
+	grep '^ratio' "$work/bench.out" | sed 's/^/  /'
 fi
 echo "tests/c: passed"
