@@ -25,7 +25,11 @@
 // asks the relay for a fresh snapshot only when the store holds another
 // identity or the log no longer retains the deltas after the stored one
 // (ErrDeltasGone). A relay restart shows up as a new identity in the log
-// (WrongIdentity) and is recovered the same way.
+// (WrongIdentity) and is recovered the same way. A log message that ends a
+// subscription (a bad frame, a fault) also asks the relay for a fresh
+// snapshot, so the next subscription starts past it instead of replaying
+// a poison message forever. Frames of other pools and of superseded relay
+// incarnations are ignored (relayproto's ForeignIdentity).
 //
 // Each lane's status counts what it received by frame type (log frames,
 // stored snapshot chunks, load reports), its pending log messages (the

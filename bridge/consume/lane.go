@@ -242,8 +242,9 @@ func (l *laneRunner) install(ctx context.Context, js jetstream.JetStream, info *
 			l.publish(time.Now())
 			l.log.Info("snapshot installed", "sequence", s.Sequence)
 			return logSeq, nil
-		case relayproto.WrongIdentity:
-			// The store still holds an older producer's snapshot.
+		case relayproto.WrongIdentity, relayproto.ForeignIdentity:
+			// The store still holds an older producer's snapshot (ignored as
+			// superseded), or one of another identity altogether.
 			l.requestSnapshot(ctx)
 			return 0, fmt.Errorf("stored snapshot of incarnation %d, relay is %d", s.Identity.Incarnation, info.Incarnation)
 		default:
@@ -330,6 +331,10 @@ func (l *laneRunner) follow(ctx context.Context, js jetstream.JetStream, info *r
 		}
 		for _, f := range frames {
 			if err := l.apply(f, lease); err != nil {
+				// The message that ended this subscription stays in the log
+				// after the stored snapshot: without a fresh snapshot every
+				// resync would replay it and fault again (a poison message).
+				l.requestSnapshot(ctx)
 				return err
 			}
 		}

@@ -103,5 +103,8 @@
 // publisher keeps its place), check that forged huge load samples
 // saturate the report's sums instead of wrapping, that bad envelopes are
 // counted by reason and yield nothing, and that a running relay takes
-// events from its own pool's subjects only.
+// events from its own pool's subjects only. A requested snapshot first
+// passes messages other clients appended to the delta log (when the pool
+// is still this relay's), so a consumer that hit a poison message starts
+// its next subscription after it (tests/hostile).
 package relay

@@ -320,6 +320,7 @@ func (p *pool) respondInfo(m *nats.Msg) {
 // fresh snapshot and replies with the new Info.
 func (p *pool) requestSnapshot(m *nats.Msg) {
 	fn := func() {
+		p.passForeignWrites()
 		if err := p.snapshot(); err != nil {
 			p.log.Warn("requested snapshot failed", "err", err)
 			return
@@ -330,6 +331,28 @@ func (p *pool) requestSnapshot(m *nats.Msg) {
 	case p.req <- fn:
 	case <-p.r.stop:
 	}
+}
+
+// passForeignWrites moves the log position the next snapshot reflects past
+// messages someone else appended after the relay's last one. A consumer
+// asks for a snapshot when a log message ended its subscription; if that
+// message was not the relay's (a poison message from a client allowed to
+// publish on the delta subject), a snapshot at the relay's own last
+// position would make every resync replay it. A newer owner of the pool is
+// left to the owner checks, which stop this relay.
+func (p *pool) passForeignWrites() {
+	ctx, cancel := context.WithTimeout(context.Background(), p.r.cfg.PublishTimeout)
+	defer cancel()
+	info, err := p.stream.Info(ctx)
+	if err != nil || info.State.LastSeq == p.dlog.last {
+		return
+	}
+	if owner, err := p.owner(); err != nil || owner != p.id.Incarnation {
+		return
+	}
+	p.log.Warn("foreign messages in the delta log; the snapshot skips them",
+		"relay_last", p.dlog.last, "log_last", info.State.LastSeq)
+	p.dlog.last = info.State.LastSeq
 }
 
 // run is the pool's writer loop. It returns nil after a graceful drain

@@ -24,7 +24,13 @@
 //   - a flood of 200,000 hostile frames neither panics nor changes state,
 //     and the live heap stays within 4 MiB;
 //   - Dynamo's event decoders refuse messages over MaxMessageBytes and tiny
-//     messages claiming huge arrays without allocating for the claim.
+//     messages claiming huge arrays without allocating for the claim;
+//   - over NATS, with a live relay and consumer: deltas of another pool
+//     and of an older incarnation written into the relay's delta log are
+//     ignored (no fault, no resync, words equal to the producer's), and a
+//     poison message ends one subscription only: the consumer asks for a
+//     fresh snapshot, the relay's snapshot passes the foreign messages, and
+//     the lane converges and stays without another resync.
 //
 // Floods of fake publisher and worker ids at the relay are in
 // bridge/relay's Hostile tests (they need its unexported tables), wrong

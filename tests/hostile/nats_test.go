@@ -1,0 +1,211 @@
+package hostile
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/bridge/consume"
+	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/bridge/relay/relaytest"
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/shm"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestHostile_ForgedAndPoisonFramesInTheDeltaLog writes hostile messages
+// into a live relay's delta log (what anyone allowed to publish on its
+// subject could do) while a consumer follows it:
+//
+//   - deltas of another pool and of an older incarnation, which would
+//     change a word if applied, are ignored: no fault, no resync, and the
+//     lane keeps equal to the producer;
+//   - an undecodable message ends the subscription once; the consumer asks
+//     for a fresh snapshot so its next subscription starts past the poison
+//     message, and the lane converges again and stays (no resync loop).
+func TestHostile_ForgedAndPoisonFramesInTheDeltaLog(t *testing.T) {
+	srv, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := natsutil.Connect(srv.ClientURL(), "hostile", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	const expected = 4096
+	// No heartbeats and a batch per event: the relay writes its log only
+	// when an event arrives, so the test knows when it is idle and the
+	// forged messages never race one of its publishes.
+	r, err := relay.New(relay.Config{Conn: nc, DC: 3, HeartbeatEvery: time.Hour, LoadEvery: 50 * time.Millisecond, BatchEvents: 1,
+		Pools: []relay.PoolConfig{{Domain: 1, Namespace: "dynamo", Component: "backend", ExpectedBlocks: expected}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stopRelay := context.WithCancel(context.Background())
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- r.Run(rctx) }()
+	t.Cleanup(func() { stopRelay(); <-relayDone })
+	select {
+	case <-r.Ready():
+	case err := <-relayDone:
+		t.Fatalf("relay: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("relay not ready")
+	}
+	gen := relaytest.NewGenerator(seed(t, 7), 3)
+	fed := uint64(0)
+	feed := func(n int) {
+		fed += uint64(n)
+		for range n {
+			if err := nc.Publish(dynamo.EventSubject("dynamo", "backend"), gen.Next()); err != nil {
+				t.Fatalf("publish: %v", err)
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "replica")
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := consume.New(cctx, consume.Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{3}, Path: path,
+		PingEvery: 20 * time.Millisecond, RetryEvery: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("consume.New: %v", err)
+	}
+	runCtx, stopConsumer := context.WithCancel(context.Background())
+	consumerDone := make(chan error, 1)
+	go func() { consumerDone <- c.Run(runCtx) }()
+	t.Cleanup(func() { stopConsumer(); <-consumerDone })
+	reader, err := shm.Attach(path)
+	if err != nil {
+		t.Fatalf("attach replica: %v", err)
+	}
+	defer reader.Close()
+
+	// converged: the relay has handled every event fed, and the lane holds
+	// exactly its producer's words at its last sequence.
+	converged := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := r.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if in := st[0].Intake; in.Events+in.NonPrimary < fed {
+			return fmt.Errorf("relay handled %d of %d events", in.Events, fed)
+		}
+		if got := c.Status()[0].Installed; got != st[0].Publisher.LastSequence {
+			return fmt.Errorf("lane installed %d, relay at %d", got, st[0].Publisher.LastSequence)
+		}
+		if stale, err := reader.Stale(); err != nil || stale {
+			return fmt.Errorf("replica file replaced (%v)", err)
+		}
+		want, err := r.AppendWords(ctx, nil, 1)
+		if err != nil {
+			return err
+		}
+		if reader.Ready()&1 == 0 {
+			return fmt.Errorf("lane not ready: %+v", c.Status()[0])
+		}
+		if got := reader.Table().AppendLane(nil, 0); !slices.Equal(got, want) {
+			return fmt.Errorf("lane words differ from the producer's: %+v", c.Status()[0])
+		}
+		return nil
+	}
+	feed(100)
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, converged)
+
+	// Forge deltas that would apply if their identity were the lane's.
+	st, err := r.Status(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buckets, _ := ckf.BucketCount(expected)
+	format, err := relayproto.NewFormat(ckf.DefaultSeed, buckets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := relayproto.ProducerIdentity{Pool: relayproto.PoolID{Domain: 1, DC: 3}, Incarnation: st[0].Incarnation,
+		LayoutGeneration: st[0].LayoutGeneration, Format: format}
+	foreign := own
+	foreign.Pool.DC = 99
+	older := own
+	older.Incarnation--
+	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 3}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishLog := func(b []byte) {
+		if _, err := js.Publish(cctx, names.DeltaSubject(), b); err != nil {
+			t.Fatalf("publish into the delta log: %v", err)
+		}
+	}
+	last := st[0].Publisher.LastSequence
+	before := c.Status()[0]
+	for _, id := range []relayproto.ProducerIdentity{foreign, older} {
+		f, err := relayproto.AppendFrame(nil, &relayproto.Delta{Identity: id, Base: last, Sequence: last + 1,
+			Images: []relayproto.Image{{Bucket: 1, Word: 0xdeadbeef}, {Bucket: 2, Word: 0xfeedface}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		publishLog(f)
+	}
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		if got := c.Status()[0].FramesReceived["delta"]; got < before.FramesReceived["delta"]+2 {
+			return fmt.Errorf("forged deltas not read yet (%d delta frames)", got)
+		}
+		return nil
+	})
+	if after := c.Status()[0]; after.Resyncs != before.Resyncs || after.Faults != before.Faults || after.Deltas != before.Deltas {
+		t.Errorf("forged deltas of another pool and an older incarnation: resyncs %d → %d, faults %d → %d, applied %d → %d; want all unchanged (%s)",
+			before.Resyncs, after.Resyncs, before.Faults, after.Faults, before.Deltas, after.Deltas, after.LastFault)
+	}
+	if err := converged(); err != nil {
+		t.Errorf("after the forged deltas: %v", err)
+	}
+	// A consumer's snapshot request makes the relay pass the foreign
+	// messages (its publishes expect the log's last sequence); then it
+	// goes on publishing and the lane follows.
+	if _, err := nc.Request(names.SnapshotSubject(), nil, 10*time.Second); err != nil {
+		t.Fatalf("snapshot request: %v", err)
+	}
+	feed(50)
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, converged)
+
+	// A poison message: undecodable bytes in the log.
+	publishLog([]byte("GIRF\x01\x02\x00\x00garbage that is not a frame"))
+	feed(50)
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		if c.Status()[0].FramesReceived["invalid"] == 0 {
+			return fmt.Errorf("the poison message has not been read yet")
+		}
+		return converged()
+	})
+	relayStatus := func() string {
+		st, err := r.Status(cctx)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("seq %d fence %v rebuilds %d snapshots %d err %q events %d", st[0].Publisher.LastSequence,
+			st[0].Publisher.Fence, st[0].Rebuilds, st[0].Snapshots, st[0].Err, st[0].Intake.Events)
+	}
+	settled := c.Status()[0]
+	feed(50)
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		if c.Status()[0].Deltas <= settled.Deltas {
+			return fmt.Errorf("no new delta applied yet: %+v; relay %+v", c.Status()[0], relayStatus())
+		}
+		return converged()
+	})
+	if after := c.Status()[0]; after.Resyncs != settled.Resyncs {
+		t.Errorf("after the poison message: resyncs %d → %d while following new deltas, want no further resync (the consumer must start past it)",
+			settled.Resyncs, after.Resyncs)
+	}
+}
