@@ -71,6 +71,9 @@ func TestHelp_EveryCommandExitsZeroAndListsItsFlags(t *testing.T) {
 			t.Errorf("goindex %v: no usage line naming the command in %q", args, firstLine(text))
 		}
 		flags := helpFlags(text)
+		if _, connects := flags["nats-creds"]; connects && !strings.Contains(text, "NATS security (with --nats") {
+			t.Errorf("goindex %v has the --nats-* flags but no NATS security paragraph", args)
+		}
 		if _, ok := flags["config"]; !ok || len(flags) < 2 {
 			t.Errorf("goindex %v lists flags %v, want --config and the command's own", args, flagNames(flags))
 		}

@@ -39,7 +39,7 @@ final lane status on stdout (one JSON object with --json). --duration stops
 after a while (tests, demos).
 Metrics: --metrics-addr serves Prometheus /metrics (per lane: state, lease,
 lag, frames, resyncs, catch-ups, RTT, load), /healthz and /readyz (200 when
---ready-lanes any: a lane is READY; all: every lane is).`
+--ready-lanes any: a lane is READY; all: every lane is).` + natsSecurityUsage
 
 func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("consume", consumeSynopsis, stderr)

@@ -12,6 +12,16 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// natsSecurityUsage is the usage paragraph of the --nats-* group, appended
+// to the synopsis of every command that connects.
+const natsSecurityUsage = `
+NATS security (with --nats; refused credentials and failed TLS stop the
+command at once, an unreachable server is retried):
+  one of --nats-user/--nats-password, --nats-token, --nats-nkey SEEDFILE,
+  --nats-creds FILE; TLS with --nats-ca, --nats-cert/--nats-key (mutual TLS),
+  --nats-server-name. Prefer GOINDEX_NATS_PASSWORD / GOINDEX_NATS_TOKEN or
+  --config for secrets.`
+
 // natsFlags are the connection flags every command that talks to NATS
 // shares (relay, consume, record): where NATS is, or the embedded server
 // to start instead, the subject prefix, and the security group.

@@ -48,7 +48,7 @@ Stopping:
   --max-events N   after N events are written (0: no limit)
   --duration D     after D (0: no limit); SIGINT/SIGTERM stop cleanly too
 Progress goes to stderr every --progress-every; the summary to stdout (one
-JSON object with --json).`
+JSON object with --json).` + natsSecurityUsage
 
 // recordFlushBytes is how much encoded output record buffers before it
 // writes: whole lines only, so a killed run never leaves half an event.

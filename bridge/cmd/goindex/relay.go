@@ -43,7 +43,7 @@ the final status goes to stdout (one JSON object with --json).
 Metrics: --metrics-addr serves Prometheus /metrics (per pool: events applied
 and rejected by reason, gaps, capacity omissions, load factor, frames and
 bytes published by type, sequence, snapshots), /healthz and /readyz (200 once
-every pool is set up and none has stopped).`
+every pool is set up and none has stopped).` + natsSecurityUsage
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("relay", relaySynopsis, stderr)
