@@ -28,9 +28,11 @@
 //   - over NATS, with a live relay and consumer: deltas of another pool
 //     and of an older incarnation written into the relay's delta log are
 //     ignored (no fault, no resync, words equal to the producer's), and a
-//     poison message ends one subscription only: the consumer asks for a
-//     fresh snapshot, the relay's snapshot passes the foreign messages, and
-//     the lane converges and stays without another resync.
+//     poison message (undecodable bytes, or a delta forging a newer
+//     incarnation, which must fault like a restart) ends exactly one
+//     subscription: the consumer asks for a fresh snapshot, the relay's
+//     snapshot passes the foreign messages, and the lane converges and
+//     stays without another resync.
 //
 // Floods of fake publisher and worker ids at the relay are in
 // bridge/relay's Hostile tests (they need its unexported tables), wrong

@@ -26,9 +26,10 @@ import (
 //   - deltas of another pool and of an older incarnation, which would
 //     change a word if applied, are ignored: no fault, no resync, and the
 //     lane keeps equal to the producer;
-//   - an undecodable message ends the subscription once; the consumer asks
-//     for a fresh snapshot so its next subscription starts past the poison
-//     message, and the lane converges again and stays (no resync loop).
+//   - an undecodable message, or a delta forging a newer incarnation, ends
+//     the subscription once; the consumer asks for a fresh snapshot so its
+//     next subscription starts past the poison message, and the lane
+//     converges again and stays (no resync loop).
 func TestHostile_ForgedAndPoisonFramesInTheDeltaLog(t *testing.T) {
 	srv, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
 	if err != nil {
@@ -179,33 +180,39 @@ func TestHostile_ForgedAndPoisonFramesInTheDeltaLog(t *testing.T) {
 	feed(50)
 	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, converged)
 
-	// A poison message: undecodable bytes in the log.
-	publishLog([]byte("GIRF\x01\x02\x00\x00garbage that is not a frame"))
-	feed(50)
-	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
-		if c.Status()[0].FramesReceived["invalid"] == 0 {
-			return fmt.Errorf("the poison message has not been read yet")
-		}
-		return converged()
-	})
-	relayStatus := func() string {
-		st, err := r.Status(cctx)
-		if err != nil {
-			return err.Error()
-		}
-		return fmt.Sprintf("seq %d fence %v rebuilds %d snapshots %d err %q events %d", st[0].Publisher.LastSequence,
-			st[0].Publisher.Fence, st[0].Rebuilds, st[0].Snapshots, st[0].Err, st[0].Intake.Events)
+	// Poison messages: undecodable bytes, and a delta claiming a newer
+	// incarnation of the pool (which must fault: it looks like a restart).
+	newer := own
+	newer.Incarnation++
+	forgedRestart, err := relayproto.AppendFrame(nil, &relayproto.Delta{Identity: newer, Base: 0, Sequence: 1,
+		Images: []relayproto.Image{{Bucket: 5, Word: 0xbadc0de}}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	settled := c.Status()[0]
-	feed(50)
-	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
-		if c.Status()[0].Deltas <= settled.Deltas {
-			return fmt.Errorf("no new delta applied yet: %+v; relay %+v", c.Status()[0], relayStatus())
+	for _, poison := range []struct {
+		what string
+		msg  []byte
+	}{{"undecodable bytes", []byte("GIRF\x01\x02\x00\x00garbage that is not a frame")}, {"a forged newer incarnation", forgedRestart}} {
+		start := c.Status()[0]
+		publishLog(poison.msg)
+		feed(50)
+		relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+			if c.Status()[0].Resyncs == start.Resyncs {
+				return fmt.Errorf("%s: not read yet", poison.what)
+			}
+			return converged()
+		})
+		settled := c.Status()[0]
+		feed(50)
+		relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+			if c.Status()[0].Deltas <= settled.Deltas {
+				return fmt.Errorf("%s: no new delta applied yet: %+v", poison.what, c.Status()[0])
+			}
+			return converged()
+		})
+		if after := c.Status()[0]; after.Resyncs != settled.Resyncs || settled.Resyncs != start.Resyncs+1 {
+			t.Errorf("%s: resyncs %d → %d → %d, want exactly one (the consumer must start past it)",
+				poison.what, start.Resyncs, settled.Resyncs, after.Resyncs)
 		}
-		return converged()
-	})
-	if after := c.Status()[0]; after.Resyncs != settled.Resyncs {
-		t.Errorf("after the poison message: resyncs %d → %d while following new deltas, want no further resync (the consumer must start past it)",
-			settled.Resyncs, after.Resyncs)
 	}
 }
