@@ -14,8 +14,9 @@ import (
 )
 
 // simPolicyOrder is the order of the final policy table: the baselines,
-// upstream's selectors, goindex's policy and its exact-index twin.
-var simPolicyOrder = []string{"single-dc", "round-robin", "load-only", "prefix-then-load", "credit", "ttft", "exact-oracle"}
+// upstream's selectors, goindex's policy, its exact-index twin and the
+// exact, current bound.
+var simPolicyOrder = []string{"single-dc", "round-robin", "load-only", "prefix-then-load", "credit", "ttft", "exact-oracle", "exact-now"}
 
 // PolicyResult is one policy's figures from the simulation (`goindex sim
 // --json`, the fields the final table shows).

@@ -27,8 +27,15 @@
 // score.Candidate per DC (probe depth, the lane's last load report plus the
 // router's own in-flight requests since it was sampled, its queue drained
 // by score.Backlog up to the request's arrival, matrix RTT) and asks a
-// score.Scorer. ExactOracle replaces the probe depths by each DC's
-// exact, current depth.
+// score.Scorer. ExactOracle replaces each probe depth by the exact depth
+// of what the lane has received (the CKF swapped for an exact index, the
+// WAN delay kept); ExactNow by each DC's exact, current depth.
+//
+// Measurement: the first Config.Warmup requests (by default the closed
+// loop's Concurrency, which leave at once to cold caches) are served but
+// left out of the per-request figures, so that percentiles describe the
+// steady state rather than the start-up burst; Result.AllRequests keeps
+// the whole run's headline figures beside them.
 //
 // Times: a request leaves the client at its send time, reaches the DC after
 // half its RTT (the matrix mean plus a per-request jitter draw), waits for
@@ -111,10 +118,11 @@
 // cycles, load-only spreads, a far DC holding a long prefix wins under
 // ttft only when the prefill saved exceeds the RTT while prefix-then-load
 // always goes there, a prefix still crossing the WAN is counted as stale
-// and as a decision exact depths would change); the Ideal reference by
-// hand; that on one FIFO worker the drained queue estimate equals the
-// wait every request then saw, to the token, while reports read as
-// current overstate it; open-loop arrival times; config validation; the
-// report's files (PNG headers); and that this file map matches the
-// directory.
+// and as a decision exact, current depths would change, but not one the
+// CKF changed); the Ideal reference by hand, with and without warm-up;
+// that the figures leave out exactly the warm-up requests; that on one
+// FIFO worker the drained queue estimate equals the wait every request
+// then saw, to the token, while reports read as current overstate it;
+// open-loop arrival times; config validation; the report's files (PNG
+// headers); and that this file map matches the directory.
 package sim

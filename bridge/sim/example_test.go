@@ -29,6 +29,7 @@ func Example() {
 	}
 	rep, err := sim.Run(context.Background(), sim.Config{
 		Grid: grid, RouterSite: "home", Concurrency: 1, RTTJitter: -1,
+		Warmup:   -1, // count both requests (the default leaves the first out)
 		Policies: []sim.Policy{sim.RoundRobin, sim.TTFT},
 	}, w)
 	if err != nil {

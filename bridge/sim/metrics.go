@@ -10,13 +10,24 @@ import (
 // wait for admission and for the worker's earlier prefills, the prefill of
 // its uncached tokens, and the first token's trip back; end-to-end adds
 // the decode of the remaining tokens.
+//
+// The per-request figures (throughput, latencies, queue and prefill, hit
+// rates, estimate, WAN hops, RTT) count the measured requests: all but the
+// first WarmupRequests of the trace (Config.Warmup). AllRequests repeats
+// the headline figures over every request. Utilization, load imbalance,
+// the per-DC figures, the CKF audit and the relay counters cover the whole
+// run.
 type Result struct {
 	Policy    string `json:"policy"`
 	Requests  int    `json:"requests"`
 	Completed int    `json:"completed"`
+	// WarmupRequests is how many requests at the start of the trace the
+	// per-request figures leave out.
+	WarmupRequests int `json:"warmup_requests"`
 	// SimulatedSeconds runs from the first send to the last completion.
 	SimulatedSeconds float64 `json:"simulated_s"`
-	// ThroughputRPS is Completed / SimulatedSeconds.
+	// ThroughputRPS is the measured requests over the time from the first
+	// one's send to the last completion.
 	ThroughputRPS float64 `json:"throughput_rps"`
 
 	TTFTMeanMs float64 `json:"ttft_mean_ms"`
@@ -61,6 +72,10 @@ type Result struct {
 	// Fallbacks counts requests no DC was eligible for (sent home).
 	Fallbacks int `json:"fallbacks"`
 
+	// AllRequests is the headline figures over every request, warm-up
+	// included.
+	AllRequests Headline `json:"all_requests"`
+
 	CKF   Accuracy   `json:"ckf"`
 	Relay RelayStats `json:"relay"`
 	PerDC []DCResult `json:"per_dc"`
@@ -93,6 +108,17 @@ type Estimate struct {
 	PrefillBiasMs float64 `json:"prefill_bias_ms"`
 }
 
+// Headline is a run's main figures over a set of requests.
+type Headline struct {
+	Requests      int     `json:"requests"`
+	ThroughputRPS float64 `json:"throughput_rps"`
+	TTFTp50Ms     float64 `json:"ttft_p50_ms"`
+	TTFTp95Ms     float64 `json:"ttft_p95_ms"`
+	TTFTp99Ms     float64 `json:"ttft_p99_ms"`
+	E2Ep95Ms      float64 `json:"e2e_p95_ms"`
+	HitRate       float64 `json:"hit_rate"`
+}
+
 // DCResult is one DC's share of a policy's run.
 type DCResult struct {
 	Name     string  `json:"name"`
@@ -110,52 +136,31 @@ type LoadSeries struct {
 	Active    [][]int
 }
 
-// result summarises a finished run.
-func (s *simulation) result() *Result {
+// result summarises a finished run; the first warm requests are left out
+// of the per-request figures.
+func (s *simulation) result(warm int) *Result {
 	n := len(s.reqs)
-	res := &Result{Policy: s.policy.String(), Requests: n, Completed: s.completed, Fallbacks: s.fallbacks, CKF: s.acc, Load: s.samples}
-	ttft := make([]float64, 0, n)
-	e2e := make([]float64, 0, n)
-	queue := make([]float64, 0, n)
-	var rtt, prefill, believed float64
-	var est Estimate
-	last := s.startMs
-	for i := range s.reqs {
-		st := &s.reqs[i]
-		r := &s.w.Requests[i]
-		believed += float64(min(st.believed*s.w.BlockSize, r.InputTokens-1))
-		if st.hasEst {
-			e := st.est.RTTms + st.est.QueueMs + st.est.PrefillMs - st.ttftMs()
-			est.Requests++
-			est.BiasMs += e
-			est.AbsErrorMs += math.Abs(e)
-			est.QueueBiasMs += st.est.QueueMs - (st.prefillStartMs - st.arriveMs)
-			est.PrefillBiasMs += st.est.PrefillMs - (st.firstTokenMs - st.prefillStartMs)
-		}
-		ttft = append(ttft, st.ttftMs())
-		e2e = append(e2e, st.doneMs-st.sentMs)
-		queue = append(queue, st.prefillStartMs-st.arriveMs)
-		rtt += st.rttMs
-		prefill += st.firstTokenMs - st.prefillStartMs
-		last = max(last, st.doneMs)
-		if st.dc != s.home {
-			res.WANHops++
-		}
-	}
-	slices.Sort(ttft)
-	slices.Sort(e2e)
-	slices.Sort(queue)
+	res := &Result{Policy: s.policy.String(), Requests: n, Completed: s.completed, WarmupRequests: warm,
+		Fallbacks: s.fallbacks, CKF: s.acc, Load: s.samples}
+	measured := s.summarize(warm)
+	all := s.summarize(0)
+	res.AllRequests = all.headline()
+	ttft, e2e := measured.ttft, measured.e2e
+	k := float64(len(ttft))
 	res.TTFTsMs = ttft
-	res.SimulatedSeconds = (last - s.startMs) / 1000
-	if res.SimulatedSeconds > 0 {
-		res.ThroughputRPS = float64(s.completed) / res.SimulatedSeconds
-	}
+	res.SimulatedSeconds = (all.last - s.startMs) / 1000
+	res.ThroughputRPS = measured.headline().ThroughputRPS
 	res.TTFTMeanMs = mean(ttft)
 	res.TTFTp50Ms, res.TTFTp95Ms, res.TTFTp99Ms = percentile(ttft, 50), percentile(ttft, 95), percentile(ttft, 99)
 	res.E2Ep50Ms, res.E2Ep95Ms = percentile(e2e, 50), percentile(e2e, 95)
-	res.QueueMeanMs, res.QueueP95Ms = mean(queue), percentile(queue, 95)
-	res.PrefillMeanMs = prefill / float64(n)
-	res.MeanRTTms = rtt / float64(n)
+	res.QueueMeanMs, res.QueueP95Ms = mean(measured.queue), percentile(measured.queue, 95)
+	res.PrefillMeanMs = measured.prefill / k
+	res.MeanRTTms = measured.rtt / k
+	res.WANHops = measured.wanHops
+	res.PromptTokens, res.HitTokens = measured.prompt, measured.hit
+	res.HitRate = ratio(float64(measured.hit), float64(measured.prompt))
+	res.BelievedHitRate = ratio(measured.believed, float64(measured.prompt))
+	res.Estimate = measured.est
 	var busyMax, busySum float64
 	for _, d := range s.dcs {
 		busy := 0.0
@@ -164,8 +169,6 @@ func (s *simulation) result() *Result {
 			busy += w.busyMs
 		}
 		busyMax, busySum = max(busyMax, busy), busySum+busy
-		res.PromptTokens += d.stats.promptTokens
-		res.HitTokens += d.stats.hitTokens
 		res.Relay.add(d.stats.relay)
 		res.PerDC = append(res.PerDC, DCResult{Name: d.name, RTTms: d.rttMs, Requests: d.stats.requests,
 			HitRate: ratio(float64(d.stats.hitTokens), float64(d.stats.promptTokens)), BusyS: busy / 1000})
@@ -173,15 +176,69 @@ func (s *simulation) result() *Result {
 		res.CKF.CapacityOmissions += st.CapacityOmissions
 		res.CKF.MaxLoadFactor = max(res.CKF.MaxLoadFactor, st.LoadFactor)
 	}
-	res.HitRate = ratio(float64(res.HitTokens), float64(res.PromptTokens))
-	res.BelievedHitRate = ratio(believed, float64(res.PromptTokens))
-	res.PrefillUtilization = ratio(prefill, float64(len(s.dcs)*s.cfg.WorkersPerDC)*(last-s.startMs))
+	res.PrefillUtilization = ratio(all.prefill, float64(len(s.dcs)*s.cfg.WorkersPerDC)*(all.last-s.startMs))
+	res.LoadImbalance = ratio(busyMax, busySum/float64(len(s.dcs)))
+	return res
+}
+
+// summary is the per-request figures of the requests from some index on.
+type summary struct {
+	ttft, e2e, queue []float64 // ascending
+	rtt, prefill     float64   // sums, ms
+	believed         float64   // tokens
+	prompt, hit      int64     // tokens
+	wanHops          int
+	firstSent, last  float64 // first send and last completion, ms
+	est              Estimate
+}
+
+// summarize gathers the figures of requests from..len-1.
+func (s *simulation) summarize(from int) summary {
+	m := summary{firstSent: math.Inf(1), last: s.startMs}
+	var est Estimate
+	for i := from; i < len(s.reqs); i++ {
+		st := &s.reqs[i]
+		r := &s.w.Requests[i]
+		m.believed += float64(min(st.believed*s.w.BlockSize, r.InputTokens-1))
+		if st.hasEst {
+			e := st.est.RTTms + st.est.QueueMs + st.est.PrefillMs - st.ttftMs()
+			est.Requests++
+			est.BiasMs += e
+			est.AbsErrorMs += math.Abs(e)
+			est.QueueBiasMs += st.est.QueueMs - (st.prefillStartMs - st.arriveMs)
+			est.PrefillBiasMs += st.est.PrefillMs - (st.firstTokenMs - st.prefillStartMs)
+		}
+		m.ttft = append(m.ttft, st.ttftMs())
+		m.e2e = append(m.e2e, st.doneMs-st.sentMs)
+		m.queue = append(m.queue, st.prefillStartMs-st.arriveMs)
+		m.rtt += st.rttMs
+		m.prefill += st.firstTokenMs - st.prefillStartMs
+		m.prompt += int64(r.InputTokens)
+		m.hit += int64(st.hitTokens)
+		m.firstSent = min(m.firstSent, st.sentMs)
+		m.last = max(m.last, st.doneMs)
+		if st.dc != s.home {
+			m.wanHops++
+		}
+	}
+	slices.Sort(m.ttft)
+	slices.Sort(m.e2e)
+	slices.Sort(m.queue)
 	if k := float64(est.Requests); k > 0 {
 		est.BiasMs, est.AbsErrorMs, est.QueueBiasMs, est.PrefillBiasMs = est.BiasMs/k, est.AbsErrorMs/k, est.QueueBiasMs/k, est.PrefillBiasMs/k
 	}
-	res.Estimate = est
-	res.LoadImbalance = ratio(busyMax, busySum/float64(len(s.dcs)))
-	return res
+	m.est = est
+	return m
+}
+
+// headline returns m's main figures.
+func (m *summary) headline() Headline {
+	h := Headline{Requests: len(m.ttft), TTFTp50Ms: percentile(m.ttft, 50), TTFTp95Ms: percentile(m.ttft, 95),
+		TTFTp99Ms: percentile(m.ttft, 99), E2Ep95Ms: percentile(m.e2e, 95), HitRate: ratio(float64(m.hit), float64(m.prompt))}
+	if span := m.last - m.firstSent; span > 0 {
+		h.ThroughputRPS = float64(len(m.ttft)) / (span / 1000)
+	}
+	return h
 }
 
 // percentile returns the nearest-rank p-th percentile of ascending xs.

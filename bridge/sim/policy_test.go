@@ -5,12 +5,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/goindex/goindex/goindex/ckf"
 )
 
 func TestPolicy_SingleDCStaysHome(t *testing.T) {
 	w := shippedWorkload(t, 200, 60)
 	c := Config{Grid: shippedGrid(t), RouterSite: "par", Concurrency: 64, Seed: testSeed(t)}
-	res := simulate(t, c, w, SingleDC, nil).result()
+	res := simulate(t, c, w, SingleDC, nil).result(0)
 	home, _ := c.Grid.Index("par")
 	if res.WANHops != 0 || res.PerDC[home].Requests != len(w.Requests) {
 		t.Errorf("single-dc: %d WAN hops, home served %d of %d", res.WANHops, res.PerDC[home].Requests, len(w.Requests))
@@ -39,7 +41,7 @@ func TestPolicy_LoadOnlySpreadsEvenLoad(t *testing.T) {
 	w := shippedWorkload(t, 400, 160)
 	c := quiet(lineGrid(0, 10, 10, 10))
 	c.WorkersPerDC, c.Concurrency = 1, 32
-	res := simulate(t, c, w, LoadOnly, nil).result()
+	res := simulate(t, c, w, LoadOnly, nil).result(0)
 	n := len(w.Requests)
 	for _, d := range res.PerDC {
 		if d.Requests < n/8 {
@@ -64,7 +66,7 @@ func TestPolicy_FarPrefixWinsOnlyWhenPrefillSavedExceedsRTT(t *testing.T) {
 	}{{40, true}, {2, false}} {
 		prompt := append(ids(1000, c.prefix), 5000)
 		line := fmt.Sprintf("%d 1 %v", 512*len(prompt), joinIDs(prompt))
-		for _, p := range []Policy{TTFT, ExactOracle, PrefixThenLoad} {
+		for _, p := range []Policy{TTFT, ExactOracle, ExactNow, PrefixThenLoad} {
 			cfg := quiet(lineGrid(0, 200))
 			cfg.Concurrency = 1
 			s := simulate(t, cfg, handTrace(t, line), p, func(s *simulation) { warm(t, s, 1, ids(1000, c.prefix), 0) })
@@ -97,9 +99,12 @@ func joinIDs(xs []uint64) string {
 // TestPolicy_StaleReplicaIsCountedAgainstTheExactChoice warms the far DC
 // at the very moment the request is routed: its blocks are in the DC's
 // exact index but still crossing the WAN to the replica, so ttft stays
-// home while exact depths would have gone far. The audit must count one
-// stale lane and one decision the exact depths would change; the oracle,
-// reading the DC's exact index, goes far and disagrees with nobody.
+// home while exact, current depths would have gone far. The audit must
+// count one stale lane and one decision the exact, current depths would
+// change, but no decision the CKF itself changed (the delivered state has
+// the same depths). exact-oracle, an exact index over the same delivered
+// events, stays home too; exact-now, reading the DC's own index, goes far
+// and disagrees with nobody.
 func TestPolicy_StaleReplicaIsCountedAgainstTheExactChoice(t *testing.T) {
 	prompt := append(ids(1000, 40), 5000)
 	line := fmt.Sprintf("%d 1 %v", 512*len(prompt), joinIDs(prompt))
@@ -107,7 +112,7 @@ func TestPolicy_StaleReplicaIsCountedAgainstTheExactChoice(t *testing.T) {
 		p       Policy
 		wantFar bool
 		wantDis int
-	}{{TTFT, false, 1}, {ExactOracle, true, 0}} {
+	}{{TTFT, false, 1}, {ExactOracle, false, 1}, {ExactNow, true, 0}} {
 		cfg := quiet(lineGrid(0, 200))
 		cfg.Concurrency = 1
 		s := simulate(t, cfg, handTrace(t, line), c.p, func(s *simulation) { warm(t, s, 1, ids(1000, 40), s.startMs) })
@@ -115,8 +120,9 @@ func TestPolicy_StaleReplicaIsCountedAgainstTheExactChoice(t *testing.T) {
 		if got := s.reqs[0].dc == 1; got != c.wantFar {
 			t.Errorf("%v: went far = %v, want %v", c.p, got, c.wantFar)
 		}
-		if a.ExactDisagreements != c.wantDis || a.StaleBehind != 1 || a.Undercounts != 0 {
-			t.Errorf("%v: %d exact disagreements, %d stale-behind lanes, %d undercounts; want %d, 1, 0", c.p, a.ExactDisagreements, a.StaleBehind, a.Undercounts, c.wantDis)
+		if a.ExactDisagreements != c.wantDis || a.CKFDisagreements != 0 || a.StaleBehind != 1 || a.Undercounts != 0 {
+			t.Errorf("%v: %d exact and %d CKF disagreements, %d stale-behind lanes, %d undercounts; want %d, 0, 1, 0",
+				c.p, a.ExactDisagreements, a.CKFDisagreements, a.StaleBehind, a.Undercounts, c.wantDis)
 		}
 	}
 }
@@ -157,6 +163,61 @@ func TestRouter_DrainedQueueEstimateIsExactOnOneWorker(t *testing.T) {
 		}
 		if noDrain && worst < 10 {
 			t.Errorf("NoQueueDrain: worst queue error %.3f ms, want ≥ 10 (reports read as current are stale)", worst)
+		}
+	}
+}
+
+// TestPolicy_ForgedCollisionIsCountedAsCKFDisagreement plants the
+// fingerprints of a prompt's 40-block prefix in the far DC's lane, which
+// holds nothing: a collision on every block. ttft, reading the probe, goes
+// far and the audit counts the overcount and one decision the CKF alone
+// changed; exact-oracle, reading the delivered state, stays home.
+func TestPolicy_ForgedCollisionIsCountedAsCKFDisagreement(t *testing.T) {
+	prompt := append(ids(1000, 40), 5000)
+	w := handTrace(t, fmt.Sprintf("%d 1 %v", 512*len(prompt), joinIDs(prompt)))
+	for _, c := range []struct {
+		p       Policy
+		wantFar bool
+		wantCKF int
+	}{{TTFT, true, 1}, {ExactOracle, false, 0}} {
+		cfg := quiet(lineGrid(0, 50), c.p)
+		cfg.Concurrency = 1
+		cc, err := cfg.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := newFormat(&cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := newSimulation(&cc, w, c.p, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.start(); err != nil {
+			t.Fatal(err)
+		}
+		// Run up to the first send: snapshots and load reports delivered.
+		for s.q.len() > 0 && s.q.h[0].at < s.startMs {
+			e := s.q.pop()
+			s.now = e.at
+			if err := s.fire(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, h := range w.Requests[0].Seqs[:40] {
+			p := f.Probe(h)
+			b := ckf.Bucket(s.rt.table.Word(1, uint64(p.A)))
+			s.rt.table.StoreWord(1, uint64(p.A), uint64(b.WithSlot(b.FirstEmpty(), p.FP)))
+		}
+		dc, believed, err := s.decide(0, s.startMs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := s.acc
+		if got := dc == 1; got != c.wantFar || a.CKFDisagreements != c.wantCKF || a.ExactDisagreements != c.wantCKF || a.Overcounts != 1 || a.OverBlocks != 40 {
+			t.Errorf("%v: went far = %v (believed %d), %d CKF and %d exact disagreements, %d overcounts (%d blocks); want %v, %d, %d, 1 (40)",
+				c.p, got, believed, a.CKFDisagreements, a.ExactDisagreements, a.Overcounts, a.OverBlocks, c.wantFar, c.wantCKF, c.wantCKF)
 		}
 	}
 }

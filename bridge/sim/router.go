@@ -34,12 +34,13 @@ type router struct {
 	// report could not have counted yet, oldest first.
 	inflight [][]inflight
 
-	depth    []uint32
-	exact    []int
-	cands    []score.Candidate
-	alt      []score.Candidate
-	arrivals []score.Arrival
-	overlaps []kv.Overlap
+	depth     []uint32
+	exact     []int // every DC's exact, current depth
+	delivered []int // every ready lane's exact depth of its delivered state
+	cands     []score.Candidate
+	alt       []score.Candidate
+	arrivals  []score.Arrival
+	overlaps  []kv.Overlap
 }
 
 // inflight is one routed request the router adds to a stale load report.
@@ -76,10 +77,15 @@ type Accuracy struct {
 	StaleAhead  int `json:"stale_ahead"`
 	// ExactDisagreements counts the decisions of a prefix-aware policy that
 	// would have gone elsewhere with every DC's exact, current depth in
-	// place of the probe depths (same loads, same tie-break draws): the
+	// place of the depths it read (same loads, same tie-break draws): the
 	// CKF's and the WAN delay's whole effect on routing, free of the chaos
 	// that makes two runs drift apart after one different decision.
 	ExactDisagreements int `json:"exact_disagreements"`
+	// CKFDisagreements counts the decisions of a policy reading the CKF
+	// that would have gone elsewhere with each ready lane's exact depth of
+	// its delivered state in place of the probe depth: the CKF's own
+	// effect on routing (fingerprint collisions), the WAN delay aside.
+	CKFDisagreements int `json:"ckf_disagreements"`
 	// MaxLoadFactor is the highest filter occupancy of any producer at the
 	// end of the run.
 	MaxLoadFactor float64 `json:"max_load_factor"`
@@ -130,7 +136,8 @@ func newRouter(c *Config, p Policy, home uint64, f *ckf.Format, lanes []relaypro
 		}
 	}
 	rt := &router{table: t, consumer: cons, searcher: se, scorer: sc, model: model,
-		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)), exact: make([]int, len(lanes))}
+		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)),
+		exact: make([]int, len(lanes)), delivered: make([]int, len(lanes))}
 	for range lanes {
 		rt.audit = append(rt.audit, radix.New(radix.Config{}))
 	}
@@ -148,9 +155,15 @@ func (rt *router) deepest(x *radix.Index, locals []uint64) int {
 }
 
 // prefixAware says whether the policy reads prefix depths, so a DC whose
-// lane is not ready lacks a signal it needs.
+// lane is not ready lacks a signal it needs (ExactNow reads every DC's
+// own index and needs no lane).
 func (p Policy) prefixAware() bool {
 	return p == PrefixThenLoad || p == Credit || p == TTFT || p == ExactOracle
+}
+
+// readsCKF says whether the policy's depths are the replica's probe depths.
+func (p Policy) readsCKF() bool {
+	return p == PrefixThenLoad || p == Credit || p == TTFT
 }
 
 // decide routes request i at now: it probes the replica (every policy does,
@@ -166,18 +179,28 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 	s.acc.Decisions++
 	for l, d := range s.dcs {
 		rt.exact[l] = rt.deepest(d.index, r.Locals)
+		rt.delivered[l] = 0
 		if ready&(1<<l) != 0 {
-			s.acc.observe(int(depth[l]), rt.deepest(rt.audit[l], r.Locals), rt.exact[l])
+			rt.delivered[l] = rt.deepest(rt.audit[l], r.Locals)
+			s.acc.observe(int(depth[l]), rt.delivered[l], rt.exact[l])
 		}
+	}
+	// depthOf is the policy's view of lane l's depth.
+	depthOf := func(l int) int {
+		switch s.policy {
+		case ExactNow:
+			return rt.exact[l]
+		case ExactOracle:
+			return rt.delivered[l]
+		}
+		return int(depth[l])
 	}
 	cands := rt.cands[:0]
 	for l, d := range s.dcs {
 		c := score.Candidate{ID: uint64(l), HasRTT: true, RTTms: d.rttMs}
 		switch {
-		case s.policy == ExactOracle:
-			c.CachedBlocks = rt.exact[l]
-		case ready&(1<<l) != 0:
-			c.CachedBlocks = int(depth[l])
+		case s.policy == ExactNow || ready&(1<<l) != 0:
+			c.CachedBlocks = depthOf(l)
 		case s.policy.prefixAware():
 			continue
 		}
@@ -197,15 +220,15 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 		target = int(cands[res.Index].ID)
 		s.estimate(i, req, &cands[res.Index])
 	}
-	if s.policy.prefixAware() && s.policy != ExactOracle && s.exactChoice(req, i) != target {
+	if s.policy.prefixAware() && s.choiceWith(req, i, rt.exact) != target {
 		s.acc.ExactDisagreements++
 	}
-	believed := rt.exact[target]
-	if s.policy != ExactOracle {
-		believed = 0
-		if ready&(1<<target) != 0 {
-			believed = int(depth[target])
-		}
+	if s.policy.readsCKF() && s.choiceWith(req, i, rt.delivered) != target {
+		s.acc.CKFDisagreements++
+	}
+	believed := 0
+	if s.policy == ExactNow || ready&(1<<target) != 0 {
+		believed = depthOf(target)
 	}
 	return target, believed, nil
 }
@@ -219,14 +242,14 @@ func (s *simulation) estimate(i int, req score.Request, c *score.Candidate) {
 	}
 }
 
-// exactChoice is the DC the policy would pick for request i if every DC's
-// candidate carried its exact, current depth, with the same tie-break
-// stream.
-func (s *simulation) exactChoice(req score.Request, i int) int {
+// choiceWith is the DC the policy would pick for request i if every
+// candidate DC l carried depths[l] instead, with the same loads and
+// tie-break stream.
+func (s *simulation) choiceWith(req score.Request, i int, depths []int) int {
 	rt := s.rt
 	rt.alt = append(rt.alt[:0], rt.cands...)
 	for k := range rt.alt {
-		rt.alt[k].CachedBlocks = rt.exact[rt.alt[k].ID]
+		rt.alt[k].CachedBlocks = depths[rt.alt[k].ID]
 	}
 	res, err := rt.scorer.Score(req, rt.alt, s.draw(i, drawGlobal))
 	if err != nil {

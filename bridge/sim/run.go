@@ -18,11 +18,14 @@ import (
 
 // Report is the outcome of Run: the configuration with its defaults filled
 // in, one Result per policy in the order the policies were given, and the
-// workload's Ideal at the configured prefill rate.
+// workload's Ideal at the configured prefill rate. Warmup is the number of
+// requests at the start of the trace left out of the per-request figures
+// (Config.Warmup resolved).
 type Report struct {
 	Config  Config
 	Results []*Result
 	Ideal   Ideal
+	Warmup  int
 }
 
 // Run simulates w once per policy of cfg, each on identical input (the
@@ -43,13 +46,17 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 	if w.BlockSize != c.BlockSize {
 		return nil, fmt.Errorf("%w: workload hashed for %d-token blocks, config has %d", ErrConfig, w.BlockSize, c.BlockSize)
 	}
+	warm, err := c.warmupFor(len(w.Requests))
+	if err != nil {
+		return nil, err
+	}
 	f, err := newFormat(&c)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rep := &Report{Config: c, Results: make([]*Result, len(c.Policies)), Ideal: ideal(w, c.PrefillTokensPerMs)}
+	rep := &Report{Config: c, Results: make([]*Result, len(c.Policies)), Ideal: ideal(w, c.PrefillTokensPerMs, warm), Warmup: warm}
 	errs := make([]error, len(c.Policies))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
@@ -63,7 +70,7 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 				errs[k] = ctx.Err()
 				return
 			}
-			rep.Results[k], errs[k] = runPolicy(ctx, &c, w, p, f)
+			rep.Results[k], errs[k] = runPolicy(ctx, &c, w, p, f, warm)
 			if errs[k] != nil {
 				cancel()
 			}
@@ -198,7 +205,7 @@ func newSimulation(c *Config, w *Workload, p Policy, f *ckf.Format) (*simulation
 	return s, nil
 }
 
-func runPolicy(ctx context.Context, c *Config, w *Workload, p Policy, f *ckf.Format) (*Result, error) {
+func runPolicy(ctx context.Context, c *Config, w *Workload, p Policy, f *ckf.Format, warm int) (*Result, error) {
 	began := time.Now()
 	s, err := newSimulation(c, w, p, f)
 	if err != nil {
@@ -216,7 +223,7 @@ func runPolicy(ctx context.Context, c *Config, w *Workload, p Policy, f *ckf.For
 		}
 		s.acc.LanesConverged++
 	}
-	res := s.result()
+	res := s.result(warm)
 	res.WallSeconds = time.Since(began).Seconds()
 	if c.Progress != nil {
 		c.Progress(Progress{Policy: p, Completed: s.completed, Total: len(s.reqs), SimMs: s.now - s.startMs, Done: true})

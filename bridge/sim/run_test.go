@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func TestRun_EveryRequestCompletesOnceWithinItsBounds(t *testing.T) {
 				t.Errorf("%v: request %d (input %d) ends inconsistent: %+v", p, i, r.InputTokens, *st)
 			}
 		}
-		res := s.result()
+		res := s.result(0)
 		if res.HitTokens > res.PromptTokens || res.Completed != res.Requests {
 			t.Errorf("%v: result %d/%d hit/prompt tokens, %d/%d completed", p, res.HitTokens, res.PromptTokens, res.Completed, res.Requests)
 		}
@@ -248,5 +249,61 @@ func TestParsePolicies(t *testing.T) {
 		if _, err := ParsePolicies(bad); !errors.Is(err, ErrConfig) {
 			t.Errorf("ParsePolicies(%q) err = %v, want ErrConfig", bad, err)
 		}
+	}
+}
+
+// TestRun_WarmupLeavesTheStartBurstOutOfTheFigures checks that the
+// per-request figures cover exactly the requests after the warm-up, that
+// AllRequests covers every request, and the warm-up each setting resolves
+// to.
+func TestRun_WarmupLeavesTheStartBurstOutOfTheFigures(t *testing.T) {
+	w := shippedWorkload(t, 200, 60)
+	n := len(w.Requests)
+	c := Config{Grid: shippedGrid(t), Concurrency: 24, Seed: testSeed(t), Policies: []Policy{TTFT}}
+	s := simulate(t, c, w, TTFT, nil)
+	const warm = 24
+	res, all := s.result(warm), s.result(0)
+	var ttft []float64
+	var prompt, hit int64
+	for i := warm; i < n; i++ {
+		ttft = append(ttft, s.reqs[i].ttftMs())
+		prompt += int64(w.Requests[i].InputTokens)
+		hit += int64(s.reqs[i].hitTokens)
+	}
+	slices.Sort(ttft)
+	if len(res.TTFTsMs) != n-warm || res.WarmupRequests != warm || res.TTFTp95Ms != percentile(ttft, 95) || res.PromptTokens != prompt || res.HitTokens != hit {
+		t.Errorf("warm-up %d of %d: %d TTFTs, p95 %v, tokens %d/%d; want %d, %v, %d/%d",
+			warm, n, len(res.TTFTsMs), res.TTFTp95Ms, res.HitTokens, res.PromptTokens, n-warm, percentile(ttft, 95), hit, prompt)
+	}
+	// The whole run's figures are the same in both, and AllRequests equals
+	// the figures of a result without warm-up.
+	if res.AllRequests != all.AllRequests || all.AllRequests.Requests != n || all.AllRequests.TTFTp95Ms != all.TTFTp95Ms ||
+		all.AllRequests.ThroughputRPS != all.ThroughputRPS || res.LoadImbalance != all.LoadImbalance || res.SimulatedSeconds != all.SimulatedSeconds {
+		t.Errorf("AllRequests %+v (warm-up) vs %+v; whole-run figures differ", res.AllRequests, all.AllRequests)
+	}
+	// The measured window starts with the first measured send, later than
+	// the run's start in a closed loop.
+	first := s.reqs[warm].sentMs
+	if want := float64(n-warm) / ((all.SimulatedSeconds*1000 + s.startMs - first) / 1000); first <= s.startMs || math.Abs(res.ThroughputRPS-want) > 1e-9*want {
+		t.Errorf("throughput %v over the measured window from %v ms", res.ThroughputRPS, first)
+	}
+
+	for _, k := range []struct {
+		cfg  Config
+		n    int
+		want int
+	}{
+		{Config{Concurrency: 256}, 5000, 256},
+		{Config{Concurrency: 256}, 300, 150},
+		{Config{Concurrency: 256, OpenLoop: true}, 5000, 0},
+		{Config{Concurrency: 256, Warmup: -1}, 5000, 0},
+		{Config{Concurrency: 8, Warmup: 100}, 5000, 100},
+	} {
+		if got, err := k.cfg.warmupFor(k.n); err != nil || got != k.want {
+			t.Errorf("warm-up of %+v over %d requests = %d, %v; want %d", k.cfg, k.n, got, err, k.want)
+		}
+	}
+	if _, err := (&Config{Warmup: 10}).warmupFor(10); !errors.Is(err, ErrConfig) {
+		t.Errorf("a warm-up of every request = %v, want ErrConfig", err)
 	}
 }

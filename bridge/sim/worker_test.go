@@ -61,7 +61,7 @@ func TestWorker_HandComputedTimelines(t *testing.T) {
 		if got := s.reqs[2].hitTokens; got != c.hit2 {
 			t.Errorf("%s: r2 hit = %d tokens, want %d", c.name, got, c.hit2)
 		}
-		res := s.result()
+		res := s.result(0)
 		if busy := res.PerDC[0].BusyS * 1000; math.Abs(busy-c.busyMs) > 1e-6 {
 			t.Errorf("%s: busy = %v ms, want %v", c.name, busy, c.busyMs)
 		}

@@ -76,8 +76,9 @@ type Ideal struct {
 	TTFTp99Ms float64 `json:"ttft_p99_ms"`
 }
 
-// ideal computes w's Ideal at tokensPerMs of prefill.
-func ideal(w *Workload, tokensPerMs float64) Ideal {
+// ideal computes w's Ideal at tokensPerMs of prefill over the requests
+// after the first warm (which still fill the cache).
+func ideal(w *Workload, tokensPerMs float64, warm int) Ideal {
 	seen := make(map[uint64]struct{})
 	ttft := make([]float64, 0, len(w.Requests))
 	var hit, prompt float64
@@ -92,6 +93,9 @@ func ideal(w *Workload, tokensPerMs float64) Ideal {
 		}
 		for _, h := range r.Seqs[k:] {
 			seen[h] = struct{}{}
+		}
+		if i < warm {
+			continue // warms the cache, not counted
 		}
 		cached := min(k*w.BlockSize, r.InputTokens-1)
 		hit += float64(cached)

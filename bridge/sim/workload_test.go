@@ -10,12 +10,19 @@ import (
 
 func TestIdeal_HitsTheLongestEarlierPrefix(t *testing.T) {
 	w := handTrace(t, "1000 1 1,2", "1400 1 1,2,3", "500 1 4", "1024 1 1,2")
-	got := ideal(w, 10)
+	got := ideal(w, 10, 0)
 	// Hits: 0, 1024 (r0's two blocks), 0, 1023 (capped at input − 1).
 	// TTFTs: 100, 37.6, 50, 0.1 ms.
 	want := Ideal{HitRate: 2047.0 / 3924, TTFTp50Ms: 37.6, TTFTp95Ms: 100, TTFTp99Ms: 100}
 	if math.Abs(got.HitRate-want.HitRate) > 1e-12 || got.TTFTp50Ms != want.TTFTp50Ms || got.TTFTp95Ms != want.TTFTp95Ms || got.TTFTp99Ms != want.TTFTp99Ms {
 		t.Errorf("ideal = %+v, want %+v", got, want)
+	}
+	// A warm-up of one: r0 still fills the cache but is not counted, so r1
+	// keeps its hit. TTFTs 37.6, 50, 0.1 ms.
+	got = ideal(w, 10, 1)
+	want = Ideal{HitRate: 2047.0 / 2924, TTFTp50Ms: 37.6, TTFTp95Ms: 50, TTFTp99Ms: 50}
+	if math.Abs(got.HitRate-want.HitRate) > 1e-12 || got.TTFTp50Ms != want.TTFTp50Ms || got.TTFTp95Ms != want.TTFTp95Ms || got.TTFTp99Ms != want.TTFTp99Ms {
+		t.Errorf("ideal after a warm-up of 1 = %+v, want %+v", got, want)
 	}
 }
 

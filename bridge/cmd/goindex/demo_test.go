@@ -153,8 +153,8 @@ func TestDemo_ReducedRunEndToEnd(t *testing.T) {
 	if sum.Showcased != 3 {
 		t.Errorf("showcased %d requests, want 3", sum.Showcased)
 	}
-	if len(sum.Policies) != 7 {
-		t.Errorf("policies %+v, want 7", sum.Policies)
+	if len(sum.Policies) != 8 {
+		t.Errorf("policies %+v, want 8", sum.Policies)
 	}
 	for _, p := range sum.Policies {
 		if p.Completed != 40 || !(p.ThroughputRPS > 0) || !(p.TTFTP95ms >= p.TTFTP50ms) {

@@ -30,7 +30,9 @@ RTT/2) into one replica table at the router site, which the router probes.
 Policies: single-dc (everything to the router site), round-robin, load-only,
 prefix-then-load, credit (Dynamo's selectors over CKF depths and load
 reports), ttft (goindex: RTT + queue wait + uncached prefill, CKF depths),
-exact-oracle (ttft with every DC's exact, current depths).
+exact-oracle (ttft with the CKF replaced by an exact index over the same
+delivered events: what the CKF's collisions cost), exact-now (ttft with
+every DC's exact, current depths: no CKF and no WAN delay, a bound).
 
 Model: a worker admits requests FCFS within --batch-limit sequences and its
 KV capacity, prefills one request at a time (FIFO) at
@@ -47,6 +49,12 @@ Trace and workload:
                                 request of the trace when its previous one completes
   --open-loop                   send at the trace's timestamps instead
   --time-scale F                open loop: timestamps × F (0.5 = twice as fast)
+  --warmup N                    requests at the start of the trace served but left
+                                out of the latency, hit-rate and throughput figures
+                                (-1: the closed loop's concurrency, at most half the
+                                requests, since its first C requests leave at once
+                                to cold caches; none in open loop; 0: none);
+                                all_requests in --json keeps the whole run
 Data centers and WAN:
   --grid FILE                   RTT matrix CSV (default: ` + defaultSimGrid + `)
   --dcs a,b,…                   simulate only these sites (default: every site)
@@ -94,6 +102,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	concurrency := fs.Int("concurrency", sim.DefaultConcurrency, "closed-loop clients")
 	openLoop := fs.Bool("open-loop", false, "send at the trace's timestamps instead of a closed loop")
 	timeScale := fs.Float64("time-scale", 1, "open loop: multiply trace timestamps by this")
+	warmup := fs.Int("warmup", -1, "requests at the start left out of the figures (-1: the closed loop's concurrency; 0: none)")
 	gridPath := fs.String("grid", "", "RTT matrix CSV in ms (default: "+defaultSimGrid+" found from the working directory up)")
 	dcs := fs.String("dcs", "", "comma-separated sites to simulate (default: every site of the grid)")
 	routerSite := fs.String("router-site", sim.DefaultRouterSite, "site of the clients and the global router")
@@ -144,11 +153,19 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *jitter == 0 {
 		*jitter = -1 // the library's "off"; 0 there means the default
 	}
+	switch {
+	case *warmup < -1:
+		return usageErr("--warmup must be -1 (default), 0 (none) or a request count")
+	case *warmup == -1:
+		*warmup = 0 // the library's default
+	case *warmup == 0:
+		*warmup = -1 // the library's "none"
+	}
 	cfg := sim.Config{
 		Grid: grid, RouterSite: *routerSite,
 		WorkersPerDC: *workers, KVBlocksPerWorker: *kvBlocks, BlockSize: *blockSize,
 		PrefillTokensPerMs: *prefill, DecodeMsPerToken: *decode, BatchLimit: *batch,
-		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale,
+		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale, Warmup: *warmup,
 		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain,
 		Policies: pols, Seed: *seed,
 	}
@@ -287,6 +304,7 @@ func simJSON(rep *sim.Report, in simInput) map[string]any {
 			"workers_per_dc": c.WorkersPerDC, "kv_blocks_per_worker": c.KVBlocksPerWorker, "block_size": c.BlockSize,
 			"prefill_tokens_per_ms": c.PrefillTokensPerMs, "decode_ms_per_token": c.DecodeMsPerToken,
 			"batch_limit": c.BatchLimit, "concurrency": c.Concurrency, "open_loop": c.OpenLoop, "time_scale": c.TimeScale,
+			"warmup_requests":         rep.Warmup,
 			"load_report_interval_ms": float64(c.LoadReportInterval) / float64(time.Millisecond),
 			"rtt_jitter_ms":           float64(c.RTTJitter) / float64(time.Millisecond),
 			"inflight":                !c.NoInflight, "queue_drain": !c.NoQueueDrain, "seed": c.Seed, "wall_s": in.WallSeconds,
@@ -303,14 +321,19 @@ func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
 	}
 	fmt.Fprintf(w, "goindex sim: %s, %d requests; %d DCs × %d workers, router at %s; %s\n",
 		in.Trace, in.Requests, len(c.Grid.Sites), c.WorkersPerDC, c.RouterSite, mode)
-	fmt.Fprintf(w, "model: %d KV blocks × %d tokens per worker, prefill %g tokens/ms, decode %g ms/token, batch limit %d; load reports every %v, RTT jitter ≤ %v\n\n",
+	fmt.Fprintf(w, "model: %d KV blocks × %d tokens per worker, prefill %g tokens/ms, decode %g ms/token, batch limit %d; load reports every %v, RTT jitter ≤ %v\n",
 		c.KVBlocksPerWorker, c.BlockSize, c.PrefillTokensPerMs, c.DecodeMsPerToken, c.BatchLimit, c.LoadReportInterval, c.RTTJitter)
+	if rep.Warmup > 0 {
+		fmt.Fprintf(w, "figures over requests %d–%d: the first %d (the start-up burst to cold caches) are served but not counted (--warmup)\n",
+			rep.Warmup+1, in.Requests, rep.Warmup)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\treq/s\tTTFT p50 ms\tp95\tp99\te2e p95 ms\thit rate\tWAN hops\tmean RTT ms\timbalance\tCKF over/under\t≠exact\t")
+	fmt.Fprintln(tw, "policy\treq/s\tTTFT p50 ms\tp95\tp99\te2e p95 ms\thit rate\tWAN hops\tmean RTT ms\timbalance\tCKF over/under\t≠exact\t≠ckf\t")
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f%%\t%d\t%.1f\t%.2f\t%d/%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f%%\t%d\t%.1f\t%.2f\t%d/%d\t%d\t%d\t\n",
 			r.Policy, r.ThroughputRPS, r.TTFTp50Ms, r.TTFTp95Ms, r.TTFTp99Ms, r.E2Ep95Ms, 100*r.HitRate,
-			r.WANHops, r.MeanRTTms, r.LoadImbalance, r.CKF.Overcounts, r.CKF.Undercounts, r.CKF.ExactDisagreements)
+			r.WANHops, r.MeanRTTms, r.LoadImbalance, r.CKF.Overcounts, r.CKF.Undercounts, r.CKF.ExactDisagreements, r.CKF.CKFDisagreements)
 	}
 	tw.Flush()
 	checks := 0
@@ -318,7 +341,7 @@ func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
 		checks = rep.Results[0].CKF.LaneChecks
 	}
 	fmt.Fprintf(w, "\nCKF over/under: probe depth above/below the exact depth of the lane's delivered state, of %d lane checks per policy; every lane converged to its producer's bytes.\n", checks)
-	fmt.Fprintf(w, "≠exact: decisions a prefix-aware policy would have made differently with every DC's exact, current depth.\n")
+	fmt.Fprintf(w, "≠exact: decisions a prefix-aware policy would have made differently with every DC's exact, current depth; ≠ckf: with each lane's exact depth of its delivered state (the CKF's own effect).\n")
 	fmt.Fprintf(w, "ideal (infinite shared cache, no queue, no RTT): TTFT p50 %.0f, p95 %.0f, p99 %.0f ms, hit rate %.1f%%\n",
 		rep.Ideal.TTFTp50Ms, rep.Ideal.TTFTp95Ms, rep.Ideal.TTFTp99Ms, 100*rep.Ideal.HitRate)
 	if reportDir != "" {

@@ -45,7 +45,7 @@ func TestSim_HelpDocumentsFlagsWithUnits(t *testing.T) {
 		"--decode-ms-per-token", "--concurrency", "--open-loop", "--time-scale", "--requests", "--policies", "--seed",
 		"--load-report-interval", "--json", "--report", "tokens per ms", "ms", "blocks of --block-size tokens",
 		"default 1024", "default 15", "default 30", "default 256", "default 2", "default 100ms", "--no-queue-drain",
-		"single-dc", "exact-oracle",
+		"single-dc", "exact-oracle", "exact-now", "--warmup",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("sim --help lacks %q", want)
@@ -95,6 +95,12 @@ func TestSim_JSONIsOneObjectWithEveryPolicy(t *testing.T) {
 		if got := r["completed"]; got != 60.0 {
 			t.Errorf("policies.%s.completed = %v, want 60", p, got)
 		}
+		// The default warm-up is the closed loop's 16 clients; the whole
+		// run's headline figures stay in all_requests.
+		all, _ := r["all_requests"].(map[string]any)
+		if r["warmup_requests"] != 16.0 || all["requests"] != 60.0 || all["ttft_p95_ms"] == nil {
+			t.Errorf("policies.%s: warmup_requests %v, all_requests %v; want 16 and 60 requests with their figures", p, r["warmup_requests"], all)
+		}
 	}
 	for _, k := range []string{"trace", "sites", "router_site", "workers_per_dc", "kv_blocks_per_worker", "prefill_tokens_per_ms", "decode_ms_per_token", "concurrency", "seed", "policies"} {
 		if _, ok := out.Config[k]; !ok {
@@ -137,6 +143,8 @@ func TestSim_BadFlagsAreUsageErrors(t *testing.T) {
 		{"--trace", path, "--block-size", "100"},
 		{"--trace", path, "--requests", "-1"},
 		{"--trace", path, "--time-scale", "-1"},
+		{"--trace", path, "--warmup", "-2"},
+		{"--trace", path, "--warmup", "5"},
 		{"--trace", path, "stray"},
 	} {
 		if _, _, err := runSimArgs(t, append(args, "--quiet")...); !errors.Is(err, errUsage) {
