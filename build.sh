@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # goindex's one entry point.
-#   ./build.sh [build]   build everything into build/
+#   ./build.sh [build]   build everything into build/ (a standalone nats-server too)
 #   ./build.sh test      run every test the project has (fails loudly)
 #   ./build.sh demo      run the main job on a shipped trace slice
 # Environment:
@@ -35,6 +35,10 @@ build() {
 	mkdir -p "$BUILD"
 	step "build goindex"
 	go build -o "$BUILD/goindex" ./bridge/cmd/goindex
+	# A standalone nats-server (the version go.mod pins) for tests/e2e,
+	# which runs one as its own process next to the embedded servers.
+	step "install nats-server"
+	GOBIN="$BUILD" go install github.com/nats-io/nats-server/v2
 	if [ -f ffi/build.sh ]; then
 		step "build libgoindex.so"
 		bash ffi/build.sh "$BUILD"

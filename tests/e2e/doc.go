@@ -17,4 +17,10 @@
 // found by a probe of the replica, and checks that the fault stayed in its
 // lane. The default runs 4 DCs; GOINDEX_E2E_FULL=1 runs all 12 remote DCs
 // of the grid (up to 232 ms RTT).
+//
+// A second test runs a relay and a consumer against the standalone
+// nats-server that ./build.sh installs into $GOINDEX_BUILD (its own process;
+// GOINDEX_NATS_SERVER names another binary), restarts that process on the
+// same port and store, and checks the lane converges again with every
+// client reconnected. A plain `go test` without either variable skips it.
 package e2e
