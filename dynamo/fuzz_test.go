@@ -1,6 +1,8 @@
 package dynamo
 
 import (
+	"encoding/binary"
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -92,6 +94,38 @@ func FuzzDecodeEngineBatch(f *testing.F) {
 			if err := ev.Validate(); err != nil {
 				t.Fatalf("normalized event %+v fails Validate: %v", ev, err)
 			}
+		}
+	})
+}
+
+func FuzzDecodeZMQ(f *testing.F) {
+	seq := []byte{0, 0, 0, 0, 0, 0, 1, 2}
+	for _, name := range []string{"zmq_vllm.msgpack", "zmq_vllm_cur.msgpack", "zmq_sglang_map.msgpack"} {
+		f.Add([]byte("kv@0"), seq, golden(f, name), uint8(3))
+	}
+	f.Add([]byte(""), seq[:7], golden(f, "zmq_vllm.msgpack"), uint8(3))
+	f.Add([]byte("kv"), seq, golden(f, "zmq_vllm.msgpack"), uint8(2))
+	f.Fuzz(func(t *testing.T, topic, seq, payload []byte, count uint8) {
+		frames := [][]byte{topic, seq, payload, nil, nil}[:min(int(count), 5)]
+		batch, err := DecodeZMQ(frames, ZMQConfig{})
+		if len(frames) != 3 {
+			if !errors.Is(err, ErrFrameCount) {
+				t.Fatalf("DecodeZMQ(%d frames) error = %v, want ErrFrameCount", len(frames), err)
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+		// An accepted message is its payload's batch with the topic and the
+		// big-endian sequence frame.
+		want, err := DecodeEngineBatch(payload, ZMQConfig{})
+		if err != nil {
+			t.Fatalf("DecodeZMQ accepted payload %x that DecodeEngineBatch rejects: %v", payload, err)
+		}
+		want.Topic, want.Sequence = string(topic), binary.BigEndian.Uint64(seq)
+		if !reflect.DeepEqual(batch, want) {
+			t.Fatalf("DecodeZMQ(%q, %x, %x) = %+v, want %+v", topic, seq, payload, batch, want)
 		}
 	})
 }
