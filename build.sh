@@ -40,6 +40,10 @@ build() {
 	step "install nats-server"
 	GOBIN="$BUILD" go install github.com/nats-io/nats-server/v2
 	if [ -f ffi/build.sh ]; then
+		# Without a C compiler Go turns cgo off and -buildmode=c-shared fails
+		# with "cgo is not enabled", which does not name what is missing.
+		local cc=${CC:-gcc}
+		have "${cc%% *}" || die "${cc%% *} is missing: libgoindex.so needs a C compiler for cgo; install gcc (apt-get install gcc) or set CC"
 		step "build libgoindex.so"
 		bash ffi/build.sh "$BUILD"
 	fi
