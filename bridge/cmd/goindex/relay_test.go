@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -206,5 +208,81 @@ func TestBenchRelay_SmallRunReportsEveryPhase(t *testing.T) {
 	}
 	if err := runBenchRelay(context.Background(), []string{"--lanes", "65"}, &stdout, &stderr); !errors.Is(err, errUsage) {
 		t.Errorf("bench relay --lanes 65 = %v, want a usage error", err)
+	}
+}
+
+// embeddedURLPattern finds the client URL of the embedded nats-server a
+// command logged, in text or JSON logs.
+var embeddedURLPattern = regexp.MustCompile(`embedded nats-server up"?[ ,]"?url"?[=:]"?(nats://[0-9.:]+)`)
+
+// TestRelay_WithoutNATSStartsAnEmbeddedJetStreamServer runs `goindex relay`
+// with no --nats: it must start its own nats-server with JetStream on
+// --listen (the relay's delta log and snapshot store need JetStream), and a
+// consumer given that server's URL must build a replica holding every
+// tracked block from it.
+func TestRelay_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
+	seed := relaytest.Seed(t, 23)
+	_, relayErr, stopRelay, relayDone := background(runRelay,
+		"--listen", "127.0.0.1:0", "--store", t.TempDir(), "--dc", "7", "--component", "b7", "--expected-blocks", "4096",
+		"--heartbeat-every", "20ms", "--load-every", "50ms")
+	var url string
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		select {
+		case err := <-relayDone:
+			t.Fatalf("relay without --nats exited early: %v\n%s", err, relayErr.String())
+		default:
+		}
+		m := embeddedURLPattern.FindStringSubmatch(relayErr.String())
+		if m == nil {
+			return errors.New("no embedded nats-server line yet")
+		}
+		url = m[1]
+		return nil
+	})
+	nc, err := natsutil.Connect(url, "test", nil)
+	if err != nil {
+		t.Fatalf("connect to the relay's embedded server %s: %v", url, err)
+	}
+	defer nc.Close()
+	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 7}
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		_, err := nc.Request(names.PingSubject(), nil, 200*time.Millisecond)
+		return err
+	})
+	gen := relaytest.NewGenerator(seed, 2)
+	for range 100 {
+		if err := nc.Publish(dynamo.EventSubject("dynamo", "b7"), gen.Next()); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "replica")
+	_, _, stopConsume, consumeDone := background(runConsume,
+		"--nats", url, "--shm", path, "--dcs", "7", "--ping-every", "20ms")
+	var reader *shm.Reader
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		r, err := shm.Attach(path)
+		if err != nil {
+			return err
+		}
+		if reader != nil {
+			reader.Close()
+		}
+		reader = r
+		f := r.Format()
+		for _, c := range gen.Tracked() {
+			if r.Table().Probe(f.Probe(c), 1) == 0 {
+				return fmt.Errorf("tracked block %#x is missing from the replica", c)
+			}
+		}
+		return nil
+	})
+	reader.Close()
+	stopConsume()
+	if err := <-consumeDone; err != nil {
+		t.Errorf("consume: %v", err)
+	}
+	stopRelay()
+	if err := <-relayDone; err != nil {
+		t.Errorf("relay: %v; stderr: %s", err, relayErr.String())
 	}
 }
