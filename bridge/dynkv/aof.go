@@ -9,16 +9,30 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 )
 
 // The append-only log holds every mutating command that succeeded, in the
-// order the engine applied it. Record: u32 body length, u32 CRC-32C of the
-// body, body = u32 argc, argc × (u32 len, bytes), all little-endian. A torn
-// or corrupt tail (a crash mid-write) is truncated on open; everything before
-// it is replayed.
+// order the engine applied it, with the time it was applied. Record: u32
+// body length, u32 CRC-32C of the body, body = u32 argc, argc × (u32 len,
+// bytes), all little-endian. The first two arguments are the stamp
+// (recordStamp, then the unix time in nanoseconds as 8 big-endian bytes), the
+// rest the command; records without a stamp (logs of earlier versions) replay
+// at the current time. A torn or corrupt tail (a crash mid-write) is
+// truncated on open; everything before it is replayed.
 
 // maxRecordBytes bounds one log record (the largest command the server accepts).
 const maxRecordBytes = MaxRequestBytes + 1<<16
+
+// maxRecordArgs bounds a record's arguments: the stamp's two and the longest
+// command's six (REPLACE_RANK_IF_GENERATION).
+const maxRecordArgs = 16
+
+// recordStamp marks a record's time stamp. Replay needs the time because
+// owner leases depend on it: a second owner may register once the first
+// one's lease has expired, which replayed at the current time would be
+// refused as DYNKV_WORKER_OWNED and stop the server from starting.
+const recordStamp = "GOINDEX.AT"
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -76,7 +90,12 @@ func replay(f *os.File, e *Engine) (int64, int, error) {
 		if err != nil {
 			return off, n, nil
 		}
-		if res, _ := e.Exec(args); res.kind == replyError {
+		now := time.Now()
+		if len(args) >= 3 && string(args[0]) == recordStamp && len(args[1]) == 8 {
+			now = time.Unix(0, int64(binary.BigEndian.Uint64(args[1])))
+			args = args[2:]
+		}
+		if res, _ := e.ExecAt(now, args); res.kind == replyError {
 			return 0, 0, fmt.Errorf("dynkv: log record %d at offset %d no longer applies: %s", n, off, res.str)
 		}
 		off += int64(len(head)) + int64(size)
@@ -90,7 +109,7 @@ func decodeRecord(b []byte) ([][]byte, error) {
 	}
 	argc := binary.LittleEndian.Uint32(b)
 	b = b[4:]
-	if argc == 0 || argc > 8 {
+	if argc == 0 || argc > maxRecordArgs {
 		return nil, errors.New("bad argc")
 	}
 	args := make([][]byte, argc)
@@ -111,11 +130,16 @@ func decodeRecord(b []byte) ([][]byte, error) {
 	return args, nil
 }
 
-// Append writes one command's record (and syncs when configured).
-func (l *Log) Append(args [][]byte) error {
+// Append writes the record of one command applied at time now (and syncs
+// when configured).
+func (l *Log) Append(now time.Time, args [][]byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	body := binary.LittleEndian.AppendUint32(l.buf[:0], uint32(len(args)))
+	body := binary.LittleEndian.AppendUint32(l.buf[:0], uint32(len(args)+2))
+	body = binary.LittleEndian.AppendUint32(body, uint32(len(recordStamp)))
+	body = append(body, recordStamp...)
+	body = binary.LittleEndian.AppendUint32(body, 8)
+	body = binary.BigEndian.AppendUint64(body, uint64(now.UnixNano()))
 	for _, a := range args {
 		body = binary.LittleEndian.AppendUint32(body, uint32(len(a)))
 		body = append(body, a...)

@@ -88,7 +88,7 @@ func (e *Engine) store(key []byte, create bool) (*Store, error) {
 type command struct {
 	args    int
 	mutates bool
-	run     func(e *Engine, s *Store, args [][]byte) reply
+	run     func(now time.Time, s *Store, args [][]byte) reply
 }
 
 // commands maps upper-case command names to their handlers. Commands of the
@@ -106,7 +106,7 @@ var commands = map[string]command{
 	"DYNKV.REMOVE_WORKER_ALL":          {1, true, cmdRemoveWorkerAll},
 	"DYNKV.RANK_GENERATION":            {2, false, cmdRankGeneration},
 	"DYNKV.REPLACE_RANK_IF_GENERATION": {4, true, cmdReplace},
-	"DYNKV.BARRIER":                    {0, false, func(*Engine, *Store, [][]byte) reply { return status("OK") }},
+	"DYNKV.BARRIER":                    {0, false, func(time.Time, *Store, [][]byte) reply { return status("OK") }},
 	"DYNKV.STATS":                      {0, false, cmdStats},
 	"DYNKV.REGISTER_WORKER":            {2, true, cmdRegisterWorker},
 	"DYNKV.REGISTER_WORKER_RANKS":      {2, true, cmdRegisterWorkerRanks},
@@ -123,10 +123,20 @@ var unsupported = map[string]Code{
 	"DYNKV.WORKER_LEASE_APPLY": CodeInternalOnly, "DYNKV.GC_APPLY": CodeInternalOnly, "DYNKV.RESTORE": CodeInternalOnly,
 }
 
-// Exec runs one dynkv command (args[0] is the name, args[1] the key). It
-// reports whether the command mutated state successfully, so the caller can
-// log it.
-func (e *Engine) Exec(args [][]byte) (r reply, logged bool) {
+// mutates reports whether the upper-case command name changes state when it
+// succeeds (and so goes to the append-only log).
+func mutates(name string) bool { return commands[name].mutates }
+
+// Exec runs one dynkv command (args[0] is the name, args[1] the key) at the
+// engine's current time. It reports whether the command mutated state
+// successfully, so the caller can log it.
+func (e *Engine) Exec(args [][]byte) (r reply, logged bool) { return e.ExecAt(e.now(), args) }
+
+// ExecAt runs one dynkv command as if at time now: owner leases
+// (REGISTER_WORKER_RANKS v3, RENEW_WORKER_LEASE) are taken and checked
+// against it. The append-only log replays each record at the time it was
+// first applied, so a lease that had expired then has expired on replay too.
+func (e *Engine) ExecAt(now time.Time, args [][]byte) (r reply, logged bool) {
 	name := strings.ToUpper(string(args[0]))
 	cmd, ok := commands[name]
 	if !ok {
@@ -145,7 +155,7 @@ func (e *Engine) Exec(args [][]byte) (r reply, logged bool) {
 	if s == nil {
 		return absentKey(name), false
 	}
-	r = cmd.run(e, s, args[2:])
+	r = cmd.run(now, s, args[2:])
 	return r, cmd.mutates && r.kind != replyError
 }
 
@@ -164,7 +174,7 @@ func absentKey(name string) reply {
 	return status("OK")
 }
 
-func cmdApply(_ *Engine, s *Store, a [][]byte) reply {
+func cmdApply(_ time.Time, s *Store, a [][]byte) reply {
 	ev, err := DecodeEvent(a[0])
 	if err != nil {
 		return errReply(err)
@@ -176,7 +186,7 @@ func cmdApply(_ *Engine, s *Store, a [][]byte) reply {
 	return changedReply(c)
 }
 
-func cmdApplyOwned(_ *Engine, s *Store, a [][]byte) reply {
+func cmdApplyOwned(_ time.Time, s *Store, a [][]byte) reply {
 	nonce, err := u64Arg(a[0], "owner nonce")
 	if err != nil {
 		return errReply(err)
@@ -192,7 +202,7 @@ func cmdApplyOwned(_ *Engine, s *Store, a [][]byte) reply {
 	return changedReply(c)
 }
 
-func cmdMatch(_ *Engine, s *Store, a [][]byte) reply {
+func cmdMatch(_ time.Time, s *Store, a [][]byte) reply {
 	hashes, err := DecodeMatch(a[0])
 	if err != nil {
 		return errReply(err)
@@ -200,7 +210,7 @@ func cmdMatch(_ *Engine, s *Store, a [][]byte) reply {
 	return bulk(AppendMatchReply(nil, s.Match(hashes)))
 }
 
-func cmdSelect(_ *Engine, s *Store, a [][]byte) reply {
+func cmdSelect(_ time.Time, s *Store, a [][]byte) reply {
 	hashes, cands, err := DecodeSelect(a[0])
 	if err != nil {
 		return errReply(err)
@@ -217,8 +227,8 @@ func rankArgs(a [][]byte) (Rank, error) {
 	return Rank{w, r}, err
 }
 
-func rankCmd(f func(*Store, Rank)) func(*Engine, *Store, [][]byte) reply {
-	return func(_ *Engine, s *Store, a [][]byte) reply {
+func rankCmd(f func(*Store, Rank)) func(time.Time, *Store, [][]byte) reply {
+	return func(_ time.Time, s *Store, a [][]byte) reply {
 		r, err := rankArgs(a)
 		if err != nil {
 			return errReply(err)
@@ -228,7 +238,7 @@ func rankCmd(f func(*Store, Rank)) func(*Engine, *Store, [][]byte) reply {
 	}
 }
 
-func cmdRemoveWorkerAll(_ *Engine, s *Store, a [][]byte) reply {
+func cmdRemoveWorkerAll(_ time.Time, s *Store, a [][]byte) reply {
 	w, err := u64Arg(a[0], "worker id")
 	if err != nil {
 		return errReply(err)
@@ -237,7 +247,7 @@ func cmdRemoveWorkerAll(_ *Engine, s *Store, a [][]byte) reply {
 	return status("OK")
 }
 
-func cmdRankGeneration(_ *Engine, s *Store, a [][]byte) reply {
+func cmdRankGeneration(_ time.Time, s *Store, a [][]byte) reply {
 	r, err := rankArgs(a)
 	if err != nil {
 		return errReply(err)
@@ -245,7 +255,7 @@ func cmdRankGeneration(_ *Engine, s *Store, a [][]byte) reply {
 	return ticket(s.RankGeneration(r))
 }
 
-func cmdReplace(_ *Engine, s *Store, a [][]byte) reply {
+func cmdReplace(_ time.Time, s *Store, a [][]byte) reply {
 	r, err := rankArgs(a)
 	if err != nil {
 		return errReply(err)
@@ -265,12 +275,12 @@ func cmdReplace(_ *Engine, s *Store, a [][]byte) reply {
 	return ticket(gen)
 }
 
-func cmdStats(_ *Engine, s *Store, _ [][]byte) reply {
+func cmdStats(_ time.Time, s *Store, _ [][]byte) reply {
 	n, st, m := s.Stats()
 	return reply{kind: replyArray, array: []reply{integer(int64(n)), integer(int64(st)), integer(int64(m))}}
 }
 
-func cmdRegisterWorker(_ *Engine, s *Store, a [][]byte) reply {
+func cmdRegisterWorker(_ time.Time, s *Store, a [][]byte) reply {
 	r, err := rankArgs(a)
 	if err != nil {
 		return errReply(err)
@@ -282,7 +292,7 @@ func cmdRegisterWorker(_ *Engine, s *Store, a [][]byte) reply {
 	return changedReply(c)
 }
 
-func cmdRegisterWorkerRanks(e *Engine, s *Store, a [][]byte) reply {
+func cmdRegisterWorkerRanks(now time.Time, s *Store, a [][]byte) reply {
 	w, err := u64Arg(a[0], "worker id")
 	if err != nil {
 		return errReply(err)
@@ -291,14 +301,14 @@ func cmdRegisterWorkerRanks(e *Engine, s *Store, a [][]byte) reply {
 	if err != nil {
 		return errReply(err)
 	}
-	c, err := s.RegisterWorkerRanks(w, reg, e.now())
+	c, err := s.RegisterWorkerRanks(w, reg, now)
 	if err != nil {
 		return errReply(err)
 	}
 	return changedReply(c)
 }
 
-func cmdRegistrationGeneration(_ *Engine, s *Store, a [][]byte) reply {
+func cmdRegistrationGeneration(_ time.Time, s *Store, a [][]byte) reply {
 	w, err := u64Arg(a[0], "worker id")
 	if err != nil {
 		return errReply(err)
@@ -306,18 +316,18 @@ func cmdRegistrationGeneration(_ *Engine, s *Store, a [][]byte) reply {
 	return ticket(s.RegistrationGeneration(w))
 }
 
-func cmdRenewLease(e *Engine, s *Store, a [][]byte) reply {
+func cmdRenewLease(now time.Time, s *Store, a [][]byte) reply {
 	p, err := DecodeLease(a[0])
 	if err != nil {
 		return errReply(err)
 	}
-	if err := s.RenewLease(p, e.now()); err != nil {
+	if err := s.RenewLease(p, now); err != nil {
 		return errReply(err)
 	}
 	return status("OK")
 }
 
-func cmdUnregister(_ *Engine, s *Store, a [][]byte) reply {
+func cmdUnregister(_ time.Time, s *Store, a [][]byte) reply {
 	p, err := DecodeLease(a[0])
 	if err != nil {
 		return errReply(err)

@@ -32,11 +32,14 @@
 // not durable.
 //
 // Persistence. With Config.LogPath every successful mutation is appended
-// (length, CRC-32C, arguments) before the reply; a restarted server replays
-// the log and truncates a torn tail.
+// (length, CRC-32C, the time it was applied, arguments) before the reply; a
+// restarted server replays the log at each record's time (owner leases
+// depend on it) and truncates a torn tail.
 //
 // Concurrency. Connections are served concurrently; each Store serializes
-// mutations and lets MATCH/SELECT run in parallel under a read lock.
+// mutations and lets MATCH/SELECT run in parallel under a read lock. With a
+// log, mutations run one at a time across keys, each with its record, so
+// the log replays in the order they were applied.
 //
 // Files:
 //   - wire.go: payload codecs and limits.
@@ -48,6 +51,7 @@
 //   - errors.go: the module's error names.
 //
 // Tests prove the spec's golden byte vectors, the semantics above, error
-// names, hostile inputs, a real Redis client end to end, restart recovery and
-// concurrency under -race.
+// names, hostile inputs, a real Redis client end to end, restart recovery
+// (after Close and after SIGKILL, with lease takeovers and concurrent
+// writers in the log) and concurrency under -race.
 package dynkv

@@ -34,6 +34,7 @@ type Server struct {
 	cfg    Config
 	engine *Engine
 	log    *Log
+	logMu  sync.Mutex // orders logged mutations with their records (exec)
 	srv    *redcon.Server
 	ln     net.Listener
 	conns  atomic.Int64
@@ -155,9 +156,21 @@ func (s *Server) exec(st *connState, args [][]byte) (reply, bool) {
 	if len(args) < 2 {
 		return errReply(errorf(CodeInvalidArgument, "%s needs a key", name)), false
 	}
-	r, mutated := s.engine.Exec(args)
-	if mutated && s.log != nil {
-		if err := s.log.Append(args); err != nil {
+	if s.log == nil || !mutates(name) {
+		r, _ := s.engine.Exec(args)
+		return r, false
+	}
+	// The log must hold mutations in the order the engine applied them:
+	// replayed out of order, a store under a parent that a sibling rank's
+	// clear dropped meanwhile fails (DYNKV_MISSING_PARENT) and the restarted
+	// server refuses its own log. Mutations that are logged therefore run
+	// one at a time, each with its record; reads do not wait.
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	now := s.engine.now()
+	r, mutated := s.engine.ExecAt(now, args)
+	if mutated {
+		if err := s.log.Append(now, args); err != nil {
 			// The change is applied but not durable: say so rather than
 			// pretend success.
 			return reply{kind: replyError, str: "ERR " + err.Error()}, false
