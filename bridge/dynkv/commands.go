@@ -2,6 +2,7 @@ package dynkv
 
 import (
 	"encoding/binary"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,6 +122,23 @@ var unsupported = map[string]Code{
 	"DYNKV.ADMISSION_STATS": CodeUnsupported,
 	"DYNKV.APPLY_OWNED_AT":  CodeInternalOnly, "DYNKV.ADMIT_APPLY": CodeInternalOnly,
 	"DYNKV.WORKER_LEASE_APPLY": CodeInternalOnly, "DYNKV.GC_APPLY": CodeInternalOnly, "DYNKV.RESTORE": CodeInternalOnly,
+}
+
+// Unimplemented returns, sorted, the module's commands the server accepts
+// but does not implement: unsupported (admission and lifecycle GC, answered
+// DYNKV_UNSUPPORTED) and internal (replication and AOF internals, answered
+// DYNKV_INTERNAL_COMMAND as the module answers normal clients).
+func Unimplemented() (unsupportedNames, internalNames []string) {
+	for name, code := range unsupported {
+		if code == CodeInternalOnly {
+			internalNames = append(internalNames, name)
+		} else {
+			unsupportedNames = append(unsupportedNames, name)
+		}
+	}
+	slices.Sort(unsupportedNames)
+	slices.Sort(internalNames)
+	return unsupportedNames, internalNames
 }
 
 // mutates reports whether the upper-case command name changes state when it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/goindex/goindex/bridge/dynkv"
 )
@@ -19,10 +20,44 @@ RESP2, so an unmodified Dynamo frontend keeps its KV index in goindex:
 
 Every key (namespace, component, scope, block size) is an independent index
 with the module's semantics. With --log, every successful mutation is
-appended to a log that a restarted server replays.`
+appended to a log that a restarted server replays.
+
+Accepted but not implemented:
+  %s
+    answer DYNKV_UNSUPPORTED: admission and lifecycle GC, used only with the
+    module's admission or direct-worker-events modes;
+  %s
+    answer DYNKV_INTERNAL_COMMAND: replication and AOF internals the module
+    refuses from normal clients too.`
+
+// dynkvUsage is the synopsis with the commands the server accepts but does
+// not implement, listed from the server's own table.
+func dynkvUsage() string {
+	unsupported, internal := dynkv.Unimplemented()
+	return fmt.Sprintf(dynkvSynopsis, wrapWords(unsupported, 76, "\n  "), wrapWords(internal, 76, "\n  "))
+}
+
+// wrapWords joins words with spaces into lines of at most width bytes,
+// separated by sep.
+func wrapWords(words []string, width int, sep string) string {
+	var b strings.Builder
+	line := 0
+	for i, w := range words {
+		if i > 0 && line+1+len(w) > width {
+			b.WriteString(sep)
+			line = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(w)
+		line += len(w)
+	}
+	return b.String()
+}
 
 func runDynkv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dynkv", dynkvSynopsis, stderr)
+	fs := newFlagSet("dynkv", dynkvUsage(), stderr)
 	listen := fs.String("listen", "127.0.0.1:6379", "TCP address to serve RESP2 on")
 	logPath := fs.String("log", "", "append-only log file for restarts (empty: in memory only)")
 	fsync := fs.Bool("fsync", false, "fsync the log before every reply (durable, slower)")

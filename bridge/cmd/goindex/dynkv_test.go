@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/bridge/dynkv"
+	"github.com/goindex/goindex/bridge/relay/relaytest"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestDynkv_HelpListsTheCommandsAcceptedButNotImplemented: the README
+// sends users to `goindex dynkv --help` for them.
+func TestDynkv_HelpListsTheCommandsAcceptedButNotImplemented(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := dispatch(context.Background(), []string{"dynkv", "--help"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("goindex dynkv --help: %v, want flag.ErrHelp", err)
+	}
+	unsupported, internal := dynkv.Unimplemented()
+	if len(unsupported) == 0 || len(internal) == 0 {
+		t.Fatalf("dynkv.Unimplemented() = %v, %v; want both lists non-empty", unsupported, internal)
+	}
+	text := stderr.String()
+	for _, name := range append(unsupported, internal...) {
+		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`).MatchString(text) {
+			t.Errorf("goindex dynkv --help does not name %s", name)
+		}
+	}
+	for _, code := range []dynkv.Code{dynkv.CodeUnsupported, dynkv.CodeInternalOnly} {
+		if !strings.Contains(text, string(code)) {
+			t.Errorf("goindex dynkv --help does not name the reply %s", code)
+		}
+	}
+}
+
+// dynkvAddr waits for `goindex dynkv` to print its listening address.
+func dynkvAddr(t *testing.T, stderr *syncBuffer, done chan error) string {
+	t.Helper()
+	serving := regexp.MustCompile(`serving on (\S+)`)
+	var addr string
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("goindex dynkv ended before serving: %v (stderr %q)", err, stderr.String())
+		default:
+		}
+		m := serving.FindStringSubmatch(stderr.String())
+		if m == nil {
+			return fmt.Errorf("no address in %q", stderr.String())
+		}
+		addr = m[1]
+		return nil
+	})
+	return addr
+}
+
+// TestDynkv_ServesTheSpecVectorsAndRecoversFromItsLog runs the README's
+// one-flag setup (goindex dynkv --listen … --log …) as a subcommand: a Redis
+// client applies the spec's store vector and gets the spec's MATCH reply;
+// the command ends cleanly on cancellation, and run again on the same log it
+// answers the same.
+func TestDynkv_ServesTheSpecVectorsAndRecoversFromItsLog(t *testing.T) {
+	const key = "dynamo:kv-router:ns:component-backend:scope-backend:block-size-16"
+	store, _ := hex.DecodeString("01010000000000000001000000000000000000000001ffffffffffffffff000000020000000000000065000000000000000b0000000000000066000000000000000c")
+	match, _ := hex.DecodeString("0100000002000000000000000b000000000000000c")
+	const wantReply = "0100000001000000000000000100000000000000020000000000000066"
+	logPath := filepath.Join(t.TempDir(), "dynkv.aof")
+	ctx := context.Background()
+	for run, wantApply := range []string{"OK", "NOOP"} {
+		_, stderr, stop, done := background(runDynkv, "--listen", "127.0.0.1:0", "--log", logPath)
+		addr := dynkvAddr(t, stderr, done)
+		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true})
+		if got, err := c.Do(ctx, "DYNKV.APPLY", key, store).Result(); err != nil || got != wantApply {
+			t.Errorf("run %d: DYNKV.APPLY(spec vector) = %v, %v; want %s", run, got, err, wantApply)
+		}
+		if got, err := c.Do(ctx, "DYNKV.MATCH_PRIMARY", key, match).Text(); err != nil || hex.EncodeToString([]byte(got)) != wantReply {
+			t.Errorf("run %d: DYNKV.MATCH_PRIMARY(spec vector) = %x, %v; want %s", run, got, err, wantReply)
+		}
+		c.Close()
+		stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run %d: goindex dynkv after cancel = %v, want nil", run, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("run %d: goindex dynkv did not stop after cancel", run)
+		}
+	}
+}
