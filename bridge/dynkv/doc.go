@@ -51,7 +51,11 @@
 //   - errors.go: the module's error names.
 //
 // Tests prove the spec's golden byte vectors, the semantics above, error
-// names, hostile inputs, a real Redis client end to end, restart recovery
+// names, hostile inputs (malformed payloads, over-limit counts, unknown
+// commands, oversized bulk strings, connections over the limit), a real
+// Redis client end to end, the randomized harness stream over the wire
+// (replies equal to an in-process Store's, scores within the harness's
+// bounds), restart recovery
 // (after Close and after SIGKILL, with lease takeovers and concurrent
 // writers in the log) and concurrency under -race.
 package dynkv

@@ -279,3 +279,35 @@ func TestServer_ConcurrentClients(t *testing.T) {
 		require.NoError(t, <-errs, "concurrent client")
 	}
 }
+
+// TestServer_ConnectionsOverTheLimitGetAnError: with MaxConns connections
+// open, the next one is answered with an error and closed; the open ones
+// keep working.
+func TestServer_ConnectionsOverTheLimitGetAnError(t *testing.T) {
+	const limit = 3
+	s := startServer(t, Config{MaxConns: limit})
+	ping := func(c net.Conn) string {
+		t.Helper()
+		fmt.Fprint(c, "*1\r\n$4\r\nPING\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return line
+	}
+	var open []net.Conn
+	for i := 0; i <= limit; i++ {
+		c, err := net.Dial("tcp", s.Addr().String())
+		require.NoError(t, err, "dial %d", i)
+		defer c.Close()
+		got := ping(c)
+		switch {
+		case i < limit && got != "+PONG\r\n":
+			t.Errorf("connection %d of %d: PING = %q, want +PONG", i+1, limit, got)
+		case i == limit && !strings.HasPrefix(got, "-ERR max connections"):
+			t.Errorf("connection %d over the limit %d: PING = %q, want -ERR max connections", i+1, limit, got)
+		}
+		open = append(open, c)
+	}
+	if got := ping(open[0]); got != "+PONG\r\n" {
+		t.Errorf("first connection after the refused one: PING = %q, want +PONG", got)
+	}
+}
