@@ -90,7 +90,9 @@
 // The tests prove that a stored snapshot plus the log reproduce the
 // producer's words after random event streams (including a mid-stream
 // snapshot and a legacy JSON event), that pings answer the identity and
-// asset names, that load reports count live workers, that a graceful stop
+// asset names, that relays of one pool under two prefixes run side by side
+// with every asset and subject under their own prefix, that load reports
+// count live workers, that a graceful stop
 // ends the log with a drain marker, that a restart takes a larger
 // incarnation and stores an empty snapshot, that a second relay of a pool
 // supersedes the first, that bad configs are refused (a wildcard, space or
