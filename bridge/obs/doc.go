@@ -103,7 +103,7 @@
 //	route_decisions_total                    counter    dc, policy       completions served, by DC and deciding policy
 //	route_cached_tokens_total                counter    dc               cached prompt tokens at the serving DC
 //	route_prompt_tokens_total                counter    dc               prompt tokens served
-//	route_cost_part_ms                       histogram  dc, part         ttft terms of the serving DC: rtt, queue, prefill
+//	route_cost_part_ms                       histogram  dc, part         ttft terms of the serving DC: rtt, queue, prefill (others with --price-others)
 //	route_requests_total                     counter                     completion requests received
 //	route_load_only_total                    counter                     routed without a hashed prompt
 //	route_tokenizer_errors_total             counter                     tokenizer failures

@@ -78,6 +78,9 @@ func (m *RouteMetrics) Observe(d *route.Decision, c *route.Choice) {
 		m.cost.WithLabelValues(name, "rtt").Observe(c.Parts.RTTms)
 		m.cost.WithLabelValues(name, "queue").Observe(c.Parts.QueueMs)
 		m.cost.WithLabelValues(name, "prefill").Observe(c.Parts.PrefillMs)
+		if d.FleetUtilization > 0 {
+			m.cost.WithLabelValues(name, "others").Observe(c.Parts.OthersMs)
+		}
 	}
 }
 

@@ -130,6 +130,11 @@ type Config struct {
 	// credit, Home (a DC id, for single-dc). BlockSize is ignored: the
 	// router's BlockSize is used.
 	Score score.Config
+	// PriceOthers makes the ttft policy also price the wait a request's
+	// prefill adds for the requests behind it, at the fleet's utilization
+	// the router measures from the prefill work it sends (score.Demand);
+	// optional; default: false (each request's own TTFT only).
+	PriceOthers bool
 	// Temperature is the routing temperature (dynamo-compat §4.3); optional;
 	// default: 0 (minimum cost, ties at random).
 	Temperature float64

@@ -44,7 +44,13 @@ type Decision struct {
 	PromptTokens int    // the prompt's length (0 when unknown)
 	PromptBlocks int    // full blocks hashed and searched
 	Generation   uint64 // replica generation the signals came from; 0: none attached
+	// FleetUtilization is the fleet's prefill utilization the ttft cost
+	// priced (Config.PriceOthers); 0 otherwise.
+	FleetUtilization float64
 }
+
+// unixMs is t in ms since the Unix epoch, score.Demand's clock.
+func unixMs(t time.Time) float64 { return float64(t.UnixNano()) / 1e6 }
 
 // Decide scores every configured DC for p from the current replica and
 // returns the DCs to try. With no eligible DC it returns ErrNoEligibleDC
@@ -71,8 +77,13 @@ func (rt *Router) Decide(p *Prompt) (*Decision, error) {
 	}
 	obs := make([]laneObs, len(rt.cfg.DCs))
 	d.Generation = rt.replica.observe(obs, hashes)
-	cands := rt.candidates(obs, time.Now())
+	now := time.Now()
+	cands := rt.candidates(obs, now)
 	req := score.Request{ISLTokens: d.PromptTokens, Temperature: rt.cfg.Temperature}
+	if rt.demand != nil && scorer.Config().Policy == score.TTFT {
+		req.FleetUtilization = rt.demand.Utilization(unixMs(now), scorer.FleetTokensPerMs(cands))
+		d.FleetUtilization = req.FleetUtilization
+	}
 	rng := rt.rngs.Get().(*rand.Rand)
 	res, err := scorer.Score(req, cands, rng)
 	rt.rngs.Put(rng)

@@ -42,7 +42,10 @@
 // signal is absent, never zero). The RTT is the consumer's round trip to
 // the DC's relay, taken as the router's to the DC's frontend. The
 // configured policy (default ttft) picks a DC; the other eligible DCs
-// follow by cost as the fallback order.
+// follow by cost as the fallback order. With PriceOthers the router adds
+// the uncached prompt tokens of every request it serves to a score.Demand
+// and ttft also prices the wait a request's prefill adds for the requests
+// behind it at the fleet utilization that gives.
 //
 // Forwarding. The body is read once, bounded by MaxBodyBytes and
 // BodyTimeout, and sent unchanged to each DC tried, with the client's

@@ -22,7 +22,8 @@ const (
 	// at each other cannot bounce a request forever.
 	HopHeader = "X-Goindex-Hop"
 	// Diagnostic response headers: the DC that served, the ttft cost and
-	// its parts (ms, under ttft only), the DC's RTT (when measured), the
+	// its parts (ms, under ttft only; the others' wait only when it was
+	// priced, Config.PriceOthers), the DC's RTT (when measured), the
 	// cached prefix in tokens, the policy applied and the DCs skipped
 	// because they refused the connection (comma-separated, in order).
 	HeaderDC           = "X-Goindex-DC"
@@ -30,6 +31,7 @@ const (
 	HeaderRTTMs        = "X-Goindex-RTT-Ms"
 	HeaderQueueMs      = "X-Goindex-Queue-Ms"
 	HeaderPrefillMs    = "X-Goindex-Prefill-Ms"
+	HeaderOthersMs     = "X-Goindex-Others-Ms"
 	HeaderCachedTokens = "X-Goindex-Cached-Tokens"
 	HeaderPolicy       = "X-Goindex-Policy"
 	HeaderFallback     = "X-Goindex-Fallback"
@@ -191,6 +193,9 @@ func diagnostics(d *Decision, c *Choice, skipped []string) http.Header {
 		h.Set(HeaderCostMs, ms(c.Cost))
 		h.Set(HeaderQueueMs, ms(c.Parts.QueueMs))
 		h.Set(HeaderPrefillMs, ms(c.Parts.PrefillMs))
+		if d.FleetUtilization > 0 {
+			h.Set(HeaderOthersMs, ms(c.Parts.OthersMs))
+		}
 	}
 	if c.HasRTT {
 		h.Set(HeaderRTTMs, ms(float64(c.RTT)/float64(time.Millisecond)))

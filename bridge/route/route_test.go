@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -660,5 +661,58 @@ func TestRoute_SilentDCTimesOutWithoutRetry(t *testing.T) {
 	}
 	if n := len(s.far.requests()); n != 0 {
 		t.Errorf("far received %d requests after near accepted and went silent, want 0", n)
+	}
+}
+
+// TestRoute_PriceOthersPullsTowardsTheCacheOnABusyFleet sends the same
+// short prompt, cached only on the far DC, before and after an uncached
+// prompt loads a small fleet (1,000 tokens of capacity in the 10 s window:
+// 0.05 tokens/ms per DC). Before, nothing was sent and the near DC's 30.6
+// ms beat the far one's 100 ms; after, ρ is capped at 0.95 and the near
+// DC's 25.6 ms of prefill also cost the others 19 × 25.6 = 486.4 ms, so the
+// far DC's cache wins. Without PriceOthers the same sends stay near.
+func TestRoute_PriceOthersPullsTowardsTheCacheOnABusyFleet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 9))
+	short, filler := randomTokens(rng, 512), randomTokens(rng, 4096)
+	for _, priced := range []bool{false, true} {
+		s := setupTwoDCs(t, func(c *Config) { c.PriceOthers = priced })
+		slow := shm.Load{QueueTokensPerMs: 0.05}
+		s.fx.signals(0, 5*time.Millisecond, 0, slow)
+		s.fx.signals(1, 100*time.Millisecond, 0, slow)
+		s.fx.cache(1, hasher(t, "", ""), short)
+		var got []string
+		for _, tokens := range [][]uint32{short, filler, short} {
+			resp, body := s.post(completion(tokens, nil), nil)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("priced %v: status %d (%s)", priced, resp.StatusCode, body)
+			}
+			got = append(got, resp.Header.Get(HeaderDC))
+			if others := resp.Header.Get(HeaderOthersMs); !priced && others != "" {
+				t.Errorf("unpriced: %s = %q, want none", HeaderOthersMs, others)
+			}
+			if priced && len(got) == 3 && resp.Header.Get(HeaderOthersMs) != "0.000" {
+				t.Errorf("priced, cached far: %s = %q, want 0.000 (nothing left to prefill)", HeaderOthersMs, resp.Header.Get(HeaderOthersMs))
+			}
+		}
+		want := []string{"near", "near", "near"}
+		if priced {
+			want[2] = "far"
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("priced %v: served by %v, want %v", priced, got, want)
+		}
+	}
+	// The decision itself reports ρ and the near DC's price for the others.
+	s := setupTwoDCs(t, func(c *Config) { c.PriceOthers = true })
+	s.fx.signals(0, 5*time.Millisecond, 0, shm.Load{QueueTokensPerMs: 0.05})
+	s.fx.signals(1, 100*time.Millisecond, 0, shm.Load{QueueTokensPerMs: 0.05})
+	s.post(completion(filler, nil), nil)
+	d, err := s.rt.Decide(&Prompt{Tokens: short, HasTokens: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := d.Order[0]
+	if d.FleetUtilization < 4 || near.DC.Name != "near" || math.Abs(near.Parts.OthersMs-19*25.6) > 1e-9 {
+		t.Errorf("Decide: ρ %v, first %s with others %v; want ≥ 4 (4,096 tokens over 1,000), near, 486.4", d.FleetUtilization, near.DC.Name, near.Parts.OthersMs)
 	}
 }

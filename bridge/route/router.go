@@ -36,7 +36,10 @@ type Router struct {
 	scorer *score.Scorer
 	// loadOnly routes prompts that could not be hashed; nil when the
 	// policy does not read the prompt anyway.
-	loadOnly  *score.Scorer
+	loadOnly *score.Scorer
+	// demand measures the fleet's utilization from the prefill work sent;
+	// nil unless Config.PriceOthers.
+	demand    *score.Demand
 	hasher    *dynamo.Hasher // unsalted
 	replica   *replicaHolder
 	transport *http.Transport
@@ -88,6 +91,9 @@ func New(cfg Config) (*Router, error) {
 		if rt.loadOnly, err = score.New(lo); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
+	}
+	if cfg.PriceOthers {
+		rt.demand = score.NewDemand(0)
 	}
 	if rt.hasher, err = dynamo.NewHasher(dynamo.HasherConfig{BlockSize: cfg.BlockSize}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
@@ -265,6 +271,9 @@ func (rt *Router) serveCompletion(w http.ResponseWriter, r *http.Request, ep End
 	}
 	c := &d.Order[a.served]
 	rt.stats.routed[c.Index].Add(1)
+	if rt.demand != nil {
+		rt.demand.Add(unixMs(time.Now()), float64(d.PromptTokens-c.CachedTokens))
+	}
 	if rt.cfg.Observe != nil {
 		rt.cfg.Observe(d, c)
 	}

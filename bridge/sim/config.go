@@ -213,6 +213,12 @@ type Config struct {
 	// one-way trip, for comparing the two queue models side by side.
 	// // optional; default: false (drained)
 	NoQueueDrain bool
+	// PriceOthers makes ttft (and the oracles) also price the wait each
+	// request's prefill adds for the requests behind it: the router
+	// measures the fleet's utilization from its sends (score.Demand) and
+	// passes it as score.Request.FleetUtilization. // optional; default:
+	// false (each request's own estimated TTFT only)
+	PriceOthers bool
 	// SampleInterval is the period of the per-DC load samples kept for the
 	// report's charts. // optional; default: 1s
 	SampleInterval time.Duration

@@ -29,7 +29,10 @@
 // by score.Backlog up to the request's arrival, matrix RTT) and asks a
 // score.Scorer. ExactOracle replaces each probe depth by the exact depth
 // of what the lane has received (the CKF swapped for an exact index, the
-// WAN delay kept); ExactNow by each DC's exact, current depth.
+// WAN delay kept); ExactNow by each DC's exact, current depth. With
+// PriceOthers the router also measures the fleet's utilization from the
+// prefill work it sends (score.Demand) and ttft prices the wait each
+// request's prefill adds for the requests behind it.
 //
 // Measurement: the first Config.Warmup requests (by default the closed
 // loop's Concurrency, which leave at once to cold caches) are served but

@@ -43,6 +43,9 @@ type Result struct {
 	QueueP95Ms    float64 `json:"queue_p95_ms"`
 	PrefillMeanMs float64 `json:"prefill_mean_ms"`
 
+	// FleetUtilizationMean is the mean fleet utilization the router
+	// measured (score.Demand) at its decisions; 0 without PriceOthers.
+	FleetUtilizationMean float64 `json:"fleet_utilization_mean"`
 	// PrefillUtilization is the workers' prefill time over their number
 	// times SimulatedSeconds: the share of the fleet's prefill capacity the
 	// run used (decoding is not counted; it never waits for prefill).
@@ -176,6 +179,7 @@ func (s *simulation) result(warm int) *Result {
 		res.CKF.CapacityOmissions += st.CapacityOmissions
 		res.CKF.MaxLoadFactor = max(res.CKF.MaxLoadFactor, st.LoadFactor)
 	}
+	res.FleetUtilizationMean = ratio(s.rt.rhoSum, float64(s.acc.Decisions))
 	res.PrefillUtilization = ratio(all.prefill, float64(len(s.dcs)*s.cfg.WorkersPerDC)*(all.last-s.startMs))
 	res.LoadImbalance = ratio(busyMax, busySum/float64(len(s.dcs)))
 	return res

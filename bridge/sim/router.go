@@ -33,6 +33,10 @@ type router struct {
 	// inflight lists, per DC, the requests routed there that its last load
 	// report could not have counted yet, oldest first.
 	inflight [][]inflight
+	// demand measures the fleet's utilization from the prefill work the
+	// router sends (score.Demand); rhoSum sums what decisions read.
+	demand *score.Demand
+	rhoSum float64
 
 	depth     []uint32
 	exact     []int // every DC's exact, current depth
@@ -136,7 +140,7 @@ func newRouter(c *Config, p Policy, home uint64, f *ckf.Format, lanes []relaypro
 		}
 	}
 	rt := &router{table: t, consumer: cons, searcher: se, scorer: sc, model: model,
-		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)),
+		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)), demand: score.NewDemand(0),
 		exact: make([]int, len(lanes)), delivered: make([]int, len(lanes))}
 	for range lanes {
 		rt.audit = append(rt.audit, radix.New(radix.Config{}))
@@ -209,6 +213,10 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 	}
 	rt.cands = cands
 	req := score.Request{ISLTokens: r.InputTokens}
+	if s.cfg.PriceOthers {
+		req.FleetUtilization = rt.demand.Utilization(now, rt.model.FleetTokensPerMs(cands))
+		rt.rhoSum += req.FleetUtilization
+	}
 	res, err := rt.scorer.Score(req, cands, s.draw(i, drawGlobal))
 	target := s.home
 	switch {
@@ -305,13 +313,14 @@ func (s *simulation) loadSignals(c *score.Candidate, l int, now float64) {
 }
 
 // routed records request i, sent to DC l believing a cached prefix of
-// believed blocks, for the in-flight accounting.
+// believed blocks, for the fleet's demand and the in-flight accounting.
 func (s *simulation) routed(i, l, believed int, now float64) {
+	r := &s.w.Requests[i]
+	tokens := r.InputTokens - min(believed*s.w.BlockSize, r.InputTokens-1)
+	s.rt.demand.Add(now, float64(tokens))
 	if s.cfg.NoInflight {
 		return
 	}
-	r := &s.w.Requests[i]
-	tokens := r.InputTokens - min(believed*s.w.BlockSize, r.InputTokens-1)
 	s.rt.inflight[l] = append(s.rt.inflight[l], inflight{
 		arriveMs: now + s.dcs[l].rttMs/2, tokens: uint64(tokens), blocks: uint64(s.reqs[i].blocks),
 	})

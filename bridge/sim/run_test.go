@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/score"
 )
 
 func runAll(t *testing.T, c Config, w *Workload) *Report {
@@ -305,5 +307,44 @@ func TestRun_WarmupLeavesTheStartBurstOutOfTheFigures(t *testing.T) {
 	}
 	if _, err := (&Config{Warmup: 10}).warmupFor(10); !errors.Is(err, ErrConfig) {
 		t.Errorf("a warm-up of every request = %v, want ErrConfig", err)
+	}
+}
+
+// TestRun_PriceOthersMeasuresTheFleetsUtilization checks the router's
+// measure of the fleet's utilization against a recount from the run's
+// requests: at every decision, the prompt tokens the router believed
+// uncached in the requests it had sent within the last window, over the
+// window's length times the fleet's reported prefill rate; and that
+// without PriceOthers the router measures nothing.
+func TestRun_PriceOthersMeasuresTheFleetsUtilization(t *testing.T) {
+	w := shippedWorkload(t, 400, 120)
+	c := Config{Grid: shippedGrid(t), Concurrency: 128, Seed: testSeed(t)}
+	if r := simulate(t, c, w, TTFT, nil).result(0); r.FleetUtilizationMean != 0 {
+		t.Errorf("without PriceOthers the router measured ρ = %v", r.FleetUtilizationMean)
+	}
+	c.PriceOthers = true
+	s := simulate(t, c, w, TTFT, nil)
+	order := make([]int, len(s.reqs))
+	for i := range order {
+		order[i] = i
+	}
+	// Decisions ran in send order; sends at one instant in index order.
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(s.reqs[a].sentMs, s.reqs[b].sentMs) })
+	window := float64(score.DefaultDemandWindow / time.Millisecond)
+	fleetRate := float64(len(s.dcs)*s.cfg.WorkersPerDC) * s.cfg.PrefillTokensPerMs
+	sum := 0.0
+	for k, i := range order {
+		now, tokens := s.reqs[i].sentMs, 0.0
+		for _, j := range order[:k] {
+			if st := &s.reqs[j]; st.sentMs > now-window {
+				r := &w.Requests[j]
+				tokens += float64(r.InputTokens - min(st.believed*w.BlockSize, r.InputTokens-1))
+			}
+		}
+		sum += tokens / (window * fleetRate)
+	}
+	want := sum / float64(len(order))
+	if got := s.result(0).FleetUtilizationMean; want == 0 || math.Abs(got-want) > 1e-9*want {
+		t.Errorf("router's mean ρ %v, recounted %v", got, want)
 	}
 }

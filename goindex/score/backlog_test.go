@@ -95,8 +95,9 @@ func TestBacklog_HandWorkedCases(t *testing.T) {
 
 // bruteTTFT is the TTFT cost written out from the doc's formula, apart from
 // cost.go: RTT + queued tokens / queue rate + KV admission wait + uncached
-// tokens / prefill rate, with the prompt's cached part capped at its blocks.
-func bruteTTFT(c Candidate, isl, blockSize int, cfg Config) float64 {
+// tokens / prefill rate, with the prompt's cached part capped at its blocks,
+// plus the others' wait at fleet utilization rho.
+func bruteTTFT(c Candidate, isl int, rho float64, blockSize int, cfg Config) float64 {
 	rate := func(v, def float64) float64 {
 		if v > 0 {
 			return v
@@ -123,12 +124,19 @@ func bruteTTFT(c Candidate, isl, blockSize int, cfg Config) float64 {
 			wait += excess / rate(c.DecodeBlocksPerMs, cfg.DecodeBlocksPerMs)
 		}
 	}
-	return c.RTTms + wait + float64(uncached)/rate(c.PrefillTokensPerMs, cfg.PrefillTokensPerMs)
+	prefill := float64(uncached) / rate(c.PrefillTokensPerMs, cfg.PrefillTokensPerMs)
+	// The others' wait: prefill × ρ/(1−ρ), ρ capped at 0.95 (0 without ρ).
+	others := 0.0
+	if rho > 0 {
+		r := math.Min(rho, 0.95)
+		others = prefill * r / (1 - r)
+	}
+	return c.RTTms + wait + prefill + others
 }
 
 // TestScore_TTFTChoosesTheBruteForceMinimum draws DC-shaped candidate sets
 // (some without load or RTT, some with per-candidate rates, backlogs from
-// Backlog) and checks that Score picks a candidate whose brute-force TTFT is
+// Backlog) and fleet utilizations (none, below and above the cap) and checks that Score picks a candidate whose brute-force TTFT is
 // the minimum over the eligible ones, and reports that cost.
 func TestScore_TTFTChoosesTheBruteForceMinimum(t *testing.T) {
 	seed := testSeed(t)
@@ -148,12 +156,16 @@ func TestScore_TTFTChoosesTheBruteForceMinimum(t *testing.T) {
 			cands[k] = c
 		}
 		isl := rng.IntN(80000)
-		r, err := s.Score(Request{ISLTokens: isl}, cands, rng)
+		rho := 0.0 // unknown in a third of the trials, up to past the cap otherwise
+		if rng.IntN(3) > 0 {
+			rho = rng.Float64() * 1.1
+		}
+		r, err := s.Score(Request{ISLTokens: isl, FleetUtilization: rho}, cands, rng)
 		lo, eligible := math.Inf(1), 0
 		for _, c := range cands {
 			if c.HasLoad && c.HasRTT {
 				eligible++
-				lo = math.Min(lo, bruteTTFT(c, isl, cfg.BlockSize, s.Config()))
+				lo = math.Min(lo, bruteTTFT(c, isl, rho, cfg.BlockSize, s.Config()))
 			}
 		}
 		if eligible == 0 {
@@ -166,7 +178,7 @@ func TestScore_TTFTChoosesTheBruteForceMinimum(t *testing.T) {
 			t.Errorf("seed %d trial %d: Score(isl=%d, %d candidates) error %v", seed, trial, isl, len(cands), err)
 			continue
 		}
-		got := bruteTTFT(cands[r.Index], isl, cfg.BlockSize, s.Config())
+		got := bruteTTFT(cands[r.Index], isl, rho, cfg.BlockSize, s.Config())
 		if math.Abs(got-lo) > 1e-9*math.Max(1, lo) || math.Abs(r.Cost-lo) > 1e-9*math.Max(1, lo) || r.Eligible != eligible {
 			t.Errorf("seed %d trial %d: Score(isl=%d) chose %d (brute cost %v, reported %v, %d eligible), brute minimum %v over %d eligible",
 				seed, trial, isl, r.Index, got, r.Cost, r.Eligible, lo, eligible)

@@ -2,16 +2,15 @@ package score
 
 import "math"
 
-// cost returns candidate c's cost for a prompt of isl tokens and whether c is
-// eligible under the policy.
-func (s *Scorer) cost(c *Candidate, isl int) (float64, bool) {
+// cost returns candidate c's cost for a prompt of isl tokens at fleet
+// utilization rho and whether c is eligible under the policy.
+func (s *Scorer) cost(c *Candidate, isl int, rho float64) (float64, bool) {
 	switch s.cfg.Policy {
 	case TTFT:
 		if !c.HasLoad || !c.HasRTT {
 			return 0, false
 		}
-		p := s.ttftParts(c, isl)
-		return p.RTTms + p.QueueMs + p.PrefillMs, true
+		return s.ttftParts(c, isl, rho).Total(), true
 	case PrefixThenLoad:
 		if !c.HasLoad {
 			return 0, false
@@ -42,8 +41,9 @@ func CreditCost(rawPrefillBlocks, overlapBlocks, decodeBlocks, credit float64) f
 	return math.Max(0, rawPrefillBlocks-credit*overlapBlocks) + decodeBlocks
 }
 
-// ttftParts estimates the three TTFT terms of candidate c, in ms.
-func (s *Scorer) ttftParts(c *Candidate, isl int) Parts {
+// ttftParts estimates the TTFT terms of candidate c, in ms, and the wait
+// its prefill adds for the requests behind it at fleet utilization rho.
+func (s *Scorer) ttftParts(c *Candidate, isl int, rho float64) Parts {
 	prefillRate := orDefault(c.PrefillTokensPerMs, s.cfg.PrefillTokensPerMs)
 	queueRate := orDefault(c.QueueTokensPerMs, s.cfg.QueueTokensPerMs)
 	uncached := isl - s.cachedTokens(c, isl)
@@ -56,7 +56,19 @@ func (s *Scorer) ttftParts(c *Candidate, isl int) Parts {
 			queue += excess / orDefault(c.DecodeBlocksPerMs, s.cfg.DecodeBlocksPerMs)
 		}
 	}
-	return Parts{RTTms: c.RTTms, QueueMs: queue, PrefillMs: float64(uncached) / prefillRate}
+	prefill := float64(uncached) / prefillRate
+	return Parts{RTTms: c.RTTms, QueueMs: queue, PrefillMs: prefill, OthersMs: prefill * othersFactor(rho)}
+}
+
+// othersFactor is ρ/(1−ρ) for a fleet utilization ρ clamped to [0,
+// MaxFleetUtilization]: the wait, per ms of prefill a request adds, that the
+// requests arriving behind it share (below).
+func othersFactor(rho float64) float64 {
+	if !(rho > 0) {
+		return 0
+	}
+	rho = min(rho, MaxFleetUtilization)
+	return rho / (1 - rho)
 }
 
 // loadBlocks is the G2025 load (prefill tokens in blocks plus decode blocks),

@@ -9,6 +9,17 @@
 //	             + KV admission wait when running decodes leave too few free blocks
 //	prefill time = (prompt tokens − cached tokens) / the per-request prefill rate
 //
+// With the fleet's prefill utilization ρ (Request.FleetUtilization, which a
+// router measures with Demand), TTFT also prices the wait a request's
+// prefill adds for the requests that queue behind it:
+//
+//	others = prefill time × ρ/(1−ρ)     (ρ capped at MaxFleetUtilization)
+//
+// so the cost is the marginal (system-optimal) one rather than the greedy
+// per-request TTFT: the same choice on an idle fleet, a stronger pull
+// towards cache hits, which remove work for everyone, on a busy one.
+// Parts keeps the request's own TTFT terms and the others' wait apart.
+//
 // The queued prefill tokens are those the request will find when it arrives,
 // not those the load report saw: Backlog drains the report's queue at the
 // candidate's rate over the report's age and the request's one-way trip,
@@ -38,11 +49,14 @@
 //   - policy.go: Policy names and parsing, Config, Scorer, Score.
 //   - cost.go: the cost formulas of every policy.
 //   - backlog.go: Backlog, the queue a request will find on arrival.
+//   - demand.go: Demand, the fleet's utilization from the work a router sends.
 //   - sample.go: minimum with random tie-break, temperature sampling.
 //   - errors.go: sentinels.
 //
-// The tests pin Dynamo's documented cost examples, the TTFT arithmetic,
+// The tests pin Dynamo's documented cost examples, the TTFT arithmetic with
+// and without the others' wait, Demand against a brute-force window sum,
 // Backlog against a step-by-step queue simulation on random inputs, TTFT's
-// choice against the formula written out apart on random DC-shaped sets, the
-// eligibility rules, tie-breaking uniformity and the temperature distribution.
+// choice against the formula written out apart on random DC-shaped sets and
+// utilizations, the eligibility rules, tie-breaking uniformity and the
+// temperature distribution.
 package score

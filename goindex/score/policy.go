@@ -80,7 +80,19 @@ type Candidate struct {
 type Request struct {
 	ISLTokens   int     // prompt length in tokens
 	Temperature float64 // 0: minimum cost; > 0: softmax sampling
+	// FleetUtilization is the share of the fleet's prefill capacity in
+	// use, ρ (Demand measures it from the work a router sends). With it,
+	// TTFT also prices the wait a request's prefill adds for the requests
+	// queued behind it (Parts.OthersMs); 0 (unknown) prices only the
+	// request's own time to first token. Values above
+	// MaxFleetUtilization count as that.
+	FleetUtilization float64
 }
+
+// MaxFleetUtilization caps Request.FleetUtilization, so that the price of
+// a request's prefill for the others stays finite (at most 19 times the
+// prefill itself).
+const MaxFleetUtilization = 0.95
 
 // Config configures a Scorer.
 type Config struct {
@@ -111,10 +123,19 @@ type Result struct {
 	Parts        Parts   // TTFT's parts; zero for other policies
 }
 
-// Parts breaks a TTFT cost into its terms, in ms.
+// Parts breaks a TTFT cost into its terms, in ms. RTTms + QueueMs +
+// PrefillMs is the request's own estimated time to first token; OthersMs
+// is the wait its prefill adds for the requests behind it (0 without a
+// fleet utilization).
 type Parts struct {
-	RTTms, QueueMs, PrefillMs float64
+	RTTms, QueueMs, PrefillMs, OthersMs float64
 }
+
+// TTFTms is the request's own estimated time to first token.
+func (p Parts) TTFTms() float64 { return p.RTTms + p.QueueMs + p.PrefillMs }
+
+// Total is the TTFT policy's cost: TTFTms plus OthersMs.
+func (p Parts) Total() float64 { return p.TTFTms() + p.OthersMs }
 
 // Scorer applies one policy. Build it with New.
 type Scorer struct {
@@ -158,7 +179,7 @@ func (s *Scorer) Config() Config { return s.cfg }
 // only when ties are impossible to matter to the caller (the first minimum
 // then wins). Costs of every candidate can be read with Cost.
 func (s *Scorer) Score(req Request, cands []Candidate, rng *rand.Rand) (Result, error) {
-	isl := max(req.ISLTokens, 0)
+	isl, rho := max(req.ISLTokens, 0), req.FleetUtilization
 	switch s.cfg.Policy {
 	case RoundRobin:
 		if len(cands) == 0 {
@@ -178,7 +199,7 @@ func (s *Scorer) Score(req Request, cands []Candidate, rng *rand.Rand) (Result, 
 	eligible := make([]bool, len(cands))
 	n := 0
 	for i := range cands {
-		c, ok := s.cost(&cands[i], isl)
+		c, ok := s.cost(&cands[i], isl, rho)
 		costs[i], eligible[i] = c, ok
 		if ok {
 			n++
@@ -190,7 +211,7 @@ func (s *Scorer) Score(req Request, cands []Candidate, rng *rand.Rand) (Result, 
 	i := choose(costs, eligible, req.Temperature, rng)
 	var parts Parts
 	if s.cfg.Policy == TTFT {
-		parts = s.ttftParts(&cands[i], isl)
+		parts = s.ttftParts(&cands[i], isl, rho)
 	}
 	return s.result(i, n, isl, costs[i], parts, cands), nil
 }
@@ -199,7 +220,20 @@ func (s *Scorer) Score(req Request, cands []Candidate, rng *rand.Rand) (Result, 
 // eligible (has every signal the policy needs). RoundRobin and SingleDC have
 // no cost and report 0, true.
 func (s *Scorer) Cost(req Request, c Candidate) (float64, bool) {
-	return s.cost(&c, max(req.ISLTokens, 0))
+	return s.cost(&c, max(req.ISLTokens, 0), req.FleetUtilization)
+}
+
+// FleetTokensPerMs is the rate the candidates with a load signal drain
+// queued prefill together (each one's QueueTokensPerMs, or the configured
+// default): the capacity side of Demand.Utilization.
+func (s *Scorer) FleetTokensPerMs(cands []Candidate) float64 {
+	total := 0.0
+	for i := range cands {
+		if cands[i].HasLoad {
+			total += orDefault(cands[i].QueueTokensPerMs, s.cfg.QueueTokensPerMs)
+		}
+	}
+	return total
 }
 
 func (s *Scorer) result(i, eligible, isl int, cost float64, parts Parts, cands []Candidate) Result {

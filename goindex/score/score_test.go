@@ -199,3 +199,57 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 		t.Errorf("ParsePolicy(fastest) err = %v, want ErrBadConfig", err)
 	}
 }
+
+// TestScore_FleetUtilizationPricesTheOthersWait checks the others' term on
+// hand-worked numbers: at ρ = 0.5 a request's prefill counts twice, at
+// ρ = 0.8 five times, above 0.95 as at 0.95, and without ρ not at all; and
+// that the busier the fleet, the more a cache far away is worth.
+func TestScore_FleetUtilizationPricesTheOthersWait(t *testing.T) {
+	s := mustNew(t, Config{Policy: TTFT, BlockSize: 512, PrefillTokensPerMs: 10})
+	// Near DC: nothing cached, 5 ms, no queue → prefill 4096/10 = 409.6 ms.
+	// Far DC: 4 of 8 blocks cached, 300 ms → prefill 2048/10 = 204.8 ms.
+	near := Candidate{ID: 1, HasLoad: true, HasRTT: true, RTTms: 5}
+	far := Candidate{ID: 2, HasLoad: true, HasRTT: true, RTTms: 300, CachedBlocks: 4}
+	for _, c := range []struct {
+		rho, others float64
+		wantFar     bool
+	}{
+		{0, 0, false},          // 414.6 vs 504.8
+		{0.5, 409.6, true},     // 824.2 vs 709.6
+		{0.8, 4 * 409.6, true}, // ×5
+		{2, 19 * 409.6, true},  // capped at 0.95: ×20
+		{math.NaN(), 0, false}, // not a utilization: unknown
+		{-0.5, 0, false},       // below 0: unknown
+	} {
+		r, err := s.Score(Request{ISLTokens: 8 * 512, FleetUtilization: c.rho}, []Candidate{near, far}, nil)
+		if err != nil {
+			t.Fatalf("ρ %v: %v", c.rho, err)
+		}
+		if got := r.Index == 1; got != c.wantFar {
+			t.Errorf("ρ %v: chose far = %v, want %v (parts %+v)", c.rho, got, c.wantFar, r.Parts)
+		}
+		nearCost, _ := s.Cost(Request{ISLTokens: 8 * 512, FleetUtilization: c.rho}, near)
+		if want := 5 + 409.6 + c.others; math.Abs(nearCost-want) > 1e-9 {
+			t.Errorf("ρ %v: near cost %v, want %v", c.rho, nearCost, want)
+		}
+		one, _ := s.Score(Request{ISLTokens: 8 * 512, FleetUtilization: c.rho}, []Candidate{near}, nil)
+		if p := one.Parts; math.Abs(p.OthersMs-c.others) > 1e-9 || math.Abs(p.TTFTms()-414.6) > 1e-9 || math.Abs(p.Total()-one.Cost) > 1e-9 {
+			t.Errorf("ρ %v: parts %+v (TTFT %v, total %v, cost %v), want others %v and own TTFT 414.6", c.rho, p, p.TTFTms(), p.Total(), one.Cost, c.others)
+		}
+	}
+	// Other policies ignore ρ.
+	lo := mustNew(t, Config{Policy: LoadOnly, BlockSize: 512})
+	a, _ := lo.Cost(Request{ISLTokens: 4096}, near)
+	b, _ := lo.Cost(Request{ISLTokens: 4096, FleetUtilization: 0.9}, near)
+	if a != b {
+		t.Errorf("load-only cost moved with ρ: %v vs %v", a, b)
+	}
+}
+
+func TestScorer_FleetTokensPerMs(t *testing.T) {
+	s := mustNew(t, Config{Policy: TTFT, BlockSize: 16, PrefillTokensPerMs: 10, QueueTokensPerMs: 25})
+	cands := []Candidate{{HasLoad: true, QueueTokensPerMs: 40}, {HasLoad: true}, {QueueTokensPerMs: 1000}}
+	if got := s.FleetTokensPerMs(cands); got != 65 {
+		t.Errorf("FleetTokensPerMs = %v, want 40 + 25 (default) and nothing for the one without load", got)
+	}
+}

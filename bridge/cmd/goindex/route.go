@@ -44,6 +44,10 @@ Routing:
                        hashed are routed load-only
   --block-size N       the engines' KV block size in tokens (must match them)
   --temperature T      0: minimum cost; > 0: softmax over costs
+  --price-others       ttft also prices the wait a request's prefill adds for the
+                       requests behind it: prefill × ρ/(1−ρ), ρ the fleet's
+                       prefill utilization this router measures from what it
+                       sends over 10 s (with several routers, each sees its share)
   --prefill-tokens-per-ms, --queue-tokens-per-ms, --decode-blocks-per-ms,
   --credit             the cost model's rates (a DC's load report overrides them)
 Prompts:
@@ -114,6 +118,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	home := fs.String("home", "", "single-dc: the NAME of the DC every request goes to")
 	blockSize := fs.Int("block-size", route.DefaultBlockSize, "KV block size in tokens the engines hash with")
 	temperature := fs.Float64("temperature", 0, "routing temperature (0: minimum cost, ties at random)")
+	priceOthers := fs.Bool("price-others", false, "ttft also prices the wait a request's prefill adds for the requests behind it")
 	prefillRate := fs.Float64("prefill-tokens-per-ms", 0, "one request's prefill speed (0: the scorer's default, 20)")
 	queueRate := fs.Float64("queue-tokens-per-ms", 0, "a DC's queued-prefill drain rate (0: the prefill rate)")
 	decodeRate := fs.Float64("decode-blocks-per-ms", 0, "KV blocks a full DC's decodes release per ms (0: 1)")
@@ -160,7 +165,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	metrics := obs.NewRouteMetrics()
-	cfg := route.Config{ReplicaPath: *replicaPath, DCs: dcs, Score: sc, Temperature: *temperature, BlockSize: *blockSize,
+	cfg := route.Config{ReplicaPath: *replicaPath, DCs: dcs, Score: sc, Temperature: *temperature, PriceOthers: *priceOthers, BlockSize: *blockSize,
 		LoRAHeader: *loraHeader, NamespaceHeader: *namespaceHeader, MaxStaleness: *maxStaleness,
 		MaxBodyBytes: *maxBody, MaxPromptTokens: *maxTokens, ConnectTimeout: *connectTimeout,
 		ResponseTimeout: *responseTimeout, BodyTimeout: *bodyTimeout, ReplicaPoll: *replicaPoll,

@@ -66,6 +66,10 @@ Data centers and WAN:
   --no-queue-drain              read a load report's queue as current instead of
                                 draining it over the report's age and the
                                 request's one-way trip (score.Backlog)
+  --price-others                ttft also prices the wait each request's prefill
+                                adds for the requests behind it: prefill × ρ/(1−ρ),
+                                ρ the fleet's utilization the router measures from
+                                its sends (default: each request's own TTFT only)
 Workers (every DC alike):
   --workers-per-dc N            workers per DC
   --kv-blocks-per-worker B      KV capacity of a worker, in blocks of --block-size
@@ -110,6 +114,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reportEvery := fs.Duration("load-report-interval", sim.DefaultLoadReportInterval, "load report period of every DC")
 	noInflight := fs.Bool("no-inflight", false, "do not add the router's in-flight requests to stale load reports")
 	noDrain := fs.Bool("no-queue-drain", false, "read load reports' queues as current instead of draining them over their age")
+	priceOthers := fs.Bool("price-others", false, "ttft also prices the wait a request's prefill adds for the requests behind it")
 	workers := fs.Int("workers-per-dc", sim.DefaultWorkersPerDC, "workers per DC")
 	kvBlocks := fs.Int("kv-blocks-per-worker", sim.DefaultKVBlocksPerWorker, "KV capacity per worker, blocks of --block-size tokens")
 	prefill := fs.Float64("prefill-tokens-per-ms", sim.DefaultPrefillTokensPerMs, "prefill speed of one worker, tokens/ms")
@@ -166,7 +171,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		WorkersPerDC: *workers, KVBlocksPerWorker: *kvBlocks, BlockSize: *blockSize,
 		PrefillTokensPerMs: *prefill, DecodeMsPerToken: *decode, BatchLimit: *batch,
 		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale, Warmup: *warmup,
-		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain,
+		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain, PriceOthers: *priceOthers,
 		Policies: pols, Seed: *seed,
 	}
 	if !*quiet {
@@ -307,7 +312,7 @@ func simJSON(rep *sim.Report, in simInput) map[string]any {
 			"warmup_requests":         rep.Warmup,
 			"load_report_interval_ms": float64(c.LoadReportInterval) / float64(time.Millisecond),
 			"rtt_jitter_ms":           float64(c.RTTJitter) / float64(time.Millisecond),
-			"inflight":                !c.NoInflight, "queue_drain": !c.NoQueueDrain, "seed": c.Seed, "wall_s": in.WallSeconds,
+			"inflight":                !c.NoInflight, "queue_drain": !c.NoQueueDrain, "price_others": c.PriceOthers, "seed": c.Seed, "wall_s": in.WallSeconds,
 		},
 	}
 }
