@@ -12,7 +12,11 @@
  *       scenario, written by FIXTURE), runs variant 1's lines, then runs
  *       "FIXTURE replica PATH 2" while four pthreads probe, so the layout
  *       generation changes under them: every answer must belong to one
- *       generation; then variant 2's lines, and bad replica files.
+ *       generation; then variant 2's lines, and bad replica files;
+ *   global_test attach PATH SCRIPT
+ *       attaches the replica file at PATH, written by a live `goindex
+ *       consume` (tests/e2e), and runs SCRIPT's lines: its "atleast" probes
+ *       hold each DC's exact depths, which no lane may report below.
  * Both end by checking that no handle is left open. Script lines are
  * documented in tests/c/fixture/script.go. Exit status 0 when every check
  * passed. */
@@ -153,6 +157,38 @@ static size_t unhex(const char *s, uint8_t *out, size_t cap) {
 
 static uint8_t frame_buf[8 << 20];
 
+/* "atleast" probes run, and entries found beyond the exact depths given
+ * (fingerprint collisions: lanes deeper than listed, or not listed). */
+static long atleast_probes, atleast_over;
+
+/* at_least checks one "atleast" line from word i: every listed (dc, lane)
+ * is reported at least that deep, and no entry deeper than the query. */
+static void at_least(uint64_t h, const line_t *l, size_t i, const uint64_t *q, size_t nq) {
+	goindex_overlap out[64];
+	size_t written = 0;
+	int rc = goindex_probe(h, q, nq, out, 64, &written);
+	atleast_probes++;
+	CHECK(rc == GOINDEX_OK, "goindex_probe(%zu hashes) = %d (%s): %s", nq, rc, goindex_strerror(rc), last_error(h));
+	if (rc != GOINDEX_OK) return;
+	size_t k = u64_at(l, i);
+	int matched[64] = {0};
+	for (size_t e = 0; e < k; e++) {
+		uint64_t dc = u64_at(l, i + 1 + 3 * e), lane = u64_at(l, i + 2 + 3 * e), blocks = u64_at(l, i + 3 + 3 * e);
+		size_t j = 0;
+		while (j < written && !(out[j].id == dc && out[j].rank == lane)) j++;
+		uint64_t got = j < written ? out[j].blocks : 0;
+		if (j < written) matched[j] = 1;
+		CHECK(got >= blocks, "goindex_probe(%zu hashes) DC %llu lane %llu = %llu blocks, below its exact depth %llu", nq,
+		      (unsigned long long)dc, (unsigned long long)lane, (unsigned long long)got, (unsigned long long)blocks);
+		if (got > blocks) atleast_over++;
+	}
+	for (size_t j = 0; j < written; j++) {
+		CHECK(out[j].blocks <= nq, "goindex_probe(%zu hashes) DC %llu lane %u = %u blocks, deeper than the query", nq,
+		      (unsigned long long)out[j].id, out[j].rank, out[j].blocks);
+		if (!matched[j]) atleast_over++;
+	}
+}
+
 /* want_probe formats the expected "k × dc lane blocks" from word i. */
 static void want_probe(const line_t *l, size_t i, char *buf, size_t cap) {
 	size_t k = u64_at(l, i), off = 0;
@@ -183,6 +219,9 @@ static void run_line(uint64_t h, line_t *l) {
 		want_probe(l, i, want, sizeof want);
 		int rc = probe_str(h, q, nq, got, sizeof got);
 		CHECK(rc == GOINDEX_OK && !strcmp(got, want), "goindex_probe(%zu hashes) = %d, \"%s\"; want \"%s\"", nq, rc, got, want);
+	} else if (!strcmp(op, "atleast")) {
+		size_t i = hashes(l, 2, q, &nq);
+		at_least(h, l, i, q, nq);
 	} else if (!strcmp(op, "score")) {
 		uint32_t policy = (uint32_t)u64_at(l, 2);
 		size_t i = hashes(l, 3, q, &nq);
@@ -445,6 +484,22 @@ static void replica(const char *path, const char *script, const char *fixture) {
 	CHECK_RC(goindex_close(replica_h), GOINDEX_OK);
 }
 
+/* ---- a live consumer's replica ---- */
+
+static void attach(const char *path, const char *script) {
+	read_script(script);
+	STEP("attach: the consumer's replica file");
+	uint64_t h = open_cfg(config());
+	int rc = goindex_attach_replica(h, path, strlen(path));
+	CHECK(rc == GOINDEX_OK, "goindex_attach_replica(%s) = %d (%s): %s", path, rc, goindex_strerror(rc), last_error(h));
+	if (rc != GOINDEX_OK) exit(1);
+	run_variant(h, 0);
+	CHECK(atleast_probes > 0, "the script has no atleast probe");
+	printf("attach: %ld probes, none below an exact depth in any lane; %ld entries above it (fingerprint collisions)\n", atleast_probes,
+	       atleast_over);
+	CHECK_RC(goindex_close(h), GOINDEX_OK);
+}
+
 static void no_handle_left(void) {
 	STEP("the end: no handle is left open");
 	for (size_t i = 0; i < n_opened; i++) {
@@ -459,8 +514,10 @@ int main(int argc, char **argv) {
 		frames(argv[2]);
 	} else if (argc == 5 && !strcmp(argv[1], "replica")) {
 		replica(argv[2], argv[3], argv[4]);
+	} else if (argc == 4 && !strcmp(argv[1], "attach")) {
+		attach(argv[2], argv[3]);
 	} else {
-		fprintf(stderr, "usage: global_test frames SCRIPT | global_test replica PATH SCRIPT FIXTURE\n");
+		fprintf(stderr, "usage: global_test frames SCRIPT | global_test replica PATH SCRIPT FIXTURE | global_test attach PATH SCRIPT\n");
 		return 2;
 	}
 	no_handle_left();

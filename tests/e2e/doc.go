@@ -15,8 +15,12 @@
 // step it waits (polling, never sleeping) until every lane's words equal
 // its producer's exact words and every block the DC's workers hold is
 // found by a probe of the replica, and checks that the fault stayed in its
-// lane. The default runs 4 DCs; GOINDEX_E2E_FULL=1 runs all 12 remote DCs
-// of the grid (up to 232 ms RTT).
+// lane. After the drain the real libgoindex.so attaches the consumer's
+// replica in a child process (tests/c/global_test.c's attach mode, compiled
+// against $GOINDEX_BUILD) and probes the run of every block the producers
+// track: no lane may report less than its exact depth (skipped without
+// GOINDEX_BUILD, which ./build.sh test sets). The default runs 4 DCs;
+// GOINDEX_E2E_FULL=1 runs all 12 remote DCs of the grid (up to 232 ms RTT).
 //
 // A second test runs a relay and a consumer against the standalone
 // nats-server that ./build.sh installs into $GOINDEX_BUILD (its own process;

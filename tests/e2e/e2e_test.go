@@ -322,4 +322,13 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 			}
 		}
 	})
+
+	// After every fault and the drain, the real libgoindex.so (in a child
+	// process) attaches the consumer's replica and finds every tracked
+	// block at no less than its exact depth in every lane.
+	t.Run("LibraryProbesTheReplica", func(t *testing.T) {
+		bin, env := libraryHost(t, t.TempDir())
+		settle("before the library probes")
+		top.probeThroughLibrary(t, rp, bin, env)
+	})
 }

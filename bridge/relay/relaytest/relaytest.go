@@ -51,10 +51,13 @@ func CheckFor(t testing.TB, total, every time.Duration, fn func() error) {
 	}
 }
 
-// block is one block a worker holds.
+// block is one block a worker holds: its external hash, its canonical
+// hash and the local hashes of its run from the root (the last one its own),
+// which a probe of the library takes.
 type block struct {
 	external  uint64
 	canonical uint64
+	path      []uint64
 }
 
 // Generator emits the KV events of a few workers as Dynamo event-plane
@@ -95,10 +98,11 @@ func (g *Generator) Next() []byte {
 	} else {
 		ev.Event.Kind = kv.Stored
 		prev, hasParent := uint64(0), false
+		var path []uint64
 		if len(h) > 0 && g.rng.IntN(2) == 0 {
 			p := h[g.rng.IntN(len(h))]
 			ev.Event.Stored.HasParent, ev.Event.Stored.Parent = true, p.external
-			prev, hasParent = p.canonical, true
+			prev, hasParent, path = p.canonical, true, p.path
 		}
 		for range 1 + g.rng.IntN(4) {
 			g.next++
@@ -108,9 +112,10 @@ func (g *Generator) Next() []byte {
 				c = kv.ChainHash(prev, local)
 			}
 			prev, hasParent = c, true
+			path = append(path[:len(path):len(path)], local) // a new array: siblings share only the prefix
 			ext := g.next<<8 | w
 			ev.Event.Stored.Blocks = append(ev.Event.Stored.Blocks, dynamo.StoredBlock{BlockHash: ext, TokensHash: local})
-			g.held[w] = append(g.held[w], block{external: ext, canonical: c})
+			g.held[w] = append(g.held[w], block{external: ext, canonical: c, path: path})
 		}
 	}
 	return g.envelope(w, &ev)
@@ -137,6 +142,21 @@ func (g *Generator) Tracked() []uint64 {
 	for _, h := range g.held {
 		for _, b := range h {
 			out = append(out, b.canonical)
+		}
+	}
+	return out
+}
+
+// TrackedPaths returns, for every block some worker holds, the local hashes
+// of its run from the root (the block's own last): the request a probe of
+// the library takes to reach it. Ancestors on a path may have been removed
+// since; a probe's exact depth is the path's leading blocks that are held.
+// The slices are the generator's: do not modify them.
+func (g *Generator) TrackedPaths() [][]uint64 {
+	var out [][]uint64
+	for _, h := range g.held {
+		for _, b := range h {
+			out = append(out, b.path)
 		}
 	}
 	return out
