@@ -286,3 +286,94 @@ func TestRelay_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
 		t.Errorf("relay: %v; stderr: %s", err, relayErr.String())
 	}
 }
+
+// TestConsume_WithoutNATSStartsAnEmbeddedJetStreamServer runs `goindex
+// consume` with no --nats: it must start its own nats-server with
+// JetStream on --listen, and a relay given that server's URL (which needs
+// JetStream for its delta log and snapshot store) must serve the consumer's
+// lane, whose replica then holds every tracked block.
+func TestConsume_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
+	seed := relaytest.Seed(t, 24)
+	path := filepath.Join(t.TempDir(), "replica")
+	consumeOut, consumeErr, stopConsume, consumeDone := background(runConsume,
+		"--listen", "127.0.0.1:0", "--store", t.TempDir(), "--shm", path, "--dcs", "8", "--expected-blocks", "4096",
+		"--ping-every", "20ms", "--retry-every", "20ms", "--json")
+	var url string
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		select {
+		case err := <-consumeDone:
+			t.Fatalf("consume without --nats exited early: %v\n%s", err, consumeErr.String())
+		default:
+		}
+		m := embeddedURLPattern.FindStringSubmatch(consumeErr.String())
+		if m == nil {
+			return errors.New("no embedded nats-server line yet")
+		}
+		url = m[1]
+		return nil
+	})
+	_, relayErr, stopRelay, relayDone := background(runRelay,
+		"--nats", url, "--dc", "8", "--component", "b8", "--expected-blocks", "4096",
+		"--heartbeat-every", "20ms", "--load-every", "50ms")
+	nc, err := natsutil.Connect(url, "test", nil)
+	if err != nil {
+		t.Fatalf("connect to the consumer's embedded server %s: %v", url, err)
+	}
+	defer nc.Close()
+	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 8}
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		select {
+		case err := <-relayDone:
+			t.Fatalf("relay on the consumer's embedded server exited: %v\n%s", err, relayErr.String())
+		default:
+		}
+		_, err := nc.Request(names.PingSubject(), nil, 200*time.Millisecond)
+		return err
+	})
+	gen := relaytest.NewGenerator(seed, 2)
+	for range 100 {
+		if err := nc.Publish(dynamo.EventSubject("dynamo", "b8"), gen.Next()); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	var reader *shm.Reader
+	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		r, err := shm.Attach(path)
+		if err != nil {
+			return err
+		}
+		if reader != nil {
+			reader.Close()
+		}
+		reader = r
+		f := r.Format()
+		for _, c := range gen.Tracked() {
+			if r.Table().Probe(f.Probe(c), 1) == 0 {
+				return fmt.Errorf("tracked block %#x is missing from the replica", c)
+			}
+		}
+		return nil
+	})
+	reader.Close()
+	// The relay first: the consumer owns the server it runs on.
+	stopRelay()
+	if err := <-relayDone; err != nil {
+		t.Errorf("relay: %v; stderr: %s", err, relayErr.String())
+	}
+	stopConsume()
+	if err := <-consumeDone; err != nil {
+		t.Fatalf("consume: %v; stderr: %s", err, consumeErr.String())
+	}
+	var st struct {
+		Lanes []struct {
+			DC        uint64
+			Snapshots uint64
+		} `json:"lanes"`
+	}
+	if err := json.Unmarshal([]byte(consumeOut.String()), &st); err != nil {
+		t.Fatalf("consume --json output %q: %v", consumeOut.String(), err)
+	}
+	if len(st.Lanes) != 1 || st.Lanes[0].DC != 8 || st.Lanes[0].Snapshots == 0 {
+		t.Errorf("consume status %+v: want one lane of dc 8 with a snapshot installed", st)
+	}
+}
