@@ -46,7 +46,8 @@
 // Subjects and assets (P = Config.Prefix, default "goindex"; D = domain id,
 // C = DC id, decimal): see Names. In short: P.D.C.delta (the log),
 // P.D.C.load, P.D.C.ping, P.D.C.snapshot, P.D.C.worker-load, P.D.discover;
-// stream P-D-C-delta, object store P-D-C-snapshot, KV P-D-C-state.
+// stream P-D-C-delta, object store P-D-C-snapshot, KV P-D-C-state (P
+// escaped one to one into asset names by AssetPrefix).
 //
 // # Invariants
 //

@@ -39,7 +39,8 @@ func PoolLogValue(d relayproto.DomainID, dc relayproto.DCID) string {
 //	object  P-D-C-snapshot  object "snapshot": the chunked snapshot frames
 //	KV      P-D-C-state     keys "owner" (relay claim) and "load" (last report)
 //
-// Dots in P become dashes in asset names.
+// In asset names P is escaped so that distinct prefixes never share an
+// asset: a dot becomes a dash, a dash "_h" and an underscore "__" (AssetPrefix).
 type Names struct {
 	Prefix string
 	Domain relayproto.DomainID
@@ -51,9 +52,21 @@ func (n Names) base() string {
 }
 
 func (n Names) asset(kind string) string {
-	return strings.ReplaceAll(n.Prefix, ".", "-") + "-" + strconv.FormatUint(uint64(n.Domain), 10) + "-" +
+	return AssetPrefix(n.Prefix) + "-" + strconv.FormatUint(uint64(n.Domain), 10) + "-" +
 		strconv.FormatUint(uint64(n.DC), 10) + "-" + kind
 }
+
+// assetEscaper turns a valid prefix into JetStream's name alphabet
+// ([A-Za-z0-9_-]) one to one.
+var assetEscaper = strings.NewReplacer(".", "-", "-", "_h", "_", "__")
+
+// AssetPrefix is prefix p as it starts JetStream asset names: each dot
+// becomes a dash, each dash "_h" and each underscore "__". The mapping is
+// one to one on valid prefixes (an underscore always opens a two-byte
+// escape, and a dash in the result always stands for a dot), so two
+// tenants' prefixes never name one stream or bucket; "goindex" and dotted
+// prefixes such as "tenant.a" keep the names they had before the escape.
+func AssetPrefix(p string) string { return assetEscaper.Replace(p) }
 
 // DeltaSubject is the delta log's subject.
 func (n Names) DeltaSubject() string { return n.base() + ".delta" }

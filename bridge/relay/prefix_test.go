@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -125,6 +126,42 @@ func TestRelay_PrefixesKeepTenantsApart(t *testing.T) {
 			strings.HasPrefix(s, "tenant.a.1.discover"), strings.HasPrefix(s, "tenant.b.1.discover"):
 		default:
 			t.Errorf("subject %q is under neither tenant's prefix", s)
+		}
+	}
+}
+
+// TestAssetPrefix_IsOneToOne checks that prefixes differing only where the
+// old dots-to-dashes mapping collided ("a.b" and "a-b") name different
+// assets, that dotted prefixes keep their names, and, over random valid
+// prefixes, that no two map to one asset prefix and every result is in
+// JetStream's name alphabet.
+func TestAssetPrefix_IsOneToOne(t *testing.T) {
+	for p, want := range map[string]string{
+		"goindex": "goindex", "tenant.a": "tenant-a", "a-b": "a_hb", "a_b": "a__b", "a_h.b": "a__h-b", "x-.y_": "x_h-y__",
+	} {
+		if got := AssetPrefix(p); got != want {
+			t.Errorf("AssetPrefix(%q) = %q, want %q", p, got, want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(relaytest.Seed(t, 32), 1))
+	const alphabet = "ab_-."
+	seen := map[string]string{}
+	for range 200000 {
+		b := make([]byte, 1+rng.IntN(7))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		p := string(b)
+		if ValidPrefix(p) != nil {
+			continue
+		}
+		a := AssetPrefix(p)
+		if q, ok := seen[a]; ok && q != p {
+			t.Fatalf("prefixes %q and %q both name assets %q", p, q, a)
+		}
+		seen[a] = p
+		if strings.Trim(a, "abh_-") != "" {
+			t.Fatalf("AssetPrefix(%q) = %q leaves JetStream's alphabet", p, a)
 		}
 	}
 }
