@@ -61,6 +61,14 @@ type Config struct {
 	// copies duplicate it, holding one back reorders): fault injection at
 	// the transport for tests; optional; default: none.
 	Filter func(dc relayproto.DCID, frame []byte) [][]byte
+	// ObserveDelta, when set, is told how long the lane's ingestor took to
+	// apply each delta it applied: decoding the frame, the lane state
+	// machine installing its images into the replica file (single-word
+	// atomic stores) and the lane record; not the transport before it. It
+	// runs on the ingestor goroutine, so it must return quickly
+	// (benchmarks: goindex bench relay's apply percentiles); optional;
+	// default: none (no clock read).
+	ObserveDelta func(lane, images int, took time.Duration)
 	// Logger receives progress and health logs; optional; default: discard.
 	Logger *slog.Logger
 }

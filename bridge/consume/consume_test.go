@@ -191,7 +191,20 @@ func TestConsumer_LateLaneCatchesUpOnceAndCountsWhatItReceived(t *testing.T) {
 	// The stored snapshot is the relay's first (empty) one: the lane starts
 	// behind the log by every delta published so far.
 	path := filepath.Join(t.TempDir(), "replica")
-	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{4}, Path: path, PingEvery: 20 * time.Millisecond})
+	var observed struct {
+		sync.Mutex
+		calls, images int
+		bad           bool
+	}
+	observe := func(lane, images int, took time.Duration) {
+		observed.Lock()
+		defer observed.Unlock()
+		observed.calls++
+		observed.images += images
+		observed.bad = observed.bad || took < 0 || lane != 0
+	}
+	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{4}, Path: path, PingEvery: 20 * time.Millisecond,
+		ObserveDelta: observe})
 	reader, err := shm.Attach(path)
 	if err != nil {
 		t.Fatalf("Attach: %v", err)
@@ -214,6 +227,12 @@ func TestConsumer_LateLaneCatchesUpOnceAndCountsWhatItReceived(t *testing.T) {
 		t.Errorf("lane received %d delta frames (%d bytes), applied %d; relay published %d (%d bytes); want all equal",
 			st.FramesReceived["delta"], st.BytesReceived["delta"], st.Deltas, wire.Frames["delta"], wire.Bytes["delta"])
 	}
+	observed.Lock()
+	if uint64(observed.calls) != st.Deltas || uint64(observed.images) != rst[0].Producer.EmittedImages || observed.bad {
+		t.Errorf("ObserveDelta saw %d deltas of %d images (a negative time or another lane: %v); lane applied %d deltas, relay emitted %d images",
+			observed.calls, observed.images, observed.bad, st.Deltas, rst[0].Producer.EmittedImages)
+	}
+	observed.Unlock()
 	if st.FramesReceived["snapshot"] == 0 || st.BytesReceived["snapshot"] == 0 || st.FramesReceived["invalid"] != 0 {
 		t.Errorf("lane received %v frames (%v bytes): want snapshot chunks and no invalid frame", st.FramesReceived, st.BytesReceived)
 	}

@@ -76,7 +76,8 @@
 // dropped or reordered delta faults only its lane, which then converges
 // again, while a duplicate is ignored; that a lane started after the
 // relay published catches up once from the retained log and receives
-// exactly the delta frames and bytes the relay published; and that bad
+// exactly the delta frames and bytes the relay published (ObserveDelta
+// seeing each applied delta and every image the producer emitted); and that bad
 // configs and missing relays are refused. The end-to-end suite (tests/e2e) adds WAN latency,
 // relay and NATS restarts, cold restarts and slow consumers.
 package consume

@@ -343,6 +343,11 @@ func (l *laneRunner) follow(ctx context.Context, js jetstream.JetStream, info *r
 
 // apply handles one log frame under lease.
 func (l *laneRunner) apply(frame []byte, lease relayproto.Lease) error {
+	var start time.Time
+	observe := l.c.cfg.ObserveDelta
+	if observe != nil {
+		start = time.Now()
+	}
 	m, _, err := l.dec.Decode(frame)
 	if err != nil {
 		// A bad frame retires the lane at once; the resync takes a new lease.
@@ -352,10 +357,12 @@ func (l *laneRunner) apply(frame []byte, lease relayproto.Lease) error {
 	}
 	l.count(func(st *LaneStatus) { st.received(m.Type().String(), len(frame)) })
 	var o relayproto.Outcome
+	images := -1 // a delta's images once applied
 	switch m := m.(type) {
 	case *relayproto.Delta:
 		m.Lease = lease
 		if o = l.lane.Delta(m); o == relayproto.Applied {
+			images = len(m.Images)
 			l.count(func(st *LaneStatus) { st.Deltas++; st.Drained = false })
 		}
 	case *relayproto.Heartbeat:
@@ -374,7 +381,11 @@ func (l *laneRunner) apply(frame []byte, lease relayproto.Lease) error {
 	if o.Faults() {
 		l.count(func(st *LaneStatus) { st.Faults++ })
 	}
-	l.publish(time.Now())
+	now := time.Now()
+	l.publish(now)
+	if observe != nil && images >= 0 {
+		observe(l.index, images, now.Sub(start))
+	}
 	if o.Faults() {
 		return &relayproto.LaneError{Lane: l.index, Outcome: o, Installed: l.lane.Status().Disposition.Installed,
 			Sequence: l.lane.Status().Disposition.Sequence}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -39,6 +40,10 @@ nats-server with JetStream, --lanes DC relays (one pool each, sized for
   visible  --samples single stored events, one at a time: latency from
            publishing the event to the block being found by a probe of the
            replica (cadence timer, relay, JetStream, consumer apply)
+  apply    the consumer side alone, for every delta of the steady and
+           visible phases: decoding the frame and installing its images
+           into the replica (the lane's ingestor, consume.Config.ObserveDelta),
+           p50/p99/max; transport and the relay are not in it
 
 Scale: a 10M-block lane is 4,194,304 buckets (32 MiB dense); the producer's
 exact state needs roughly 60 bytes per block on top.`
@@ -83,6 +88,45 @@ type relayBenchReport struct {
 		P99Ms   float64 `json:"p99_ms"`
 		MaxMs   float64 `json:"max_ms"`
 	} `json:"visible"`
+	// Apply is the consumer-side time per delta frame (decode and install
+	// into the replica) over the steady and visible phases.
+	Apply struct {
+		Frames         int     `json:"frames"`
+		ImagesPerFrame float64 `json:"images_per_frame"`
+		P50Us          float64 `json:"p50_us"`
+		P99Us          float64 `json:"p99_us"`
+		MaxUs          float64 `json:"max_us"`
+	} `json:"apply"`
+}
+
+// applyTimes collects the consumer's per-delta apply times once on.
+type applyTimes struct {
+	mu     sync.Mutex
+	on     bool
+	took   []time.Duration
+	images int
+}
+
+// observe is the consumer's ObserveDelta.
+func (a *applyTimes) observe(_, images int, took time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.on {
+		a.took = append(a.took, took)
+		a.images += images
+	}
+}
+
+func (a *applyTimes) start() {
+	a.mu.Lock()
+	a.on = true
+	a.mu.Unlock()
+}
+
+func (a *applyTimes) frames() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.took)
 }
 
 func runBenchRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -124,6 +168,8 @@ func runBenchRelay(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fmt.Fprintf(tw, "snapshot bytes/block\tdense %.3f, compact %.3f\n", rep.Encoding.DenseBytesPerBlock, rep.Encoding.CompactBytesPerBlock)
 	fmt.Fprintf(tw, "steady (lane 0)\t%d events in %.2f s: %.0f frames/s, %.0f images/s\n", rep.Steady.Events, rep.Steady.Seconds, rep.Steady.FramesPerSec, rep.Steady.ImagesPerSec)
 	fmt.Fprintf(tw, "event → replica\tp50 %.3f ms, p99 %.3f ms, max %.3f ms (%d samples)\n", rep.Visible.P50Ms, rep.Visible.P99Ms, rep.Visible.MaxMs, rep.Visible.Samples)
+	fmt.Fprintf(tw, "delta apply\tp50 %.1f µs, p99 %.1f µs, max %.1f µs (%d deltas, %.1f images each; consumer decode + install into the replica)\n",
+		rep.Apply.P50Us, rep.Apply.P99Us, rep.Apply.MaxUs, rep.Apply.Frames, rep.Apply.ImagesPerFrame)
 	return tw.Flush()
 }
 
@@ -298,7 +344,8 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 	path := b.dir + "/replica"
 	in0 := cnc.Stats().InBytes
 	start = time.Now()
-	c, err := consume.New(ctx, consume.Config{Conn: cnc, Domain: 1, DCs: dcs, Path: path})
+	var applied applyTimes
+	c, err := consume.New(ctx, consume.Config{Conn: cnc, Domain: 1, DCs: dcs, Path: path, ObserveDelta: applied.observe})
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +376,7 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 	lane0 := func() consume.LaneStatus { return c.Status()[0] }
 	deltas0 := lane0().Deltas
 	subject := dynamo.EventSubject("bench", component(0))
+	applied.start()
 	start = time.Now()
 	for range steadyEvents {
 		msg, _ := b.storedEvent(1, 1+b.rng.IntN(8))
@@ -380,6 +428,23 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	rep.Visible.Samples = samples
 	rep.Visible.P50Ms, rep.Visible.P99Ms, rep.Visible.MaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
+
+	// Delta apply: one time per delta lane 0 applied since the steady phase
+	// began (the last one is observed just after its probe succeeded).
+	want := int(lane0().Deltas - deltas0)
+	if err := waitFor(ctx, time.Minute, func() (bool, error) { return applied.frames() >= want, nil }); err != nil {
+		return nil, err
+	}
+	applied.mu.Lock()
+	took, images := slices.Clone(applied.took), applied.images
+	applied.mu.Unlock()
+	if len(took) != want {
+		return nil, fmt.Errorf("%w: %d delta apply times, lane 0 applied %d deltas", errBenchCheck, len(took), want)
+	}
+	slices.Sort(took)
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	rep.Apply.Frames, rep.Apply.ImagesPerFrame = len(took), float64(images)/float64(len(took))
+	rep.Apply.P50Us, rep.Apply.P99Us, rep.Apply.MaxUs = us(took[len(took)/2]), us(took[len(took)*99/100]), us(took[len(took)-1])
 	return rep, nil
 }
 

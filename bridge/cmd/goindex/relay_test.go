@@ -206,6 +206,12 @@ func TestBenchRelay_SmallRunReportsEveryPhase(t *testing.T) {
 		rep.Visible.Samples != 5 || rep.Visible.P50Ms <= 0 || rep.Encoding.CompactBytesPerBlock >= rep.Encoding.DenseBytesPerBlock {
 		t.Errorf("bench relay report %+v: want 2 lanes, 6000 resident blocks, wire bytes, steady frames, 5 samples, compact < dense", rep)
 	}
+	// The consumer-side apply time: one per delta of the steady and visible
+	// phases (the benchmark checks the count against the lane's), ordered
+	// percentiles, at least one image a delta.
+	if a := rep.Apply; a.Frames < int(rep.Steady.Frames) || a.ImagesPerFrame < 1 || a.P50Us <= 0 || a.P50Us > a.P99Us || a.P99Us > a.MaxUs {
+		t.Errorf("bench relay apply %+v: want at least the %d steady deltas, ≥ 1 image each, 0 < p50 ≤ p99 ≤ max", a, rep.Steady.Frames)
+	}
 	if err := runBenchRelay(context.Background(), []string{"--lanes", "65"}, &stdout, &stderr); !errors.Is(err, errUsage) {
 		t.Errorf("bench relay --lanes 65 = %v, want a usage error", err)
 	}
