@@ -46,6 +46,18 @@ type PoolConfig struct {
 	// ClearWorker widens Cleared events to every rank of the worker;
 	// optional; default: false.
 	ClearWorker bool
+	// Source, when set, is published instead of the pool's producer: its
+	// words fill every stored snapshot and its Drain feeds the delta log,
+	// through the same publisher, log and snapshot store. The pool then
+	// subscribes to no KV events; its producer stays empty, and Status's
+	// Producer figures and the load reports' active blocks are that empty
+	// producer's. It is for measurements whose table, at the load they
+	// need, would come with more exact state than memory holds (`goindex
+	// bench relay --synthetic`); a relay serving Dynamo leaves it nil. Its
+	// calls run on the pool's writer goroutine, and its words must be the
+	// pool's Format (ExpectedBlocks, Seed) bucket count; optional; default:
+	// none (the producer).
+	Source relayproto.Source
 }
 
 // Config configures a Relay.

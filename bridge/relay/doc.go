@@ -28,7 +28,9 @@
 // installs the object and reads the log after that position. The stored
 // snapshot is refreshed every SnapshotEvery (when deltas were published) and
 // on request. Heartbeats fill an idle log; a graceful shutdown ends it with
-// a drain marker.
+// a drain marker. A PoolConfig.Source stands in for the producer: the same
+// publisher, log and store carry its words, and the pool takes no events
+// (measurements at a scale whose exact state would not fit in memory).
 //
 // Identity and fencing: a starting relay claims each pool in its state
 // bucket with a new incarnation (above the previous owner's and the clock),
@@ -96,7 +98,8 @@
 // count live workers, that a graceful stop
 // ends the log with a drain marker, that a restart takes a larger
 // incarnation and stores an empty snapshot, that a second relay of a pool
-// supersedes the first, that bad configs are refused (a wildcard, space or
+// supersedes the first, that a pool given a Source stores its words and
+// logs its drained images and subscribes to no events, that bad configs are refused (a wildcard, space or
 // empty token in a namespace or component, which would subscribe the
 // unescaped legacy subject to other pools' events), and (fuzz) that the
 // Info and WorkerLoad decoders never panic and respect their limits. The

@@ -231,9 +231,17 @@ func (p *pool) owner() (uint64, error) {
 	return o.Incarnation, nil
 }
 
+// source is what the pool publishes: PoolConfig.Source, else its producer.
+func (p *pool) source() relayproto.Source {
+	if p.cfg.Source != nil {
+		return p.cfg.Source
+	}
+	return p.prod
+}
+
 func (p *pool) newPublisher(start uint64) error {
 	pub, err := relayproto.NewFanoutPublisher(relayproto.FanoutConfig{
-		PublisherConfig: relayproto.PublisherConfig{Identity: p.id, StartSequence: start, Sink: p.dlog, Source: p.prod},
+		PublisherConfig: relayproto.PublisherConfig{Identity: p.id, StartSequence: start, Sink: p.dlog, Source: p.source()},
 		Snapshots:       p.snaps, Encoding: p.r.cfg.Encoding,
 	})
 	if err != nil {
@@ -269,6 +277,9 @@ func (p *pool) subscribe() error {
 		{p.names.SnapshotSubject(), p.requestSnapshot, false},
 	}
 	for _, s := range subs {
+		if s.events && p.cfg.Source != nil {
+			continue // a given Source stands in for the producer the events feed
+		}
 		sub, err := nc.Subscribe(s.subject, s.handler)
 		if err != nil {
 			p.unsubscribe()
@@ -460,7 +471,7 @@ func (p *pool) rebuild() {
 // maxImages images each. A fenced publisher drops it: the snapshot that
 // lifts the fence covers it.
 func (p *pool) publish() error {
-	p.images = p.prod.Drain(p.images[:0])
+	p.images = p.source().Drain(p.images[:0])
 	if len(p.images) == 0 {
 		return nil
 	}

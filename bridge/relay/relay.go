@@ -151,9 +151,10 @@ func (r *Relay) Status(ctx context.Context) ([]PoolStatus, error) {
 	return out, nil
 }
 
-// AppendWords appends a copy of domain d's producer filter words to dst
-// (taken between two events, so it reflects every event applied so far;
-// after the pool stopped, its final words).
+// AppendWords appends a copy of domain d's producer filter words (its
+// PoolConfig.Source's, when given) to dst (taken between two events, so it
+// reflects every event applied so far; after the pool stopped, its final
+// words).
 func (r *Relay) AppendWords(ctx context.Context, dst []uint64, d relayproto.DomainID) ([]uint64, error) {
 	r.mu.Lock()
 	_, stopped := r.final[d]
@@ -162,11 +163,11 @@ func (r *Relay) AppendWords(ctx context.Context, dst []uint64, d relayproto.Doma
 		// The writer goroutine has returned: nothing else touches the producer.
 		for _, p := range r.pools {
 			if p.cfg.Domain == d {
-				return p.prod.AppendWords(dst), nil
+				return p.source().AppendWords(dst), nil
 			}
 		}
 	}
-	err := r.do(ctx, d, func(p *pool) { dst = p.prod.AppendWords(dst) })
+	err := r.do(ctx, d, func(p *pool) { dst = p.source().AppendWords(dst) })
 	return dst, err
 }
 

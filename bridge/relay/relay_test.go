@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/goindex/goindex/bridge/natsutil"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/nats-io/nats.go"
@@ -282,6 +285,77 @@ func TestRelay_SecondRelayOfPoolSupersedesFirst(t *testing.T) {
 	defer cancel()
 	if _, err := second.r.Status(ctx); err != nil {
 		t.Errorf("second relay Status: %v", err)
+	}
+}
+
+// staticSource is a PoolConfig.Source: fixed words, and images the test
+// queues for the next Drain.
+type staticSource struct {
+	mu      sync.Mutex
+	words   []uint64
+	pending []relayproto.Image
+}
+
+func (s *staticSource) AppendWords(dst []uint64) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append(dst, s.words...)
+}
+
+func (s *staticSource) Drain(dst []relayproto.Image) []relayproto.Image {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, im := range s.pending {
+		s.words[im.Bucket] = im.Word
+	}
+	dst = append(dst, s.pending...)
+	s.pending = nil
+	return dst
+}
+
+func TestRelay_SourceStandsInForTheProducer(t *testing.T) {
+	seed := relaytest.Seed(t, 6)
+	_, nc := startServer(t)
+	cfg := testConfig(nc)
+	n, err := ckf.BucketCount(cfg.Pools[0].ExpectedBlocks)
+	if err != nil {
+		t.Fatalf("BucketCount: %v", err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 6))
+	src := &staticSource{words: make([]uint64, n)}
+	for i := range src.words {
+		if rng.IntN(2) == 0 {
+			src.words[i] = rng.Uint64()
+		}
+	}
+	want := slices.Clone(src.words)
+	cfg.Pools[0].Source = src
+	run := startRelay(t, cfg)
+	for _, sub := range run.r.pools[0].subs {
+		if subj := sub.Subject; subj == dynamo.EventSubject("dynamo", "backend") || subj == dynamo.LegacyEventSubject("dynamo", "backend") {
+			t.Errorf("a pool with a Source subscribed to KV events on %s", subj)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names := Names{Prefix: DefaultPrefix, Domain: 1, DC: 3}
+	got, _, err := replay(ctx, nc, names)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("replay of the stored snapshot: %d words (err %v), want the Source's %d words", len(got), err, len(want))
+	}
+	// A Drain's images go to the delta log like a producer's.
+	src.mu.Lock()
+	src.pending = []relayproto.Image{{Bucket: 5, Word: 0x1234}, {Bucket: uint32(n - 1), Word: 0x5678}}
+	src.mu.Unlock()
+	want[5], want[n-1] = 0x1234, 0x5678
+	if err := run.r.Flush(ctx, 1); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got, _, err = replay(ctx, nc, names); err != nil || !slices.Equal(got, want) {
+		t.Errorf("replay after a drained batch: err %v, equal %v; want the Source's words with its two images", err, slices.Equal(got, want))
+	}
+	if words, err := run.r.AppendWords(ctx, nil, 1); err != nil || !slices.Equal(words, want) {
+		t.Errorf("AppendWords: err %v, equal %v; want the Source's words", err, slices.Equal(words, want))
 	}
 }
 

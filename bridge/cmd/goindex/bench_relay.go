@@ -16,13 +16,14 @@ import (
 	"github.com/goindex/goindex/bridge/natsutil"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/shm"
 	"github.com/nats-io/nats.go"
 )
 
-const benchRelaySynopsis = `Usage: goindex bench relay [--lanes 13] [--blocks 1000000] [--steady-events N] [--samples N] [--json]
+const benchRelaySynopsis = `Usage: goindex bench relay [--lanes 13] [--blocks 1000000] [--steady-events N] [--samples N] [--synthetic] [--json]
 
 Measures the Relay over NATS on loopback, all in this process: one embedded
 nats-server with JetStream, --lanes DC relays (one pool each, sized for
@@ -46,7 +47,20 @@ nats-server with JetStream, --lanes DC relays (one pool each, sized for
            p50/p99/max; transport and the relay are not in it
 
 Scale: a 10M-block lane is 4,194,304 buckets (32 MiB dense); the producer's
-exact state needs roughly 60 bytes per block on top.`
+exact state needs roughly 60 bytes per block on top (about 180 bytes of
+resident memory per block in this benchmark: 13 × 10M does not fit 23 GB).
+
+--synthetic: a resync-only run whose tables are SYNTHETIC. No KV event is
+fed and no producer holds exact ownership: each lane's table is filled
+directly with --blocks random canonical hashes, addressed by the pool's
+format and placed as the producer places them (first free slot of either
+bucket, else cuckoo kicks), so it has the bucket count, load and
+fingerprint distribution of a lane tracking --blocks blocks. Each relay
+publishes its table through its real publisher and JetStream snapshot store
+(relay.PoolConfig.Source) and subscribes to no events; the cold consumer's
+resync is the real code path, checked equal to the tables byte for byte and
+by probes of sampled hashes. Only synthesize (in place of fill), resync and
+encoding run; the report has no steady, visible or apply figures.`
 
 // Limits of the relay benchmark's flags.
 const (
@@ -56,6 +70,9 @@ const (
 
 // relayBenchReport is the `goindex bench relay --json` object.
 type relayBenchReport struct {
+	// Synthetic says the tables were filled directly (--synthetic), not by
+	// events: FillSeconds is then the synthesis and the relays' start-up.
+	Synthetic     bool    `json:"synthetic"`
 	Lanes         int     `json:"lanes"`
 	BlocksPerLane int     `json:"blocks_per_lane"`
 	Buckets       uint64  `json:"buckets"`
@@ -74,29 +91,38 @@ type relayBenchReport struct {
 		DenseBytesPerBlock   float64 `json:"dense_bytes_per_block"`
 		CompactBytesPerBlock float64 `json:"compact_bytes_per_block"`
 	} `json:"encoding"`
-	Steady struct {
-		Events       int     `json:"events"`
-		Seconds      float64 `json:"seconds"`
-		Frames       uint64  `json:"frames"`
-		Images       uint64  `json:"images"`
-		FramesPerSec float64 `json:"frames_per_second"`
-		ImagesPerSec float64 `json:"images_per_second"`
-	} `json:"steady"`
-	Visible struct {
-		Samples int     `json:"samples"`
-		P50Ms   float64 `json:"p50_ms"`
-		P99Ms   float64 `json:"p99_ms"`
-		MaxMs   float64 `json:"max_ms"`
-	} `json:"visible"`
-	// Apply is the consumer-side time per delta frame (decode and install
-	// into the replica) over the steady and visible phases.
-	Apply struct {
-		Frames         int     `json:"frames"`
-		ImagesPerFrame float64 `json:"images_per_frame"`
-		P50Us          float64 `json:"p50_us"`
-		P99Us          float64 `json:"p99_us"`
-		MaxUs          float64 `json:"max_us"`
-	} `json:"apply"`
+	// Steady, Visible and Apply are absent from a synthetic run.
+	Steady  *relayBenchSteady  `json:"steady,omitempty"`
+	Visible *relayBenchVisible `json:"visible,omitempty"`
+	Apply   *relayBenchApply   `json:"apply,omitempty"`
+}
+
+// relayBenchSteady is the steady phase: lane 0's delta frames and images.
+type relayBenchSteady struct {
+	Events       int     `json:"events"`
+	Seconds      float64 `json:"seconds"`
+	Frames       uint64  `json:"frames"`
+	Images       uint64  `json:"images"`
+	FramesPerSec float64 `json:"frames_per_second"`
+	ImagesPerSec float64 `json:"images_per_second"`
+}
+
+// relayBenchVisible is the event → replica latency.
+type relayBenchVisible struct {
+	Samples int     `json:"samples"`
+	P50Ms   float64 `json:"p50_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+	MaxMs   float64 `json:"max_ms"`
+}
+
+// relayBenchApply is the consumer-side time per delta frame (decode and
+// install into the replica) over the steady and visible phases.
+type relayBenchApply struct {
+	Frames         int     `json:"frames"`
+	ImagesPerFrame float64 `json:"images_per_frame"`
+	P50Us          float64 `json:"p50_us"`
+	P99Us          float64 `json:"p99_us"`
+	MaxUs          float64 `json:"max_us"`
 }
 
 // applyTimes collects the consumer's per-delta apply times once on.
@@ -137,6 +163,7 @@ func runBenchRelay(ctx context.Context, args []string, stdout, stderr io.Writer)
 	steadyEvents := fs.Int("steady-events", 20_000, "events of the steady-state phase")
 	samples := fs.Int("samples", 200, "visibility latency samples")
 	seed := fs.Uint64("seed", 1, "block hash seed")
+	synthetic := fs.Bool("synthetic", false, "resync only, of SYNTHETIC tables filled directly at the load of --blocks (see above)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -151,7 +178,7 @@ func runBenchRelay(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case *steadyEvents < 1 || *samples < 1:
 		return fmt.Errorf("bench relay: --steady-events and --samples must be ≥ 1: %w", errUsage)
 	}
-	b := &relayBench{stderr: stderr, rng: rand.New(rand.NewPCG(*seed, 7)), runBlocks: *runBlocks}
+	b := &relayBench{stderr: stderr, rng: rand.New(rand.NewPCG(*seed, 7)), seed: *seed, runBlocks: *runBlocks, synthetic: *synthetic}
 	defer b.close()
 	rep, err := b.run(ctx, *lanes, *blocks, *steadyEvents, *samples)
 	if err != nil {
@@ -161,11 +188,22 @@ func runBenchRelay(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	if rep.Synthetic {
+		fmt.Fprintf(tw, "SYNTHETIC tables\teach lane filled directly with %d random fingerprints (no events, no exact ownership);\n", rep.BlocksPerLane)
+		fmt.Fprintf(tw, "\tpublished by the real relays' snapshot store, resynced by the real consumer\n")
+	}
 	fmt.Fprintf(tw, "lanes × blocks\t%d × %d (%d buckets per lane, load %.3f)\n", rep.Lanes, rep.BlocksPerLane, rep.Buckets, rep.LoadFactor)
-	fmt.Fprintf(tw, "fill\t%.2f s\n", rep.FillSeconds)
+	if rep.Synthetic {
+		fmt.Fprintf(tw, "synthesize\t%.2f s (tables filled, relays up, snapshots stored)\n", rep.FillSeconds)
+	} else {
+		fmt.Fprintf(tw, "fill\t%.2f s\n", rep.FillSeconds)
+	}
 	fmt.Fprintf(tw, "cold resync\t%.2f s, %d bytes received (%.3f B/block), %.1f M blocks/s; 130M blocks ≈ %.1f s at this rate\n",
 		rep.Resync.Seconds, rep.Resync.WireBytes, rep.Resync.WireBytesPerBlock, rep.Resync.BlocksPerSecond/1e6, rep.Resync.ExtrapolatedTo130MSs)
 	fmt.Fprintf(tw, "snapshot bytes/block\tdense %.3f, compact %.3f\n", rep.Encoding.DenseBytesPerBlock, rep.Encoding.CompactBytesPerBlock)
+	if rep.Synthetic {
+		return tw.Flush()
+	}
 	fmt.Fprintf(tw, "steady (lane 0)\t%d events in %.2f s: %.0f frames/s, %.0f images/s\n", rep.Steady.Events, rep.Steady.Seconds, rep.Steady.FramesPerSec, rep.Steady.ImagesPerSec)
 	fmt.Fprintf(tw, "event → replica\tp50 %.3f ms, p99 %.3f ms, max %.3f ms (%d samples)\n", rep.Visible.P50Ms, rep.Visible.P99Ms, rep.Visible.MaxMs, rep.Visible.Samples)
 	fmt.Fprintf(tw, "delta apply\tp50 %.1f µs, p99 %.1f µs, max %.1f µs (%d deltas, %.1f images each; consumer decode + install into the replica)\n",
@@ -177,7 +215,9 @@ func runBenchRelay(ctx context.Context, args []string, stdout, stderr io.Writer)
 type relayBench struct {
 	stderr    io.Writer
 	rng       *rand.Rand
+	seed      uint64
 	runBlocks int
+	synthetic bool
 	srv       *natsutil.Server
 	conns     []*nats.Conn
 	relays    []*relay.Relay
@@ -240,7 +280,7 @@ func (b *relayBench) storedEvent(w uint64, n int) ([]byte, uint64) {
 func component(lane int) string { return fmt.Sprintf("bench-%d", lane) }
 
 func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, samples int) (*relayBenchReport, error) {
-	rep := &relayBenchReport{Lanes: lanes, BlocksPerLane: blocks}
+	rep := &relayBenchReport{Synthetic: b.synthetic, Lanes: lanes, BlocksPerLane: blocks}
 	var err error
 	if b.dir, err = os.MkdirTemp(shmDir(), "goindex-bench-relay-"); err != nil {
 		return nil, err
@@ -254,13 +294,27 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 	if err != nil {
 		return nil, err
 	}
+	// A synthetic run times the tables' synthesis and the relays' start-up
+	// (which stores each table's snapshot) as its fill.
+	start := time.Now()
+	var tables []*synthTable
+	if b.synthetic {
+		if tables, err = synthesize(lanes, blocks, b.seed); err != nil {
+			return nil, err
+		}
+		b.progress("synthesized %d tables of %d fingerprints in %.1f s", lanes, blocks, time.Since(start).Seconds())
+	}
 	for l := range lanes {
 		nc, err := b.connect(fmt.Sprintf("bench relay %d", l))
 		if err != nil {
 			return nil, err
 		}
+		pc := relay.PoolConfig{Domain: 1, Namespace: "bench", Component: component(l), ExpectedBlocks: uint64(blocks)}
+		if b.synthetic {
+			pc.Source = tables[l]
+		}
 		r, err := relay.New(relay.Config{Conn: nc, DC: relayproto.DCID(l + 1), MaxBytes: 1 << 30, SnapshotEvery: time.Hour,
-			Pools: []relay.PoolConfig{{Domain: 1, Namespace: "bench", Component: component(l), ExpectedBlocks: uint64(blocks)}}})
+			Pools: []relay.PoolConfig{pc}})
 		if err != nil {
 			return nil, err
 		}
@@ -277,36 +331,19 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 	}
 
 	// Fill.
-	start := time.Now()
-	perLane := (blocks + b.runBlocks - 1) / b.runBlocks
-	for l := range lanes {
-		subject := dynamo.EventSubject("bench", component(l))
-		left := blocks
-		for range perLane {
-			n := min(left, b.runBlocks)
-			left -= n
-			msg, _ := b.storedEvent(uint64(1+l%4), n)
-			if err := feed.Publish(subject, msg); err != nil {
-				return nil, err
-			}
+	if !b.synthetic {
+		start = time.Now()
+		if err := b.fill(ctx, feed, blocks); err != nil {
+			return nil, err
 		}
-	}
-	if err := feed.Flush(); err != nil {
-		return nil, err
 	}
 	var resident uint64
 	var denseBytes, compactBytes int
-	for l, r := range b.relays {
-		if err := waitFor(ctx, 10*time.Minute, func() (bool, error) {
-			st, err := r.Status(ctx)
-			return err == nil && st[0].Intake.Events == uint64(perLane), err
-		}); err != nil {
-			return nil, fmt.Errorf("fill lane %d: %w", l, err)
-		}
-		if err := r.Snapshot(ctx, 1); err != nil {
+	for _, r := range b.relays {
+		st, err := r.Status(ctx)
+		if err != nil {
 			return nil, err
 		}
-		st, _ := r.Status(ctx)
 		resident += st[0].Producer.Resident
 		rep.Buckets, rep.LoadFactor = st[0].Producer.Buckets, st[0].Producer.LoadFactor
 		rep.Resync.SnapshotBytes += int64(st[0].SnapshotBytes)
@@ -327,6 +364,14 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 		}
 	}
 	rep.FillSeconds = time.Since(start).Seconds()
+	if b.synthetic {
+		// The relays' producers are idle: the tables count what they hold.
+		resident = 0
+		for _, t := range tables {
+			resident += t.resident
+		}
+		rep.LoadFactor = float64(resident) / float64(uint64(lanes)*rep.Buckets*ckf.SlotsPerBucket)
+	}
 	rep.Resync.ResidentBlocks = resident
 	rep.Encoding.DenseBytesPerBlock = float64(denseBytes) / float64(resident)
 	rep.Encoding.CompactBytesPerBlock = float64(compactBytes) / float64(resident)
@@ -369,6 +414,19 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 		}
 	}
 	b.progress("cold resync of %d blocks in %.2f s", resident, rep.Resync.Seconds)
+	if b.synthetic {
+		// Each lane finds the sampled hashes of its table, as a probe of a
+		// tracked block would.
+		f := c.Writer().Format()
+		for l, t := range tables {
+			for _, h := range t.sample {
+				if c.Writer().Table().Probe(f.Probe(h), 1<<l) == 0 {
+					return nil, fmt.Errorf("%w: lane %d misses synthetic hash %#x after the resync", errBenchCheck, l, h)
+				}
+			}
+		}
+		return rep, nil
+	}
 
 	// Steady state on lane 0.
 	r0 := b.relays[0]
@@ -396,7 +454,7 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 	}); err != nil {
 		return nil, err
 	}
-	rep.Steady.Seconds = time.Since(start).Seconds()
+	rep.Steady = &relayBenchSteady{Seconds: time.Since(start).Seconds()}
 	st1, _ := r0.Status(ctx)
 	rep.Steady.Events = steadyEvents
 	rep.Steady.Frames = lane0().Deltas - deltas0
@@ -426,8 +484,7 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 	}
 	slices.Sort(lat)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	rep.Visible.Samples = samples
-	rep.Visible.P50Ms, rep.Visible.P99Ms, rep.Visible.MaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
+	rep.Visible = &relayBenchVisible{Samples: samples, P50Ms: ms(lat[len(lat)/2]), P99Ms: ms(lat[len(lat)*99/100]), MaxMs: ms(lat[len(lat)-1])}
 
 	// Delta apply: one time per delta lane 0 applied since the steady phase
 	// began (the last one is observed just after its probe succeeded).
@@ -443,9 +500,42 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 	}
 	slices.Sort(took)
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	rep.Apply.Frames, rep.Apply.ImagesPerFrame = len(took), float64(images)/float64(len(took))
-	rep.Apply.P50Us, rep.Apply.P99Us, rep.Apply.MaxUs = us(took[len(took)/2]), us(took[len(took)*99/100]), us(took[len(took)-1])
+	rep.Apply = &relayBenchApply{Frames: len(took), ImagesPerFrame: float64(images) / float64(len(took)),
+		P50Us: us(took[len(took)/2]), P99Us: us(took[len(took)*99/100]), MaxUs: us(took[len(took)-1])}
 	return rep, nil
+}
+
+// fill feeds every relay blocks fresh blocks as root runs of runBlocks and
+// stores a snapshot once its pool has applied them all.
+func (b *relayBench) fill(ctx context.Context, feed *nats.Conn, blocks int) error {
+	perLane := (blocks + b.runBlocks - 1) / b.runBlocks
+	for l := range b.relays {
+		subject := dynamo.EventSubject("bench", component(l))
+		left := blocks
+		for range perLane {
+			n := min(left, b.runBlocks)
+			left -= n
+			msg, _ := b.storedEvent(uint64(1+l%4), n)
+			if err := feed.Publish(subject, msg); err != nil {
+				return err
+			}
+		}
+	}
+	if err := feed.Flush(); err != nil {
+		return err
+	}
+	for l, r := range b.relays {
+		if err := waitFor(ctx, 10*time.Minute, func() (bool, error) {
+			st, err := r.Status(ctx)
+			return err == nil && st[0].Intake.Events == uint64(perLane), err
+		}); err != nil {
+			return fmt.Errorf("fill lane %d: %w", l, err)
+		}
+		if err := r.Snapshot(ctx, 1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // shmDir is /dev/shm when present (where a replica lives in production),

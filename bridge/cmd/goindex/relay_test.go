@@ -202,6 +202,9 @@ func TestBenchRelay_SmallRunReportsEveryPhase(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("bench relay --json output %q: %v", stdout.String(), err)
 	}
+	if rep.Synthetic || rep.Steady == nil || rep.Visible == nil || rep.Apply == nil {
+		t.Fatalf("bench relay --json output %s: want an event-fed run with steady, visible and apply", stdout.String())
+	}
 	if rep.Lanes != 2 || rep.Resync.ResidentBlocks != 6000 || rep.Resync.WireBytes == 0 || rep.Steady.Frames == 0 ||
 		rep.Visible.Samples != 5 || rep.Visible.P50Ms <= 0 || rep.Encoding.CompactBytesPerBlock >= rep.Encoding.DenseBytesPerBlock {
 		t.Errorf("bench relay report %+v: want 2 lanes, 6000 resident blocks, wire bytes, steady frames, 5 samples, compact < dense", rep)
@@ -214,6 +217,43 @@ func TestBenchRelay_SmallRunReportsEveryPhase(t *testing.T) {
 	}
 	if err := runBenchRelay(context.Background(), []string{"--lanes", "65"}, &stdout, &stderr); !errors.Is(err, errUsage) {
 		t.Errorf("bench relay --lanes 65 = %v, want a usage error", err)
+	}
+}
+
+// TestBenchRelay_SyntheticRunResyncsTheTablesAndSaysSo runs --synthetic:
+// tables filled directly, stored by real relays and resynced by a real
+// consumer (the benchmark itself checks every lane byte for byte and by
+// probes of sampled hashes). The report must say it is synthetic, carry
+// only the phases that ran, and give a synthetic lane the encoding an
+// event-fed lane of the same load has.
+func TestBenchRelay_SyntheticRunResyncsTheTablesAndSaysSo(t *testing.T) {
+	run := func(args ...string) (relayBenchReport, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if err := runBenchRelay(context.Background(), args, &stdout, &stderr); err != nil {
+			t.Fatalf("bench relay %q: %v; stderr: %s", args, err, stderr.String())
+		}
+		var rep relayBenchReport
+		if strings.Contains(strings.Join(args, " "), "--json") {
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				t.Fatalf("bench relay %q output %q: %v", args, stdout.String(), err)
+			}
+		}
+		return rep, stdout.String()
+	}
+	rep, out := run("--synthetic", "--lanes", "2", "--blocks", "3000", "--json")
+	if !rep.Synthetic || rep.Resync.ResidentBlocks != 6000 || rep.Resync.WireBytes == 0 || rep.Steady != nil || rep.Visible != nil || rep.Apply != nil {
+		t.Errorf("bench relay --synthetic --json = %s: want synthetic, 6000 resident blocks, wire bytes, no steady/visible/apply", out)
+	}
+	if want := 6000.0 / (2 * 1024 * 4); rep.Buckets != 1024 || rep.LoadFactor != want {
+		t.Errorf("bench relay --synthetic: %d buckets at load %g, want 1024 at %g (3000 blocks a lane)", rep.Buckets, rep.LoadFactor, want)
+	}
+	if c := rep.Encoding.CompactBytesPerBlock; c < 2 || c >= rep.Encoding.DenseBytesPerBlock {
+		t.Errorf("bench relay --synthetic encoding %+v: want 2 ≤ compact < dense", rep.Encoding)
+	}
+	_, text := run("--synthetic", "--lanes", "1", "--blocks", "1000")
+	if !strings.Contains(text, "SYNTHETIC") || strings.Contains(text, "steady") || strings.Contains(text, "apply") {
+		t.Errorf("bench relay --synthetic output %q: want it marked SYNTHETIC, without steady or apply lines", text)
 	}
 }
 
