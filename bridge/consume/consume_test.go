@@ -15,6 +15,7 @@ import (
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/shm"
 	"github.com/nats-io/nats.go"
@@ -357,5 +358,61 @@ func TestNew_RejectsBadConfigAndMissingRelays(t *testing.T) {
 	}
 	if _, err := New(ctx, Config{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{4}, DiscoverFor: 50 * time.Millisecond}); !errors.Is(err, ErrNoRelays) {
 		t.Errorf("New with a silent DC and no format = %v, want ErrNoRelays", err)
+	}
+}
+
+// TestConsumer_StopsSafelyWhileLoadReportsArrive stops consumers while a
+// DC's load reports stream in: a report's callback must never write the
+// replica file after Run has unmapped it (seen: SIGSEGV in shm.storeLoad
+// from onLoad at the end of `goindex bench relay`, the load subscription
+// being dropped only after the file was closed).
+func TestConsumer_StopsSafelyWhileLoadReportsArrive(t *testing.T) {
+	nc := startServer(t)
+	f, err := ckf.NewFormat(ckf.DefaultSeed, 1024)
+	if err != nil {
+		t.Fatalf("NewFormat: %v", err)
+	}
+	pool := relayproto.PoolID{Domain: 1, DC: 5}
+	subject := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 5}.LoadSubject()
+	pub, err := natsutil.Connect(nc.ConnectedUrl(), "load reports", nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer pub.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		r := relayproto.LoadReport{Identity: relayproto.ProducerIdentity{Pool: pool, Incarnation: 1, LayoutGeneration: 1,
+			Format: relayproto.FormatOf(f)}, IntervalMs: 1000, LiveWorkers: 1}
+		var buf []byte
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r.TimestampUnixNano = uint64(time.Now().UnixNano())
+			buf, _ = relayproto.AppendLoadReport(buf[:0], &r)
+			if pub.Publish(subject, buf) != nil {
+				return
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 10 {
+		path := filepath.Join(t.TempDir(), "replica")
+		c, cancel, done := startConsumer(t, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{5}, Seed: ckf.DefaultSeed,
+			Buckets: 1024, Path: path, RetryEvery: time.Millisecond})
+		relaytest.CheckFor(t, wait, time.Millisecond, func() error {
+			if c.Status()[0].Load == nil {
+				return fmt.Errorf("round %d: no load report recorded yet", i)
+			}
+			return nil
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: Run = %v", i, err)
+		}
+		done <- nil // for startConsumer's cleanup
 	}
 }

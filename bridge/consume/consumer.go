@@ -31,6 +31,12 @@ type Consumer struct {
 
 	jsMu sync.Mutex
 	js   map[string]jetstream.JetStream // by JetStream domain
+
+	// loadMu orders the load subscription's callbacks before the replica
+	// file is unmapped: onLoad writes the file only while unmapped is
+	// false (a callback may still run after its subscription is dropped).
+	loadMu   sync.Mutex
+	unmapped bool
 }
 
 // New resolves the DC list and format (discovering them when cfg does not
@@ -108,14 +114,13 @@ func (c *Consumer) Instance() uint64 { return c.cfg.Instance }
 // store and log, and resyncs (new lease) after any fault; RTT probes and the
 // load subscription run beside them. On return every lane is retired (its
 // ready bit clear) and the replica file is unmapped (it stays in place,
-// its heartbeat stopped).
+// its heartbeat stopped); no load report writes it after that.
 func (c *Consumer) Run(ctx context.Context) error {
 	names := relay.Names{Prefix: c.cfg.Prefix, Domain: c.cfg.Domain}
 	sub, err := c.cfg.Conn.Subscribe(names.LoadWildcard(), c.onLoad)
 	if err != nil {
 		return fmt.Errorf("consume: subscribe %s: %w", names.LoadWildcard(), err)
 	}
-	defer sub.Unsubscribe()
 	var wg sync.WaitGroup
 	for _, l := range c.lanes {
 		wg.Go(func() { l.run(ctx) })
@@ -133,6 +138,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
+	_ = sub.Unsubscribe()
+	c.loadMu.Lock()
+	c.unmapped = true
+	c.loadMu.Unlock()
 	return c.w.Close()
 }
 
@@ -143,6 +152,11 @@ func (c *Consumer) onLoad(m *nats.Msg) {
 		return
 	}
 	if i, ok := c.core.LaneOf(r.Identity.Pool); ok {
+		c.loadMu.Lock()
+		defer c.loadMu.Unlock()
+		if c.unmapped {
+			return
+		}
 		c.lanes[i].count(func(st *LaneStatus) { st.received(relayproto.FrameLoadReport.String(), len(m.Data)) })
 		c.lanes[i].recordLoad(&r, time.Now())
 	}

@@ -57,8 +57,9 @@
 // # Concurrency
 //
 // Each lane's words, ready bit and protocol record are written only by its
-// ingestor; its RTT by its prober; its load by the load subscription.
-// Status may be called from any goroutine.
+// ingestor; its RTT by its prober; its load by the load subscription, whose
+// callbacks Run orders before it unmaps the file (a callback can outlive
+// its subscription). Status may be called from any goroutine.
 //
 // # Files
 //
@@ -77,7 +78,9 @@
 // again, while a duplicate is ignored; that a lane started after the
 // relay published catches up once from the retained log and receives
 // exactly the delta frames and bytes the relay published (ObserveDelta
-// seeing each applied delta and every image the producer emitted); and that bad
+// seeing each applied delta and every image the producer emitted); that a
+// consumer stopped while load reports stream in never writes its unmapped
+// replica file; and that bad
 // configs and missing relays are refused. The end-to-end suite (tests/e2e) adds WAN latency,
 // relay and NATS restarts, cold restarts and slow consumers.
 package consume
