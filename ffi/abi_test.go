@@ -393,6 +393,65 @@ func TestRegistry_GrowsAndForgetsClosedHandles(t *testing.T) {
 	}
 }
 
+// putSorted, goindex_probe's sort while copying into the host's buffer, is
+// checked against its slow reference (sortMembers, then putOverlaps) on
+// random results of distinct members, short (insertion) and long
+// (fallback), with runs already in order as Match tends to emit them.
+func TestPutSorted_MatchesSortThenCopy(t *testing.T) {
+	s := seed(t, 5)
+	rng := rand.New(rand.NewPCG(s, 3))
+	for trial := 0; trial < 500; trial++ {
+		n := rng.IntN(2*insertionSortMax + 1)
+		o := make([]kv.Overlap, n)
+		for i, m := range rng.Perm(4 * n)[:n] {
+			o[i] = kv.Overlap{Member: kv.Member{Worker: uint64(m / 4), Rank: uint32(m % 4)}, Blocks: 1 + rng.IntN(64)}
+		}
+		if rng.IntN(2) == 0 {
+			slices.SortFunc(o[:n/2], byMember)
+		}
+		ref := slices.Clone(o)
+		sortMembers(ref)
+		want, got := make([]overlapC, n+1), make([]overlapC, n+1)
+		putOverlaps(&want[0], ref)
+		putSorted(&got[0], o)
+		if !slices.Equal(got, want) {
+			t.Fatalf("putSorted(%d entries) = %v, want %v (GOINDEX_SEED=%d)", n, got[:n], want[:n], s)
+		}
+	}
+}
+
+// A result wider than goindex_probe's stack buffer comes back whole and
+// sorted, and from then on the handle's probes use the pooled scratch.
+func TestProbe_WiderThanStackBuffer(t *testing.T) {
+	h := openT(t, "{}")
+	const workers = probeStackEntries + 8
+	var want []string
+	for w := uint64(workers); w > 0; w-- { // stored in reverse: Match's order is not the ABI's
+		if rc := store(h, w, nil, []uint64{1, 2, w%3 + 10}); rc != 0 {
+			t.Fatalf("store(%d) = %d", w, rc)
+		}
+	}
+	for w := uint64(1); w <= workers; w++ {
+		want = append(want, fmt.Sprintf("%d/0=%d", w, 2+btoi(w%3 == 0)))
+	}
+	q := []uint64{1, 2, 10}
+	for i := 0; i < 2; i++ { // through the stack buffer, then the pool
+		if got := probe(t, h, q); got != strings.Join(want, " ") {
+			t.Errorf("probe %d of %v = %q, want %q", i, q, got, strings.Join(want, " "))
+		}
+		if i == 0 && !handles.get(uint64(h)).wideProbes.Load() {
+			t.Errorf("after a probe of %d entries wideProbes = false, want true", workers)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // sortMembers is checked against slices.SortFunc on random results, short
 // (insertion) and long (fallback), with runs already in order as Match
 // tends to emit them.

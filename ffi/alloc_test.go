@@ -31,3 +31,24 @@ func TestProbe_DoesNotAllocateOnceWarm(t *testing.T) {
 		t.Errorf("goindex_probe_batch: %v allocations per call, status %d, %d entries; want 0, 0 and 16", got, rc, n)
 	}
 }
+
+func TestProbe_WideDoesNotAllocateOnceWarm(t *testing.T) {
+	h := openT(t, "{}")
+	const workers = probeStackEntries + 8
+	for w := uint64(0); w < workers; w++ {
+		if rc := store(h, w, nil, []uint64{1, 2}); rc != 0 {
+			t.Fatalf("store(%d) = %d", w, rc)
+		}
+	}
+	q := []uint64{1, 2}
+	out := make([]overlapC, workers)
+	var n cSize
+	var rc status
+	// AllocsPerRun's warm-up call outgrows the stack buffer (Match allocates
+	// once) and moves the handle to the pool.
+	if got := testing.AllocsPerRun(100, func() {
+		rc = goindex_probe(h, u64p(q), cSize(len(q)), &out[0], cSize(len(out)), &n)
+	}); got != 0 || rc != 0 || n != workers {
+		t.Errorf("goindex_probe: %v allocations per call, status %d, %d entries; want 0, 0 and %d", got, rc, n, workers)
+	}
+}

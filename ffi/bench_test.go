@@ -65,7 +65,8 @@ func checkBlocks(b *testing.B, n int, blocks func(i int) int) {
 
 // BenchmarkProbe is one 64-block probe: impl=radix calls the index in
 // process (Match plus the sort the ABI adds), impl=handle runs the export
-// as a Go call (handle lookup, checks, copy, lock, Match, sort, output),
+// as a Go call (guard, handle lookup, checks, Match, the counter, the sort
+// while writing the caller's buffer),
 // and tests/c/bench.c reports impl=abi through the C boundary.
 func BenchmarkProbe(b *testing.B) {
 	h, queries := benchIndex(b)
@@ -94,8 +95,8 @@ func BenchmarkProbe(b *testing.B) {
 
 // BenchmarkProbeMiss is a probe whose first block no member holds, so
 // Match does almost nothing and impl=handle − impl=radix is the layer's own
-// cost per call (handle lookup, checks, guard, scratch, the probe counter,
-// output); impl=counter is the probe counter's atomic add alone.
+// cost per call (handle lookup, checks, guard, stack buffer, the probe
+// counter, output); impl=counter is the probe counter's atomic add alone.
 func BenchmarkProbeMiss(b *testing.B) {
 	h, _ := benchIndex(b)
 	miss := []uint64{12345}

@@ -18,19 +18,23 @@ import (
 // real one when GOINDEX_BENCH_ABI=1, since it would break the real one's
 // export list). It runs n in-process Go probes of an exact handle over the
 // host's queries (queries[q*depth:][:depth] for q < n): Match plus the sort
-// the ABI promises, with the result buffer reused as BenchmarkProbe's
-// impl=radix does, and returns the number of entries they found (0 for a
-// bad handle). tests/c/bench.c calls it for 64 probes at a time (one
-// crossing per 64 probes), in the same rounds, process and tree as
-// goindex_probe and goindex_probe_batch: the in-process figure the ABI's
-// are held against, free of the ±15 % that a tree's placement in another
-// process's heap makes.
+// the ABI promises, into one reused buffer as BenchmarkProbe's impl=radix
+// does, and checks each answer as tests/c/bench.c checks goindex_probe's
+// (wantEntries entries whose depths sum to wantBlocks), so both sides do the
+// same work. It returns how many probes passed (0 for a bad handle).
+//
+// tests/c/bench.c calls it with n = 64 (one crossing per 64 probes: the
+// in-process figure the ABI's are held against, in the same rounds, process
+// and tree as goindex_probe and goindex_probe_batch, free of the ±15 % that
+// a tree's placement in another process's heap makes) and with n = 1 (one
+// bare crossing per probe, with nothing of the ABI layer but the guard and
+// the handle lookup: the floor any single-probe export stands on).
 //
 //export goindex_bench_inprocess
-func goindex_bench_inprocess(handle C.uint64_t, queries *C.goindex_in_u64, n, depth C.size_t) (found C.size_t) {
+func goindex_bench_inprocess(handle C.uint64_t, queries *C.goindex_in_u64, n, depth, wantEntries, wantBlocks C.size_t) (passed C.size_t) {
 	defer func() {
 		if recover() != nil {
-			found = 0
+			passed = 0
 		}
 	}()
 	h := handles.get(uint64(handle))
@@ -42,12 +46,18 @@ func goindex_bench_inprocess(handle C.uint64_t, queries *C.goindex_in_u64, n, de
 		return 0
 	}
 	q := unsafe.Slice((*uint64)(unsafe.Pointer(queries)), int(n*depth))
-	var buf [64]kv.Overlap
-	total := 0
+	// The size of goindex_probe's buffer, so that n = 1 zeroes what it does.
+	var buf [probeStackEntries]kv.Overlap
 	for off := 0; off < len(q); off += int(depth) {
 		dst := ix.exact.Match(buf[:0], q[off:off+int(depth)])
 		sortMembers(dst)
-		total += len(dst)
+		sum := 0
+		for _, o := range dst {
+			sum += o.Blocks
+		}
+		if len(dst) == int(wantEntries) && sum == int(wantBlocks) {
+			passed++
+		}
 	}
-	return C.size_t(total)
+	return passed
 }

@@ -117,7 +117,7 @@
 //     registry, input and column checks, the call into dynamo/selector.
 //   - benchexport.go: goindex_bench_inprocess, only in the benchmark build
 //     (-tags goindex_bench): the in-process Go probe tests/c/bench.c times
-//     next to the ABI calls in one process.
+//     next to the ABI calls in one process, 64 probes per crossing or one.
 //
 // Also here: plugin.c (the plugin's descriptor and C callbacks, with static
 // asserts of the spec's struct sizes and offsets), build.sh (builds

@@ -324,6 +324,35 @@ func putOverlaps(p *overlapC, overlaps []kv.Overlap) {
 	}
 }
 
+// putSorted writes o into the host's buffer p, which has room, in (id,
+// rank) order. Up to insertionSortMax entries it is sortMembers's insertion
+// sort done while converting, into p: one pass over the entries instead of a
+// sort and a copy (goindex_probe, BenchmarkProbe impl=abi).
+func putSorted(p *overlapC, o []kv.Overlap) {
+	if len(o) == 0 {
+		return
+	}
+	if len(o) > insertionSortMax {
+		sortMembers(o)
+		putOverlaps(p, o)
+		return
+	}
+	dst := unsafe.Slice(p, len(o))
+	for i, v := range o {
+		e := overlapC{id: cU64(v.Member.Worker), rank: cU32(v.Member.Rank), blocks: cU32(v.Blocks)}
+		j := i
+		for ; j > 0 && (e.id < dst[j-1].id || e.id == dst[j-1].id && e.rank < dst[j-1].rank); j-- {
+			dst[j] = dst[j-1]
+		}
+		dst[j] = e
+	}
+}
+
+// probeStackEntries is how many entries goindex_probe's stack buffer holds:
+// zeroing 32 × 24 bytes costs less than the pool's Get and Put, 64 as much
+// (tests/c/bench.c, BENCHMARKS.md).
+const probeStackEntries = 32
+
 //export goindex_probe
 func goindex_probe(handle C.uint64_t, localHashes *C.goindex_in_u64, n C.size_t,
 	out *C.goindex_overlap, capacity C.size_t, written *C.size_t) (rc C.int) {
@@ -333,23 +362,45 @@ func goindex_probe(handle C.uint64_t, localHashes *C.goindex_in_u64, n C.size_t,
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
-	locals, err := view[uint64](localHashes, n, C.GOINDEX_MAX_BLOCKS, "local_hashes")
-	if err == nil {
-		err = output(out, capacity, written, "out")
+	// view's and output's checks, inline; probeArgsError words a failure.
+	if localHashes == nil && n != 0 || uint64(n) > C.GOINDEX_MAX_BLOCKS || written == nil || out == nil && capacity != 0 {
+		return h.fail(call, probeArgsError(localHashes, n, out, capacity, written))
 	}
-	if err != nil {
+	ix := h.ix.Load()
+	if ix == nil {
+		return h.fail(call, errHandle)
+	}
+	// A view of the host's query (Match only reads it during the call). The
+	// entries go to a stack buffer; once one result has outgrown it (Match
+	// then allocated), the handle's probes use the pooled scratch instead.
+	locals := unsafe.Slice((*uint64)(unsafe.Pointer(localHashes)), int(n))
+	var stack [probeStackEntries]kv.Overlap
+	var found []kv.Overlap
+	var s *scratch
+	if h.wideProbes.Load() {
+		s = h.getScratch()
+		s.overlaps = ix.match(s.overlaps[:0], locals)
+		found = s.overlaps // found must never flow into s: stack would move to the heap
+	} else if found = ix.match(stack[:0], locals); len(found) > probeStackEntries {
+		h.wideProbes.Store(true)
+	}
+	h.probes.Add(1)
+	if err := room(len(found), capacity, written, "out"); err != nil {
 		return h.fail(call, err)
 	}
-	s := h.getScratch()
-	defer h.putScratch(s)
-	if err := h.probeOne(s, locals); err != nil {
-		return h.fail(call, err)
+	putSorted(out, found)
+	if s != nil {
+		h.putScratch(s) // a panic drops s instead, which only costs the pool one
 	}
-	if err := room(len(s.overlaps), capacity, written, "out"); err != nil {
-		return h.fail(call, err)
-	}
-	putOverlaps(out, s.overlaps)
 	return C.GOINDEX_OK
+}
+
+// probeArgsError is the error of a failed goindex_probe argument check.
+func probeArgsError(localHashes *C.goindex_in_u64, n C.size_t, out *C.goindex_overlap, capacity C.size_t, written *C.size_t) error {
+	if _, err := view[uint64](localHashes, n, C.GOINDEX_MAX_BLOCKS, "local_hashes"); err != nil {
+		return err
+	}
+	return output(out, capacity, written, "out")
 }
 
 // maxNameBytes is GOINDEX_MAX_NAME_BYTES, for the package's tests.

@@ -178,6 +178,9 @@ type handle struct {
 	lastErr string
 
 	pool sync.Pool // *scratch
+	// wideProbes is set once a goindex_probe result had more entries than
+	// its stack buffer holds; from then on its probes use the pool.
+	wideProbes atomic.Bool
 
 	eventsApplied  atomic.Uint64
 	eventsRejected atomic.Uint64

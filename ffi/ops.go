@@ -11,8 +11,9 @@ import (
 	"github.com/goindex/goindex/goindex/score"
 )
 
-// scratch is one probe's working memory. Handles pool them, so a probe or
-// batch whose output fits allocates nothing once the pool is warm.
+// scratch is one call's working memory: a batch's, a score's, or a probe's
+// whose result outgrew goindex_probe's stack buffer. Handles pool them, so
+// such a call whose output fits allocates nothing once the pool is warm.
 type scratch struct {
 	overlaps []kv.Overlap
 	lens     []int // each query's length in locals

@@ -6,17 +6,22 @@
  * system prefix; member m holds every document d with d % 16 == m in full
  * and the first 32 blocks of every document with (d + 1) % 16 == m. A probe
  * of one whole document therefore answers 16 members: 64, 32 and 14 × 16
- * blocks (320 blocks in all), which every timed call checks.
+ * blocks (320 blocks in all), which every timed probe checks.
  *
  * With the benchmark build of the library (-tags goindex_bench, which adds
- * goindex_bench_inprocess), it also times the in-process Go probe (Match
- * plus the sort: BenchmarkProbe's impl=radix) inside the library, 64
- * probes per crossing, in the same rounds, process and tree as the ABI
- * calls, and prints the ratios against it.
+ * goindex_bench_inprocess), it also times, on the same tree in the same
+ * process, the in-process Go probe (Match plus the sort: BenchmarkProbe's
+ * impl=radix, with the same check of each answer) 64 probes per crossing,
+ * and the same probe behind one bare crossing each (impl=crossing+radix: no
+ * argument checks, counter or C-format output; the floor of any single-probe
+ * export), and prints the ratios against the in-process probe.
  *
- * Output: one line per case, named as the Go benchmarks' sub-benchmarks so
- * they line up: "<name>/impl=abi <n> <ns> ns/op" (ns/probe for batches),
- * the fastest of five rounds. */
+ * Method: the cases take turns in short segments (segment probes each, a
+ * few milliseconds), so a burst of load on this shared machine hits all of
+ * them alike, and each case reports its fastest segment, the figure least
+ * disturbed by other load. Output: one line per case, named as the Go
+ * benchmarks' sub-benchmarks so they line up: "<name> <n> <ns> ns/op"
+ * (ns/probe for batches), then the ratios. */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +32,8 @@
 #include "goindex.h"
 
 /* Only in the benchmark build of the library (ffi/benchexport.go). */
-extern size_t goindex_bench_inprocess(uint64_t handle, const uint64_t *queries, size_t n, size_t depth) __attribute__((weak));
+extern size_t goindex_bench_inprocess(uint64_t handle, const uint64_t *queries, size_t n, size_t depth,
+                                      size_t want_entries, size_t want_blocks) __attribute__((weak));
 
 enum { members = 16, docs = 1024, depth = 64, shared = 16, partial = 32, batch = 64 };
 
@@ -62,7 +68,7 @@ static void check(const goindex_overlap *o, size_t n) {
 }
 
 int main(int argc, char **argv) {
-	long iters = argc > 1 ? atol(argv[1]) : 200000;
+	long iters = argc > 1 ? atol(argv[1]) : 204800;
 	uint64_t h;
 	int rc = goindex_open("{}", 2, &h);
 	if (rc) die("goindex_open", rc);
@@ -79,53 +85,60 @@ int main(int argc, char **argv) {
 	volatile uint32_t sink = 0;
 	for (int i = 0; i < batch; i++) lens[i] = depth;
 
-	/* Each case runs `rounds` timed rounds after one warm-up round and
-	 * reports the fastest: the machine is shared, and the minimum is the
-	 * figure least disturbed by other load. The cases take turns within a
-	 * round, so a burst of load hits all of them alike. */
-	enum { rounds = 5 };
-	double best_trivial = 1e300, best_probe = 1e300, best_batch = 1e300, best_go = 1e300, t0, ns;
-	long calls = iters / batch;
-	for (int round = 0; round <= rounds; round++) {
-		if (goindex_bench_inprocess) {
+	/* iters probes per case, in segments of `segment` probes (batches: of
+	 * segment / 64 calls), each of which probes every document twice; one
+	 * warm-up segment per case is not counted. The trivial call runs 10
+	 * calls per probe. */
+	enum { segment = 2048, cases = 5 };
+	enum { c_go, c_crossing, c_probe, c_batch, c_trivial };
+	double best[cases], t0, ns;
+	for (int c = 0; c < cases; c++) best[c] = 1e300;
+	long segments = iters / segment > 0 ? iters / segment : 1;
+	for (long seg = 0; seg <= segments; seg++) {
+		for (int c = 0; c < cases; c++) {
+			if ((c == c_go || c == c_crossing) && !goindex_bench_inprocess) continue;
 			t0 = now_ns();
-			for (long i = 0; i < calls; i++)
-				if (goindex_bench_inprocess(h, &queries[(i * batch) % docs][0], batch, depth) != (size_t)batch * members)
-					die("goindex_bench_inprocess (entries found)", -1);
-			ns = (now_ns() - t0) / (double)(calls * batch);
-			if (round && ns < best_go) best_go = ns;
+			switch (c) {
+			case c_go: /* 64 consecutive documents per crossing */
+				for (long i = 0; i < segment / batch; i++)
+					if (goindex_bench_inprocess(h, &queries[(i * batch) % docs][0], batch, depth, members, want_blocks) != batch)
+						die("goindex_bench_inprocess (probes passed)", -1);
+				break;
+			case c_crossing:
+				for (long i = 0; i < segment; i++)
+					if (goindex_bench_inprocess(h, queries[i % docs], 1, depth, members, want_blocks) != 1)
+						die("goindex_bench_inprocess (probes passed)", -1);
+				break;
+			case c_probe:
+				for (long i = 0; i < segment; i++) {
+					if ((rc = goindex_probe(h, queries[i % docs], depth, out, members, &written))) die("goindex_probe", rc);
+					check(out, written);
+				}
+				break;
+			case c_batch: /* batches of 64 consecutive documents, one slice of the query table */
+				for (long i = 0; i < segment / batch; i++) {
+					if ((rc = goindex_probe_batch(h, &queries[(i * batch) % docs][0], lens, batch, out, members * batch, counts, &written)))
+						die("goindex_probe_batch", rc);
+					for (int j = 0, off = 0; j < batch; off += (int)counts[j], j++) check(out + off, counts[j]);
+				}
+				break;
+			case c_trivial:
+				for (long i = 0; i < segment * 10; i++) sink += goindex_abi_version();
+				break;
+			}
+			ns = (now_ns() - t0) / (double)(c == c_trivial ? segment * 10 : segment);
+			if (seg && ns < best[c]) best[c] = ns;
 		}
-
-		t0 = now_ns();
-		for (long i = 0; i < iters * 10; i++) sink += goindex_abi_version();
-		ns = (now_ns() - t0) / (double)(iters * 10);
-		if (round && ns < best_trivial) best_trivial = ns;
-
-		t0 = now_ns();
-		for (long i = 0; i < iters; i++) {
-			if ((rc = goindex_probe(h, queries[i % docs], depth, out, members, &written))) die("goindex_probe", rc);
-			check(out, written);
-		}
-		ns = (now_ns() - t0) / (double)iters;
-		if (round && ns < best_probe) best_probe = ns;
-
-		/* Batches of 64 consecutive documents, one slice of the query table. */
-		t0 = now_ns();
-		for (long i = 0; i < calls; i++) {
-			const uint64_t *q = &queries[(i * batch) % docs][0];
-			if ((rc = goindex_probe_batch(h, q, lens, batch, out, members * batch, counts, &written))) die("goindex_probe_batch", rc);
-			for (int j = 0, off = 0; j < batch; off += (int)counts[j], j++) check(out + off, counts[j]);
-		}
-		ns = (now_ns() - t0) / (double)(calls * batch);
-		if (round && ns < best_batch) best_batch = ns;
 	}
-	printf("BenchmarkTrivialCall/impl=abi %ld %.1f ns/op\n", iters * 10, best_trivial);
-	printf("BenchmarkProbe/impl=abi/blocks=%d %ld %.1f ns/op\n", depth, iters, best_probe);
-	printf("BenchmarkProbeBatch/impl=abi/blocks=%d/batch=%d %ld %.1f ns/probe\n", depth, batch, calls * batch, best_batch);
-
+	long n = segments * segment;
+	printf("BenchmarkTrivialCall/impl=abi %ld %.1f ns/op\n", n * 10, best[c_trivial]);
+	printf("BenchmarkProbe/impl=abi/blocks=%d %ld %.1f ns/op\n", depth, n, best[c_probe]);
+	printf("BenchmarkProbeBatch/impl=abi/blocks=%d/batch=%d %ld %.1f ns/probe\n", depth, batch, n, best[c_batch]);
 	if (goindex_bench_inprocess) {
-		printf("BenchmarkProbe/impl=radix-in-library/blocks=%d %ld %.1f ns/op\n", depth, calls * batch, best_go);
-		printf("ratio abi/radix-in-library: probe %.3f, probe_batch %.3f\n", best_probe / best_go, best_batch / best_go);
+		printf("BenchmarkProbe/impl=radix-in-library/blocks=%d %ld %.1f ns/op\n", depth, n, best[c_go]);
+		printf("BenchmarkProbe/impl=crossing+radix/blocks=%d %ld %.1f ns/op\n", depth, n, best[c_crossing]);
+		printf("ratio abi/radix-in-library: probe %.3f, probe_batch %.3f, crossing+radix %.3f\n",
+		       best[c_probe] / best[c_go], best[c_batch] / best[c_go], best[c_crossing] / best[c_go]);
 	}
 	if ((rc = goindex_close(h))) die("goindex_close", rc);
 	return sink == 0;

@@ -89,7 +89,7 @@ if [ "${GOINDEX_BENCH_ABI:-0}" = 1 ]; then
 		"$work/ffi.test" -test.run '^$' -test.bench 'Benchmark(Probe|TrivialCall)$' -test.benchtime=100000x -test.benchmem
 		"$work/ffi.test" -test.run '^$' -test.bench 'BenchmarkProbeBatch$' -test.benchtime=2000x -test.benchmem
 		"$work/ffi.test" -test.run '^$' -test.bench 'BenchmarkProbeMiss$' -test.benchtime=2000000x
-		LD_LIBRARY_PATH="$build/bench" "$work/bench" 100000
+		LD_LIBRARY_PATH="$build/bench" "$work/bench" 204800
 	done | tee "$work/bench.out" | grep -E '^(Benchmark|ratio)'
 	echo "fastest round of each case:"
 	awk '/^Benchmark/ { name = $1; sub(/-[0-9]+$/, "", name); v = $3; for (i = 4; i <= NF; i++) if ($i == "ns/probe") v = $(i - 1)
