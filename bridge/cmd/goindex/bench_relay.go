@@ -86,6 +86,9 @@ type relayBenchReport struct {
 		ResidentBlocks       uint64  `json:"resident_blocks"`
 		BlocksPerSecond      float64 `json:"blocks_per_second"`
 		ExtrapolatedTo130MSs float64 `json:"extrapolated_130m_seconds"`
+		// Retries counts lane subscriptions that ended before every lane
+		// was READY (each one re-reads its snapshot): 0 in a clean resync.
+		Retries uint64 `json:"retries"`
 	} `json:"resync"`
 	Encoding struct {
 		DenseBytesPerBlock   float64 `json:"dense_bytes_per_block"`
@@ -198,8 +201,9 @@ func runBenchRelay(ctx context.Context, args []string, stdout, stderr io.Writer)
 	} else {
 		fmt.Fprintf(tw, "fill\t%.2f s\n", rep.FillSeconds)
 	}
-	fmt.Fprintf(tw, "cold resync\t%.2f s, %d bytes received (%.3f B/block), %.1f M blocks/s; 130M blocks ≈ %.1f s at this rate\n",
-		rep.Resync.Seconds, rep.Resync.WireBytes, rep.Resync.WireBytesPerBlock, rep.Resync.BlocksPerSecond/1e6, rep.Resync.ExtrapolatedTo130MSs)
+	fmt.Fprintf(tw, "cold resync\t%.2f s, %d bytes received (%.3f B/block), %.1f M blocks/s; 130M blocks ≈ %.1f s at this rate; %d lane retries\n",
+		rep.Resync.Seconds, rep.Resync.WireBytes, rep.Resync.WireBytesPerBlock, rep.Resync.BlocksPerSecond/1e6, rep.Resync.ExtrapolatedTo130MSs,
+		rep.Resync.Retries)
 	fmt.Fprintf(tw, "snapshot bytes/block\tdense %.3f, compact %.3f\n", rep.Encoding.DenseBytesPerBlock, rep.Encoding.CompactBytesPerBlock)
 	if rep.Synthetic {
 		return tw.Flush()
@@ -411,6 +415,12 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 		want, _ := r.AppendWords(ctx, nil, 1)
 		if !slices.Equal(c.Writer().Table().AppendLane(nil, l), want) {
 			return nil, fmt.Errorf("%w: lane %d differs from its producer after the resync", errBenchCheck, l)
+		}
+	}
+	for _, st := range c.Status() {
+		rep.Resync.Retries += st.Resyncs
+		if st.Resyncs > 0 {
+			b.progress("lane %d retried %d times during the resync; last: %s", st.Lane, st.Resyncs, st.LastFault)
 		}
 	}
 	b.progress("cold resync of %d blocks in %.2f s", resident, rep.Resync.Seconds)
