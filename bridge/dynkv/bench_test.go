@@ -10,12 +10,19 @@ import (
 )
 
 // BenchmarkServer measures APPLY and MATCH over loopback with a pipelined
-// go-redis client (64 commands per round trip), Mooncake-like 32-block chains.
+// go-redis client (64 commands per round trip), Mooncake-like 32-block chains,
+// with each backing index (index=exact, index=ckf at the default size).
 // `goindex bench` does not wrap it: run
 // go test -run '^$' -bench BenchmarkServer ./bridge/dynkv/
 func BenchmarkServer(b *testing.B) {
+	for _, ix := range []Index{IndexExact, IndexCKF} {
+		b.Run("index="+string(ix), func(b *testing.B) { benchServer(b, Backing{Index: ix}) })
+	}
+}
+
+func benchServer(b *testing.B, backing Backing) {
 	const pipeline, chain = 64, 32
-	s, err := NewServer(Config{Addr: "127.0.0.1:0"})
+	s, err := NewServer(Config{Addr: "127.0.0.1:0", Backing: backing})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -30,6 +37,13 @@ func BenchmarkServer(b *testing.B) {
 	}
 	event := func(i int) []byte {
 		return AppendEvent(nil, chainStore(Rank{uint64(i % 16), 0}, uint64(i+1), nil, locals))
+	}
+	// Every rank holds the chain before any sub-benchmark, so each one
+	// (the MATCH ones included) can run alone; later stores are NOOPs.
+	for i := 0; i < 16; i++ {
+		if err := c.Do(ctx, "DYNKV.APPLY", testKey, event(i)).Err(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.Run("op=apply/pipeline=64", func(b *testing.B) {
 		b.ReportAllocs()
@@ -89,4 +103,37 @@ func roundTrips(b *testing.B, do func() error) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkStoreMatch times Store.Match alone (no wire) for each backing:
+// 16 ranks holding the same 32-block chain, the query asking for all 32.
+func BenchmarkStoreMatch(b *testing.B) {
+	const ranks, chain = 16, 32
+	locals := make([]uint64, chain)
+	for i := range locals {
+		locals[i] = uint64(i + 1)
+	}
+	for _, ix := range []Index{IndexExact, IndexCKF} {
+		b.Run("index="+string(ix)+"/ranks=16/blocks=32", func(b *testing.B) {
+			s, err := NewStoreWith(Backing{Index: ix})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for r := uint64(0); r < ranks; r++ {
+				if _, err := s.Apply(chainStore(Rank{r, 0}, 1, nil, locals)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var got []MatchEntry
+			for i := 0; i < b.N; i++ {
+				got = s.Match(locals)
+			}
+			if len(got) != ranks || got[0].Matched != chain {
+				b.Fatalf("Match = %d entries (first %+v), want %d ranks at depth %d", len(got), got[0], ranks, chain)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "matches/s")
+		})
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/goindex/goindex/goindex/ckf"
 )
 
 // Limits of the server's command surface.
@@ -47,19 +49,36 @@ func changedReply(c Changed) reply {
 	return status("NOOP")
 }
 
-// Engine executes dynkv commands against its indexes, one Store per key. It
-// holds no connection state, so the server, the append-only log replay and
-// the tests all drive the same code. Safe for concurrent use.
+// Engine executes dynkv commands against its indexes, one Store per key,
+// each with the engine's Backing. It holds no connection state, so the
+// server, the append-only log replay and the tests all drive the same code.
+// Safe for concurrent use.
 type Engine struct {
-	mu     sync.RWMutex
-	stores map[string]*Store
-	now    func() time.Time
+	mu      sync.RWMutex
+	stores  map[string]*Store
+	now     func() time.Time
+	backing Backing
 }
 
-// NewEngine returns an engine with no indexes.
+// NewEngine returns an engine with no indexes whose stores are exact.
 func NewEngine() *Engine {
-	return &Engine{stores: map[string]*Store{}, now: time.Now}
+	return &Engine{stores: map[string]*Store{}, now: time.Now, backing: Backing{Index: IndexExact}}
 }
+
+// NewEngineWith returns an engine with no indexes whose stores have backing
+// b; ErrBadBacking if b is invalid.
+func NewEngineWith(b Backing) (*Engine, error) {
+	b, err := b.normalized()
+	if err != nil {
+		return nil, err
+	}
+	e := NewEngine()
+	e.backing = b
+	return e, nil
+}
+
+// Backing returns the engine's backing, defaults filled in.
+func (e *Engine) Backing() Backing { return e.backing }
 
 // store returns the index for key, creating it when create is set.
 func (e *Engine) store(key []byte, create bool) (*Store, error) {
@@ -78,7 +97,12 @@ func (e *Engine) store(key []byte, create bool) (*Store, error) {
 		if len(e.stores) >= MaxKeys {
 			return nil, errorf(CodeInvalidArgument, "too many indexes (limit %d)", MaxKeys)
 		}
-		s = NewStore()
+		var err error
+		if s, err = NewStoreWith(e.backing); err != nil {
+			// The backing was checked by NewEngineWith: only an
+			// allocation can fail here.
+			return nil, errorf(CodeInvalidArgument, "new index: %v", err)
+		}
 		e.stores[string(key)] = s
 	}
 	return s, nil
@@ -91,6 +115,10 @@ type command struct {
 	mutates bool
 	run     func(now time.Time, s *Store, args [][]byte) reply
 }
+
+// optionalArgs are the goindex extensions: arguments a command accepts after
+// the module's.
+var optionalArgs = map[string]int{"DYNKV.STATS": 1} // [DETAIL]
 
 // commands maps upper-case command names to their handlers. Commands of the
 // module's admission and lifecycle-GC features answer DYNKV_UNSUPPORTED; its
@@ -163,7 +191,10 @@ func (e *Engine) ExecAt(now time.Time, args [][]byte) (r reply, logged bool) {
 		}
 		return errReply(errorf(CodeInvalidArgument, "unknown command %q", name)), false
 	}
-	if len(args) != cmd.args+2 {
+	if n, opt := len(args)-2, optionalArgs[name]; n < cmd.args || n > cmd.args+opt {
+		if opt > 0 {
+			return errReply(errorf(CodeInvalidArgument, "%s takes a key and %d to %d arguments, got %d", name, cmd.args, cmd.args+opt, len(args)-1)), false
+		}
 		return errReply(errorf(CodeInvalidArgument, "%s takes a key and %d arguments, got %d", name, cmd.args, len(args)-1)), false
 	}
 	s, err := e.store(args[1], cmd.mutates)
@@ -171,14 +202,14 @@ func (e *Engine) ExecAt(now time.Time, args [][]byte) (r reply, logged bool) {
 		return errReply(err), false
 	}
 	if s == nil {
-		return absentKey(name), false
+		return e.absentKey(name, args[2:]), false
 	}
 	r = cmd.run(now, s, args[2:])
 	return r, cmd.mutates && r.kind != replyError
 }
 
 // absentKey answers a read-only command on a key no mutation has created.
-func absentKey(name string) reply {
+func (e *Engine) absentKey(name string, args [][]byte) reply {
 	switch name {
 	case "DYNKV.MATCH", "DYNKV.MATCH_PRIMARY":
 		return bulk(AppendMatchReply(nil, nil))
@@ -187,6 +218,16 @@ func absentKey(name string) reply {
 	case "DYNKV.RANK_GENERATION", "DYNKV.REGISTRATION_GENERATION":
 		return ticket(0)
 	case "DYNKV.STATS":
+		if len(args) > 0 {
+			if err := detailArg(args[0]); err != nil {
+				return errReply(err)
+			}
+			d := Detail{Index: e.backing.Index, CKFExpectedBlocks: e.backing.CKFExpectedBlocks}
+			if d.Index == IndexCKF {
+				d.CKFBuckets, _ = ckf.BucketCount(d.CKFExpectedBlocks)
+			}
+			return detailReply(d)
+		}
 		return reply{kind: replyArray, array: []reply{integer(0), integer(0), integer(0)}}
 	}
 	return status("OK")
@@ -293,9 +334,27 @@ func cmdReplace(_ time.Time, s *Store, a [][]byte) reply {
 	return ticket(gen)
 }
 
-func cmdStats(_ time.Time, s *Store, _ [][]byte) reply {
+// cmdStats answers the module's triple [nodes, rank states, mutations], or
+// with the goindex extension argument DETAIL a flat array of name/value
+// pairs: the backing index, the triple, ranks holding blocks and, in ckf
+// mode, the CKF's counters (detailReply). The triple stays the default
+// reply because clients of the module read STATS as exactly three integers.
+func cmdStats(_ time.Time, s *Store, a [][]byte) reply {
+	if len(a) > 0 {
+		if err := detailArg(a[0]); err != nil {
+			return errReply(err)
+		}
+		return detailReply(s.Detail())
+	}
 	n, st, m := s.Stats()
 	return reply{kind: replyArray, array: []reply{integer(int64(n)), integer(int64(st)), integer(int64(m))}}
+}
+
+func detailArg(b []byte) error {
+	if !strings.EqualFold(string(b), "DETAIL") {
+		return errorf(CodeInvalidArgument, "STATS takes a key and optionally DETAIL, got %q", b)
+	}
+	return nil
 }
 
 func cmdRegisterWorker(_ time.Time, s *Store, a [][]byte) reply {

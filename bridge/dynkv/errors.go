@@ -31,6 +31,10 @@ const (
 	CodeInternalOnly          Code = "DYNKV_INTERNAL_COMMAND"
 )
 
+// ErrBadBacking reports an invalid Backing (an unknown index name, or a CKF
+// size ckf.BucketCount refuses).
+var ErrBadBacking = errors.New("dynkv: bad backing index")
+
 // Error is a dynkv failure with the module's error name and a detail.
 type Error struct {
 	Code   Code

@@ -203,3 +203,48 @@ func TestServer_RandomizedStreamOverTheWire(t *testing.T) {
 		t.Logf("%v: %s", mode, &rep.Counters)
 	}
 }
+
+// TestStore_CKFWithinHarnessBounds runs the §3.7 workload against a
+// ckf-backed Store with worker-wide clears: no score below reach_len, no
+// capacity omission or mirror error, and overcounts (fingerprint collisions)
+// counted and bounded as ckfindex bounds them. Filters are sized for 128
+// blocks a rank (64 buckets), which the workload fills to about half its
+// slots: the densest size at which it never meets a full filter (at 64
+// blocks it does, and an omitted block is a documented false negative).
+func TestStore_CKFWithinHarnessBounds(t *testing.T) {
+	const expected = 128
+	var made []*Store
+	newIndex := func() kv.Index {
+		s, err := NewStoreWith(Backing{Index: IndexCKF, CKFExpectedBlocks: expected})
+		if err != nil {
+			t.Fatalf("NewStoreWith(ckf, %d): %v", expected, err)
+		}
+		made = append(made, s)
+		return storeIndex{s}
+	}
+	rep := harness.Run(t, newIndex, harness.Options{ClearScope: harness.ClearWorker, AllowOvercount: true, Short: testing.Short()})
+	cnt := rep.Counters
+	if cnt.Queries == 0 {
+		t.Fatalf("harness checked no queries")
+	}
+	if cnt.Undercounts != 0 {
+		t.Errorf("undercounts = %d, want 0", cnt.Undercounts)
+	}
+	// ckfindex's bound (spec §7, α ≤ 1, 3× for runs of false hits).
+	const bound = 3 * 8.0 / 65535
+	if rate := cnt.OvercountRate(); rate > bound {
+		t.Errorf("overcount rate %.3g > bound %.3g (%s)", rate, bound, &cnt)
+	}
+	var omitted, mirror uint64
+	var load float64
+	for _, s := range made {
+		d := s.Detail()
+		omitted += d.CKF.CapacityOmissions
+		mirror += d.CKFMirrorErrors
+		load = max(load, d.CKF.LoadFactor)
+	}
+	if omitted != 0 || mirror != 0 {
+		t.Errorf("capacity omissions %d, mirror errors %d; want 0, 0", omitted, mirror)
+	}
+	t.Logf("overcount rate %.3g (bound %.3g); final max load %.3f", cnt.OvercountRate(), bound, load)
+}

@@ -27,6 +27,9 @@ type Config struct {
 	Fsync    bool   // fsync the log before every reply; optional; default: false
 	MaxConns int    // optional; default: DefaultMaxConns
 	Password string // required AUTH password; optional; default: none
+	// Backing selects the index behind MATCH, MATCH_PRIMARY and SELECT;
+	// optional; default: exact.
+	Backing Backing
 }
 
 // Server speaks RESP2 and implements the dynkv command set over an Engine.
@@ -50,7 +53,11 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
-	s := &Server{cfg: cfg, engine: NewEngine(), done: make(chan error, 1)}
+	engine, err := NewEngineWith(cfg.Backing)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, engine: engine, done: make(chan error, 1)}
 	if cfg.LogPath != "" {
 		l, _, err := OpenLog(cfg.LogPath, s.engine, cfg.Fsync)
 		if err != nil {

@@ -41,34 +41,38 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 func u32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 
 func TestServer_GoldenExchangeWithARedisClient(t *testing.T) {
-	s := startServer(t, Config{})
-	c := client(t, s)
-	ctx := context.Background()
-	got, err := c.Do(ctx, "DYNKV.APPLY", testKey, mustHex(t, goldenStore)).Result()
-	require.NoError(t, err, "APPLY golden store")
-	require.Equal(t, "OK", got, "APPLY golden store reply")
-	got, err = c.Do(ctx, "DYNKV.APPLY", testKey, mustHex(t, goldenStore)).Result()
-	require.NoError(t, err, "APPLY duplicate")
-	require.Equal(t, "NOOP", got, "APPLY duplicate reply")
-	for _, cmd := range []string{"DYNKV.MATCH", "DYNKV.MATCH_PRIMARY"} {
-		reply, err := c.Do(ctx, cmd, testKey, mustHex(t, goldenMatchReq)).Text()
-		require.NoError(t, err, cmd)
-		require.Equal(t, goldenMatchReply, fmt.Sprintf("%x", reply), "%s golden reply", cmd)
+	for _, b := range testBackings() {
+		t.Run("index="+string(b.Index), func(t *testing.T) {
+			s := startServer(t, Config{Backing: b})
+			c := client(t, s)
+			ctx := context.Background()
+			got, err := c.Do(ctx, "DYNKV.APPLY", testKey, mustHex(t, goldenStore)).Result()
+			require.NoError(t, err, "APPLY golden store")
+			require.Equal(t, "OK", got, "APPLY golden store reply")
+			got, err = c.Do(ctx, "DYNKV.APPLY", testKey, mustHex(t, goldenStore)).Result()
+			require.NoError(t, err, "APPLY duplicate")
+			require.Equal(t, "NOOP", got, "APPLY duplicate reply")
+			for _, cmd := range []string{"DYNKV.MATCH", "DYNKV.MATCH_PRIMARY"} {
+				reply, err := c.Do(ctx, cmd, testKey, mustHex(t, goldenMatchReq)).Text()
+				require.NoError(t, err, cmd)
+				require.Equal(t, goldenMatchReply, fmt.Sprintf("%x", reply), "%s golden reply", cmd)
+			}
+			stats, err := c.Do(ctx, "DYNKV.STATS", testKey).Int64Slice()
+			require.NoError(t, err, "STATS")
+			require.Equal(t, []int64{2, 2, 1}, stats, "STATS [nodes, rank states, mutations]")
+			n, err := c.Do(ctx, "WAIT", "1", "3000").Int64()
+			require.NoError(t, err, "WAIT")
+			require.GreaterOrEqual(t, n, int64(1), "WAIT acks")
+			role, err := c.Do(ctx, "ROLE").Slice()
+			require.NoError(t, err, "ROLE")
+			require.Equal(t, "master", role[0], "ROLE[0]")
+			require.Equal(t, "PONG", c.Ping(ctx).Val(), "PING")
+			// Other keys are independent indexes.
+			reply, err := c.Do(ctx, "DYNKV.MATCH", testKey+"x", mustHex(t, goldenMatchReq)).Text()
+			require.NoError(t, err, "MATCH other key")
+			require.Equal(t, "0100000000", fmt.Sprintf("%x", reply), "MATCH on an empty key")
+		})
 	}
-	stats, err := c.Do(ctx, "DYNKV.STATS", testKey).Int64Slice()
-	require.NoError(t, err, "STATS")
-	require.Equal(t, []int64{2, 2, 1}, stats, "STATS [nodes, rank states, mutations]")
-	n, err := c.Do(ctx, "WAIT", "1", "3000").Int64()
-	require.NoError(t, err, "WAIT")
-	require.GreaterOrEqual(t, n, int64(1), "WAIT acks")
-	role, err := c.Do(ctx, "ROLE").Slice()
-	require.NoError(t, err, "ROLE")
-	require.Equal(t, "master", role[0], "ROLE[0]")
-	require.Equal(t, "PONG", c.Ping(ctx).Val(), "PING")
-	// Other keys are independent indexes.
-	reply, err := c.Do(ctx, "DYNKV.MATCH", testKey+"x", mustHex(t, goldenMatchReq)).Text()
-	require.NoError(t, err, "MATCH other key")
-	require.Equal(t, "0100000000", fmt.Sprintf("%x", reply), "MATCH on an empty key")
 }
 
 func TestServer_ErrorRepliesCarryModuleNames(t *testing.T) {
@@ -101,40 +105,44 @@ func TestServer_ErrorRepliesCarryModuleNames(t *testing.T) {
 }
 
 func TestServer_RankLifecycleCommands(t *testing.T) {
-	s := startServer(t, Config{})
-	c := client(t, s)
-	ctx := context.Background()
-	do := func(args ...any) any {
-		t.Helper()
-		v, err := c.Do(ctx, args...).Result()
-		require.NoError(t, err, "%v", args[0])
-		return v
+	for _, b := range testBackings() {
+		t.Run("index="+string(b.Index), func(t *testing.T) {
+			s := startServer(t, Config{Backing: b})
+			c := client(t, s)
+			ctx := context.Background()
+			do := func(args ...any) any {
+				t.Helper()
+				v, err := c.Do(ctx, args...).Result()
+				require.NoError(t, err, "%v", args[0])
+				return v
+			}
+			do("DYNKV.APPLY", testKey, mustHex(t, goldenStore))
+			ticket := do("DYNKV.RANK_GENERATION", testKey, u64(1), u32(0)).(string)
+			require.Len(t, ticket, 8, "RANK_GENERATION is an 8-byte ticket")
+			snap := AppendSnapshot(nil, []Event{{Kind: KindStore, Rank: Rank{1, 0}, EventID: 1, Parent: RootParent, Blocks: []Block{{101, 11}}}})
+			next := do("DYNKV.REPLACE_RANK_IF_GENERATION", testKey, u64(1), u32(0), []byte(ticket), snap).(string)
+			require.NotEqual(t, ticket, next, "REPLACE returns a new ticket")
+			err := c.Do(ctx, "DYNKV.REPLACE_RANK_IF_GENERATION", testKey, u64(1), u32(0), []byte(ticket), snap).Err()
+			require.ErrorContains(t, err, "DYNKV_STALE_GENERATION", "REPLACE with the old ticket")
+			m, _ := c.Do(ctx, "DYNKV.MATCH", testKey, mustHex(t, goldenMatchReq)).Text()
+			entries, err := DecodeMatchReply([]byte(m))
+			require.NoError(t, err, "decode MATCH reply")
+			require.Equal(t, []MatchEntry{{Rank{1, 0}, 1, 101}}, entries, "MATCH after replace")
+			require.Equal(t, "OK", do("DYNKV.REMOVE_WORKER", testKey, u64(1), u32(0)), "REMOVE_WORKER")
+			require.Equal(t, "NOOP", do("DYNKV.APPLY", testKey, mustHex(t, goldenStore)), "APPLY while retired")
+			require.Equal(t, "OK", do("DYNKV.RESET_WORKER", testKey, u64(1), u32(0)), "RESET_WORKER")
+			require.Equal(t, "OK", do("DYNKV.APPLY", testKey, mustHex(t, goldenStore)), "APPLY after reset")
+			require.Equal(t, "OK", do("DYNKV.REGISTER_WORKER", testKey, u64(3), u32(0)), "REGISTER_WORKER")
+			require.Equal(t, "NOOP", do("DYNKV.REGISTER_WORKER", testKey, u64(3), u32(0)), "REGISTER_WORKER again")
+			reg := AppendRegistration(nil, Registration{Version: 1, Ranks: []uint32{0, 1}})
+			require.Equal(t, "OK", do("DYNKV.REGISTER_WORKER_RANKS", testKey, u64(4), reg), "REGISTER_WORKER_RANKS")
+			require.Equal(t, "OK", do("DYNKV.BARRIER", testKey), "BARRIER")
+			sel := AppendSelectRequest(nil, []uint64{11, 12}, []SelectCandidate{{Rank{9, 0}, 0}, {Rank{1, 0}, 7}})
+			r, _ := c.Do(ctx, "DYNKV.SELECT", testKey, sel).Text()
+			require.Equal(t, goldenSelectReply, fmt.Sprintf("%x", r), "SELECT picks the longest prefix")
+			require.Equal(t, "OK", do("DYNKV.REMOVE_WORKER_ALL", testKey, u64(1)), "REMOVE_WORKER_ALL")
+		})
 	}
-	do("DYNKV.APPLY", testKey, mustHex(t, goldenStore))
-	ticket := do("DYNKV.RANK_GENERATION", testKey, u64(1), u32(0)).(string)
-	require.Len(t, ticket, 8, "RANK_GENERATION is an 8-byte ticket")
-	snap := AppendSnapshot(nil, []Event{{Kind: KindStore, Rank: Rank{1, 0}, EventID: 1, Parent: RootParent, Blocks: []Block{{101, 11}}}})
-	next := do("DYNKV.REPLACE_RANK_IF_GENERATION", testKey, u64(1), u32(0), []byte(ticket), snap).(string)
-	require.NotEqual(t, ticket, next, "REPLACE returns a new ticket")
-	err := c.Do(ctx, "DYNKV.REPLACE_RANK_IF_GENERATION", testKey, u64(1), u32(0), []byte(ticket), snap).Err()
-	require.ErrorContains(t, err, "DYNKV_STALE_GENERATION", "REPLACE with the old ticket")
-	m, _ := c.Do(ctx, "DYNKV.MATCH", testKey, mustHex(t, goldenMatchReq)).Text()
-	entries, err := DecodeMatchReply([]byte(m))
-	require.NoError(t, err, "decode MATCH reply")
-	require.Equal(t, []MatchEntry{{Rank{1, 0}, 1, 101}}, entries, "MATCH after replace")
-	require.Equal(t, "OK", do("DYNKV.REMOVE_WORKER", testKey, u64(1), u32(0)), "REMOVE_WORKER")
-	require.Equal(t, "NOOP", do("DYNKV.APPLY", testKey, mustHex(t, goldenStore)), "APPLY while retired")
-	require.Equal(t, "OK", do("DYNKV.RESET_WORKER", testKey, u64(1), u32(0)), "RESET_WORKER")
-	require.Equal(t, "OK", do("DYNKV.APPLY", testKey, mustHex(t, goldenStore)), "APPLY after reset")
-	require.Equal(t, "OK", do("DYNKV.REGISTER_WORKER", testKey, u64(3), u32(0)), "REGISTER_WORKER")
-	require.Equal(t, "NOOP", do("DYNKV.REGISTER_WORKER", testKey, u64(3), u32(0)), "REGISTER_WORKER again")
-	reg := AppendRegistration(nil, Registration{Version: 1, Ranks: []uint32{0, 1}})
-	require.Equal(t, "OK", do("DYNKV.REGISTER_WORKER_RANKS", testKey, u64(4), reg), "REGISTER_WORKER_RANKS")
-	require.Equal(t, "OK", do("DYNKV.BARRIER", testKey), "BARRIER")
-	sel := AppendSelectRequest(nil, []uint64{11, 12}, []SelectCandidate{{Rank{9, 0}, 0}, {Rank{1, 0}, 7}})
-	r, _ := c.Do(ctx, "DYNKV.SELECT", testKey, sel).Text()
-	require.Equal(t, goldenSelectReply, fmt.Sprintf("%x", r), "SELECT picks the longest prefix")
-	require.Equal(t, "OK", do("DYNKV.REMOVE_WORKER_ALL", testKey, u64(1)), "REMOVE_WORKER_ALL")
 }
 
 func TestServer_HostileConnectionsGetErrorsNotCrashes(t *testing.T) {
@@ -191,92 +199,100 @@ func TestServer_PasswordRequired(t *testing.T) {
 }
 
 func TestServer_RestartRecoversFromLog(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dynkv.aof")
-	s, err := NewServer(Config{Addr: "127.0.0.1:0", LogPath: path})
-	require.NoError(t, err, "NewServer")
-	go s.Serve()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Protocol: 2, DisableIdentity: true})
-	ctx := context.Background()
-	events := []Event{
-		chainStore(r10, 1, nil, []uint64{1, 2, 3, 4}),
-		chainStore(r20, 1, nil, []uint64{1, 2}),
-		{Kind: KindRemove, Rank: r10, EventID: 2, Hashes: []uint64{chainHash(1, 2, 3)}},
-		chainStore(Rank{3, 0}, 1, nil, []uint64{1}),
-		{Kind: KindClear, Rank: Rank{3, 0}, EventID: 3},
-	}
-	for _, ev := range events {
-		require.NoError(t, c.Do(ctx, "DYNKV.APPLY", testKey, AppendEvent(nil, ev)).Err(), "APPLY %+v", ev)
-	}
-	require.NoError(t, c.Do(ctx, "DYNKV.REMOVE_WORKER", testKey, u64(2), u32(0)).Err(), "REMOVE_WORKER")
-	query := AppendMatchRequest(nil, []uint64{1, 2, 3, 4})
-	before, _ := c.Do(ctx, "DYNKV.MATCH", testKey, query).Text()
-	statsBefore, _ := c.Do(ctx, "DYNKV.STATS", testKey).Int64Slice()
-	c.Close()
-	require.NoError(t, s.Close(), "Close")
+	for _, b := range testBackings() {
+		t.Run("index="+string(b.Index), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "dynkv.aof")
+			s, err := NewServer(Config{Addr: "127.0.0.1:0", LogPath: path, Backing: b})
+			require.NoError(t, err, "NewServer")
+			go s.Serve()
+			c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Protocol: 2, DisableIdentity: true})
+			ctx := context.Background()
+			events := []Event{
+				chainStore(r10, 1, nil, []uint64{1, 2, 3, 4}),
+				chainStore(r20, 1, nil, []uint64{1, 2}),
+				{Kind: KindRemove, Rank: r10, EventID: 2, Hashes: []uint64{chainHash(1, 2, 3)}},
+				chainStore(Rank{3, 0}, 1, nil, []uint64{1}),
+				{Kind: KindClear, Rank: Rank{3, 0}, EventID: 3},
+			}
+			for _, ev := range events {
+				require.NoError(t, c.Do(ctx, "DYNKV.APPLY", testKey, AppendEvent(nil, ev)).Err(), "APPLY %+v", ev)
+			}
+			require.NoError(t, c.Do(ctx, "DYNKV.REMOVE_WORKER", testKey, u64(2), u32(0)).Err(), "REMOVE_WORKER")
+			query := AppendMatchRequest(nil, []uint64{1, 2, 3, 4})
+			before, _ := c.Do(ctx, "DYNKV.MATCH", testKey, query).Text()
+			statsBefore, _ := c.Do(ctx, "DYNKV.STATS", testKey).Int64Slice()
+			c.Close()
+			require.NoError(t, s.Close(), "Close")
 
-	s2 := startServer(t, Config{LogPath: path})
-	c2 := client(t, s2)
-	after, err := c2.Do(ctx, "DYNKV.MATCH", testKey, query).Text()
-	require.NoError(t, err, "MATCH after restart")
-	require.Equal(t, before, after, "MATCH after restart")
-	statsAfter, _ := c2.Do(ctx, "DYNKV.STATS", testKey).Int64Slice()
-	require.Equal(t, statsBefore, statsAfter, "STATS after restart")
-	// Rank 2/0 stays retired across the restart.
-	require.Equal(t, "NOOP", c2.Do(ctx, "DYNKV.APPLY", testKey, AppendEvent(nil, chainStore(r20, 9, nil, []uint64{1}))).Val(), "APPLY for a retired rank after restart")
-	entries, _ := DecodeMatchReply([]byte(after))
-	require.True(t, reflect.DeepEqual(entries, []MatchEntry{{r10, 2, chainHash(1, 2)}}), "entries after restart = %+v", entries)
+			s2 := startServer(t, Config{LogPath: path, Backing: b})
+			c2 := client(t, s2)
+			after, err := c2.Do(ctx, "DYNKV.MATCH", testKey, query).Text()
+			require.NoError(t, err, "MATCH after restart")
+			require.Equal(t, before, after, "MATCH after restart")
+			statsAfter, _ := c2.Do(ctx, "DYNKV.STATS", testKey).Int64Slice()
+			require.Equal(t, statsBefore, statsAfter, "STATS after restart")
+			// Rank 2/0 stays retired across the restart.
+			require.Equal(t, "NOOP", c2.Do(ctx, "DYNKV.APPLY", testKey, AppendEvent(nil, chainStore(r20, 9, nil, []uint64{1}))).Val(), "APPLY for a retired rank after restart")
+			entries, _ := DecodeMatchReply([]byte(after))
+			require.True(t, reflect.DeepEqual(entries, []MatchEntry{{r10, 2, chainHash(1, 2)}}), "entries after restart = %+v", entries)
+		})
+	}
 }
 
 func TestServer_ConcurrentClients(t *testing.T) {
-	s := startServer(t, Config{})
-	ctx := context.Background()
-	const workers, events = 6, 200
-	errs := make(chan error, workers*2)
-	for w := 0; w < workers; w++ {
-		go func(w int) {
-			c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Protocol: 2, DisableIdentity: true})
-			defer c.Close()
-			r := Rank{uint64(w + 1), 0}
-			var prefix []uint64
-			for i := 0; i < events; i++ {
-				l := uint64(i%7 + 1)
-				if err := c.Do(ctx, "DYNKV.APPLY", testKey, AppendEvent(nil, chainStore(r, uint64(i+1), prefix, []uint64{l}))).Err(); err != nil {
-					errs <- fmt.Errorf("worker %d apply %d: %w", w, i, err)
-					return
-				}
-				prefix = append(prefix, l)
-				if len(prefix) > 20 {
-					prefix = prefix[:0]
-				}
-			}
-			errs <- nil
-		}(w)
-		go func() {
-			c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Protocol: 2, DisableIdentity: true})
-			defer c.Close()
-			for i := 0; i < events; i++ {
-				b, err := c.Do(ctx, "DYNKV.MATCH", testKey, AppendMatchRequest(nil, []uint64{1, 2, 3, 4, 5})).Text()
-				if err != nil {
-					errs <- fmt.Errorf("match %d: %w", i, err)
-					return
-				}
-				entries, err := DecodeMatchReply([]byte(b))
-				if err != nil {
-					errs <- err
-					return
-				}
-				for _, e := range entries {
-					if e.Matched > 5 {
-						errs <- fmt.Errorf("match depth %d > query length 5", e.Matched)
-						return
+	for _, b := range testBackings() {
+		t.Run("index="+string(b.Index), func(t *testing.T) {
+			s := startServer(t, Config{Backing: b})
+			ctx := context.Background()
+			const workers, events = 6, 200
+			errs := make(chan error, workers*2)
+			for w := 0; w < workers; w++ {
+				go func(w int) {
+					c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Protocol: 2, DisableIdentity: true})
+					defer c.Close()
+					r := Rank{uint64(w + 1), 0}
+					var prefix []uint64
+					for i := 0; i < events; i++ {
+						l := uint64(i%7 + 1)
+						if err := c.Do(ctx, "DYNKV.APPLY", testKey, AppendEvent(nil, chainStore(r, uint64(i+1), prefix, []uint64{l}))).Err(); err != nil {
+							errs <- fmt.Errorf("worker %d apply %d: %w", w, i, err)
+							return
+						}
+						prefix = append(prefix, l)
+						if len(prefix) > 20 {
+							prefix = prefix[:0]
+						}
 					}
-				}
+					errs <- nil
+				}(w)
+				go func() {
+					c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Protocol: 2, DisableIdentity: true})
+					defer c.Close()
+					for i := 0; i < events; i++ {
+						b, err := c.Do(ctx, "DYNKV.MATCH", testKey, AppendMatchRequest(nil, []uint64{1, 2, 3, 4, 5})).Text()
+						if err != nil {
+							errs <- fmt.Errorf("match %d: %w", i, err)
+							return
+						}
+						entries, err := DecodeMatchReply([]byte(b))
+						if err != nil {
+							errs <- err
+							return
+						}
+						for _, e := range entries {
+							if e.Matched > 5 {
+								errs <- fmt.Errorf("match depth %d > query length 5", e.Matched)
+								return
+							}
+						}
+					}
+					errs <- nil
+				}()
 			}
-			errs <- nil
-		}()
-	}
-	for i := 0; i < workers*2; i++ {
-		require.NoError(t, <-errs, "concurrent client")
+			for i := 0; i < workers*2; i++ {
+				require.NoError(t, <-errs, "concurrent client")
+			}
+		})
 	}
 }
 

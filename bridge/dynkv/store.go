@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/goindex/goindex/goindex/kv"
 )
 
 // Store is one dynkv index (one key): the module's semantics, which differ
@@ -25,6 +27,13 @@ import (
 //     RESET_WORKER; REMOVE_WORKER_ALL also fences ranks the worker registers
 //     later.
 //
+// Match and Select read the Store's nodes, or with Backing{Index: IndexCKF}
+// a CKF projection of its active states (ckf.go) fed every change the
+// Store accepts; the bookkeeping above stays exact either way. In ckf mode
+// at most CKFLanes ranks may hold blocks at once: a store (or a replacement)
+// that would make one more rank hold a block fails whole with
+// DYNKV_INVALID_EVENT (DYNKV_INVALID_REPLACE) and changes nothing.
+//
 // A Store is safe for concurrent use: mutations take a write lock, Match and
 // Select a read lock.
 type Store struct {
@@ -35,12 +44,19 @@ type Store struct {
 	workers   map[uint64]*workerState
 	mutations uint64
 	states    int // live (node, rank) states
+	holding   int // ranks with an active state
+
+	proj      *projection // ckf mode; nil in exact mode
+	laneLimit int         // ranks that may hold blocks at once; 0: no limit
+	run       []*node     // scratch: blocks a store activated, for proj
+	gone      []uint64    // scratch: blocks a remove deactivated, for proj
 }
 
 // node is one global block. Owners holds every rank's state at this node.
 type node struct {
 	hash     uint64
 	local    uint64
+	canon    uint64 // sequence hash of the locals from the root (spec §1.2), the CKF key
 	parent   *node
 	children map[uint64]*node // by local hash
 	owners   []ownerState
@@ -60,6 +76,7 @@ type rankState struct {
 	generation uint64 // ticket for REPLACE_RANK_IF_GENERATION; changes on every change of the rank
 	registered bool
 	nodes      map[*node]struct{} // nodes where the rank has a state
+	active     int                // of those, states with the active flag
 }
 
 // workerState is the per-worker registration and retirement fence.
@@ -166,13 +183,20 @@ func (s *Store) store(ev Event, st *rankState) (Changed, error) {
 		pending[b.External] = true
 		cur = nil // the rest of the chain lies below a new node
 	}
+	if s.laneLimit > 0 && st.active == 0 && s.holding >= s.laneLimit && s.activates(ev) {
+		return false, errorf(CodeInvalidEvent, "rank %d/%d cannot hold blocks: %d ranks of this key do, the most the ckf index holds", ev.Rank.Worker, ev.Rank.DPRank, s.holding)
+	}
 	// Commit.
 	var changed Changed
 	cur = parent
+	run := s.run[:0]
 	for _, b := range ev.Blocks {
 		n := s.byHash[b.External]
 		if n == nil {
-			n = &node{hash: b.External, local: b.Local, parent: cur}
+			n = &node{hash: b.External, local: b.Local, canon: b.Local, parent: cur}
+			if cur != s.root {
+				n.canon = kv.ChainHash(cur.canon, b.Local)
+			}
 			if cur.children == nil {
 				cur.children = map[uint64]*node{}
 			}
@@ -181,9 +205,20 @@ func (s *Store) store(ev Event, st *rankState) (Changed, error) {
 		}
 		if s.touch(n, ev.Rank, st, ev.EventID, true) {
 			changed = true
+			if s.proj != nil {
+				run = append(run, n)
+			}
+		} else if len(run) > 0 {
+			s.proj.stored(ev.Rank, run)
+			run = run[:0]
 		}
 		cur = n
 	}
+	if s.proj != nil {
+		s.proj.stored(ev.Rank, run)
+	}
+	clear(run)
+	s.run = run[:0]
 	if changed {
 		st.generation++
 	}
@@ -192,11 +227,19 @@ func (s *Store) store(ev Event, st *rankState) (Changed, error) {
 
 func (s *Store) remove(ev Event, st *rankState) Changed {
 	var changed Changed
+	gone := s.gone[:0]
 	for _, h := range ev.Hashes {
 		if n := s.byHash[h]; n != nil && s.touch(n, ev.Rank, st, ev.EventID, false) {
 			changed = true
+			if s.proj != nil {
+				gone = append(gone, h)
+			}
 		}
 	}
+	if s.proj != nil {
+		s.proj.removed(ev.Rank, gone)
+	}
+	s.gone = gone[:0]
 	if changed {
 		st.generation++
 	}
@@ -214,6 +257,7 @@ func (s *Store) touch(n *node, r Rank, st *rankState, eventID uint64, active boo
 		n.owners = append(n.owners, ownerState{rank: r, eventID: eventID, active: true})
 		st.nodes[n] = struct{}{}
 		s.states++
+		s.activate(st, 1)
 		return true
 	}
 	o := &n.owners[i]
@@ -225,7 +269,25 @@ func (s *Store) touch(n *node, r Rank, st *rankState, eventID uint64, active boo
 		return false
 	}
 	o.active = active
+	if active {
+		s.activate(st, 1)
+	} else {
+		s.activate(st, -1)
+	}
 	return true
+}
+
+// activate adds delta to the rank's active states, keeping the count of
+// ranks that hold blocks (in ckf mode, the lanes taken).
+func (s *Store) activate(st *rankState, delta int) {
+	before := st.active
+	st.active += delta
+	switch {
+	case before == 0 && st.active > 0:
+		s.holding++
+	case before > 0 && st.active == 0:
+		s.holding--
+	}
 }
 
 func (s *Store) clear(ev Event, st *rankState) Changed {
@@ -247,6 +309,12 @@ func (s *Store) clear(ev Event, st *rankState) Changed {
 func (s *Store) dropRank(r Rank, st *rankState) {
 	if len(st.nodes) == 0 {
 		return
+	}
+	if st.active > 0 {
+		s.activate(st, -st.active)
+		if s.proj != nil {
+			s.proj.dropped(r)
+		}
 	}
 	for n := range st.nodes {
 		if i := n.ownerIndex(r); i >= 0 {
@@ -297,6 +365,9 @@ func (s *Store) Match(locals []uint64) []MatchEntry {
 }
 
 func (s *Store) match(locals []uint64) []MatchEntry {
+	if s.proj != nil {
+		return s.matchCKF(locals)
+	}
 	var out []MatchEntry
 	n := s.root
 	for depth, l := range locals {
@@ -473,12 +544,18 @@ func (s *Store) ReplaceRankIfGeneration(r Rank, expected uint64, events []Event)
 }
 
 // withoutRank returns a structural copy of the store without rank r's states
-// (used to validate a replacement). Other ranks keep their states.
+// (used to validate a replacement). Other ranks keep their states; their
+// rankStates are not copied, only the count of those holding blocks, so
+// the copy enforces the lane limit. The copy is exact-backed.
 func (s *Store) withoutRank(r Rank) *Store {
 	c := NewStore()
+	c.laneLimit, c.holding = s.laneLimit, s.holding
+	if st := s.ranks[r]; st != nil && st.active > 0 {
+		c.holding--
+	}
 	var copyNode func(src, dstParent *node)
 	copyNode = func(src, dstParent *node) {
-		n := &node{hash: src.hash, local: src.local, parent: dstParent}
+		n := &node{hash: src.hash, local: src.local, canon: src.canon, parent: dstParent}
 		for _, o := range src.owners {
 			if o.rank != r {
 				n.owners = append(n.owners, o)

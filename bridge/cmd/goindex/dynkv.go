@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +11,7 @@ import (
 )
 
 const dynkvSynopsis = `Usage: goindex dynkv [--listen ADDR] [--log FILE [--fsync]] [--password PW]
+                    [--index exact|ckf [--ckf-expected-blocks N]]
 
 Serves Dynamo's Valkey-module command set (DYNKV.APPLY, DYNKV.MATCH, ...) over
 RESP2, so an unmodified Dynamo frontend keeps its KV index in goindex:
@@ -21,6 +23,23 @@ RESP2, so an unmodified Dynamo frontend keeps its KV index in goindex:
 Every key (namespace, component, scope, block size) is an independent index
 with the module's semantics. With --log, every successful mutation is
 appended to a log that a restarted server replays.
+
+Backing index (--index):
+  exact  (default) MATCH, MATCH_PRIMARY and SELECT read the module's own
+         exact nodes.
+  ckf    they read a CKF projection kept beside them: one cuckoo filter lane
+         per rank holding blocks. Never below the exact depth of a block the
+         filter holds; above it only by a 16-bit fingerprint collision
+         (about 8α/65535 per probed position at slot occupancy α). All the
+         bookkeeping stays exact, so every mutation replies as in exact mode,
+         except: at most %d ranks of one key may hold blocks at once (a
+         store for one more fails with DYNKV_INVALID_EVENT); a filter sized
+         by --ckf-expected-blocks (blocks per rank; at the default each key
+         allocates a %d-lane table of 16 MiB) that fills up leaves blocks
+         out of the filter, and MATCH stops before them until space frees.
+         DYNKV.STATS KEY DETAIL shows the backing and the CKF's counters
+         (capacity omissions, load, memory); DYNKV.STATS KEY keeps the
+         module's triple. A --log replays into either backing.
 
 Accepted but not implemented:
   %s
@@ -34,7 +53,7 @@ Accepted but not implemented:
 // not implement, listed from the server's own table.
 func dynkvUsage() string {
 	unsupported, internal := dynkv.Unimplemented()
-	return fmt.Sprintf(dynkvSynopsis, wrapWords(unsupported, 76, "\n  "), wrapWords(internal, 76, "\n  "))
+	return fmt.Sprintf(dynkvSynopsis, dynkv.CKFLanes, dynkv.CKFLanes, wrapWords(unsupported, 76, "\n  "), wrapWords(internal, 76, "\n  "))
 }
 
 // wrapWords joins words with spaces into lines of at most width bytes,
@@ -63,14 +82,27 @@ func runDynkv(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fsync := fs.Bool("fsync", false, "fsync the log before every reply (durable, slower)")
 	maxConns := fs.Int("max-conns", dynkv.DefaultMaxConns, "maximum concurrent client connections")
 	password := fs.String("password", "", "password clients must AUTH with (empty: none)")
+	index := fs.String("index", string(dynkv.IndexExact), "backing index of MATCH, MATCH_PRIMARY and SELECT: exact or ckf")
+	expected := fs.Uint64("ckf-expected-blocks", dynkv.DefaultCKFExpectedBlocks, "ckf: blocks one rank is expected to hold; sizes every lane's filter at ≤ 80% load")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	srv, err := dynkv.NewServer(dynkv.Config{Addr: *listen, LogPath: *logPath, Fsync: *fsync, MaxConns: *maxConns, Password: *password})
+	backing := dynkv.Backing{Index: dynkv.Index(*index), CKFExpectedBlocks: *expected}
+	if backing.Index != dynkv.IndexExact && backing.Index != dynkv.IndexCKF {
+		return fmt.Errorf("goindex dynkv: --index %q: want %s or %s: %w", *index, dynkv.IndexExact, dynkv.IndexCKF, errUsage)
+	}
+	srv, err := dynkv.NewServer(dynkv.Config{Addr: *listen, LogPath: *logPath, Fsync: *fsync, MaxConns: *maxConns, Password: *password, Backing: backing})
 	if err != nil {
+		if errors.Is(err, dynkv.ErrBadBacking) {
+			return fmt.Errorf("goindex dynkv: %v: %w", err, errUsage)
+		}
 		return err
 	}
-	fmt.Fprintf(stderr, "goindex dynkv: serving on %s (log: %s)\n", srv.Addr(), orNone(*logPath))
+	what := string(backing.Index)
+	if backing.Index == dynkv.IndexCKF {
+		what = fmt.Sprintf("ckf, %d expected blocks a rank", srv.Engine().Backing().CKFExpectedBlocks)
+	}
+	fmt.Fprintf(stderr, "goindex dynkv: serving on %s (index: %s; log: %s)\n", srv.Addr(), what, orNone(*logPath))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
 	select {
