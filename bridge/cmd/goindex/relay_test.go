@@ -261,49 +261,52 @@ func TestBenchRelay_SyntheticRunResyncsTheTablesAndSaysSo(t *testing.T) {
 // command logged, in text or JSON logs.
 var embeddedURLPattern = regexp.MustCompile(`embedded nats-server up"?[ ,]"?url"?[=:]"?(nats://[0-9.:]+)`)
 
-// TestRelay_WithoutNATSStartsAnEmbeddedJetStreamServer runs `goindex relay`
-// with no --nats: it must start its own nats-server with JetStream on
-// --listen (the relay's delta log and snapshot store need JetStream), and a
-// consumer given that server's URL must build a replica holding every
-// tracked block from it.
-func TestRelay_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
-	seed := relaytest.Seed(t, 23)
-	_, relayErr, stopRelay, relayDone := background(runRelay,
-		"--listen", "127.0.0.1:0", "--store", t.TempDir(), "--dc", "7", "--component", "b7", "--expected-blocks", "4096",
-		"--heartbeat-every", "20ms", "--load-every", "50ms")
+// embeddedURL waits for the command running in the background (its stderr
+// and done channel) to log its embedded nats-server's URL, failing the
+// test if it exits first.
+func embeddedURL(t *testing.T, name string, stderr *syncBuffer, done <-chan error) string {
+	t.Helper()
 	var url string
 	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		select {
-		case err := <-relayDone:
-			t.Fatalf("relay without --nats exited early: %v\n%s", err, relayErr.String())
+		case err := <-done:
+			t.Fatalf("%s without --nats exited early: %v\n%s", name, err, stderr.String())
 		default:
 		}
-		m := embeddedURLPattern.FindStringSubmatch(relayErr.String())
+		m := embeddedURLPattern.FindStringSubmatch(stderr.String())
 		if m == nil {
 			return errors.New("no embedded nats-server line yet")
 		}
 		url = m[1]
 		return nil
 	})
-	nc, err := natsutil.Connect(url, "test", nil)
-	if err != nil {
-		t.Fatalf("connect to the relay's embedded server %s: %v", url, err)
-	}
-	defer nc.Close()
-	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 7}
+	return url
+}
+
+// waitRelay waits until the relay of names answers pings.
+func waitRelay(t *testing.T, nc *nats.Conn, names relay.Names) {
+	t.Helper()
 	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		_, err := nc.Request(names.PingSubject(), nil, 200*time.Millisecond)
 		return err
 	})
+}
+
+// publishUntilReplicated waits until the relay of names answers pings,
+// publishes 100 generated Dynamo events on component's subject and waits
+// until the replica file at path holds every block they left tracked.
+func publishUntilReplicated(t *testing.T, nc *nats.Conn, names relay.Names, component string, seed uint64, path string) {
+	t.Helper()
+	waitRelay(t, nc, names)
 	gen := relaytest.NewGenerator(seed, 2)
 	for range 100 {
-		if err := nc.Publish(dynamo.EventSubject("dynamo", "b7"), gen.Next()); err != nil {
+		if err := nc.Publish(dynamo.EventSubject("dynamo", component), gen.Next()); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "replica")
-	_, _, stopConsume, consumeDone := background(runConsume,
-		"--nats", url, "--shm", path, "--dcs", "7", "--ping-every", "20ms")
+	if len(gen.Tracked()) == 0 {
+		t.Fatal("the generated events left no block tracked")
+	}
 	var reader *shm.Reader
 	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		r, err := shm.Attach(path)
@@ -323,6 +326,31 @@ func TestRelay_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
 		return nil
 	})
 	reader.Close()
+}
+
+// TestRelay_WithoutNATSStartsAnEmbeddedJetStreamServer runs `goindex relay`
+// with no --nats: it must start its own nats-server with JetStream on
+// --listen (the relay's delta log and snapshot store need JetStream), and a
+// consumer given that server's URL must build a replica holding every
+// tracked block from it.
+func TestRelay_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
+	seed := relaytest.Seed(t, 23)
+	_, relayErr, stopRelay, relayDone := background(runRelay,
+		"--listen", "127.0.0.1:0", "--store", t.TempDir(), "--dc", "7", "--component", "b7", "--expected-blocks", "4096",
+		"--heartbeat-every", "20ms", "--load-every", "50ms")
+	url := embeddedURL(t, "relay", relayErr, relayDone)
+	nc, err := natsutil.Connect(url, "test", nil)
+	if err != nil {
+		t.Fatalf("connect to the relay's embedded server %s: %v", url, err)
+	}
+	defer nc.Close()
+	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 7}
+	// The consumer learns the format from the relay (no --expected-blocks).
+	waitRelay(t, nc, names)
+	path := filepath.Join(t.TempDir(), "replica")
+	_, _, stopConsume, consumeDone := background(runConsume,
+		"--nats", url, "--shm", path, "--dcs", "7", "--ping-every", "20ms")
+	publishUntilReplicated(t, nc, names, "b7", seed, path)
 	stopConsume()
 	if err := <-consumeDone; err != nil {
 		t.Errorf("consume: %v", err)
@@ -344,20 +372,7 @@ func TestConsume_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
 	consumeOut, consumeErr, stopConsume, consumeDone := background(runConsume,
 		"--listen", "127.0.0.1:0", "--store", t.TempDir(), "--shm", path, "--dcs", "8", "--expected-blocks", "4096",
 		"--ping-every", "20ms", "--retry-every", "20ms", "--json")
-	var url string
-	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
-		select {
-		case err := <-consumeDone:
-			t.Fatalf("consume without --nats exited early: %v\n%s", err, consumeErr.String())
-		default:
-		}
-		m := embeddedURLPattern.FindStringSubmatch(consumeErr.String())
-		if m == nil {
-			return errors.New("no embedded nats-server line yet")
-		}
-		url = m[1]
-		return nil
-	})
+	url := embeddedURL(t, "consume", consumeErr, consumeDone)
 	_, relayErr, stopRelay, relayDone := background(runRelay,
 		"--nats", url, "--dc", "8", "--component", "b8", "--expected-blocks", "4096",
 		"--heartbeat-every", "20ms", "--load-every", "50ms")
@@ -366,41 +381,7 @@ func TestConsume_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
 		t.Fatalf("connect to the consumer's embedded server %s: %v", url, err)
 	}
 	defer nc.Close()
-	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 8}
-	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
-		select {
-		case err := <-relayDone:
-			t.Fatalf("relay on the consumer's embedded server exited: %v\n%s", err, relayErr.String())
-		default:
-		}
-		_, err := nc.Request(names.PingSubject(), nil, 200*time.Millisecond)
-		return err
-	})
-	gen := relaytest.NewGenerator(seed, 2)
-	for range 100 {
-		if err := nc.Publish(dynamo.EventSubject("dynamo", "b8"), gen.Next()); err != nil {
-			t.Fatalf("publish: %v", err)
-		}
-	}
-	var reader *shm.Reader
-	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
-		r, err := shm.Attach(path)
-		if err != nil {
-			return err
-		}
-		if reader != nil {
-			reader.Close()
-		}
-		reader = r
-		f := r.Format()
-		for _, c := range gen.Tracked() {
-			if r.Table().Probe(f.Probe(c), 1) == 0 {
-				return fmt.Errorf("tracked block %#x is missing from the replica", c)
-			}
-		}
-		return nil
-	})
-	reader.Close()
+	publishUntilReplicated(t, nc, relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 8}, "b8", seed, path)
 	// The relay first: the consumer owns the server it runs on.
 	stopRelay()
 	if err := <-relayDone; err != nil {
