@@ -61,3 +61,48 @@ func goindex_bench_inprocess(handle C.uint64_t, queries *C.goindex_in_u64, n, de
 	}
 	return passed
 }
+
+// goindex_bench_inprocess_global is goindex_bench_inprocess for a global
+// handle (tests/c/bench.c's global mode: 13 DC lanes of an attached replica
+// file). Each of the n probes is the one goindex_probe runs in global mode,
+// the replica Searcher over the handle's current view (globalIndex.Match:
+// acquire the view, chain the query, search every lane, one entry per lane
+// with a positive depth) plus the sort, into one reused buffer; and each
+// answer is checked as bench.c checks goindex_probe's: query q's entries
+// must number wantEntries[q] and their depths sum to wantBlocks[q]. It
+// returns how many probes passed (0 for a bad handle or a handle not in
+// global mode).
+//
+//export goindex_bench_inprocess_global
+func goindex_bench_inprocess_global(handle C.uint64_t, queries *C.goindex_in_u64, n, depth C.size_t,
+	wantEntries, wantBlocks *C.size_t) (passed C.size_t) {
+	defer func() {
+		if recover() != nil {
+			passed = 0
+		}
+	}()
+	h := handles.get(uint64(handle))
+	if h == nil || queries == nil || wantEntries == nil || wantBlocks == nil {
+		return 0
+	}
+	ix := h.ix.Load()
+	if ix == nil || ix.global == nil {
+		return 0
+	}
+	q := unsafe.Slice((*uint64)(unsafe.Pointer(queries)), int(n*depth))
+	entries := unsafe.Slice((*C.size_t)(unsafe.Pointer(wantEntries)), int(n))
+	blocks := unsafe.Slice((*C.size_t)(unsafe.Pointer(wantBlocks)), int(n))
+	var buf [probeStackEntries]kv.Overlap
+	for i, off := 0, 0; off < len(q); i, off = i+1, off+int(depth) {
+		dst := ix.global.Match(buf[:0], q[off:off+int(depth)])
+		sortMembers(dst)
+		sum := 0
+		for _, o := range dst {
+			sum += o.Blocks
+		}
+		if len(dst) == int(entries[i]) && sum == int(blocks[i]) {
+			passed++
+		}
+	}
+	return passed
+}

@@ -572,3 +572,61 @@ func commonPrefix(a, b []uint64) int {
 	}
 	return n
 }
+
+// The global-mode workload of tests/c/bench.c (fixture.WriteBenchReplica),
+// small: every answer goindex_probe and goindex_probe_batch give an
+// attached handle is the one the fixture recorded for bench.c's check, in
+// (DC, lane) order with DC = lane + 1.
+func TestGlobal_BenchWorkloadAnswersAsRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replica")
+	cfg := fixture.BenchConfig{LaneBlocks: make([]int, fixture.BenchDCs), Docs: 128}
+	for l := range cfg.LaneBlocks {
+		cfg.LaneBlocks[l] = 16384 >> (l / 3)
+	}
+	queries, sum, err := fixture.WriteBenchReplica(path, cfg)
+	if err != nil {
+		t.Fatalf("WriteBenchReplica: %v", err)
+	}
+	if sum.Entries == 0 || sum.Entries == sum.Queries*sum.Lanes {
+		t.Fatalf("WriteBenchReplica: %v; want queries that hit some lanes but not all", sum)
+	}
+	h := openT(t, `{"mode": "global"}`)
+	if rc := attach(h, path); rc != 0 {
+		t.Fatalf("goindex_attach_replica = %d: %s", rc, lastError(h))
+	}
+	check := func(call string, q int, got []overlapC) {
+		t.Helper()
+		blocks := 0
+		for i, o := range got {
+			blocks += int(o.blocks)
+			if uint64(o.id) != fixture.BenchDCID(int(o.rank)) || i > 0 && o.id <= got[i-1].id {
+				t.Errorf("%s(query %d)[%d] = DC %d lane %d, want DC = lane + 1 in ascending order", call, q, i, o.id, o.rank)
+			}
+		}
+		if len(got) != queries[q].Entries || blocks != queries[q].Blocks {
+			t.Errorf("%s(query %d) = %d lanes, %d blocks; want %d, %d", call, q, len(got), blocks, queries[q].Entries, queries[q].Blocks)
+		}
+	}
+	out := make([]overlapC, fixture.BenchDCs*len(queries))
+	var n cSize
+	for q := range queries {
+		if rc := goindex_probe(h, u64p(queries[q].Locals), cSize(len(queries[q].Locals)), &out[0], fixture.BenchDCs, &n); rc != 0 {
+			t.Fatalf("goindex_probe(query %d) = %d: %s", q, rc, lastError(h))
+		}
+		check("goindex_probe", q, out[:n])
+	}
+	flat := make([]uint64, 0, len(queries)*len(queries[0].Locals))
+	lens, counts := make([]inSize, len(queries)), make([]cSize, len(queries))
+	for q := range queries {
+		flat = append(flat, queries[q].Locals...)
+		lens[q] = inSize(len(queries[q].Locals))
+	}
+	if rc := goindex_probe_batch(h, u64p(flat), &lens[0], cSize(len(queries)), &out[0], cSize(len(out)), &counts[0], &n); rc != 0 {
+		t.Fatalf("goindex_probe_batch(%d queries) = %d: %s", len(queries), rc, lastError(h))
+	}
+	off := 0
+	for q, c := range counts {
+		check("goindex_probe_batch", q, out[off:off+int(c)])
+		off += int(c)
+	}
+}

@@ -21,8 +21,25 @@
  * them alike, and each case reports its fastest segment, the figure least
  * disturbed by other load. Output: one line per case, named as the Go
  * benchmarks' sub-benchmarks so they line up: "<name> <n> <ns> ns/op"
- * (ns/probe for batches), then the ratios. */
+ * (ns/probe for batches), then the ratios.
+ *
+ *   bench [ITERS]                        the exact-mode workload above
+ *   bench global REPLICA QUERIES [ITERS] global mode, the cross-DC router's
+ *                                        production path (bench_global)
+ *
+ * Global mode: a global handle attaches REPLICA, the 13-lane replica file
+ * `fixture bench` writes (tests/c/fixture/bench.go: one lane per DC of the
+ * reference deployment, each filled by a real CKF producer, 64K to 1M
+ * blocks per lane, documents sharing tenant prompts across lanes), and
+ * probes the 64-block queries of QUERIES, each checked against the answer
+ * the fixture recorded for it (entries and total depth). The same cases
+ * take turns: goindex_probe, goindex_probe_batch (64 queries), the
+ * in-process Go probe (goindex_bench_inprocess_global: the replica search
+ * goindex_probe runs plus the sort, with the same check, 64 probes per
+ * crossing), that probe behind one bare crossing each, and the trivial
+ * call. */
 #define _POSIX_C_SOURCE 199309L
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +51,8 @@
 /* Only in the benchmark build of the library (ffi/benchexport.go). */
 extern size_t goindex_bench_inprocess(uint64_t handle, const uint64_t *queries, size_t n, size_t depth,
                                       size_t want_entries, size_t want_blocks) __attribute__((weak));
+extern size_t goindex_bench_inprocess_global(uint64_t handle, const uint64_t *queries, size_t n, size_t depth,
+                                             const size_t *want_entries, const size_t *want_blocks) __attribute__((weak));
 
 enum { members = 16, docs = 1024, depth = 64, shared = 16, partial = 32, batch = 64 };
 
@@ -67,7 +86,10 @@ static void check(const goindex_overlap *o, size_t n) {
 	}
 }
 
+static int bench_global(int argc, char **argv);
+
 int main(int argc, char **argv) {
+	if (argc > 1 && strcmp(argv[1], "global") == 0) return bench_global(argc - 2, argv + 2);
 	long iters = argc > 1 ? atol(argv[1]) : 204800;
 	uint64_t h;
 	int rc = goindex_open("{}", 2, &h);
@@ -141,5 +163,148 @@ int main(int argc, char **argv) {
 		       best[c_probe] / best[c_go], best[c_batch] / best[c_go], best[c_crossing] / best[c_go]);
 	}
 	if ((rc = goindex_close(h))) die("goindex_close", rc);
+	return sink == 0;
+}
+
+/* ---- global mode ---- */
+
+/* The queries of QUERIES (tests/c/fixture/bench.go, WriteBenchQueries):
+ * gq[q * depth + i], and the answer the fixture recorded for query q. */
+static uint64_t *gq;
+static size_t *g_entries, *g_blocks, g_n, g_lanes;
+
+static void read_queries(const char *path) {
+	FILE *f = fopen(path, "r");
+	size_t d;
+	if (!f || fscanf(f, "queries %zu %zu %zu", &g_n, &d, &g_lanes) != 3) {
+		fprintf(stderr, "bench: %s: not a queries file\n", path);
+		exit(1);
+	}
+	if (d != depth || g_n == 0 || g_n % batch || g_lanes == 0 || g_lanes > 64) {
+		fprintf(stderr, "bench: %s: %zu queries of %zu blocks over %zu lanes; want a multiple of %d queries of %d blocks\n", path, g_n, d, g_lanes, batch, depth);
+		exit(1);
+	}
+	gq = malloc(g_n * depth * sizeof *gq);
+	g_entries = malloc(g_n * sizeof *g_entries);
+	g_blocks = malloc(g_n * sizeof *g_blocks);
+	if (!gq || !g_entries || !g_blocks) die("malloc", -1);
+	for (size_t q = 0; q < g_n; q++) {
+		int ok = fscanf(f, "%zu %zu", &g_entries[q], &g_blocks[q]) == 2 && g_entries[q] <= g_lanes;
+		for (size_t i = 0; ok && i < depth; i++) ok = fscanf(f, "%" SCNu64, &gq[q * depth + i]) == 1;
+		if (!ok) {
+			fprintf(stderr, "bench: %s: query %zu is malformed\n", path, q);
+			exit(1);
+		}
+	}
+	fclose(f);
+}
+
+/* check_global sums query q's answer and dies unless it is the fixture's. */
+static void check_global(const goindex_overlap *o, size_t n, size_t q) {
+	size_t sum = 0;
+	for (size_t i = 0; i < n; i++) sum += o[i].blocks;
+	if (n != g_entries[q] || sum != g_blocks[q]) {
+		fprintf(stderr, "bench: global query %zu answered %zu lanes and %zu blocks, want %zu and %zu\n", q, n, sum, g_entries[q], g_blocks[q]);
+		exit(1);
+	}
+}
+
+/* bench_global runs the global-mode cases; argv: REPLICA QUERIES [ITERS]. */
+static int bench_global(int argc, char **argv) {
+	if (argc < 2) {
+		fprintf(stderr, "usage: bench global REPLICA QUERIES [ITERS]\n");
+		return 2;
+	}
+	long iters = argc > 2 ? atol(argv[2]) : 102400;
+	read_queries(argv[1]);
+	uint64_t h;
+	const char *cfg = "{\"mode\": \"global\"}"; /* the default replica_check_ms (100) */
+	int rc = goindex_open(cfg, strlen(cfg), &h);
+	if (rc) die("goindex_open", rc);
+	if ((rc = goindex_attach_replica(h, argv[0], strlen(argv[0])))) die("goindex_attach_replica", rc);
+	goindex_counters st;
+	memset(&st, 0, sizeof st);
+	st.struct_size = sizeof st;
+	if ((rc = goindex_stats(h, &st))) die("goindex_stats", rc);
+	if (st.lanes_ready != g_lanes) {
+		fprintf(stderr, "bench: %s has %llu lanes ready, want %zu\n", argv[0], (unsigned long long)st.lanes_ready, g_lanes);
+		return 1;
+	}
+
+	size_t cap = g_lanes * batch;
+	goindex_overlap *out = malloc(cap * sizeof *out);
+	size_t written, counts[batch], lens[batch];
+	volatile uint32_t sink = 0;
+	if (!out) die("malloc", -1);
+	for (int i = 0; i < batch; i++) lens[i] = depth;
+	/* Every query once, checked, before timing: maps the file's pages. */
+	for (size_t q = 0; q < g_n; q++) {
+		if ((rc = goindex_probe(h, &gq[q * depth], depth, out, g_lanes, &written))) die("goindex_probe", rc);
+		check_global(out, written, q);
+	}
+
+	/* As main's cases, in segments of `segment` probes. */
+	enum { segment = 2048, cases = 5 };
+	enum { c_go, c_crossing, c_probe, c_batch, c_trivial };
+	double best[cases], t0, ns;
+	for (int c = 0; c < cases; c++) best[c] = 1e300;
+	long segments = iters / segment > 0 ? iters / segment : 1;
+	for (long seg = 0; seg <= segments; seg++) {
+		for (int c = 0; c < cases; c++) {
+			if ((c == c_go || c == c_crossing) && !goindex_bench_inprocess_global) continue;
+			t0 = now_ns();
+			switch (c) {
+			case c_go: /* 64 consecutive queries per crossing */
+				for (long i = 0; i < segment / batch; i++) {
+					size_t q = (size_t)(i * batch) % g_n;
+					if (goindex_bench_inprocess_global(h, &gq[q * depth], batch, depth, &g_entries[q], &g_blocks[q]) != batch)
+						die("goindex_bench_inprocess_global (probes passed)", -1);
+				}
+				break;
+			case c_crossing:
+				for (long i = 0; i < segment; i++) {
+					size_t q = (size_t)i % g_n;
+					if (goindex_bench_inprocess_global(h, &gq[q * depth], 1, depth, &g_entries[q], &g_blocks[q]) != 1)
+						die("goindex_bench_inprocess_global (probes passed)", -1);
+				}
+				break;
+			case c_probe:
+				for (long i = 0; i < segment; i++) {
+					size_t q = (size_t)i % g_n;
+					if ((rc = goindex_probe(h, &gq[q * depth], depth, out, g_lanes, &written))) die("goindex_probe", rc);
+					check_global(out, written, q);
+				}
+				break;
+			case c_batch: /* batches of 64 consecutive queries, one slice of the query table */
+				for (long i = 0; i < segment / batch; i++) {
+					size_t q = (size_t)(i * batch) % g_n;
+					if ((rc = goindex_probe_batch(h, &gq[q * depth], lens, batch, out, cap, counts, &written)))
+						die("goindex_probe_batch", rc);
+					for (size_t j = 0, off = 0; j < batch; off += counts[j], j++) check_global(out + off, counts[j], q + j);
+				}
+				break;
+			case c_trivial:
+				for (long i = 0; i < segment * 10; i++) sink += goindex_abi_version();
+				break;
+			}
+			ns = (now_ns() - t0) / (double)(c == c_trivial ? segment * 10 : segment);
+			if (seg && ns < best[c]) best[c] = ns;
+		}
+	}
+	long n = segments * segment;
+	printf("BenchmarkTrivialCall/impl=abi/mode=global %ld %.1f ns/op\n", n * 10, best[c_trivial]);
+	printf("BenchmarkProbe/impl=abi/mode=global/lanes=%zu/blocks=%d %ld %.1f ns/op\n", g_lanes, depth, n, best[c_probe]);
+	printf("BenchmarkProbeBatch/impl=abi/mode=global/lanes=%zu/blocks=%d/batch=%d %ld %.1f ns/probe\n", g_lanes, depth, batch, n, best[c_batch]);
+	if (goindex_bench_inprocess_global) {
+		printf("BenchmarkProbe/impl=replica-in-library/mode=global/lanes=%zu/blocks=%d %ld %.1f ns/op\n", g_lanes, depth, n, best[c_go]);
+		printf("BenchmarkProbe/impl=crossing+replica/mode=global/lanes=%zu/blocks=%d %ld %.1f ns/op\n", g_lanes, depth, n, best[c_crossing]);
+		printf("ratio global (%zu lanes) abi/replica-in-library: probe %.3f, probe_batch %.3f, crossing+replica %.3f; bare crossing %.1f%% of the probe\n",
+		       g_lanes, best[c_probe] / best[c_go], best[c_batch] / best[c_go], best[c_crossing] / best[c_go], 100 * best[c_trivial] / best[c_go]);
+	}
+	if ((rc = goindex_close(h))) die("goindex_close", rc);
+	free(out);
+	free(gq);
+	free(g_entries);
+	free(g_blocks);
 	return sink == 0;
 }

@@ -12,7 +12,8 @@
 #      library (built here into $GOINDEX_BUILD/cgocheck2);
 #   4. only with GOINDEX_BENCH_ABI=1: bench.c next to the Go benchmarks of
 #      ffi/bench_test.go, alternating for GOINDEX_BENCH_ROUNDS rounds, for
-#      BENCHMARKS.md.
+#      BENCHMARKS.md: exact mode, then global mode over the 13-lane replica
+#      file "fixture bench" writes.
 # Needs GOINDEX_BUILD (./build.sh test sets it). GOINDEX_SEED steers the
 # stress writer of abi_test.c.
 set -euo pipefail
@@ -82,14 +83,19 @@ if [ "${GOINDEX_BENCH_ABI:-0}" = 1 ]; then
 	# bench.c runs against the benchmark build of the library, whose one
 	# extra export (goindex_bench_inprocess) times the in-process Go probe in
 	# bench.c's own process on the same tree; the real library's export list
-	# stays exact.
+	# stays exact. Each round ends with bench.c's global mode (13 DC lanes
+	# of the replica file the fixture writes once, 64K to 1M blocks each;
+	# goindex_bench_inprocess_global is its in-process side).
 	(cd "$root" && go test -c -o "$work/ffi.test" ./ffi)
 	GOFLAGS="${GOFLAGS:-} -tags=goindex_bench" bash "$root/ffi/build.sh" "$build/bench"
+	rm -f "$work/bench-global.replica" "$work/bench-global.replica".*
+	"$work/fixture" bench "$work/bench-global.replica" "$work/bench-global.queries"
 	for _ in $(seq "${GOINDEX_BENCH_ROUNDS:-5}"); do
 		"$work/ffi.test" -test.run '^$' -test.bench 'Benchmark(Probe|TrivialCall)$' -test.benchtime=100000x -test.benchmem
 		"$work/ffi.test" -test.run '^$' -test.bench 'BenchmarkProbeBatch$' -test.benchtime=2000x -test.benchmem
 		"$work/ffi.test" -test.run '^$' -test.bench 'BenchmarkProbeMiss$' -test.benchtime=2000000x
 		LD_LIBRARY_PATH="$build/bench" "$work/bench" 204800
+		LD_LIBRARY_PATH="$build/bench" "$work/bench" global "$work/bench-global.replica" "$work/bench-global.queries" 102400
 	done | tee "$work/bench.out" | grep -E '^(Benchmark|ratio)'
 	echo "fastest round of each case:"
 	awk '/^Benchmark/ { name = $1; sub(/-[0-9]+$/, "", name); v = $3; for (i = 4; i <= NF; i++) if ($i == "ns/probe") v = $(i - 1)
