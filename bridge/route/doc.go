@@ -52,8 +52,10 @@
 // headers minus hop-by-hop ones, HopHeader and X-Forwarded-For. Only a
 // failed connect (*DialError) moves on to the next DC; once a DC accepted
 // the connection its answer, whatever the status, is relayed as is (status,
-// headers, body) with the diagnostic headers of the DC that served, and
-// the body is flushed after every read so SSE events stream through. A
+// headers, body) with the diagnostic headers of the DC that served; the
+// headers are flushed at once and the body after every read, so SSE
+// events stream through, and a client that goes away cancels the DC's
+// request (it carries the client's context). A
 // request that carries HopHeader is refused (508), which stops loops
 // between routers. /v1/models goes to the DCs with fresh signals first,
 // then the others. /healthz answers 200 while the process runs; /readyz
@@ -123,7 +125,9 @@
 // bucket images, the tests prove: under ttft the cache-holding DC wins
 // when its prefill saving beats its extra RTT and loses otherwise, with
 // the right diagnostic headers and the body and hop header forwarded
-// unchanged; SSE events arrive one by one; a closed port falls back to
+// unchanged; SSE events arrive one by one, a stream's headers arrive
+// before its first event, and a client's disconnect cancels the DC's
+// request; a closed port falls back to
 // the next DC, and all closed is 502; a DC's HTTP error is relayed and
 // not retried, a DC silent past ResponseTimeout is 504 and not retried,
 // and a stream the DC cuts reaches the client as an error; a hopped

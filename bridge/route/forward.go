@@ -146,7 +146,7 @@ func (rt *Router) send(in *http.Request, order []Choice, body []byte) (*attempt,
 }
 
 // relay writes resp to w: status, headers (minus hop-by-hop ones) plus
-// extra, then the body, flushing after every read so streamed events pass
+// extra, flushed at once, then the body, flushing after every read so streamed events pass
 // through unbuffered. A body that breaks mid-way aborts the client's
 // connection (http.ErrAbortHandler) rather than end it cleanly, so a cut
 // stream never looks complete.
@@ -162,6 +162,12 @@ func relay(w http.ResponseWriter, resp *http.Response, extra http.Header) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
+	// The DC sent its headers; send them on now, or a stream's status and
+	// the diagnostic headers would wait for its first event (a long
+	// prefill).
+	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return
+	}
 	buf := make([]byte, copyBufferBytes)
 	for {
 		n, err := resp.Body.Read(buf)
