@@ -2,7 +2,8 @@
 // OpenAI-compatible HTTP front that hashes each request's prompt, scores
 // every DC from the router-site consumer's shared-memory replica, and
 // forwards the request to the chosen DC's own frontend, falling back to
-// the next-best DC when the chosen one refuses the connection.
+// the next-best DC when the chosen one refuses the connection or turns
+// the request away (502, 503, 529).
 //
 // # Concepts
 //
@@ -49,9 +50,12 @@
 //
 // Forwarding. The body is read once, bounded by MaxBodyBytes and
 // BodyTimeout, and sent unchanged to each DC tried, with the client's
-// headers minus hop-by-hop ones, HopHeader and X-Forwarded-For. Only a
-// failed connect (*DialError) moves on to the next DC; once a DC accepted
-// the connection its answer, whatever the status, is relayed as is (status,
+// headers minus hop-by-hop ones, HopHeader and X-Forwarded-For. A failed
+// connect (*DialError), or an answer saying the DC did not take the
+// request on (502 from its gateway, Dynamo's 503 with no usable worker or
+// 529 with every worker busy), moves on to the next DC, logged and named
+// in X-Goindex-Fallback; nothing has reached the client then. Any other
+// answer, and the last DC's whatever it is, is relayed as is (status,
 // headers, body) with the diagnostic headers of the DC that served; the
 // headers are flushed at once and the body after every read, so SSE
 // events stream through, and a client that goes away cancels the DC's
@@ -76,8 +80,9 @@
 // # Invariants
 //
 //   - A request carrying HopHeader never reaches a DC.
-//   - A request reaches at most one DC that accepted its connection, and a
-//     completion is tried only on DCs eligible under the policy.
+//   - A request reaches at most one DC that did not turn it away (502, 503,
+//     529), and a completion is tried only on DCs eligible under the
+//     policy.
 //   - Cached tokens never exceed the prompt, and depths come only from
 //     ready lanes of the configured DCs.
 //   - Bodies over MaxBodyBytes and prompts over MaxPromptTokens are refused
@@ -103,7 +108,7 @@
 //
 // Non-goals: no multimodal prompts (mm hashes are not extracted, so
 // multimodal blocks hash as text), no per-worker choice inside a DC (the
-// DC's own router does that), no retries after a DC accepted a request,
+// DC's own router does that), no retries after a DC took a request on,
 // no HTTP/2 to the DCs, no environment proxies, no trailers.
 //
 // # Files
@@ -128,8 +133,9 @@
 // unchanged; SSE events arrive one by one, a stream's headers arrive
 // before its first event, and a client's disconnect cancels the DC's
 // request; a closed port falls back to
-// the next DC, and all closed is 502; a DC's HTTP error is relayed and
-// not retried, a DC silent past ResponseTimeout is 504 and not retried,
+// the next DC, and all closed is 502; a DC answering 502, 503 or 529
+// falls back to the next, whose answer is relayed even if it is one of
+// those; a DC's other HTTP errors are relayed and not retried, a DC silent past ResponseTimeout is 504 and not retried,
 // and a stream the DC cuts reaches the client as an error; a hopped
 // request is refused; a stale load or RTT excludes
 // a DC (all stale: 503 and not ready); bad JSON, wrong shapes, oversize

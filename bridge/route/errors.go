@@ -29,8 +29,9 @@ var (
 	// ErrNoEligibleDC reports that no configured DC has every signal the
 	// policy needs (no replica, stale load or RTT, no lane) (503).
 	ErrNoEligibleDC = errors.New("route: no eligible DC")
-	// ErrUnreachable reports that every DC tried refused or timed out the
-	// connection (502).
+	// ErrUnreachable reports that no DC took the request: the last one
+	// tried refused or timed out the connection, and any before it did
+	// too or turned the request away (502).
 	ErrUnreachable = errors.New("route: no DC reachable")
 	// ErrUpstream reports a DC that accepted the connection but failed
 	// before a response arrived (502, or 504 on a timeout); the request is

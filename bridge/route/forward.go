@@ -25,7 +25,8 @@ const (
 	// its parts (ms, under ttft only; the others' wait only when it was
 	// priced, Config.PriceOthers), the DC's RTT (when measured), the
 	// cached prefix in tokens, the policy applied and the DCs skipped
-	// because they refused the connection (comma-separated, in order).
+	// because they refused the connection or turned the request away
+	// with 502, 503 or 529 (comma-separated, in order).
 	HeaderDC           = "X-Goindex-DC"
 	HeaderCostMs       = "X-Goindex-Cost-Ms"
 	HeaderRTTMs        = "X-Goindex-RTT-Ms"
@@ -107,17 +108,35 @@ func removeHopByHop(h http.Header) {
 	}
 }
 
+// statusOverloaded is Dynamo's frontend answer when every worker is busy
+// (DYN_HTTP_OVERLOAD_STATUS_CODE's default); it has no net/http name.
+const statusOverloaded = 529
+
+// turnedAway reports a DC answer that says the DC did not take the request
+// on: its gateway found no frontend (502), or the frontend has no usable
+// worker (503) or every worker is busy (529). Nothing ran, so the next DC
+// may serve it.
+func turnedAway(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == statusOverloaded
+}
+
+// maxDrainBytes bounds what is read of a turned-away answer so that its
+// connection can be reused.
+const maxDrainBytes = 64 << 10
+
 // attempt is the outcome of trying the DCs of a decision in order.
 type attempt struct {
 	resp    *http.Response
 	served  int      // index into the order of the DC that answered
-	skipped []string // DCs that refused the connection, in order
+	skipped []string // DCs that refused the connection or turned the request away, in order
 }
 
-// send tries order's DCs in turn until one accepts the connection: a
-// *DialError moves on to the next; any other failure (the DC accepted and
-// then failed or timed out) ends the attempt with ErrUpstream, since the DC
-// may have started on the request.
+// send tries order's DCs in turn until one takes the request: a
+// *DialError, or an answer turnedAway from a DC that is not the last one,
+// moves on to the next; any other failure (the DC accepted and then failed
+// or timed out) ends the attempt with ErrUpstream, since the DC may have
+// started on the request. The last DC's answer is returned whatever its
+// status.
 func (rt *Router) send(in *http.Request, order []Choice, body []byte) (*attempt, error) {
 	a := &attempt{}
 	for i := range order {
@@ -127,6 +146,14 @@ func (rt *Router) send(in *http.Request, order []Choice, body []byte) (*attempt,
 			return a, err
 		}
 		resp, err := rt.transport.RoundTrip(out)
+		if err == nil && turnedAway(resp.StatusCode) && i+1 < len(order) {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
+			resp.Body.Close()
+			rt.stats.fallbacks.Add(1)
+			rt.cfg.Logger.Warn("dc turned the request away, trying the next", "dc", dc.Name, "dc_id", dc.ID, "status", resp.StatusCode)
+			a.skipped = append(a.skipped, dc.Name)
+			continue
+		}
 		if err == nil {
 			a.resp, a.served = resp, i
 			return a, nil

@@ -85,3 +85,51 @@ func TestRoute_StreamHeadersReachTheClientBeforeTheFirstEvent(t *testing.T) {
 		t.Errorf("stream body %q, %v, want the held event", got, err)
 	}
 }
+
+// TestRoute_DCTurningTheRequestAwayFallsBackToTheNext has the chosen DC
+// answer the statuses that say it did not take the request on (its
+// gateway's 502, Dynamo's 503 with no usable worker and 529 with every
+// worker busy): the next DC serves it and X-Goindex-Fallback names the
+// skipped one. Other errors (500, 504, 429) are relayed, not retried, and
+// the last DC's answer is relayed whatever it is.
+func TestRoute_DCTurningTheRequestAwayFallsBackToTheNext(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		retry  bool
+	}{{502, true}, {503, true}, {529, true}, {500, false}, {504, false}, {429, false}} {
+		s := setupTwoDCs(t, nil) // no cache anywhere: near wins on RTT
+		s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(c.status)
+			fmt.Fprintf(w, `{"error":{"message":"near says %d"}}`, c.status)
+		})
+		resp, body := s.post(completion([]uint32{1, 2, 3}, nil), nil)
+		st := s.rt.Stats()
+		if c.retry {
+			if resp.StatusCode != 200 || resp.Header.Get(HeaderDC) != "far" || resp.Header.Get(HeaderFallback) != "near" ||
+				len(s.far.requests()) != 1 || st.Fallbacks != 1 || st.Routed["far"] != 1 {
+				t.Errorf("near %d: status %d dc %q fallback %q body %s, far got %d requests, %+v; want 200 from far after skipping near",
+					c.status, resp.StatusCode, resp.Header.Get(HeaderDC), resp.Header.Get(HeaderFallback), body, len(s.far.requests()), st)
+			}
+			continue
+		}
+		if resp.StatusCode != c.status || resp.Header.Get(HeaderDC) != "near" || len(s.far.requests()) != 0 || st.Fallbacks != 0 {
+			t.Errorf("near %d: status %d dc %q body %s, far got %d requests; want near's %d relayed and no retry",
+				c.status, resp.StatusCode, resp.Header.Get(HeaderDC), body, len(s.far.requests()), c.status)
+		}
+	}
+	// Both busy: the last DC's answer is the client's, naming who was skipped.
+	s := setupTwoDCs(t, nil)
+	busy := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":{"message":"All workers busy"}}`)
+	}
+	s.near.setHandler(busy)
+	s.far.setHandler(busy)
+	resp, body := s.post(completion([]uint32{1, 2, 3}, nil), nil)
+	if resp.StatusCode != 503 || string(body) != `{"error":{"message":"All workers busy"}}` || resp.Header.Get("Retry-After") != "1" ||
+		resp.Header.Get(HeaderDC) != "far" || resp.Header.Get(HeaderFallback) != "near" {
+		t.Errorf("both 503: status %d dc %q fallback %q body %s, want far's 503 verbatim after skipping near",
+			resp.StatusCode, resp.Header.Get(HeaderDC), resp.Header.Get(HeaderFallback), body)
+	}
+}

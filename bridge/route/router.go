@@ -66,7 +66,7 @@ type Stats struct {
 	Loops           uint64            `json:"loops"`            // refused for carrying HopHeader
 	Unroutable      uint64            `json:"unroutable"`       // no eligible DC (503)
 	UpstreamErrors  uint64            `json:"upstream_errors"`  // every DC unreachable, or a DC failed (502/504)
-	Fallbacks       uint64            `json:"fallbacks"`        // DCs skipped after a refused connect
+	Fallbacks       uint64            `json:"fallbacks"`        // DCs skipped after a refused connect or a 502/503/529
 	Models          uint64            `json:"models"`           // /v1/models requests forwarded
 }
 
@@ -327,7 +327,7 @@ func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 
 // serveModels forwards /v1/models to the DCs with fresh signals first (in
 // configuration order), then the others, moving on after a refused
-// connect.
+// connect or a 502, 503 or 529 (send).
 func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	if err := checkForwardable(w, r, http.MethodGet); err != nil {
 		rt.fail(w, nil, err)

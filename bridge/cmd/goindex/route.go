@@ -22,9 +22,12 @@ the prompt's KV blocks as Dynamo does, probes every DC's lane of the shared
 replica that ` + "`goindex consume`" + ` writes, scores the DCs (default ttft: RTT +
 queue wait + uncached prefill) and forwards the request unchanged to the
 chosen DC's frontend, or to the next-best DC if that one refuses the
-connection. Responses (and SSE streams, event by event) are relayed as the
-DC sent them, plus X-Goindex-DC, -Policy, -Cached-Tokens, -RTT-Ms and, under
-ttft, -Cost-Ms, -Queue-Ms, -Prefill-Ms (and -Fallback when DCs were skipped).
+connection or turns the request away (502, 503, or Dynamo's 529 when every
+worker is busy; the last DC's answer is relayed whatever it is). Responses
+(and SSE streams, event by event) are relayed as the DC sent them, plus
+X-Goindex-DC, -Policy, -Cached-Tokens, -RTT-Ms and, under ttft, -Cost-Ms,
+-Queue-Ms, -Prefill-Ms (-Others-Ms with --price-others), and -Fallback
+naming the DCs skipped, in order.
 Forwarded requests carry X-Goindex-Hop: 1; a request that already has it is
 refused with 508. Also serves GET /v1/models (passed to a healthy DC),
 /healthz and /readyz (200 once the replica is attached and a DC is eligible);
