@@ -22,57 +22,12 @@
 
 #include "chain.h"
 #include "goindex.h"
-
-static int failures;
-static const char *step = "setup";
-#define STEP(name) (step = (name))
-
-static void fail_at(int line, const char *fmt, ...) {
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL [%s] abi_test.c:%d: ", step, line);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	failures++;
-}
-
-#define CHECK(cond, ...)                                   \
-	do {                                                   \
-		if (!(cond)) fail_at(__LINE__, __VA_ARGS__);       \
-	} while (0)
-
-/* CHECK_RC runs call and checks its status code, naming both codes. */
-#define CHECK_RC(call, want)                                                                         \
-	do {                                                                                             \
-		int rc_ = (call);                                                                            \
-		if (rc_ != (want))                                                                           \
-			fail_at(__LINE__, "%s = %d (%s), want %d (%s)", #call, rc_, goindex_strerror(rc_), (want), \
-			        goindex_strerror(want));                                                         \
-	} while (0)
+#include "check.h"
+#include "handles.h"
 
 /* A(...) expands to an array literal and its length. */
 #define A(...) (const uint64_t[]){__VA_ARGS__}, (sizeof((const uint64_t[]){__VA_ARGS__}) / sizeof(uint64_t))
 #define NONE NULL, 0
-
-/* ---- handles the suite opened, to prove at the end none is left open ---- */
-
-static uint64_t opened[64];
-static size_t n_opened;
-
-static uint64_t open_cfg(const char *json) {
-	uint64_t h = 0;
-	int rc = goindex_open(json, strlen(json), &h);
-	if (rc != GOINDEX_OK) {
-		char msg[256];
-		goindex_last_error(0, msg, sizeof msg, NULL);
-		fail_at(__LINE__, "goindex_open(%s) = %d (%s): %s", json, rc, goindex_strerror(rc), msg);
-		exit(1);
-	}
-	for (size_t i = 0; i < n_opened; i++) CHECK(opened[i] < h, "goindex_open returned %llu after %llu: handles must grow", (unsigned long long)h, (unsigned long long)opened[i]);
-	if (n_opened < sizeof opened / sizeof opened[0]) opened[n_opened++] = h;
-	return h;
-}
 
 static void close_h(uint64_t h) { CHECK_RC(goindex_close(h), GOINDEX_OK); }
 
@@ -125,26 +80,6 @@ static void expect_at(int line, uint64_t h, const uint64_t *q, size_t n, const c
 	if (strcmp(got, want) != 0) fail_at(line, "goindex_probe(%zu hashes from %llu) = \"%s\", want \"%s\"", n, (unsigned long long)(n ? q[0] : 0), got, want);
 }
 #define EXPECT(h, ...) expect_at(__LINE__, h, __VA_ARGS__)
-
-static goindex_counters stats_of(uint64_t h) {
-	goindex_counters c;
-	memset(&c, 0, sizeof c);
-	c.struct_size = sizeof c;
-	CHECK_RC(goindex_stats(h, &c), GOINDEX_OK);
-	return c;
-}
-
-static void last_error(uint64_t h, char *buf, size_t cap) {
-	CHECK_RC(goindex_last_error(h, buf, cap, NULL), GOINDEX_OK);
-}
-
-/* expect_error checks that h's last error mentions every fragment. */
-static void expect_error_at(int line, uint64_t h, const char *fragment) {
-	char msg[512];
-	last_error(h, msg, sizeof msg);
-	if (!strstr(msg, fragment)) fail_at(line, "goindex_last_error(%llu) = \"%s\", want it to mention \"%s\"", (unsigned long long)h, msg, fragment);
-}
-#define EXPECT_ERROR(h, fragment) expect_error_at(__LINE__, h, fragment)
 
 /* ---- scenarios ---- */
 
@@ -1014,17 +949,6 @@ static void stress(void) {
 	close_h(stress_handle);
 }
 
-/* ---- the end ---- */
-
-static void no_handle_left(void) {
-	STEP("the end: no handle is left open");
-	for (size_t i = 0; i < n_opened; i++) {
-		goindex_counters c = {.struct_size = sizeof c};
-		CHECK_RC(goindex_stats(opened[i], &c), GOINDEX_EHANDLE);
-	}
-	CHECK(n_opened > 20, "the suite opened only %zu handles", n_opened);
-}
-
 int main(void) {
 	Dl_info info;
 	if (dladdr((void *)goindex_abi_version, &info) && info.dli_fname) printf("library: %s\n", info.dli_fname);
@@ -1049,7 +973,7 @@ int main(void) {
 	bad_score();
 	bad_misc();
 	stress();
-	no_handle_left();
+	no_handle_left(21);
 
 	if (failures) {
 		fprintf(stderr, "tests/c: %d checks failed\n", failures);

@@ -32,70 +32,10 @@
 #include <time.h>
 
 #include "goindex.h"
+#include "check.h"
+#include "handles.h"
 
-static int failures;
-static const char *step = "setup";
 static char step_buf[256];
-#define STEP(name) (step = (name))
-
-static void fail_at(int line, const char *fmt, ...) {
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL [%s] global_test.c:%d: ", step, line);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	failures++;
-}
-
-#define CHECK(cond, ...)                             \
-	do {                                             \
-		if (!(cond)) fail_at(__LINE__, __VA_ARGS__); \
-	} while (0)
-
-#define CHECK_RC(call, want)                                                                                  \
-	do {                                                                                                      \
-		int rc_ = (call);                                                                                     \
-		if (rc_ != (want))                                                                                    \
-			fail_at(__LINE__, "%s = %d (%s), want %d (%s)", #call, rc_, goindex_strerror(rc_), (want),        \
-			        goindex_strerror(want));                                                                  \
-	} while (0)
-
-static uint64_t opened[16];
-static size_t n_opened;
-
-static uint64_t open_cfg(const char *json) {
-	uint64_t h = 0;
-	int rc = goindex_open(json, strlen(json), &h);
-	if (rc != GOINDEX_OK) {
-		char msg[512];
-		goindex_last_error(0, msg, sizeof msg, NULL);
-		fail_at(__LINE__, "goindex_open(%s) = %d (%s): %s", json, rc, goindex_strerror(rc), msg);
-		exit(1);
-	}
-	if (n_opened < sizeof opened / sizeof opened[0]) opened[n_opened++] = h;
-	return h;
-}
-
-static const char *last_error(uint64_t h) {
-	static _Thread_local char msg[1024];
-	if (goindex_last_error(h, msg, sizeof msg, NULL) != GOINDEX_OK) snprintf(msg, sizeof msg, "(goindex_last_error failed)");
-	return msg;
-}
-
-static void expect_error_at(int line, uint64_t h, const char *fragment) {
-	const char *msg = last_error(h);
-	if (!strstr(msg, fragment)) fail_at(line, "goindex_last_error(%llu) = \"%s\", want it to mention \"%s\"", (unsigned long long)h, msg, fragment);
-}
-#define EXPECT_ERROR(h, fragment) expect_error_at(__LINE__, h, fragment)
-
-static goindex_counters stats_of(uint64_t h) {
-	goindex_counters c;
-	memset(&c, 0, sizeof c);
-	c.struct_size = sizeof c;
-	CHECK_RC(goindex_stats(h, &c), GOINDEX_OK);
-	return c;
-}
 
 /* ---- probes as strings: "dc/lane=blocks dc/lane=blocks" ---- */
 
@@ -500,15 +440,6 @@ static void attach(const char *path, const char *script) {
 	CHECK_RC(goindex_close(h), GOINDEX_OK);
 }
 
-static void no_handle_left(void) {
-	STEP("the end: no handle is left open");
-	for (size_t i = 0; i < n_opened; i++) {
-		goindex_counters c = {.struct_size = sizeof c};
-		CHECK_RC(goindex_stats(opened[i], &c), GOINDEX_EHANDLE);
-	}
-	CHECK(n_opened > 0, "the suite opened no handle");
-}
-
 int main(int argc, char **argv) {
 	if (argc == 3 && !strcmp(argv[1], "frames")) {
 		frames(argv[2]);
@@ -520,7 +451,7 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "usage: global_test frames SCRIPT | global_test replica PATH SCRIPT FIXTURE | global_test attach PATH SCRIPT\n");
 		return 2;
 	}
-	no_handle_left();
+	no_handle_left(1);
 	if (failures) {
 		fprintf(stderr, "tests/c: global_test %s: %d checks failed\n", argv[1], failures);
 		return 1;

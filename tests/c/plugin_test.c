@@ -28,25 +28,7 @@
 #include <string.h>
 
 #include "goindex.h"
-
-static int failures;
-static const char *step = "setup";
-#define STEP(name) (step = (name))
-
-static void fail_at(int line, const char *fmt, ...) {
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL [%s] plugin_test.c:%d: ", step, line);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	failures++;
-}
-
-#define CHECK(cond, ...)                             \
-	do {                                             \
-		if (!(cond)) fail_at(__LINE__, __VA_ARGS__); \
-	} while (0)
+#include "check.h"
 
 /* The header's structs must sit at the spec's offsets too (hosts that use
  * goindex.h get Dynamo's layout). */
