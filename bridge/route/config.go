@@ -1,6 +1,7 @@
 package route
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -155,7 +156,12 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxPromptTokens bounds a prompt's token ids; optional; default: 2^20.
 	MaxPromptTokens int
-	// ConnectTimeout bounds one connect to a DC; optional; default: 2s.
+	// TLS is the client TLS configuration for https DCs (root CAs, client
+	// certificates); the router sets the server name and HTTP/1.1 on a
+	// copy; optional; default: the system's roots.
+	TLS *tls.Config
+	// ConnectTimeout bounds one connect to a DC, and for an https DC its
+	// TLS handshake too; optional; default: 2s.
 	ConnectTimeout time.Duration
 	// ResponseTimeout bounds the wait for a DC's response headers;
 	// optional; default: 5m.

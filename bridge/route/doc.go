@@ -51,15 +51,16 @@
 // Forwarding. The body is read once, bounded by MaxBodyBytes and
 // BodyTimeout, and sent unchanged to each DC tried, with the client's
 // headers minus hop-by-hop ones, HopHeader and X-Forwarded-For. A failed
-// connect (*DialError), or an answer saying the DC did not take the
-// request on (502 from its gateway, Dynamo's 503 with no usable worker or
-// 529 with every worker busy), moves on to the next DC, logged and named
-// in X-Goindex-Fallback; nothing has reached the client then. Any other
-// answer, and the last DC's whatever it is, is relayed as is (status,
-// headers, body) with the diagnostic headers of the DC that served; the
-// headers are flushed at once and the body after every read, so SSE
-// events stream through, and a client that goes away cancels the DC's
-// request (it carries the client's context). A
+// connect or TLS handshake (*DialError, within ConnectTimeout; Config.TLS
+// sets the roots and client certificates for https DCs), or an answer
+// saying the DC did not take the request on (502 from its gateway,
+// Dynamo's 503 with no usable worker or 529 with every worker busy), moves
+// on to the next DC, logged and named in X-Goindex-Fallback; nothing has
+// reached the client then. Any other answer, and the last DC's whatever it
+// is, is relayed as is (status, headers, body) with the diagnostic headers
+// of the DC that served; the headers are flushed at once and the body
+// after every read, so SSE events stream through, and a client that goes
+// away cancels the DC's request (it carries the client's context). A
 // request that carries HopHeader is refused (508), which stops loops
 // between routers. /v1/models goes to the DCs with fresh signals first,
 // then the others. /healthz answers 200 while the process runs; /readyz
@@ -133,7 +134,9 @@
 // unchanged; SSE events arrive one by one, a stream's headers arrive
 // before its first event, and a client's disconnect cancels the DC's
 // request; a closed port falls back to
-// the next DC, and all closed is 502; a DC answering 502, 503 or 529
+// the next DC, and so does a failed TLS handshake (an untrusted
+// certificate, a silent listener) while a trusted https DC serves; all
+// closed is 502; a DC answering 502, 503 or 529
 // falls back to the next, whose answer is relayed even if it is one of
 // those; a DC's other HTTP errors are relayed and not retried, a DC silent past ResponseTimeout is 504 and not retried,
 // and a stream the DC cuts reaches the client as an error; a hopped

@@ -42,8 +42,9 @@ var (
 	ErrTokenizer = errors.New("route: tokenizer")
 )
 
-// DialError marks a failure to connect to a DC: the only failure after
-// which a request is tried on the next DC.
+// DialError marks a failure to connect to a DC (the TCP connect or, for
+// https, the TLS handshake): nothing was sent, so the request is tried on
+// the next DC.
 type DialError struct {
 	DC  string
 	Err error

@@ -3,6 +3,7 @@ package route
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -50,25 +51,55 @@ var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-A
 
 // newTransport returns the transport to the DC frontends: direct
 // connections (no environment proxy, so a refused connect is the DC's),
-// a bounded connect whose failure is a *DialError, a bounded wait for
-// response headers, and bodies passed through as encoded (no transparent
-// gzip).
+// a bounded connect, and for https a bounded TLS handshake, whose failure
+// is a *DialError (nothing was sent), a bounded wait for response
+// headers, and bodies passed through as encoded (no transparent gzip).
+// HTTP/1.1 only: the TLS dial offers no other protocol.
 func newTransport(cfg *Config) *http.Transport {
 	d := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, &DialError{DC: addr, Err: err}
+		}
+		return c, nil
+	}
 	return &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
+		DialContext: dial,
+		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
 			if err != nil {
-				return nil, &DialError{DC: addr, Err: err}
+				return nil, err
 			}
-			return c, nil
+			host, _, _ := net.SplitHostPort(addr)
+			tc := tls.Client(c, tlsConfig(cfg.TLS, host))
+			hctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+			defer cancel()
+			if err := tc.HandshakeContext(hctx); err != nil {
+				c.Close()
+				return nil, &DialError{DC: addr, Err: fmt.Errorf("tls handshake: %w", err)}
+			}
+			return tc, nil
 		},
 		ResponseHeaderTimeout: cfg.ResponseTimeout,
-		TLSHandshakeTimeout:   cfg.ConnectTimeout,
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true,
 	}
+}
+
+// tlsConfig returns base (or an empty config) for a handshake with host:
+// host as the server name unless base names one, HTTP/1.1 as the protocol.
+func tlsConfig(base *tls.Config, host string) *tls.Config {
+	c := &tls.Config{}
+	if base != nil {
+		c = base.Clone()
+	}
+	if c.ServerName == "" {
+		c.ServerName = host
+	}
+	c.NextProtos = []string{"http/1.1"}
+	return c
 }
 
 // outgoing builds the request to dc: in's method, path, query and headers

@@ -3,9 +3,14 @@ package route
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"log"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -130,6 +135,73 @@ func TestRoute_DCTurningTheRequestAwayFallsBackToTheNext(t *testing.T) {
 	if resp.StatusCode != 503 || string(body) != `{"error":{"message":"All workers busy"}}` || resp.Header.Get("Retry-After") != "1" ||
 		resp.Header.Get(HeaderDC) != "far" || resp.Header.Get(HeaderFallback) != "near" {
 		t.Errorf("both 503: status %d dc %q fallback %q body %s, want far's 503 verbatim after skipping near",
+			resp.StatusCode, resp.Header.Get(HeaderDC), resp.Header.Get(HeaderFallback), body)
+	}
+}
+
+// TestRoute_FailedTLSHandshakeFallsBackToTheNextDC points near at an https
+// frontend the router cannot complete a handshake with (a certificate it
+// does not trust; a listener that never answers the handshake): nothing
+// was sent, so like a refused connect the next DC serves the request.
+func TestRoute_FailedTLSHandshakeFallsBackToTheNextDC(t *testing.T) {
+	untrusted := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("untrusted DC got %s %s, want no request", r.Method, r.URL)
+	}))
+	t.Cleanup(untrusted.Close)
+	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0) // the router's refused handshakes
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	go func() { // accepts and holds connections without a word
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	for _, c := range []struct{ name, url string }{
+		{"untrusted certificate", untrusted.URL},
+		{"silent handshake", "https://" + silent.Addr().String()},
+	} {
+		s := setupTwoDCs(t, func(cfg *Config) {
+			cfg.DCs[0].URL = mustURL(t, c.url)
+			cfg.ConnectTimeout = 200 * time.Millisecond // the silent handshake's end, not an assertion
+		})
+		resp, body := s.post(completion([]uint32{1, 2, 3}, nil), nil) // no cache anywhere: near wins on RTT
+		if st := s.rt.Stats(); resp.StatusCode != 200 || resp.Header.Get(HeaderDC) != "far" || resp.Header.Get(HeaderFallback) != "near" || st.Fallbacks != 1 {
+			t.Errorf("%s on near: status %d dc %q fallback %q body %s, %+v; want 200 from far after skipping near",
+				c.name, resp.StatusCode, resp.Header.Get(HeaderDC), resp.Header.Get(HeaderFallback), body, st)
+		}
+	}
+}
+
+// TestRoute_HTTPSDCServesWithConfiguredRoots forwards to an https frontend
+// whose certificate Config.TLS trusts: the handshake holds and the DC
+// answers over HTTP/1.1.
+func TestRoute_HTTPSDCServesWithConfiguredRoots(t *testing.T) {
+	dc := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"proto":%q,"tls":%v}`, r.Proto, r.TLS != nil)
+	}))
+	t.Cleanup(dc.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(dc.Certificate())
+	s := setupTwoDCs(t, func(cfg *Config) {
+		cfg.DCs[0].URL = mustURL(t, dc.URL)
+		cfg.TLS = &tls.Config{RootCAs: roots}
+	})
+	resp, body := s.post(completion([]uint32{1, 2, 3}, nil), nil)
+	if resp.StatusCode != 200 || resp.Header.Get(HeaderDC) != "near" || string(body) != `{"proto":"HTTP/1.1","tls":true}` {
+		t.Errorf("https near: status %d dc %q fallback %q body %s, want near's answer over TLS and HTTP/1.1",
 			resp.StatusCode, resp.Header.Get(HeaderDC), resp.Header.Get(HeaderFallback), body)
 	}
 }
