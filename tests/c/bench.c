@@ -86,6 +86,76 @@ static void check(const goindex_overlap *o, size_t n) {
 	}
 }
 
+/* The cases every mode times, in turns (Method, above). */
+enum { c_go, c_crossing, c_probe, c_batch, c_trivial, cases };
+
+/* segment is the probes a case runs per turn (batches: segment / batch
+ * calls of batch probes), a few milliseconds. */
+enum { segment = 2048 };
+
+static size_t lens[batch]; /* every query of a batch is depth blocks long */
+static volatile uint32_t sink;
+
+/* time_cases gives every case a turn of one segment, round after round,
+ * until each has run iters probes after the first round (a warm-up, not
+ * counted), and returns that count. run(c) runs one segment of case c, all
+ * but c_trivial (the same in every mode: 10 calls per probe); the in-process
+ * cases c_go and c_crossing run only with inprocess (the benchmark build of
+ * the library). best[c] gets case c's fastest segment, in ns per probe (per
+ * call for c_trivial). */
+static long time_cases(long iters, int inprocess, void (*run)(int c), double best[cases]) {
+	for (int c = 0; c < cases; c++) best[c] = 1e300;
+	for (int i = 0; i < batch; i++) lens[i] = depth;
+	long segments = iters / segment > 0 ? iters / segment : 1;
+	for (long seg = 0; seg <= segments; seg++) {
+		for (int c = 0; c < cases; c++) {
+			if ((c == c_go || c == c_crossing) && !inprocess) continue;
+			double t0 = now_ns();
+			if (c == c_trivial)
+				for (long i = 0; i < segment * 10; i++) sink += goindex_abi_version();
+			else
+				run(c);
+			double ns = (now_ns() - t0) / (double)(c == c_trivial ? segment * 10 : segment);
+			if (seg && ns < best[c]) best[c] = ns;
+		}
+	}
+	return segments * segment;
+}
+
+static uint64_t exact_h;
+
+/* exact_segment runs one segment of case c of the exact-mode workload. */
+static void exact_segment(int c) {
+	goindex_overlap out[members * batch];
+	size_t written, counts[batch];
+	int rc;
+	switch (c) {
+	case c_go: /* 64 consecutive documents per crossing */
+		for (long i = 0; i < segment / batch; i++)
+			if (goindex_bench_inprocess(exact_h, &queries[(i * batch) % docs][0], batch, depth, members, want_blocks) != batch)
+				die("goindex_bench_inprocess (probes passed)", -1);
+		break;
+	case c_crossing:
+		for (long i = 0; i < segment; i++)
+			if (goindex_bench_inprocess(exact_h, queries[i % docs], 1, depth, members, want_blocks) != 1)
+				die("goindex_bench_inprocess (probes passed)", -1);
+		break;
+	case c_probe:
+		for (long i = 0; i < segment; i++) {
+			if ((rc = goindex_probe(exact_h, queries[i % docs], depth, out, members, &written))) die("goindex_probe", rc);
+			check(out, written);
+		}
+		break;
+	case c_batch: /* batches of 64 consecutive documents, one slice of the query table */
+		for (long i = 0; i < segment / batch; i++) {
+			if ((rc = goindex_probe_batch(exact_h, &queries[(i * batch) % docs][0], lens, batch, out, members * batch, counts, &written)))
+				die("goindex_probe_batch", rc);
+			for (int j = 0, off = 0; j < batch; off += (int)counts[j], j++) check(out + off, counts[j]);
+		}
+		break;
+	}
+}
+
 static int bench_global(int argc, char **argv);
 
 int main(int argc, char **argv) {
@@ -102,57 +172,11 @@ int main(int argc, char **argv) {
 		if ((rc = goindex_insert(h, (uint64_t)((d + 1) % members), 0, 0, NULL, ext, queries[d], partial))) die("goindex_insert", rc);
 	}
 
-	goindex_overlap out[members * batch];
-	size_t written, counts[batch], lens[batch];
-	volatile uint32_t sink = 0;
-	for (int i = 0; i < batch; i++) lens[i] = depth;
-
-	/* iters probes per case, in segments of `segment` probes (batches: of
-	 * segment / 64 calls), each of which probes every document twice; one
-	 * warm-up segment per case is not counted. The trivial call runs 10
-	 * calls per probe. */
-	enum { segment = 2048, cases = 5 };
-	enum { c_go, c_crossing, c_probe, c_batch, c_trivial };
-	double best[cases], t0, ns;
-	for (int c = 0; c < cases; c++) best[c] = 1e300;
-	long segments = iters / segment > 0 ? iters / segment : 1;
-	for (long seg = 0; seg <= segments; seg++) {
-		for (int c = 0; c < cases; c++) {
-			if ((c == c_go || c == c_crossing) && !goindex_bench_inprocess) continue;
-			t0 = now_ns();
-			switch (c) {
-			case c_go: /* 64 consecutive documents per crossing */
-				for (long i = 0; i < segment / batch; i++)
-					if (goindex_bench_inprocess(h, &queries[(i * batch) % docs][0], batch, depth, members, want_blocks) != batch)
-						die("goindex_bench_inprocess (probes passed)", -1);
-				break;
-			case c_crossing:
-				for (long i = 0; i < segment; i++)
-					if (goindex_bench_inprocess(h, queries[i % docs], 1, depth, members, want_blocks) != 1)
-						die("goindex_bench_inprocess (probes passed)", -1);
-				break;
-			case c_probe:
-				for (long i = 0; i < segment; i++) {
-					if ((rc = goindex_probe(h, queries[i % docs], depth, out, members, &written))) die("goindex_probe", rc);
-					check(out, written);
-				}
-				break;
-			case c_batch: /* batches of 64 consecutive documents, one slice of the query table */
-				for (long i = 0; i < segment / batch; i++) {
-					if ((rc = goindex_probe_batch(h, &queries[(i * batch) % docs][0], lens, batch, out, members * batch, counts, &written)))
-						die("goindex_probe_batch", rc);
-					for (int j = 0, off = 0; j < batch; off += (int)counts[j], j++) check(out + off, counts[j]);
-				}
-				break;
-			case c_trivial:
-				for (long i = 0; i < segment * 10; i++) sink += goindex_abi_version();
-				break;
-			}
-			ns = (now_ns() - t0) / (double)(c == c_trivial ? segment * 10 : segment);
-			if (seg && ns < best[c]) best[c] = ns;
-		}
-	}
-	long n = segments * segment;
+	/* Each probe of a segment probes one document, so every segment probes
+	 * every document twice. */
+	exact_h = h;
+	double best[cases];
+	long n = time_cases(iters, goindex_bench_inprocess != NULL, exact_segment, best);
 	printf("BenchmarkTrivialCall/impl=abi %ld %.1f ns/op\n", n * 10, best[c_trivial]);
 	printf("BenchmarkProbe/impl=abi/blocks=%d %ld %.1f ns/op\n", depth, n, best[c_probe]);
 	printf("BenchmarkProbeBatch/impl=abi/blocks=%d/batch=%d %ld %.1f ns/probe\n", depth, batch, n, best[c_batch]);
@@ -209,6 +233,47 @@ static void check_global(const goindex_overlap *o, size_t n, size_t q) {
 	}
 }
 
+static uint64_t g_h;
+static goindex_overlap *g_out;
+static size_t g_cap;
+
+/* global_segment runs one segment of case c of the global-mode workload. */
+static void global_segment(int c) {
+	size_t written, counts[batch];
+	int rc;
+	switch (c) {
+	case c_go: /* 64 consecutive queries per crossing */
+		for (long i = 0; i < segment / batch; i++) {
+			size_t q = (size_t)(i * batch) % g_n;
+			if (goindex_bench_inprocess_global(g_h, &gq[q * depth], batch, depth, &g_entries[q], &g_blocks[q]) != batch)
+				die("goindex_bench_inprocess_global (probes passed)", -1);
+		}
+		break;
+	case c_crossing:
+		for (long i = 0; i < segment; i++) {
+			size_t q = (size_t)i % g_n;
+			if (goindex_bench_inprocess_global(g_h, &gq[q * depth], 1, depth, &g_entries[q], &g_blocks[q]) != 1)
+				die("goindex_bench_inprocess_global (probes passed)", -1);
+		}
+		break;
+	case c_probe:
+		for (long i = 0; i < segment; i++) {
+			size_t q = (size_t)i % g_n;
+			if ((rc = goindex_probe(g_h, &gq[q * depth], depth, g_out, g_lanes, &written))) die("goindex_probe", rc);
+			check_global(g_out, written, q);
+		}
+		break;
+	case c_batch: /* batches of 64 consecutive queries, one slice of the query table */
+		for (long i = 0; i < segment / batch; i++) {
+			size_t q = (size_t)(i * batch) % g_n;
+			if ((rc = goindex_probe_batch(g_h, &gq[q * depth], lens, batch, g_out, g_cap, counts, &written)))
+				die("goindex_probe_batch", rc);
+			for (size_t j = 0, off = 0; j < batch; off += counts[j], j++) check_global(g_out + off, counts[j], q + j);
+		}
+		break;
+	}
+}
+
 /* bench_global runs the global-mode cases; argv: REPLICA QUERIES [ITERS]. */
 static int bench_global(int argc, char **argv) {
 	if (argc < 2) {
@@ -231,67 +296,19 @@ static int bench_global(int argc, char **argv) {
 		return 1;
 	}
 
-	size_t cap = g_lanes * batch;
-	goindex_overlap *out = malloc(cap * sizeof *out);
-	size_t written, counts[batch], lens[batch];
-	volatile uint32_t sink = 0;
-	if (!out) die("malloc", -1);
-	for (int i = 0; i < batch; i++) lens[i] = depth;
+	g_h = h;
+	g_cap = g_lanes * batch;
+	g_out = malloc(g_cap * sizeof *g_out);
+	size_t written;
+	if (!g_out) die("malloc", -1);
 	/* Every query once, checked, before timing: maps the file's pages. */
 	for (size_t q = 0; q < g_n; q++) {
-		if ((rc = goindex_probe(h, &gq[q * depth], depth, out, g_lanes, &written))) die("goindex_probe", rc);
-		check_global(out, written, q);
+		if ((rc = goindex_probe(h, &gq[q * depth], depth, g_out, g_lanes, &written))) die("goindex_probe", rc);
+		check_global(g_out, written, q);
 	}
 
-	/* As main's cases, in segments of `segment` probes. */
-	enum { segment = 2048, cases = 5 };
-	enum { c_go, c_crossing, c_probe, c_batch, c_trivial };
-	double best[cases], t0, ns;
-	for (int c = 0; c < cases; c++) best[c] = 1e300;
-	long segments = iters / segment > 0 ? iters / segment : 1;
-	for (long seg = 0; seg <= segments; seg++) {
-		for (int c = 0; c < cases; c++) {
-			if ((c == c_go || c == c_crossing) && !goindex_bench_inprocess_global) continue;
-			t0 = now_ns();
-			switch (c) {
-			case c_go: /* 64 consecutive queries per crossing */
-				for (long i = 0; i < segment / batch; i++) {
-					size_t q = (size_t)(i * batch) % g_n;
-					if (goindex_bench_inprocess_global(h, &gq[q * depth], batch, depth, &g_entries[q], &g_blocks[q]) != batch)
-						die("goindex_bench_inprocess_global (probes passed)", -1);
-				}
-				break;
-			case c_crossing:
-				for (long i = 0; i < segment; i++) {
-					size_t q = (size_t)i % g_n;
-					if (goindex_bench_inprocess_global(h, &gq[q * depth], 1, depth, &g_entries[q], &g_blocks[q]) != 1)
-						die("goindex_bench_inprocess_global (probes passed)", -1);
-				}
-				break;
-			case c_probe:
-				for (long i = 0; i < segment; i++) {
-					size_t q = (size_t)i % g_n;
-					if ((rc = goindex_probe(h, &gq[q * depth], depth, out, g_lanes, &written))) die("goindex_probe", rc);
-					check_global(out, written, q);
-				}
-				break;
-			case c_batch: /* batches of 64 consecutive queries, one slice of the query table */
-				for (long i = 0; i < segment / batch; i++) {
-					size_t q = (size_t)(i * batch) % g_n;
-					if ((rc = goindex_probe_batch(h, &gq[q * depth], lens, batch, out, cap, counts, &written)))
-						die("goindex_probe_batch", rc);
-					for (size_t j = 0, off = 0; j < batch; off += counts[j], j++) check_global(out + off, counts[j], q + j);
-				}
-				break;
-			case c_trivial:
-				for (long i = 0; i < segment * 10; i++) sink += goindex_abi_version();
-				break;
-			}
-			ns = (now_ns() - t0) / (double)(c == c_trivial ? segment * 10 : segment);
-			if (seg && ns < best[c]) best[c] = ns;
-		}
-	}
-	long n = segments * segment;
+	double best[cases];
+	long n = time_cases(iters, goindex_bench_inprocess_global != NULL, global_segment, best);
 	printf("BenchmarkTrivialCall/impl=abi/mode=global %ld %.1f ns/op\n", n * 10, best[c_trivial]);
 	printf("BenchmarkProbe/impl=abi/mode=global/lanes=%zu/blocks=%d %ld %.1f ns/op\n", g_lanes, depth, n, best[c_probe]);
 	printf("BenchmarkProbeBatch/impl=abi/mode=global/lanes=%zu/blocks=%d/batch=%d %ld %.1f ns/probe\n", g_lanes, depth, batch, n, best[c_batch]);
@@ -302,7 +319,7 @@ static int bench_global(int argc, char **argv) {
 		       g_lanes, best[c_probe] / best[c_go], best[c_batch] / best[c_go], best[c_crossing] / best[c_go], 100 * best[c_trivial] / best[c_go]);
 	}
 	if ((rc = goindex_close(h))) die("goindex_close", rc);
-	free(out);
+	free(g_out);
 	free(gq);
 	free(g_entries);
 	free(g_blocks);
