@@ -53,8 +53,9 @@
 //
 // No transport: ZMQ sockets and NATS connections live in bridge/. The
 // RouterEvent's state_source is skipped, not modelled. Things the spec marks
-// [unverified] (the newest envelope key set, the positional slot of
-// locality) are decoded tolerantly and say so where they are handled.
+// [unverified] (the newest envelope key set, the ZMQ frame header, the
+// positional slot of locality) are decoded tolerantly, in every plausible
+// form, and say so where they are handled.
 //
 // # Files
 //

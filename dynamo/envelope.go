@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 )
@@ -54,18 +55,36 @@ type Envelope struct {
 	Payload          []byte
 }
 
+// The binary frame header of Dynamo's event transport (its frame module): a
+// version byte, frameVersion, then the payload length as a big-endian u32.
+const (
+	frameVersion     = 1
+	frameHeaderBytes = 5
+)
+
 // DecodeEnvelope decodes an event-plane message's envelope, detecting the
 // encoding by its first byte: '{' is the early JSON envelope, a msgpack map
 // header (0x80–0x8f, 0xde, 0xdf) the current one. Required keys:
 // publisher_id, sequence, published_at, payload. The payload is bin (or, in
 // tolerance of rmp-serde's default Vec<u8> form, an array of byte values).
-// Errors are *DecodeError.
+//
+// Whether CUR's ZMQ event plane prepends its binary frame header (version
+// byte 1, u32 big-endian payload length) is [unverified] (dynamo-compat
+// §2.5), so both forms are accepted: a message whose first byte is 1 (a
+// msgpack fixint, never an envelope) must carry that header with a length
+// equal to the bytes that follow, and the envelope after it is decoded as
+// above. Errors are *DecodeError.
 func DecodeEnvelope(b []byte) (Envelope, error) {
 	if len(b) > MaxMessageBytes {
 		return Envelope{}, &DecodeError{Format: envelopeFormat, Err: &LimitError{What: "message bytes", Got: len(b), Min: 0, Max: MaxMessageBytes}}
 	}
 	var env Envelope
 	var err error
+	if len(b) > 0 && b[0] == frameVersion {
+		if b, err = stripFrameHeader(b); err != nil {
+			return Envelope{}, &DecodeError{Format: envelopeFormat, Err: at("frame header", err)}
+		}
+	}
 	switch {
 	case len(b) > 0 && b[0] == '{':
 		env.Encoding = EncodingJSON
@@ -86,6 +105,20 @@ func DecodeEnvelope(b []byte) (Envelope, error) {
 		return Envelope{}, &DecodeError{Format: envelopeFormat, Err: err}
 	}
 	return env, nil
+}
+
+// stripFrameHeader returns the payload of a framed message whose first
+// byte is frameVersion, after checking that the header is whole and that its
+// length is exactly the bytes that follow.
+func stripFrameHeader(b []byte) ([]byte, error) {
+	if len(b) < frameHeaderBytes {
+		return nil, malformed("truncated: %d bytes, want %d", len(b), frameHeaderBytes)
+	}
+	n := binary.BigEndian.Uint32(b[1:frameHeaderBytes])
+	if rest := len(b) - frameHeaderBytes; uint64(n) != uint64(rest) {
+		return nil, malformed("payload length %d, but %d bytes follow", n, rest)
+	}
+	return b[frameHeaderBytes:], nil
 }
 
 // DecodeMessage decodes an event-plane message: the envelope, then its

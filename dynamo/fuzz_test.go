@@ -34,6 +34,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	for _, name := range []string{"envelope_stored.msgpack", "envelope_removed.msgpack", "envelope_cleared_ns.msgpack", "envelope_early.json"} {
 		f.Add(golden(f, name))
 	}
+	f.Add(frame(golden(f, "envelope_stored.msgpack")))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		env, ev, err := DecodeMessage(b)
 		if err != nil {

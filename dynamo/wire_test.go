@@ -526,3 +526,42 @@ func TestDecodeError_MessageNamesFormatAndPath(t *testing.T) {
 		t.Errorf("DecodeJSON error = %q, want %q", err, want)
 	}
 }
+
+// frame prepends Dynamo's binary frame header (version 1, u32 big-endian
+// payload length) to b.
+func frame(b []byte) []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{frameVersion}, uint32(len(b))), b...)
+}
+
+// Whether the ZMQ event plane frames envelopes is [unverified] (§2.5): each
+// golden must decode the same with and without the 5-byte frame header.
+func TestDecodeMessage_AcceptsEnvelopeWithAndWithoutFrameHeader(t *testing.T) {
+	for _, file := range []string{"envelope_stored.msgpack", "envelope_cleared_ns.msgpack", "envelope_early.json"} {
+		b := golden(t, file)
+		wantEnv, wantEv, err := DecodeMessage(b)
+		if err != nil {
+			t.Fatalf("DecodeMessage(%s): %v", file, err)
+		}
+		env, ev, err := DecodeMessage(frame(b))
+		if err != nil || !reflect.DeepEqual(env, wantEnv) || !reflect.DeepEqual(ev, wantEv) {
+			t.Errorf("DecodeMessage(frame(%s)) = %+v, %+v, %v; want %+v, %+v", file, env, ev, err, wantEnv, wantEv)
+		}
+	}
+	b := golden(t, "envelope_stored.msgpack")
+	bad := []struct {
+		name string
+		in   []byte
+	}{
+		{"header only, truncated", frame(b)[:3]},
+		{"length one short", frame(b)[:len(b)+frameHeaderBytes-1]},
+		{"length one long", append(frame(b), 0x80)},
+		{"empty frame", frame(nil)},
+		{"framed twice", frame(frame(b))},
+		{"version 2", append([]byte{2}, frame(b)[1:]...)},
+	}
+	for _, c := range bad {
+		if _, _, err := DecodeMessage(c.in); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: DecodeMessage(%x…) error = %v, want ErrMalformed", c.name, c.in[:min(len(c.in), 8)], err)
+		}
+	}
+}
