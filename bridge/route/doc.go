@@ -63,9 +63,13 @@
 // away cancels the DC's request (it carries the client's context). A
 // request that carries HopHeader is refused (508), which stops loops
 // between routers. /v1/models goes to the DCs with fresh signals first,
-// then the others. /healthz answers 200 while the process runs; /readyz
-// answers 200 when the replica is attached and at least one DC is
-// eligible, 503 with the reason otherwise.
+// then the others. Other /v1/ paths (embeddings, the responses API, ...)
+// are forwarded with their method and body unchanged, routed load-only (no
+// prompt is read from them), with the same limits, loop check and
+// fallback; other paths are 404. /healthz (and /health, Dynamo's
+// frontend's name) answers 200 while the process runs; /readyz answers 200
+// when the replica is attached and at least one DC is eligible, 503 with
+// the reason otherwise.
 //
 // Observability. Config.Observe sees every served completion's Decision
 // and the Choice that answered (bridge/obs counts decisions per DC and
@@ -133,26 +137,25 @@
 // the right diagnostic headers and the body and hop header forwarded
 // unchanged; SSE events arrive one by one, a stream's headers arrive
 // before its first event, and a client's disconnect cancels the DC's
-// request; a closed port falls back to
-// the next DC, and so does a failed TLS handshake (an untrusted
-// certificate, a silent listener) while a trusted https DC serves; all
-// closed is 502; a DC answering 502, 503 or 529
-// falls back to the next, whose answer is relayed even if it is one of
-// those; a DC's other HTTP errors are relayed and not retried, a DC silent past ResponseTimeout is 504 and not retried,
-// and a stream the DC cuts reaches the client as an error; a hopped
-// request is refused; a stale load or RTT excludes
-// a DC (all stale: 503 and not ready); bad JSON, wrong shapes, oversize
-// bodies and prompts, wrong methods and paths get clear 4xx; text without
-// a tokenizer routes load-only, and HTTP and command tokenizers make text
-// cache-aware; chat token-id extensions and LoRA/namespace salts are
-// hashed; /v1/models, /healthz and /readyz behave; a new replica
-// generation is followed; and many concurrent requests (under -race) all
-// land while signals change and the file is replaced. A randomized test
-// holds Decide against a hand-written ttft model over random DC sets,
-// signals and cached prefixes; another holds the token-id scanner to
-// encoding/json on random well- and ill-formed arrays; fuzz targets cover
-// ParseRequest, the scanner and DecodeTokenizerReply; a test keeps this
-// file map in step. Benchmarks (bench_test.go, BENCHMARKS.md) time Decide,
-// the proxy against a direct request, and the scanner against
-// encoding/json.
+// request; a closed port falls back to the next DC, and so does a failed
+// TLS handshake (an untrusted certificate, a silent listener) while a
+// trusted https DC serves; all closed is 502; a DC answering 502, 503 or
+// 529 falls back to the next, whose answer is relayed even if it is one of
+// those; a DC's other HTTP errors are relayed and not retried, a DC silent
+// past ResponseTimeout is 504 and not retried, and a stream the DC cuts
+// reaches the client as an error; a hopped request is refused; a stale
+// load or RTT excludes a DC (all stale: 503 and not ready); bad JSON,
+// wrong shapes, oversize bodies and prompts, wrong methods and paths get
+// clear 4xx; text without a tokenizer routes load-only, and HTTP and
+// command tokenizers make text cache-aware; chat token-id extensions and
+// LoRA/namespace salts are hashed; /v1/models, other /v1/ endpoints,
+// /healthz, /health and /readyz behave; a new replica generation is
+// followed; and many concurrent requests (under -race) all land while
+// signals change and the file is replaced. A randomized test holds Decide
+// against a hand-written ttft model over random DC sets, signals and
+// cached prefixes; another holds the token-id scanner to encoding/json on
+// random well- and ill-formed arrays; fuzz targets cover ParseRequest, the
+// scanner and DecodeTokenizerReply; a test keeps this file map in step.
+// Benchmarks (bench_test.go, BENCHMARKS.md) time Decide, the proxy against
+// a direct request, and the scanner against encoding/json.
 package route

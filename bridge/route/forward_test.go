@@ -205,3 +205,50 @@ func TestRoute_HTTPSDCServesWithConfiguredRoots(t *testing.T) {
 			resp.StatusCode, resp.Header.Get(HeaderDC), resp.Header.Get(HeaderFallback), body)
 	}
 }
+
+// TestRoute_OtherOpenAIEndpointsAreForwardedLoadOnly sends what an OpenAI
+// client sends besides completions (embeddings, the responses API) and
+// Dynamo's health path: the /v1/ requests reach a DC unchanged, chosen by
+// load (their body is not a prompt the router reads), with the fallback
+// and loop rules of completions; /health answers like /healthz; anything
+// else is still 404.
+func TestRoute_OtherOpenAIEndpointsAreForwardedLoadOnly(t *testing.T) {
+	s := setupTwoDCs(t, nil)
+	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"object":"list","path":%q}`, r.URL.RequestURI())
+	})
+	body := []byte(`{"model":"e","input":["a","b"]}`)
+	resp, got := post(t, s.srv, "/v1/embeddings", body, nil)
+	if resp.StatusCode != 200 || resp.Header.Get(HeaderDC) != "near" || resp.Header.Get(HeaderPolicy) != "load-only" ||
+		string(got) != `{"object":"list","path":"/v1/embeddings"}` {
+		t.Errorf("POST /v1/embeddings: status %d dc %q policy %q body %s, want near's answer, routed load-only",
+			resp.StatusCode, resp.Header.Get(HeaderDC), resp.Header.Get(HeaderPolicy), got)
+	}
+	if r := s.near.requests(); len(r) != 1 || r[0].Method != "POST" || r[0].Path != "/v1/embeddings" || !bytes.Equal(r[0].Body, body) || r[0].Header.Get(HopHeader) != "1" {
+		t.Errorf("near received %+v, want the embeddings request unchanged with the hop header", r)
+	}
+	// The chosen DC refusing the connection falls back, as for completions.
+	s.near.srv.Close()
+	resp, got = post(t, s.srv, "/v1/responses", []byte(`{"model":"m","input":"hi"}`), nil)
+	if resp.StatusCode != 200 || resp.Header.Get(HeaderDC) != "far" || resp.Header.Get(HeaderFallback) != "near" {
+		t.Errorf("POST /v1/responses with near down: status %d dc %q fallback %q body %s, want far after skipping near",
+			resp.StatusCode, resp.Header.Get(HeaderDC), resp.Header.Get(HeaderFallback), got)
+	}
+	if resp, got := post(t, s.srv, "/v1/embeddings", body, http.Header{HopHeader: {"1"}}); resp.StatusCode != http.StatusLoopDetected {
+		t.Errorf("hopped /v1/embeddings: status %d body %s, want 508", resp.StatusCode, got)
+	}
+	if st := s.rt.Stats(); st.Other != 2 || st.Requests != 0 || st.Loops != 1 {
+		t.Errorf("Stats() = %+v, want 2 other requests forwarded, no completion, 1 loop", st)
+	}
+	for path, want := range map[string]int{"/health": 200, "/embeddings": 404, "/v2/models": 404} {
+		resp, err := http.Get(s.url + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: status %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}

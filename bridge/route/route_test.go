@@ -282,7 +282,7 @@ func TestRoute_BadRequestsGetClearClientErrors(t *testing.T) {
 		{"oversize body", "/v1/completions", "POST", append(append([]byte(`{"prompt":"`), big...), '"', '}'), 413, "request body too large"},
 		{"too many tokens", "/v1/completions", "POST", completion(make([]uint32, 101), nil), 413, "101 prompt tokens, limit 100"},
 		{"wrong method", "/v1/completions", "GET", nil, 405, "method not allowed"},
-		{"unknown path", "/v1/embeddings", "POST", []byte(`{}`), 404, "no such endpoint"},
+		{"unknown path", "/embeddings", "POST", []byte(`{}`), 404, "no such endpoint"},
 	}
 	for _, c := range cases {
 		req, _ := http.NewRequest(c.method, s.url+c.path, bytes.NewReader(c.body))

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,7 +29,9 @@ const (
 )
 
 // Router is the global router proxy: an http.Handler serving the
-// OpenAI-compatible completion endpoints, /v1/models, /healthz and /readyz.
+// OpenAI-compatible completion endpoints, /v1/models and the other /v1/
+// endpoints (forwarded load-only), /healthz (and Dynamo's /health) and
+// /readyz.
 // Build it with New; ServeHTTP, Decide, Refresh, Ready and Stats may run
 // concurrently. Close must not race with Refresh.
 type Router struct {
@@ -53,6 +56,7 @@ type Router struct {
 type counters struct {
 	requests, loadOnly, tokenizerErrors, rejected, loops   atomic.Uint64
 	unroutable, upstreamErrors, fallbacks, modelsForwarded atomic.Uint64
+	otherForwarded                                         atomic.Uint64
 	routed                                                 []atomic.Uint64
 }
 
@@ -68,6 +72,7 @@ type Stats struct {
 	UpstreamErrors  uint64            `json:"upstream_errors"`  // every DC unreachable, or a DC failed (502/504)
 	Fallbacks       uint64            `json:"fallbacks"`        // DCs skipped after a refused connect or a 502/503/529
 	Models          uint64            `json:"models"`           // /v1/models requests forwarded
+	Other           uint64            `json:"other"`            // other /v1/ requests forwarded (embeddings, responses, ...)
 }
 
 // New validates cfg, fills its defaults and returns a Router. It attaches
@@ -135,7 +140,7 @@ func (rt *Router) Stats() Stats {
 	out := Stats{Requests: s.requests.Load(), Routed: map[string]uint64{}, LoadOnly: s.loadOnly.Load(),
 		TokenizerErrors: s.tokenizerErrors.Load(), Rejected: s.rejected.Load(), Loops: s.loops.Load(),
 		Unroutable: s.unroutable.Load(), UpstreamErrors: s.upstreamErrors.Load(), Fallbacks: s.fallbacks.Load(),
-		Models: s.modelsForwarded.Load()}
+		Models: s.modelsForwarded.Load(), Other: s.otherForwarded.Load()}
 	for i, dc := range rt.cfg.DCs {
 		out.Routed[dc.Name] = s.routed[i].Load()
 	}
@@ -183,7 +188,7 @@ func (rt *Router) Serve(ctx context.Context, ln net.Listener) error {
 // ServeHTTP implements http.Handler.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case "/healthz":
+	case "/healthz", "/health":
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	case "/readyz":
 		rd := rt.Ready()
@@ -199,7 +204,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/chat/completions":
 		rt.serveCompletion(w, r, ChatCompletions)
 	default:
-		rt.fail(w, nil, fmt.Errorf("%w: %s (serving /v1/completions, /v1/chat/completions, /v1/models, /healthz, /readyz)", ErrNotFound, r.URL.Path))
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			rt.serveOther(w, r)
+			return
+		}
+		rt.fail(w, nil, fmt.Errorf("%w: %s (serving /v1/..., /healthz, /health, /readyz)", ErrNotFound, r.URL.Path))
 	}
 }
 
@@ -353,6 +362,34 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	h := http.Header{}
 	h.Set(HeaderDC, order[a.served].DC.Name)
 	relay(w, a.resp, h)
+}
+
+// serveOther forwards a request for another /v1/ endpoint (embeddings,
+// the responses API, ...) with its method and body unchanged, routed
+// load-only since the router does not read a prompt from it, with the
+// completions' body limits, loop check and fallback.
+func (rt *Router) serveOther(w http.ResponseWriter, r *http.Request) {
+	if err := checkForwardable(w, r, r.Method); err != nil { // any method: the DC's endpoint judges it
+		rt.fail(w, nil, err)
+		return
+	}
+	body, err := rt.readBody(w, r)
+	if err != nil {
+		rt.fail(w, nil, err)
+		return
+	}
+	d, err := rt.Decide(&Prompt{})
+	if err != nil {
+		rt.fail(w, d, err)
+		return
+	}
+	a, err := rt.send(r, d.Order, body)
+	if err != nil {
+		rt.fail(w, d, err)
+		return
+	}
+	rt.stats.otherForwarded.Add(1)
+	relay(w, a.resp, diagnostics(d, &d.Order[a.served], a.skipped))
 }
 
 // checkForwardable refuses a request that already passed a goindex router

@@ -29,8 +29,10 @@ X-Goindex-DC, -Policy, -Cached-Tokens, -RTT-Ms and, under ttft, -Cost-Ms,
 -Queue-Ms, -Prefill-Ms (-Others-Ms with --price-others), and -Fallback
 naming the DCs skipped, in order.
 Forwarded requests carry X-Goindex-Hop: 1; a request that already has it is
-refused with 508. Also serves GET /v1/models (passed to a healthy DC),
-/healthz and /readyz (200 once the replica is attached and a DC is eligible);
+refused with 508. Also serves GET /v1/models (passed to a healthy DC), other
+/v1/ endpoints such as /v1/embeddings (forwarded as they are, routed
+load-only), /healthz or /health, and /readyz (200 once the replica is
+attached and a DC is eligible);
 --metrics-addr ADDR serves them too, with Prometheus /metrics (decisions per DC
 and policy, cost-part histograms, each DC's RTT, lane and eligibility).
 
@@ -219,8 +221,8 @@ func printRouteReport(w io.Writer, asJSON bool, rep *routeReport) error {
 		return json.NewEncoder(w).Encode(rep)
 	}
 	st := &rep.Stats
-	fmt.Fprintf(w, "goindex route on %s, policy %s: %d completion requests, %d load-only, %d models\n",
-		rep.Listen, rep.Policy, st.Requests, st.LoadOnly, st.Models)
+	fmt.Fprintf(w, "goindex route on %s, policy %s: %d completion requests, %d load-only, %d models, %d other\n",
+		rep.Listen, rep.Policy, st.Requests, st.LoadOnly, st.Models, st.Other)
 	for _, dc := range rep.DCs {
 		fmt.Fprintf(w, "  dc %-12s id %-20d %s: routed %d\n", dc.Name, dc.ID, dc.URL, st.Routed[dc.Name])
 	}
