@@ -81,6 +81,8 @@ func FuzzDecodeEngineBatch(f *testing.F) {
 		f.Add(golden(f, name), false)
 		f.Add(golden(f, name), true)
 	}
+	fixedTail := []any{"BlockStored", []any{1}, nil, tokensAny(0, 3), 4, nil, "GPU", nil, nil, 0, nil, nil, "LOCAL", "engine"}
+	f.Add(pack([]any{1.0, []any{fixedTail}, 0}), false)
 	f.Fuzz(func(t *testing.T, b []byte, fold bool) {
 		batch, err := DecodeEngineBatch(b, ZMQConfig{FoldByteHashes: fold})
 		if err != nil {

@@ -319,6 +319,13 @@ func (m *mpReader) skipDepth(depth int) error {
 	return nil
 }
 
+// mark returns the reader's position, for rewind. The Decoder keeps no
+// buffered bytes of its own, so rewinding the bytes.Reader rewinds it too.
+func (m *mpReader) mark() int64 { return m.r.Size() - int64(m.r.Len()) }
+
+// rewind returns the reader to a position from mark.
+func (m *mpReader) rewind(pos int64) { _, _ = m.r.Seek(pos, io.SeekStart) }
+
 // end checks that no bytes follow the top-level value.
 func (m *mpReader) end() error {
 	if m.r.Len() != 0 {

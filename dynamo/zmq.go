@@ -324,14 +324,25 @@ func (p *positional) removed(out *EngineEvent) error {
 	return p.tail(out, false)
 }
 
-// tail parses the optional trailing fields by type, as Dynamo does, since
-// msgspec omits trailing defaults and engines differ in which they send:
-// nil is skipped; the first integer is group_idx, the second
-// kv_cache_spec_sliding_window; the first list (stored only) is
-// block_mm_infos; the strings "LOCAL" and "REMOTE" are locality (its
-// positional slot is [unverified], so it is recognised by value); the first
-// other string is kv_cache_spec_kind. Anything else is skipped.
+// tail parses the optional trailing fields after extra_keys (stored) or
+// medium (removed). Their layout changed over releases, and the positional
+// slot of locality is [unverified] in the spec, so two forms are accepted:
+//
+//   - Fixed (current Dynamo, append-only): at least four elements whose
+//     types fit group_idx int|nil, kv_cache_spec_kind str|nil,
+//     kv_cache_spec_sliding_window int|nil, locality str|nil, ownership
+//     str|nil (read and discarded); later elements are skipped. Here any
+//     locality string counts, so an unknown one is dropped as non-local.
+//   - Legacy, for anything else (older vLLM omitted unused slots; some tuples
+//     carry block_mm_infos): by type, as Dynamo did. Nil is skipped; the
+//     first integer is group_idx, the second kv_cache_spec_sliding_window;
+//     the first list (stored only) is block_mm_infos; the strings "LOCAL"
+//     and "REMOTE" are locality, recognised by value; the first other string
+//     is kv_cache_spec_kind. Anything else is skipped.
 func (p *positional) tail(out *EngineEvent, stored bool) error {
+	if p.fixedTail() {
+		return p.fixedTailFields(out)
+	}
 	d := p.d
 	ints := 0
 	var haveMM bool
@@ -371,6 +382,77 @@ func (p *positional) tail(out *EngineEvent, stored bool) error {
 		}
 		if err != nil {
 			return at(p.path(), err)
+		}
+	}
+	return nil
+}
+
+// fixedTailSlots is how many trailing slots the fixed layout names, and
+// fixedTailMin how many must be present for it to apply.
+const (
+	fixedTailSlots = 5
+	fixedTailMin   = 4
+)
+
+// fixedTail reports whether the remaining elements fit the fixed trailing
+// layout (see tail). It reads ahead and rewinds; an element it cannot skip
+// makes it report false, leaving the error to the legacy parse.
+func (p *positional) fixedTail() bool {
+	if p.left < fixedTailMin {
+		return false
+	}
+	d := p.d
+	pos := d.mark()
+	defer d.rewind(pos)
+	for i := range min(p.left, fixedTailSlots) {
+		c, err := d.peek()
+		if err != nil {
+			return false
+		}
+		wantInt := i == 0 || i == 2 // group_idx, kv_cache_spec_sliding_window
+		if !isNilCode(c) && (wantInt && !isIntCode(c) || !wantInt && !isStrCode(c)) {
+			return false
+		}
+		if d.skip() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// fixedTailFields reads the fixed trailing layout; elements after it are
+// left to the caller's skipRest.
+func (p *positional) fixedTailFields(out *EngineEvent) error {
+	d := p.d
+	slots := [fixedTailSlots]struct {
+		name string
+		fn   func() error
+	}{
+		{"group_idx", func() error {
+			v, err := d.u32()
+			out.HasGroup, out.GroupIdx = err == nil, v
+			return err
+		}},
+		{"kv_cache_spec_kind", func() error {
+			s, err := d.str()
+			out.HasSpecKind, out.SpecKind = err == nil, s
+			return err
+		}},
+		{"kv_cache_spec_sliding_window", func() error {
+			v, err := d.u32()
+			out.SlidingWindow = v
+			return err
+		}},
+		{"locality", func() error {
+			s, err := d.str()
+			out.HasLocality, out.Locality = err == nil, s
+			return err
+		}},
+		{"ownership", d.skip}, // read and discarded, as Dynamo does
+	}
+	for _, s := range slots {
+		if err := p.optional(s.name, s.fn); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -477,3 +477,77 @@ func TestNewNormalizer_RejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// The trailing fields after extra_keys (stored) or medium (removed) come in
+// Dynamo's fixed layout [group_idx, kv_cache_spec_kind,
+// kv_cache_spec_sliding_window, locality, ownership] when at least four are
+// present and their types fit, else by type (legacy). The locality slot is
+// [unverified]: it is read both at its fixed slot and, in legacy tails, by
+// value.
+func TestDecodeEngineBatch_TrailingFieldsFixedAndLegacyLayouts(t *testing.T) {
+	toks := tokensAny(0, 3)
+	stored := func(tail ...any) []any {
+		return append([]any{"BlockStored", []any{1}, nil, toks, 4, nil, "GPU", nil, nil}, tail...)
+	}
+	base := EngineEvent{Kind: kv.Stored, BlockHashes: []uint64{1}, TokenIDs: span(0, 3), BlockSize: 4, Medium: "GPU"}
+	with := func(f func(*EngineEvent)) EngineEvent {
+		e := base
+		f(&e)
+		return e
+	}
+	mm := []any{obj{"mm_objects", []any{obj{"mm_hash", 5, "offsets", []any{}}}}}
+	cases := []struct {
+		name  string
+		event []any
+		want  EngineEvent
+		stats NormalizerStats // after normalizing the one event with BlockSize 4
+	}{
+		{"fixed: no kind, locality and ownership set", stored(0, nil, nil, "LOCAL", "engine"),
+			with(func(e *EngineEvent) { e.HasGroup, e.HasLocality, e.Locality = true, true, "LOCAL" }),
+			NormalizerStats{Events: 1, Published: 1}},
+		{"fixed: sliding window without group_idx", stored(nil, "sliding_window", 128, nil),
+			with(func(e *EngineEvent) { e.HasSpecKind, e.SpecKind, e.SlidingWindow = true, "sliding_window", 128 }),
+			NormalizerStats{Events: 1, FilteredGroup: 1}},
+		{"fixed: a future sixth field is skipped", stored(0, "full_attention", nil, "LOCAL", nil, obj{"x", 1}),
+			with(func(e *EngineEvent) {
+				e.HasGroup, e.HasSpecKind, e.SpecKind, e.HasLocality, e.Locality = true, true, "full_attention", true, "LOCAL"
+			}),
+			NormalizerStats{Events: 1, Published: 1}},
+		{"fixed: unknown locality is not local", []any{"BlockRemoved", []any{1}, nil, 0, nil, nil, "UNKNOWN"},
+			EngineEvent{Kind: kv.Removed, BlockHashes: []uint64{1}, HasGroup: true, HasLocality: true, Locality: "UNKNOWN"},
+			NormalizerStats{Events: 1, FilteredRemote: 1}},
+		{"legacy: block_mm_infos among four", stored(mm, 0, "full_attention", 16),
+			with(func(e *EngineEvent) {
+				e.BlockMM = []*MMExtraInfo{{Objects: []MMObject{{Hash: 5, Offsets: [][2]uint64{}}}}}
+				e.HasGroup, e.HasSpecKind, e.SpecKind, e.SlidingWindow = true, true, "full_attention", 16
+			}),
+			NormalizerStats{Events: 1, Published: 1}},
+		{"legacy: types out of the fixed order", stored(0, "full_attention", "LOCAL", 7),
+			with(func(e *EngineEvent) {
+				e.HasGroup, e.HasSpecKind, e.SpecKind, e.SlidingWindow = true, true, "full_attention", 7
+				e.HasLocality, e.Locality = true, "LOCAL"
+			}),
+			NormalizerStats{Events: 1, Published: 1}},
+		{"legacy: three elements, locality by value", stored(0, "REMOTE", "full_attention"),
+			with(func(e *EngineEvent) {
+				e.HasGroup, e.HasSpecKind, e.SpecKind, e.HasLocality, e.Locality = true, true, "full_attention", true, "REMOTE"
+			}),
+			NormalizerStats{Events: 1, FilteredRemote: 1}},
+	}
+	for _, c := range cases {
+		got, err := DecodeEngineBatch(pack([]any{1.0, []any{c.event}}), ZMQConfig{})
+		if err != nil {
+			t.Errorf("%s: DecodeEngineBatch(%v): %v", c.name, c.event, err)
+			continue
+		}
+		if len(got.Events) != 1 || !reflect.DeepEqual(got.Events[0], c.want) {
+			t.Errorf("%s: DecodeEngineBatch(%v) = %+v, want one event %+v", c.name, c.event, got.Events, c.want)
+			continue
+		}
+		n := mustNormalizer(t, NormalizerConfig{WorkerID: 1, BlockSize: 4})
+		n.Append(nil, &got)
+		if st := n.Stats(); st != c.stats {
+			t.Errorf("%s: Normalizer stats = %+v, want %+v", c.name, st, c.stats)
+		}
+	}
+}
