@@ -319,6 +319,12 @@ func (m *mpReader) skipDepth(depth int) error {
 	return nil
 }
 
+// capacity returns how many of n declared elements, each encoded in at least
+// minBytes, the bytes left can hold: the capacity to allocate for elements
+// much larger decoded than encoded, so that a length prefix with junk after
+// it costs memory in proportion to the input, not to the claim.
+func (m *mpReader) capacity(n, minBytes int) int { return min(n, m.r.Len()/minBytes) }
+
 // mark returns the reader's position, for rewind. The Decoder keeps no
 // buffered bytes of its own, so rewinding the bytes.Reader rewinds it too.
 func (m *mpReader) mark() int64 { return m.r.Size() - int64(m.r.Len()) }

@@ -221,14 +221,20 @@ func (m *mpReader) blocks(out *StoreData) error {
 	if err != nil {
 		return err
 	}
-	out.Blocks = make([]StoredBlock, n)
-	for i := range out.Blocks {
-		if err := m.block(&out.Blocks[i]); err != nil {
+	out.Blocks = make([]StoredBlock, 0, m.capacity(n, minStoredBlockBytes))
+	for i := range n {
+		var b StoredBlock
+		if err := m.block(&b); err != nil {
 			return at("["+strconv.Itoa(i)+"]", err)
 		}
+		out.Blocks = append(out.Blocks, b)
 	}
 	return nil
 }
+
+// minStoredBlockBytes is the shortest encoded stored block, a map of
+// block_hash and tokens_hash with one-byte values.
+const minStoredBlockBytes = 26
 
 func (m *mpReader) block(out *StoredBlock) error {
 	var haveBlock, haveTokens bool

@@ -565,3 +565,59 @@ func TestDecodeMessage_AcceptsEnvelopeWithAndWithoutFrameHeader(t *testing.T) {
 		}
 	}
 }
+
+// allocated returns the bytes fn allocated.
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// A length prefix within the bytes left, followed by junk, must cost memory
+// in proportion to the input: events and stored blocks are much larger
+// decoded than their shortest encoding.
+func TestDecoders_LengthPrefixBeforeJunkAllocatesInProportionToInput(t *testing.T) {
+	const junk = 1 << 16
+	w := newMPWriter(nil)
+	w.arrayLen(2)
+	_ = w.e.EncodeFloat64(1)
+	w.arrayLen(junk - 1) // MaxEventsPerBatch allows it
+	batch := append(w.bytes(), make([]byte, junk)...)
+
+	w = newMPWriter(nil)
+	w.mapLen(2)
+	w.str("worker_id")
+	w.uint(1)
+	w.str("event")
+	w.mapLen(2)
+	w.str("event_id")
+	w.uint(1)
+	w.str("data")
+	w.mapLen(1)
+	w.str("stored")
+	w.mapLen(1)
+	w.str("blocks")
+	w.arrayLen(16 * junk)
+	event := append(w.bytes(), make([]byte, 16*junk)...)
+
+	cases := []struct {
+		name string
+		in   []byte
+		fn   func([]byte) error
+	}{
+		{"DecodeEngineBatch(events claim)", batch, func(b []byte) error { _, err := DecodeEngineBatch(b, ZMQConfig{}); return err }},
+		{"DecodeMsgpack(blocks claim)", event, func(b []byte) error { _, err := DecodeMsgpack(b); return err }},
+	}
+	for _, c := range cases {
+		var err error
+		grew := allocated(func() { err = c.fn(c.in) })
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s on %d bytes: error = %v, want ErrMalformed", c.name, len(c.in), err)
+		}
+		if limit := 16 * uint64(len(c.in)); grew > limit {
+			t.Errorf("%s on %d bytes allocated %d bytes, want ≤ %d", c.name, len(c.in), grew, limit)
+		}
+	}
+}

@@ -178,14 +178,21 @@ func (d *engineDecoder) events(out *EngineBatch) error {
 	if err != nil {
 		return err
 	}
-	out.Events = make([]EngineEvent, n)
-	for i := range out.Events {
-		if err := d.event(&out.Events[i]); err != nil {
+	out.Events = make([]EngineEvent, 0, d.capacity(n, minEngineEventBytes))
+	for i := range n {
+		var ev EngineEvent
+		if err := d.event(&ev); err != nil {
 			return at("["+strconv.Itoa(i)+"]", err)
 		}
+		out.Events = append(out.Events, ev)
 	}
 	return nil
 }
+
+// minEngineEventBytes is the shortest encoded engine event,
+// ["BlockRemoved", []]: an EngineEvent is about 200 bytes decoded, so events
+// are allocated only as far as the bytes left could hold them.
+const minEngineEventBytes = 15
 
 func (d *engineDecoder) event(out *EngineEvent) error {
 	c, err := d.peek()
