@@ -102,11 +102,14 @@ func tlsConfig(base *tls.Config, host string) *tls.Config {
 	return c
 }
 
-// outgoing builds the request to dc: in's method, path, query and headers
-// (minus hop-by-hop ones) with body and HopHeader.
+// outgoing builds the request to dc: in's method, escaped path, query
+// and headers (minus hop-by-hop ones) with body and HopHeader.
 func outgoing(ctx context.Context, in *http.Request, dc *DC, body []byte) (*http.Request, error) {
 	u := *dc.URL
+	// The path as the client escaped it: a model id's %2F stays one
+	// segment.
 	u.Path = dc.URL.Path + in.URL.Path
+	u.RawPath = dc.URL.EscapedPath() + in.URL.EscapedPath()
 	u.RawQuery = in.URL.RawQuery
 	out, err := http.NewRequestWithContext(ctx, in.Method, u.String(), bytes.NewReader(body))
 	if err != nil {

@@ -252,3 +252,63 @@ func TestRoute_OtherOpenAIEndpointsAreForwardedLoadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestRoute_ForwardsThePathAsTheClientEncodedIt asks for a model whose id
+// has a slash, escaped in the path as OpenAI clients escape it, behind a
+// DC URL with a prefix: the DC must see the same escaped path under its
+// prefix (and the query), not a path with one more segment.
+func TestRoute_ForwardsThePathAsTheClientEncodedIt(t *testing.T) {
+	s := setupTwoDCs(t, func(c *Config) {
+		for i := range c.DCs {
+			c.DCs[i].URL = mustURL(t, c.DCs[i].URL.String()+"/dc%20a")
+		}
+	})
+	resp, err := http.Get(s.url + "/v1/models/meta-llama%2FLlama-3.1-8B?x=1")
+	if err != nil {
+		t.Fatalf("GET /v1/models/meta-llama%%2FLlama-3.1-8B: %v", err)
+	}
+	resp.Body.Close()
+	r := append(s.near.requests(), s.far.requests()...) // load-only: either may serve
+	if resp.StatusCode != 200 || len(r) != 1 || r[0].Path != "/dc%20a/v1/models/meta-llama%2FLlama-3.1-8B?x=1" {
+		t.Errorf("GET an escaped model path: status %d, the DCs received %+v, want one /dc%%20a/v1/models/meta-llama%%2FLlama-3.1-8B?x=1", resp.StatusCode, r)
+	}
+}
+
+// TestRoute_HopByHopHeadersStayOnTheirHop sends hop-by-hop headers (named
+// by RFC 9110 and by Connection) both ways: neither side sees the other
+// hop's, end-to-end headers pass, and X-Forwarded-For gains the client.
+func TestRoute_HopByHopHeadersStayOnTheirHop(t *testing.T) {
+	s := setupTwoDCs(t, nil)
+	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "X-Dc-Private")
+		w.Header().Set("X-Dc-Private", "1")
+		w.Header().Set("Proxy-Authenticate", "Basic")
+		w.Header().Set("X-Dc-Public", "1")
+		io.WriteString(w, "{}")
+	})
+	resp, _ := s.post(completion([]uint32{1, 2, 3}, nil), http.Header{
+		"Connection": {"X-Client-Private"}, "X-Client-Private": {"1"}, "Proxy-Authorization": {"Basic eA=="},
+		"Keep-Alive": {"timeout=5"}, "X-Forwarded-For": {"203.0.113.7"}, "Authorization": {"Bearer sk-1"}})
+	got := s.near.requests()
+	if len(got) != 1 {
+		t.Fatalf("near received %d requests, want 1", len(got))
+	}
+	h := got[0].Header
+	for _, k := range []string{"X-Client-Private", "Proxy-Authorization", "Keep-Alive"} {
+		if v := h.Values(k); len(v) != 0 {
+			t.Errorf("DC got hop-by-hop %s: %q, want none", k, v)
+		}
+	}
+	if h.Get("Authorization") != "Bearer sk-1" || h.Get("X-Forwarded-For") != "203.0.113.7, 127.0.0.1" {
+		t.Errorf("DC got Authorization %q X-Forwarded-For %q, want the client's and 203.0.113.7, 127.0.0.1",
+			h.Get("Authorization"), h.Get("X-Forwarded-For"))
+	}
+	for _, k := range []string{"X-Dc-Private", "Proxy-Authenticate"} {
+		if v := resp.Header.Values(k); len(v) != 0 {
+			t.Errorf("client got hop-by-hop %s: %q, want none", k, v)
+		}
+	}
+	if resp.Header.Get("X-Dc-Public") != "1" {
+		t.Errorf("client got X-Dc-Public %q, want the DC's 1", resp.Header.Get("X-Dc-Public"))
+	}
+}
