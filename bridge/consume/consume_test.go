@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
@@ -22,21 +23,6 @@ import (
 )
 
 const wait = 30 * time.Second
-
-func startServer(t *testing.T) *nats.Conn {
-	t.Helper()
-	s, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("start nats: %v", err)
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := natsutil.Connect(s.ClientURL(), "test", nil)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
 
 // dcRelay is one DC's relay fed by its own generator on its own component.
 type dcRelay struct {
@@ -125,7 +111,7 @@ func converged(ctx context.Context, r *shm.Reader, lane int, d *dcRelay) error {
 
 func TestConsumer_DiscoveredLanesConvergeAndCarryRTTAndLoad(t *testing.T) {
 	seed := relaytest.Seed(t, 11)
-	nc := startServer(t)
+	_, nc := natstest.Start(t)
 	relays := []*dcRelay{startRelay(t, nc, 7, seed), startRelay(t, nc, 3, seed)}
 	path := filepath.Join(t.TempDir(), "replica")
 	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, Path: path, DiscoverFor: 300 * time.Millisecond, PingEvery: 20 * time.Millisecond})
@@ -171,7 +157,7 @@ func TestConsumer_DiscoveredLanesConvergeAndCarryRTTAndLoad(t *testing.T) {
 
 func TestConsumer_LateLaneCatchesUpOnceAndCountsWhatItReceived(t *testing.T) {
 	seed := relaytest.Seed(t, 12)
-	nc := startServer(t)
+	_, nc := natstest.Start(t)
 	d := startRelay(t, nc, 4, seed)
 	d.feed(t, nc, 400)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -279,7 +265,7 @@ func (d *dropper) filter(dc relayproto.DCID, frame []byte) [][]byte {
 
 func TestConsumer_TransportFaultsRecoverOnlyTheirLane(t *testing.T) {
 	seed := relaytest.Seed(t, 12)
-	nc := startServer(t)
+	_, nc := natstest.Start(t)
 	a, b := startRelay(t, nc, 1, seed), startRelay(t, nc, 2, seed)
 	inject := &dropper{dc: 2}
 	path := filepath.Join(t.TempDir(), "replica")
@@ -334,7 +320,7 @@ func TestConsumer_TransportFaultsRecoverOnlyTheirLane(t *testing.T) {
 }
 
 func TestNew_RejectsBadConfigAndMissingRelays(t *testing.T) {
-	nc := startServer(t)
+	_, nc := natstest.Start(t)
 	dir := t.TempDir()
 	ctx := context.Background()
 	bad := []Config{
@@ -367,7 +353,7 @@ func TestNew_RejectsBadConfigAndMissingRelays(t *testing.T) {
 // from onLoad at the end of `goindex bench relay`, the load subscription
 // being dropped only after the file was closed).
 func TestConsumer_StopsSafelyWhileLoadReportsArrive(t *testing.T) {
-	nc := startServer(t)
+	_, nc := natstest.Start(t)
 	f, err := ckf.NewFormat(ckf.DefaultSeed, 1024)
 	if err != nil {
 		t.Fatalf("NewFormat: %v", err)

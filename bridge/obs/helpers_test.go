@@ -9,29 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goindex/goindex/bridge/natsutil"
 	"github.com/goindex/goindex/bridge/obs/obstest"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // wait bounds every condition a test polls for.
 const wait = 30 * time.Second
-
-func startNATS(t *testing.T) *nats.Conn {
-	t.Helper()
-	s, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("start nats: %v", err)
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := natsutil.Connect(s.ClientURL(), "test", nil)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
 
 // endpoint serves cs and ready on a loopback port for the test's lifetime
 // and returns its base URL.

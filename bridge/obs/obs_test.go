@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/consume"
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/obs/obstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
@@ -35,7 +36,7 @@ const (
 // endpoint; scrapes follow the events through all three.
 func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T) {
 	seed := relaytest.Seed(t, 8)
-	nc := startNATS(t)
+	_, nc := natstest.Start(t)
 	var logs syncBuffer
 	log, err := NewLogger(&logs, LogJSON, "debug")
 	if err != nil {

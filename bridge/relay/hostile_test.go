@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
@@ -130,7 +131,7 @@ func TestHostile_BadEnvelopesAreCountedAndYieldNoEvent(t *testing.T) {
 // the subjects of another component, another namespace (both envelope and
 // legacy forms) and the pool's own subject: the relay sees only its own.
 func TestHostile_RelayTakesOnlyItsOwnPoolsEvents(t *testing.T) {
-	_, nc := startServer(t)
+	_, nc := natstest.Start(t)
 	cfg := testConfig(nc)
 	run := startRelay(t, cfg)
 	pool := cfg.Pools[0]

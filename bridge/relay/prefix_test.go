@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/nats-io/nats.go"
@@ -23,7 +24,7 @@ import (
 // what subject permissions need to keep tenants apart.
 func TestRelay_PrefixesKeepTenantsApart(t *testing.T) {
 	seed := relaytest.Seed(t, 31)
-	_, nc := startServer(t)
+	_, nc := natstest.Start(t)
 	prefixes := []string{"tenant.a", "tenant.b"}
 	var mu sync.Mutex
 	subjects := map[string]bool{}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
@@ -23,21 +23,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-func startServer(t *testing.T) (*natsutil.Server, *nats.Conn) {
-	t.Helper()
-	s, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("start nats: %v", err)
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := natsutil.Connect(s.ClientURL(), "test", nil)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	return s, nc
-}
 
 type running struct {
 	r    *Relay
@@ -140,7 +125,7 @@ func replay(ctx context.Context, nc *nats.Conn, names Names) ([]uint64, relaypro
 
 func TestRelay_LogAndSnapshotReproduceProducerWords(t *testing.T) {
 	seed := relaytest.Seed(t, 5)
-	_, nc := startServer(t)
+	_, nc := natstest.Start(t)
 	cfg := testConfig(nc)
 	run := startRelay(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -257,7 +242,7 @@ func TestRelay_LogAndSnapshotReproduceProducerWords(t *testing.T) {
 
 func TestRelay_SecondRelayOfPoolSupersedesFirst(t *testing.T) {
 	seed := relaytest.Seed(t, 5)
-	_, nc := startServer(t)
+	_, nc := natstest.Start(t)
 	cfg := testConfig(nc)
 	first := startRelay(t, cfg)
 	second := startRelay(t, cfg)
@@ -315,7 +300,7 @@ func (s *staticSource) Drain(dst []relayproto.Image) []relayproto.Image {
 
 func TestRelay_SourceStandsInForTheProducer(t *testing.T) {
 	seed := relaytest.Seed(t, 6)
-	_, nc := startServer(t)
+	_, nc := natstest.Start(t)
 	cfg := testConfig(nc)
 	n, err := ckf.BucketCount(cfg.Pools[0].ExpectedBlocks)
 	if err != nil {
@@ -360,7 +345,7 @@ func TestRelay_SourceStandsInForTheProducer(t *testing.T) {
 }
 
 func TestNew_RejectsBadConfig(t *testing.T) {
-	_, nc := startServer(t)
+	_, nc := natstest.Start(t)
 	good := testConfig(nc)
 	cases := map[string]func(c *Config){
 		"no conn":                 func(c *Config) { c.Conn = nil },

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/consume"
-	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
@@ -31,16 +31,7 @@ import (
 //     next subscription starts past the poison message, and the lane
 //     converges again and stays (no resync loop).
 func TestHostile_ForgedAndPoisonFramesInTheDeltaLog(t *testing.T) {
-	srv, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("start nats: %v", err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := natsutil.Connect(srv.ClientURL(), "hostile", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	_, nc := natstest.Start(t)
 	const expected = 4096
 	// No heartbeats and a batch per event: the relay writes its log only
 	// when an event arrives, so the test knows when it is idle and the

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/obs/obstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
@@ -57,7 +58,7 @@ func readyz(base string) error {
 
 func TestObsFlags_RelayConsumeAndRouteServeMetricsAndLogJSON(t *testing.T) {
 	seed := relaytest.Seed(t, 5)
-	srv, nc := testNATS(t)
+	srv, nc := natstest.Start(t)
 	_, relayErr, stopRelay, relayDone := background(runRelay, "--nats", srv.ClientURL(), "--dc", "5", "--component", "obs5",
 		"--expected-blocks", "4096", "--heartbeat-every", "20ms", "--load-every", "50ms",
 		"--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug")

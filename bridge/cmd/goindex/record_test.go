@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/demo"
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/bridge/trace"
 	"github.com/goindex/goindex/dynamo"
@@ -119,7 +120,7 @@ func waitRecording(t *testing.T, stderr *syncBuffer, done chan error) {
 // host-tier event among them, stops at --max-events, and replays the log
 // through goindex parity --events.
 func TestRecord_EnvelopesAndLegacyEventsReplayThroughParity(t *testing.T) {
-	srv, nc := testNATS(t)
+	srv, nc := natstest.Start(t)
 	byWorker := traceEvents(t, 60, 3, 256)
 	out := filepath.Join(t.TempDir(), "events.jsonl")
 	total := len(byWorker[1]) + len(byWorker[2]) + len(byWorker[3]) + 1 // + the host-tier event
@@ -228,7 +229,7 @@ func TestRecord_EnvelopesAndLegacyEventsReplayThroughParity(t *testing.T) {
 // log whose last line a killed writer left half-written, on one explicit
 // subject carrying all three message forms, and stops on a signal.
 func TestRecord_SubjectDetectsEachFormAndAppendsAfterAPartialLine(t *testing.T) {
-	srv, nc := testNATS(t)
+	srv, nc := natstest.Start(t)
 	evs := traceEvents(t, 3, 1, 64)[1]
 	out := filepath.Join(t.TempDir(), "events.jsonl")
 	first, err := dynamo.AppendJSON(nil, &evs[0])
@@ -290,7 +291,7 @@ func TestRecord_SubjectDetectsEachFormAndAppendsAfterAPartialLine(t *testing.T) 
 }
 
 func TestRecord_DurationStopsAnIdleCapture(t *testing.T) {
-	srv, _ := testNATS(t)
+	srv, _ := natstest.Start(t)
 	out := filepath.Join(t.TempDir(), "events.jsonl")
 	if err := os.WriteFile(out, []byte("old\n"), 0o644); err != nil {
 		t.Fatalf("write: %v", err)

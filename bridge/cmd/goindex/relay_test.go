@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
@@ -41,21 +42,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func testNATS(t *testing.T) (*natsutil.Server, *nats.Conn) {
-	t.Helper()
-	s, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("start nats: %v", err)
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := natsutil.Connect(s.ClientURL(), "test", nil)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	return s, nc
-}
-
 // background runs a subcommand in the background and returns its stdout,
 // stderr, a stop function and its result channel.
 func background(run func(context.Context, []string, io.Writer, io.Writer) error, args ...string) (*syncBuffer, *syncBuffer, context.CancelFunc, chan error) {
@@ -68,7 +54,7 @@ func background(run func(context.Context, []string, io.Writer, io.Writer) error,
 
 func TestRelayAndConsume_CommandsServeAReplicaAndPrintJSON(t *testing.T) {
 	seed := relaytest.Seed(t, 21)
-	srv, nc := testNATS(t)
+	srv, nc := natstest.Start(t)
 	relayOut, relayErr, stopRelay, relayDone := background(runRelay,
 		"--nats", srv.ClientURL(), "--dc", "5", "--name", "ams", "--component", "b5", "--expected-blocks", "4096",
 		"--heartbeat-every", "20ms", "--load-every", "50ms", "--json")

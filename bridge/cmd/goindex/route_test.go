@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/bridge/route"
@@ -184,7 +185,7 @@ func TestRouteCommand_UsageErrorsAndHelp(t *testing.T) {
 // cached prefix, the RTT and the load of that lane and forwards there;
 // DC 6, which no relay serves, has no lane and so no signals.
 func TestRouteCommand_FollowsRelayAndConsumer(t *testing.T) {
-	srv, nc := testNATS(t)
+	srv, nc := natstest.Start(t)
 	_, relayErr, stopRelay, relayDone := background(runRelay, "--nats", srv.ClientURL(), "--dc", "5", "--name", "ams",
 		"--component", "route", "--expected-blocks", "4096", "--heartbeat-every", "20ms", "--load-every", "50ms")
 	defer func() {

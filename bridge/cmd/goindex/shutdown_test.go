@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/bridge/natsutil/natstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
@@ -28,7 +29,7 @@ import (
 // (words intact, ready bit cleared for readers).
 func TestRelay_SIGTERMDrainsAndTheReplicaStaysConsistent(t *testing.T) {
 	seed := relaytest.Seed(t, 33)
-	srv, nc := testNATS(t)
+	srv, nc := natstest.Start(t)
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stopSignals()
 	var relayOut, relayErr syncBuffer
