@@ -312,3 +312,34 @@ func TestRoute_HopByHopHeadersStayOnTheirHop(t *testing.T) {
 		t.Errorf("client got X-Dc-Public %q, want the DC's 1", resp.Header.Get("X-Dc-Public"))
 	}
 }
+
+// tokenizeFunc is a Tokenizer from a function.
+type tokenizeFunc func(ctx context.Context, in *TokenizeInput) ([]uint32, error)
+
+func (f tokenizeFunc) Tokenize(ctx context.Context, in *TokenizeInput) ([]uint32, error) {
+	return f(ctx, in)
+}
+
+// TestRoute_TextOverThePromptLimitIsRefused has the tokenizer turn a text
+// prompt into more tokens than MaxPromptTokens: the request is refused
+// with 413 as a token-id prompt of that length is (ErrTooManyTokens), not
+// routed load-only, whether the tokenizer enforces the limit itself (the
+// HTTP and command hooks) or not.
+func TestRoute_TextOverThePromptLimitIsRefused(t *testing.T) {
+	for _, enforces := range []bool{true, false} {
+		tok := tokenizeFunc(func(ctx context.Context, in *TokenizeInput) ([]uint32, error) {
+			if enforces {
+				return nil, fmt.Errorf("%w: 101 tokens, limit 100", ErrTooManyTokens)
+			}
+			return make([]uint32, 101), nil
+		})
+		s := setupTwoDCs(t, func(c *Config) { c.MaxPromptTokens, c.Tokenizer = 100, tok })
+		resp, body := s.post([]byte(`{"model":"m","prompt":"a long text"}`), nil)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !bytes.Contains(body, []byte("too many tokens")) {
+			t.Errorf("tokenizer enforcing the limit %v: status %d body %s, want 413 too many tokens", enforces, resp.StatusCode, body)
+		}
+		if n := len(s.near.requests()) + len(s.far.requests()); n != 0 {
+			t.Errorf("tokenizer enforcing the limit %v: the DCs received %d requests, want 0", enforces, n)
+		}
+	}
+}

@@ -264,7 +264,11 @@ func (rt *Router) serveCompletion(w http.ResponseWriter, r *http.Request, ep End
 		rt.fail(w, nil, err)
 		return
 	}
-	p := rt.prompt(r, req)
+	p, err := rt.prompt(r, req)
+	if err != nil {
+		rt.fail(w, nil, err)
+		return
+	}
 	d, err := rt.Decide(p)
 	if err != nil {
 		rt.fail(w, d, err)
@@ -290,8 +294,11 @@ func (rt *Router) serveCompletion(w http.ResponseWriter, r *http.Request, ep End
 }
 
 // prompt returns what routing knows of req's prompt: its token ids, or
-// the tokenizer's for its text; salts from the body, else the headers.
-func (rt *Router) prompt(r *http.Request, req *Request) *Prompt {
+// the tokenizer's for its text; salts from the body, else the headers. A
+// tokenizer failure leaves the prompt unknown (load-only); only a text of
+// more than MaxPromptTokens tokens is an error (ErrTooManyTokens), as a
+// token-id prompt of that length is.
+func (rt *Router) prompt(r *http.Request, req *Request) (*Prompt, error) {
 	p := &Prompt{Tokens: req.Tokens, HasTokens: req.HasTokens, LoRA: req.LoRA, Namespace: req.Namespace}
 	if p.LoRA == "" && rt.cfg.LoRAHeader != "" {
 		p.LoRA = r.Header.Get(rt.cfg.LoRAHeader)
@@ -300,20 +307,26 @@ func (rt *Router) prompt(r *http.Request, req *Request) *Prompt {
 		p.Namespace = r.Header.Get(rt.cfg.NamespaceHeader)
 	}
 	if p.HasTokens || rt.cfg.Tokenizer == nil {
-		return p
+		return p, nil
 	}
 	in := tokenizeInput(req)
 	if in == nil {
-		return p
+		return p, nil
 	}
 	ids, err := rt.cfg.Tokenizer.Tokenize(r.Context(), in)
+	if err == nil && len(ids) > rt.cfg.MaxPromptTokens {
+		err = fmt.Errorf("%w: the text is %d prompt tokens, limit %d", ErrTooManyTokens, len(ids), rt.cfg.MaxPromptTokens)
+	}
+	if errors.Is(err, ErrTooManyTokens) {
+		return nil, err
+	}
 	if err != nil {
 		rt.stats.tokenizerErrors.Add(1)
 		rt.cfg.Logger.Warn("tokenizer failed; routing load-only", "err", err)
-		return p
+		return p, nil
 	}
 	p.Tokens, p.HasTokens = ids, true
-	return p
+	return p, nil
 }
 
 // readBody reads r's body within MaxBodyBytes and BodyTimeout.
