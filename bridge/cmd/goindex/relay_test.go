@@ -72,22 +72,7 @@ func TestRelayAndConsume_CommandsServeAReplicaAndPrintJSON(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "replica")
 	consumeOut, _, stopConsume, consumeDone := background(runConsume,
 		"--nats", srv.ClientURL(), "--shm", path, "--discover-for", "200ms", "--ping-every", "20ms", "--json")
-	var reader *shm.Reader
-	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
-		r, err := shm.Attach(path)
-		if err != nil {
-			return err
-		}
-		if reader != nil {
-			reader.Close()
-		}
-		reader = r
-		f := r.Format()
-		for _, c := range gen.Tracked() {
-			if r.Table().Probe(f.Probe(c), 1) == 0 {
-				return errors.New("a tracked block is missing from the replica")
-			}
-		}
+	reader := attachReplicated(t, path, gen, func(r *shm.Reader) error {
 		if r.Lane(0).RTT == 0 {
 			return errors.New("no RTT yet")
 		}
@@ -293,6 +278,14 @@ func publishUntilReplicated(t *testing.T, nc *nats.Conn, names relay.Names, comp
 	if len(gen.Tracked()) == 0 {
 		t.Fatal("the generated events left no block tracked")
 	}
+	attachReplicated(t, path, gen, nil).Close()
+}
+
+// attachReplicated attaches the replica file at path, again and again
+// until it holds every block gen tracks and also (optional) returns nil,
+// and returns that reader for the caller to close.
+func attachReplicated(t *testing.T, path string, gen *relaytest.Generator, also func(*shm.Reader) error) *shm.Reader {
+	t.Helper()
 	var reader *shm.Reader
 	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		r, err := shm.Attach(path)
@@ -309,9 +302,12 @@ func publishUntilReplicated(t *testing.T, nc *nats.Conn, names relay.Names, comp
 				return fmt.Errorf("tracked block %#x is missing from the replica", c)
 			}
 		}
+		if also != nil {
+			return also(r)
+		}
 		return nil
 	})
-	reader.Close()
+	return reader
 }
 
 // TestRelay_WithoutNATSStartsAnEmbeddedJetStreamServer runs `goindex relay`
