@@ -31,6 +31,10 @@ type EngineBatch struct {
 	HasDpRank bool
 	DpRank    uint32
 	Events    []EngineEvent
+	// Ignored counts the events tagged "Ignored", which current Dynamo
+	// accepts and drops without giving them an event id; they are not in
+	// Events.
+	Ignored int
 }
 
 // EngineEvent is one engine KV event before Dynamo's normalization: the
@@ -84,7 +88,9 @@ func DecodeZMQ(frames [][]byte, cfg ZMQConfig) (EngineBatch, error) {
 // [ts, events, dp_rank] (2 elements, or 3 and more; extras ignored) or the
 // map form {ts, events, data_parallel_rank | dp_rank}. Each event is a
 // positional array with its tag first or a map with a "type" key; see
-// EngineEvent. Errors are *DecodeError.
+// EngineEvent. An event tagged "Ignored", which current Dynamo decodes and
+// drops, is counted in Ignored and left out of Events; any other unknown tag
+// fails the batch, as it does in Dynamo. Errors are *DecodeError.
 func DecodeEngineBatch(payload []byte, cfg ZMQConfig) (EngineBatch, error) {
 	if len(payload) > MaxMessageBytes {
 		return EngineBatch{}, &DecodeError{Format: zmqFormat, Err: &LimitError{What: "message bytes", Got: len(payload), Min: 0, Max: MaxMessageBytes}}
@@ -184,15 +190,27 @@ func (d *engineDecoder) events(out *EngineBatch) error {
 		if err := d.event(&ev); err != nil {
 			return at("["+strconv.Itoa(i)+"]", err)
 		}
+		if ev.Kind == ignoredKind {
+			out.Ignored++
+			continue
+		}
 		out.Events = append(out.Events, ev)
 	}
 	return nil
 }
 
-// minEngineEventBytes is the shortest encoded engine event,
+// minEngineEventBytes is the shortest encoded event that is kept,
 // ["BlockRemoved", []]: an EngineEvent is about 200 bytes decoded, so events
 // are allocated only as far as the bytes left could hold them.
 const minEngineEventBytes = 15
+
+// ignoredTag is the event tag current Dynamo decodes and then drops (its
+// RawKvEvent::Ignored); event marks such an event with ignoredKind, the zero
+// kv.Kind, and events leaves it out.
+const (
+	ignoredTag  = "Ignored"
+	ignoredKind = kv.Kind(0)
+)
 
 func (d *engineDecoder) event(out *EngineEvent) error {
 	c, err := d.peek()
@@ -223,6 +241,8 @@ func (d *engineDecoder) event(out *EngineEvent) error {
 		err = p.removed(out)
 	case "AllBlocksCleared":
 		out.Kind = kv.Cleared
+	case ignoredTag:
+		out.Kind = ignoredKind
 	default:
 		return malformed("unknown event tag %q", tag)
 	}
@@ -541,6 +561,8 @@ func (d *engineDecoder) mapEvent(out *EngineEvent) error {
 		}
 	case "AllBlocksCleared":
 		out.Kind = kv.Cleared
+	case ignoredTag:
+		out.Kind = ignoredKind
 	case "":
 		return malformed("missing type")
 	default:

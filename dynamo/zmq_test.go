@@ -551,3 +551,29 @@ func TestDecodeEngineBatch_TrailingFieldsFixedAndLegacyLayouts(t *testing.T) {
 		}
 	}
 }
+
+// Current Dynamo accepts events tagged "Ignored" (positional or map) and
+// drops them without an event id; before, one such event failed its batch.
+func TestDecodeEngineBatch_IgnoredEventsAreDroppedNotFatal(t *testing.T) {
+	in := pack([]any{1.0, []any{
+		[]any{"BlockRemoved", []any{7}},
+		[]any{"Ignored"},
+		obj{"type", "Ignored", "block_hashes", []any{8}, "future", true},
+		[]any{"Ignored", nil, 3},
+		[]any{"AllBlocksCleared"},
+	}, 2})
+	got, err := DecodeEngineBatch(in, ZMQConfig{})
+	want := []EngineEvent{{Kind: kv.Removed, BlockHashes: []uint64{7}}, {Kind: kv.Cleared}}
+	if err != nil || got.Ignored != 3 || !reflect.DeepEqual(got.Events, want) {
+		t.Fatalf("DecodeEngineBatch(removed, 3 ignored, cleared) = %+v, %v; want events %+v and Ignored 3", got, err, want)
+	}
+	n := mustNormalizer(t, NormalizerConfig{WorkerID: 1, BlockSize: 4})
+	out := n.Append(nil, &got)
+	if len(out) != 2 || out[0].Event.EventID != 0 || out[1].Event.EventID != 1 || out[1].Event.Kind != kv.Cleared {
+		t.Errorf("Normalizer.Append = %+v, want removed id 0 then cleared id 1", out)
+	}
+	bad := pack([]any{1.0, []any{obj{"type", "Ignored", "block_hashes", "not a list"}}})
+	if _, err := DecodeEngineBatch(bad, ZMQConfig{}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("DecodeEngineBatch(Ignored map with a mistyped known field) error = %v, want ErrMalformed", err)
+	}
+}
