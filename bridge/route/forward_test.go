@@ -17,11 +17,11 @@ import (
 
 // TestRoute_ClientDisconnectCancelsTheDCStream cuts the client's
 // connection mid-stream and checks that the DC's request context ends
-// (the router cancelled its upstream request and returned, leaving no
-// goroutine behind waiting on the DC).
+// (the router cancelled its upstream request) and that the router's
+// handler returned (no goroutine left behind on the stream).
 func TestRoute_ClientDisconnectCancelsTheDCStream(t *testing.T) {
 	s := setupTwoDCs(t, nil)
-	sent, cancelled := make(chan struct{}), make(chan struct{})
+	sent, cancelled, returned := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, "data: {\"n\":1}\n\n")
@@ -30,9 +30,14 @@ func TestRoute_ClientDisconnectCancelsTheDCStream(t *testing.T) {
 		<-r.Context().Done() // a DC that would stream forever
 		close(cancelled)
 	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(returned) // runs through the handler's abort panic too
+		s.rt.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v1/completions",
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/completions",
 		bytes.NewReader(completion([]uint32{1, 2, 3}, map[string]any{"stream": true})))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -47,10 +52,12 @@ func TestRoute_ClientDisconnectCancelsTheDCStream(t *testing.T) {
 	cancel()                                 // the client goes away
 	guard := time.NewTimer(10 * time.Second) // a hang guard, not a timing check
 	defer guard.Stop()
-	select {
-	case <-cancelled:
-	case <-guard.C:
-		t.Fatal("the DC's request was not cancelled after the client disconnected")
+	for what, ch := range map[string]chan struct{}{"the DC's request was not cancelled": cancelled, "the router's handler did not return": returned} {
+		select {
+		case <-ch:
+		case <-guard.C:
+			t.Fatalf("%s after the client disconnected", what)
+		}
 	}
 }
 
