@@ -73,7 +73,7 @@ type jsonU64 uint64
 func (v *jsonU64) UnmarshalJSON(b []byte) error {
 	n, err := strconv.ParseUint(string(b), 10, 64)
 	if err != nil {
-		return malformed("want unsigned integer, got %.40s", b)
+		return jsonTypeError(b, reflect.TypeFor[jsonU64]())
 	}
 	*v = jsonU64(n)
 	return nil
@@ -85,7 +85,7 @@ type jsonU32 uint32
 func (v *jsonU32) UnmarshalJSON(b []byte) error {
 	n, err := strconv.ParseUint(string(b), 10, 32)
 	if err != nil {
-		return malformed("want u32, got %.40s", b)
+		return jsonTypeError(b, reflect.TypeFor[jsonU32]())
 	}
 	*v = jsonU32(n)
 	return nil
@@ -100,17 +100,41 @@ func (v *jsonHash) UnmarshalJSON(b []byte) error {
 	if len(s) > 0 && s[0] == '-' {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return malformed("want 64-bit integer hash, got %.40s", b)
+			return jsonTypeError(b, reflect.TypeFor[jsonHash]())
 		}
 		*v = jsonHash(n)
 		return nil
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return malformed("want 64-bit integer hash, got %.40s", b)
+		return jsonTypeError(b, reflect.TypeFor[jsonHash]())
 	}
 	*v = jsonHash(n)
 	return nil
+}
+
+// jsonTypeError reports a literal our number types refuse as an
+// *json.UnmarshalTypeError, to which encoding/json adds the field path
+// ("blocks.block_hash") that jsonErr then puts in the message.
+func jsonTypeError(b []byte, want reflect.Type) error {
+	kind := "number"
+	switch string(b[:min(len(b), 1)]) {
+	case `"`:
+		kind = "string"
+	case "[":
+		kind = "array"
+	case "{":
+		kind = "object"
+	case "t", "f":
+		kind = "bool"
+	case "n":
+		return &json.UnmarshalTypeError{Value: "null", Type: want}
+	}
+	const maxShown = 40
+	if len(b) > maxShown {
+		b = b[:maxShown]
+	}
+	return &json.UnmarshalTypeError{Value: kind + " " + string(b), Type: want}
 }
 
 func decodeJSONEvent(b []byte, out *RouterEvent) error {
@@ -310,20 +334,28 @@ func jsonErr(err error) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return malformed("%s: want %s, got %s", te.Field, jsonKind(te.Type.Kind()), te.Value)
+		return malformed("%s: want %s, got %s", te.Field, jsonWant(te.Type), te.Value)
 	}
 	return malformed("%v", err)
 }
 
-// jsonKind names a Go kind as the JSON type it decodes from.
-func jsonKind(k reflect.Kind) string {
-	switch k {
+// jsonWant names what a Go type decodes from.
+func jsonWant(t reflect.Type) string {
+	switch t {
+	case reflect.TypeFor[jsonU64]():
+		return "unsigned 64-bit integer"
+	case reflect.TypeFor[jsonU32]():
+		return "unsigned 32-bit integer"
+	case reflect.TypeFor[jsonHash]():
+		return "64-bit integer hash"
+	}
+	switch t.Kind() {
 	case reflect.Struct, reflect.Map:
 		return "object"
 	case reflect.Slice, reflect.Array:
 		return "array"
 	}
-	return k.String()
+	return t.Kind().String()
 }
 
 // AppendJSON appends e as one CUR-shape JSON RouterEvent to dst and returns

@@ -621,3 +621,30 @@ func TestDecoders_LengthPrefixBeforeJunkAllocatesInProportionToInput(t *testing.
 		}
 	}
 }
+
+// A number field that does not decode names itself in the error: the
+// message carries encoding/json's field path, what was wanted and what came.
+func TestDecodeJSON_NumberErrorsNameTheField(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`{"worker_id":-1,"event":{"event_id":1,"data":"cleared"}}`,
+			"dynamo: json router event: worker_id: want unsigned 64-bit integer, got number -1"},
+		{`{"worker_id":1,"event":{"event_id":1,"dp_rank":4294967296,"data":"cleared"}}`,
+			"dynamo: json router event: event.dp_rank: want unsigned 32-bit integer, got number 4294967296"},
+		{`{"worker_id":1,"event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":1.5,"tokens_hash":1}]}}}}`,
+			"dynamo: json router event: event: data: stored: blocks.block_hash: want 64-bit integer hash, got number 1.5"},
+		{`{"worker_id":1,"event":{"event_id":1,"data":{"stored":{"parent_hash":"7","blocks":[]}}}}`,
+			`dynamo: json router event: event: data: stored: parent_hash: want 64-bit integer hash, got string "7"`},
+		{`{"worker_id":1,"event":{"event_id":1,"data":{"removed":{"block_hashes":[1,null]}}}}`,
+			"dynamo: json router event: event: data: removed: block_hashes: want 64-bit integer hash, got null"},
+	}
+	for _, c := range cases {
+		_, err := DecodeJSON([]byte(c.in))
+		if err == nil || err.Error() != c.want || !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeJSON(%s) error = %v, want %q (ErrMalformed)", c.in, err, c.want)
+		}
+	}
+	_, err := DecodeEnvelope([]byte(`{"publisher_id":-1,"sequence":2,"published_at":3,"payload":[]}`))
+	if want := "dynamo: event-plane envelope: publisher_id: want unsigned 64-bit integer, got number -1"; err == nil || err.Error() != want {
+		t.Errorf("DecodeEnvelope(negative publisher_id) error = %v, want %q", err, want)
+	}
+}
