@@ -24,11 +24,11 @@
 // clients, every streamEvery-th streamed. replica waits until every lane
 // has installed its relay's last sequence and looks repeat, then checks
 // that for every replayed prompt and DC the replica's depth is never below
-// what the DC's engines hold. library writes host.py (embedded) into the
-// run's directory and runs it under python3: a separate process that loads
-// libgoindex.so with ctypes (one Go runtime per process: the library is
-// never loaded into goindex), attaches the replica and probes and scores
-// every prompt; the demo checks each depth against the engines and its own
+// what the DC's engines hold. library writes host.py and the module it
+// imports, goindex_ctypes.py (both embedded), into the run's directory and
+// runs host.py under python3: a separate process that loads libgoindex.so
+// with ctypes (one Go runtime per process: the library is never loaded
+// into goindex), attaches the replica and probes and scores every prompt; the demo checks each depth against the engines and its own
 // read of the file. route sends a few requests and checks the router's
 // diagnostic headers against the replica and the engines. sim runs
 // `goindex sim --json --report` on the slice across the whole grid and
@@ -78,7 +78,7 @@
 //   - events.go: RouterEvent and Publisher, the engines' events as Dynamo envelopes.
 //   - traffic.go: completions through the router, the closed-loop replay.
 //   - check.go: prompts, the replica view, looks at the replica and the engines, settle.
-//   - library.go: the library stage: the embedded host.py, its files, the checks of its answers.
+//   - library.go: the library stage: the embedded host.py and goindex_ctypes.py, its files, the checks of its answers.
 //   - sim.go: the sim stage and the policy table.
 //   - errors.go: ErrConfig, ErrCheck, ErrSkipped, StageError.
 //

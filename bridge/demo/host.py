@@ -13,7 +13,8 @@ the engines' exact caches and its own read of the replica.
 
 Exit status: 0 done; 3 the library lacks global mode or attach_replica
 (GOINDEX_EUNAVAILABLE), so the demo skips the stage; 1 anything else, with
-the failing call named on stderr. Stdlib only.
+the failing call named on stderr. Stdlib only, and goindex_ctypes.py (the
+ctypes declarations of include/goindex.h), which the demo writes beside it.
 """
 
 import argparse
@@ -22,41 +23,12 @@ import json
 import os
 import sys
 
+import goindex_ctypes
+from goindex_ctypes import Counters, Overlap, ScoreRequest, ScoreResult, size_t, u64
+
 OK, EUNAVAILABLE = 0, -15
 SKIP_EXIT = 3
 POLICIES = [("ttft", 1), ("prefix-then-load", 2), ("load-only", 3), ("credit", 4)]
-
-u64, u32, size_t = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_size_t
-P64, PSZ = ctypes.POINTER(u64), ctypes.POINTER(size_t)
-
-
-class Overlap(ctypes.Structure):
-    _fields_ = [("id", u64), ("rank", u32), ("blocks", u32)]
-
-
-class Candidate(ctypes.Structure):
-    _fields_ = [("id", u64), ("rank", u32), ("flags", u32), ("active_prefill_tokens", u64),
-                ("active_decode_blocks", u64), ("capacity_blocks", u64), ("rtt_ms", ctypes.c_double)]
-
-
-class ScoreRequest(ctypes.Structure):
-    _fields_ = [("struct_size", u32), ("policy", u32), ("local_hashes", P64), ("n_hashes", size_t),
-                ("isl_tokens", u64), ("candidates", ctypes.POINTER(Candidate)), ("n_candidates", size_t),
-                ("temperature", ctypes.c_double), ("random_seed", u64)]
-
-
-class ScoreResult(ctypes.Structure):
-    _fields_ = [("struct_size", u32), ("chosen", ctypes.c_int32), ("id", u64), ("rank", u32), ("eligible", u32),
-                ("cached_blocks", u64), ("cached_tokens", u64), ("cost", ctypes.c_double),
-                ("rtt_ms", ctypes.c_double), ("queue_ms", ctypes.c_double), ("prefill_ms", ctypes.c_double)]
-
-
-class Counters(ctypes.Structure):
-    # The 96-byte layout of the first header: the library fills at most
-    # struct_size bytes, so this works with later, longer layouts too.
-    _fields_ = [("struct_size", u32), ("mode", u32)] + [(n, u64) for n in (
-        "blocks", "members", "lanes_ready", "memory_bytes", "capacity_omissions", "events_applied",
-        "events_rejected", "probes", "frames_applied", "frames_rejected", "replica_generation")]
 
 
 class Skip(Exception):
@@ -67,26 +39,16 @@ class Failed(Exception):
     """A call failed."""
 
 
+# CALLS are the calls the host needs; a library without one is skipped.
+CALLS = ["goindex_abi_version", "goindex_open", "goindex_close", "goindex_attach_replica", "goindex_probe",
+         "goindex_score", "goindex_stats", "goindex_strerror", "goindex_last_error"]
+
+
 def bind(path):
-    lib = ctypes.CDLL(path)
-    sigs = {
-        "goindex_abi_version": (u32, []),
-        "goindex_open": (ctypes.c_int, [ctypes.c_char_p, size_t, P64]),
-        "goindex_close": (ctypes.c_int, [u64]),
-        "goindex_attach_replica": (ctypes.c_int, [u64, ctypes.c_char_p, size_t]),
-        "goindex_probe": (ctypes.c_int, [u64, P64, size_t, ctypes.POINTER(Overlap), size_t, PSZ]),
-        "goindex_score": (ctypes.c_int, [u64, ctypes.POINTER(ScoreRequest), ctypes.POINTER(ScoreResult)]),
-        "goindex_stats": (ctypes.c_int, [u64, ctypes.POINTER(Counters)]),
-        "goindex_strerror": (ctypes.c_char_p, [ctypes.c_int]),
-        "goindex_last_error": (ctypes.c_int, [u64, ctypes.c_char_p, size_t, PSZ]),
-    }
-    for name, (res, args) in sigs.items():
-        try:
-            fn = getattr(lib, name)
-        except AttributeError:
-            raise Skip("%s does not export %s" % (path, name))
-        fn.restype, fn.argtypes = res, args
-    return lib
+    try:
+        return goindex_ctypes.bind(path, CALLS)
+    except goindex_ctypes.MissingCall as e:
+        raise Skip(str(e))
 
 
 def check(lib, handle, what, rc):

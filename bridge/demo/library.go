@@ -20,6 +20,13 @@ import (
 //go:embed host.py
 var hostScript []byte
 
+// hostModule is the module host.py imports from its own directory
+// (goindex_ctypes.py: include/goindex.h's structs and call signatures,
+// which tests/python's suite imports too).
+//
+//go:embed goindex_ctypes.py
+var hostModule []byte
+
 // hostSkipExit is the exit status by which the host says the library lacks
 // what the stage needs (GOINDEX_EUNAVAILABLE): the stage is skipped, not
 // failed.
@@ -89,6 +96,9 @@ func (d *demo) library(ctx context.Context) (string, error) {
 		}
 		script := filepath.Join(d.dir, "host.py")
 		if err := os.WriteFile(script, hostScript, 0o644); err != nil {
+			return "", fmt.Errorf("demo: write the library host: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(d.dir, "goindex_ctypes.py"), hostModule, 0o644); err != nil {
 			return "", fmt.Errorf("demo: write the library host: %w", err)
 		}
 		host = []string{py, script}

@@ -15,7 +15,9 @@ Steps, each named on failure:
     tests/c/global_test.c runs them;
   - the end: every handle the suite opened is closed.
 
-Constants come from the header itself. External hashes are the opaque
+Constants come from the header itself; its structs and call signatures
+from bridge/demo/goindex_ctypes.py, which the demo's library host uses too
+(the layout step checks them for both). External hashes are the opaque
 SplitMix64 prefix fold of tests/c/chain.h. Stdlib only.
 
 Environment: GOINDEX_BUILD (directory holding libgoindex.so, required),
@@ -32,6 +34,11 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The header's structs and signatures, shared with the demo's host.
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bridge", "demo"))
+import goindex_ctypes  # noqa: E402
+from goindex_ctypes import Candidate, Counters, Overlap, ScoreRequest, ScoreResult, size_t, u32, u64  # noqa: E402
+
 HEADER = os.path.join(HERE, "..", "..", "include", "goindex.h")
 M64 = (1 << 64) - 1
 
@@ -54,64 +61,9 @@ ENOTFOUND, ENOCANDIDATE, EMODE = K["GOINDEX_ENOTFOUND"], K["GOINDEX_ENOCANDIDATE
 EFRAME, EREPLICA = K["GOINDEX_EFRAME"], K["GOINDEX_EREPLICA"]
 MAX_BLOCKS, MAX_TOKENS, MAX_NAME = K["GOINDEX_MAX_BLOCKS"], K["GOINDEX_MAX_TOKENS"], K["GOINDEX_MAX_NAME_BYTES"]
 
-u64, u32, size_t = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_size_t
-P64, P32, PSZ, PCH = ctypes.POINTER(u64), ctypes.POINTER(u32), ctypes.POINTER(size_t), ctypes.c_char_p
-
-
-class Overlap(ctypes.Structure):
-    _fields_ = [("id", u64), ("rank", u32), ("blocks", u32)]
-
-
-class Candidate(ctypes.Structure):
-    _fields_ = [("id", u64), ("rank", u32), ("flags", u32), ("active_prefill_tokens", u64),
-                ("active_decode_blocks", u64), ("capacity_blocks", u64), ("rtt_ms", ctypes.c_double)]
-
-
-class ScoreRequest(ctypes.Structure):
-    _fields_ = [("struct_size", u32), ("policy", u32), ("local_hashes", P64), ("n_hashes", size_t),
-                ("isl_tokens", u64), ("candidates", ctypes.POINTER(Candidate)), ("n_candidates", size_t),
-                ("temperature", ctypes.c_double), ("random_seed", u64)]
-
-
-class ScoreResult(ctypes.Structure):
-    _fields_ = [("struct_size", u32), ("chosen", ctypes.c_int32), ("id", u64), ("rank", u32), ("eligible", u32),
-                ("cached_blocks", u64), ("cached_tokens", u64), ("cost", ctypes.c_double),
-                ("rtt_ms", ctypes.c_double), ("queue_ms", ctypes.c_double), ("prefill_ms", ctypes.c_double)]
-
-
-class Counters(ctypes.Structure):
-    _fields_ = [("struct_size", u32), ("mode", u32)] + [(n, u64) for n in (
-        "blocks", "members", "lanes_ready", "memory_bytes", "capacity_omissions", "events_applied",
-        "events_rejected", "probes", "frames_applied", "frames_rejected", "replica_generation", "frames_ignored")]
-
 
 def load(build):
-    lib = ctypes.CDLL(os.path.join(build, "libgoindex.so"))
-    sigs = {
-        "goindex_abi_version": (u32, []),
-        "goindex_open": (ctypes.c_int, [PCH, size_t, P64]),
-        "goindex_close": (ctypes.c_int, [u64]),
-        "goindex_insert": (ctypes.c_int, [u64, u64, u32, u64, P64, P64, P64, size_t]),
-        "goindex_insert_tokens": (ctypes.c_int, [u64, u64, u32, u64, P64, P64, size_t, P32, size_t, PCH, size_t, PCH, size_t]),
-        "goindex_remove": (ctypes.c_int, [u64, u64, u32, u64, P64, size_t]),
-        "goindex_clear": (ctypes.c_int, [u64, u64, u32, u64]),
-        "goindex_remove_worker": (ctypes.c_int, [u64, u64]),
-        "goindex_remove_rank": (ctypes.c_int, [u64, u64, u32]),
-        "goindex_hash_tokens": (ctypes.c_int, [u64, P32, size_t, PCH, size_t, PCH, size_t, P64, size_t, PSZ]),
-        "goindex_probe": (ctypes.c_int, [u64, P64, size_t, ctypes.POINTER(Overlap), size_t, PSZ]),
-        "goindex_probe_batch": (ctypes.c_int, [u64, P64, PSZ, size_t, ctypes.POINTER(Overlap), size_t, PSZ, PSZ]),
-        "goindex_score": (ctypes.c_int, [u64, ctypes.POINTER(ScoreRequest), ctypes.POINTER(ScoreResult)]),
-        "goindex_apply_frame": (ctypes.c_int, [u64, ctypes.c_char_p, size_t]),
-        "goindex_attach_replica": (ctypes.c_int, [u64, PCH, size_t]),
-        "goindex_set_rtt": (ctypes.c_int, [u64, u64, ctypes.c_double]),
-        "goindex_stats": (ctypes.c_int, [u64, ctypes.POINTER(Counters)]),
-        "goindex_strerror": (ctypes.c_char_p, [ctypes.c_int]),
-        "goindex_last_error": (ctypes.c_int, [u64, ctypes.c_char_p, size_t, PSZ]),
-    }
-    for name, (res, args) in sigs.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = res, args
-    return lib
+    return goindex_ctypes.bind(os.path.join(build, "libgoindex.so"))
 
 
 # ---- identities (tests/c/chain.h) ----
