@@ -65,8 +65,11 @@ const (
 // DecodeEnvelope decodes an event-plane message's envelope, detecting the
 // encoding by its first byte: '{' is the early JSON envelope, a msgpack map
 // header (0x80–0x8f, 0xde, 0xdf) the current one. Required keys:
-// publisher_id, sequence, published_at, payload. The payload is bin (or, in
-// tolerance of rmp-serde's default Vec<u8> form, an array of byte values).
+// publisher_id, sequence, published_at, payload. The payload is bin, as
+// Dynamo's serialize_bytes writes it, or an array of byte values, rmp-serde's
+// default form of Vec<u8>: the rmp-serde version Dynamo pins is [unverified]
+// (dynamo-compat §2.5), so both are accepted
+// (TestDecodeEnvelope_ToleratesUnknownKeysAndArrayPayload, the goldens).
 //
 // Whether CUR's ZMQ event plane prepends its binary frame header (version
 // byte 1, u32 big-endian payload length) is [unverified] (dynamo-compat
