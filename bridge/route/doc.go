@@ -113,8 +113,10 @@
 //
 // Non-goals: no multimodal prompts (mm hashes are not extracted, so
 // multimodal blocks hash as text), no per-worker choice inside a DC (the
-// DC's own router does that), no retries after a DC took a request on,
-// no HTTP/2 to the DCs, no environment proxies, no trailers.
+// DC's own router does that), no retries after a DC took a request on
+// (beyond net/http's own: a request sent on a reused connection that the
+// DC closed without answering goes again on a fresh one), no HTTP/2 to the
+// DCs, no environment proxies, no trailers.
 //
 // # Files
 //
@@ -142,11 +144,12 @@
 // trusted https DC serves; all closed is 502; a DC answering 502, 503 or
 // 529 falls back to the next, whose answer is relayed even if it is one of
 // those; a DC's other HTTP errors are relayed and not retried, a DC silent
-// past ResponseTimeout is 504 and not retried, and a stream the DC cuts
-// reaches the client as an error; a hopped request is refused; a stale
-// load or RTT excludes a DC (all stale: 503 and not ready); bad JSON,
-// wrong shapes, oversize bodies and prompts, wrong methods and paths get
-// clear 4xx; text without a tokenizer routes load-only, and HTTP and
+// past ResponseTimeout is 504 and not retried, a keep-alive connection the
+// DC closes as a request arrives is replaced, not a 502, and a stream the
+// DC cuts reaches the client as an error; a hopped request is refused; a
+// stale load or RTT excludes a DC (all stale: 503 and not ready); bad
+// JSON, wrong shapes, oversize bodies and prompts, wrong methods and paths
+// get clear 4xx; text without a tokenizer routes load-only, and HTTP and
 // command tokenizers make text cache-aware; chat token-id extensions and
 // LoRA/namespace salts are hashed; /v1/models, other /v1/ endpoints,
 // /healthz, /health and /readyz behave; a new replica generation is

@@ -118,6 +118,12 @@ func outgoing(ctx context.Context, in *http.Request, dc *DC, body []byte) (*http
 	out.Header = in.Header.Clone()
 	removeHopByHop(out.Header)
 	out.Header.Set(HopHeader, "1")
+	// A key without values is never sent, but it lets net/http send the
+	// request again on a fresh connection when the DC closed a reused one
+	// before answering (a keep-alive race: nothing was answered).
+	if out.Header["Idempotency-Key"] == nil && out.Header["X-Idempotency-Key"] == nil {
+		out.Header["Idempotency-Key"] = nil
+	}
 	if host, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
 		if prior := out.Header.Values("X-Forwarded-For"); len(prior) > 0 {
 			host = strings.Join(prior, ", ") + ", " + host

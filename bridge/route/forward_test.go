@@ -1,6 +1,7 @@
 package route
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -13,6 +14,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/goindex/goindex/goindex/shm"
 )
 
 // TestRoute_ClientDisconnectCancelsTheDCStream cuts the client's
@@ -221,6 +224,7 @@ func TestRoute_HTTPSDCServesWithConfiguredRoots(t *testing.T) {
 // else is still 404.
 func TestRoute_OtherOpenAIEndpointsAreForwardedLoadOnly(t *testing.T) {
 	s := setupTwoDCs(t, nil)
+	s.fx.signals(1, 100*time.Millisecond, 0, shm.Load{QueuedPrefillTokens: 64_000, ActiveDecodeBlocks: 900}) // far busy: load-only picks near
 	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"object":"list","path":%q}`, r.URL.RequestURI())
@@ -306,6 +310,9 @@ func TestRoute_HopByHopHeadersStayOnTheirHop(t *testing.T) {
 			t.Errorf("DC got hop-by-hop %s: %q, want none", k, v)
 		}
 	}
+	if v, ok := h["Idempotency-Key"]; ok {
+		t.Errorf("DC got Idempotency-Key %q, which the client never sent", v)
+	}
 	if h.Get("Authorization") != "Bearer sk-1" || h.Get("X-Forwarded-For") != "203.0.113.7, 127.0.0.1" {
 		t.Errorf("DC got Authorization %q X-Forwarded-For %q, want the client's and 203.0.113.7, 127.0.0.1",
 			h.Get("Authorization"), h.Get("X-Forwarded-For"))
@@ -348,5 +355,53 @@ func TestRoute_TextOverThePromptLimitIsRefused(t *testing.T) {
 		if n := len(s.near.requests()) + len(s.far.requests()); n != 0 {
 			t.Errorf("tokenizer enforcing the limit %v: the DCs received %d requests, want 0", enforces, n)
 		}
+	}
+}
+
+// TestRoute_IdleConnectionClosedByTheDCIsRetriedOnAFreshOne plays the
+// keep-alive race every proxy meets: the DC (uvicorn, node: 5 s idle
+// timeouts) closes an idle connection just as the router sends the next
+// request on it, so the request gets no answer at all. The router must
+// send it again on a fresh connection rather than answer 502.
+func TestRoute_IdleConnectionClosedByTheDCIsRetriedOnAFreshOne(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	served := make(chan int, 4) // requests answered, by connection number
+	go func() {
+		for n := 1; ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for i := 1; ; i++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if n == 1 && i == 2 {
+						return // the idle timeout fired as the request came in: no answer
+					}
+					served <- n
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+				}
+			}()
+		}
+	}()
+	s := setupTwoDCs(t, func(c *Config) { c.DCs[0].URL = mustURL(t, "http://"+ln.Addr().String()) })
+	for i := 1; i <= 2; i++ {
+		resp, body := s.post(completion([]uint32{1, 2, 3}, nil), nil) // no cache anywhere: near wins on RTT
+		if resp.StatusCode != 200 || resp.Header.Get(HeaderDC) != "near" || string(body) != "{}" {
+			t.Errorf("request %d: status %d dc %q body %s, want near's 200", i, resp.StatusCode, resp.Header.Get(HeaderDC), body)
+		}
+	}
+	if n := len(s.far.requests()); n != 0 {
+		t.Errorf("far received %d requests, want 0 (near's answer on a fresh connection)", n)
 	}
 }
