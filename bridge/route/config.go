@@ -31,8 +31,10 @@ const (
 	// DefaultConnectTimeout bounds one TCP connect to a DC frontend; past
 	// it the next DC is tried.
 	DefaultConnectTimeout = 2 * time.Second
-	// DefaultResponseTimeout bounds the wait for a DC's response headers
-	// (queueing plus prefill of a long prompt); 0 in Config means this.
+	// DefaultResponseTimeout bounds the wait for a DC's response headers:
+	// queueing plus prefill for a stream, but the whole generation for a
+	// request without "stream": true, whose headers come with its last
+	// token; 0 in Config means this.
 	DefaultResponseTimeout = 5 * time.Minute
 	// DefaultBodyTimeout bounds reading a client's request body.
 	DefaultBodyTimeout = 30 * time.Second
@@ -163,8 +165,10 @@ type Config struct {
 	// ConnectTimeout bounds one connect to a DC, and for an https DC its
 	// TLS handshake too; optional; default: 2s.
 	ConnectTimeout time.Duration
-	// ResponseTimeout bounds the wait for a DC's response headers;
-	// optional; default: 5m.
+	// ResponseTimeout bounds the wait for a DC's response headers (for a
+	// request that does not stream, the whole generation); past it the
+	// client gets 504 and the request is not retried; optional; default:
+	// 5m.
 	ResponseTimeout time.Duration
 	// BodyTimeout bounds reading a request body; optional; default: 30s.
 	BodyTimeout time.Duration

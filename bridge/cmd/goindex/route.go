@@ -137,7 +137,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxTokens := fs.Int("max-prompt-tokens", route.DefaultMaxPromptTokens, "most prompt token ids accepted")
 	listen := fs.String("listen", "127.0.0.1:8080", "TCP address to serve HTTP on")
 	connectTimeout := fs.Duration("connect-timeout", route.DefaultConnectTimeout, "bound on one connect to a DC, TLS handshake included (then the next DC)")
-	responseTimeout := fs.Duration("response-timeout", route.DefaultResponseTimeout, "bound on a DC's wait before response headers")
+	responseTimeout := fs.Duration("response-timeout", route.DefaultResponseTimeout, "bound on a DC's wait before response headers: a stream's first event, a non-streamed request's whole generation")
 	bodyTimeout := fs.Duration("body-timeout", route.DefaultBodyTimeout, "bound on reading a request body")
 	shutdownGrace := fs.Duration("shutdown-grace", route.DefaultShutdownGrace, "how long in-flight requests may finish on shutdown")
 	of := addObsFlags(fs)
