@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,23 +17,12 @@ import (
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/radix"
 	"github.com/goindex/goindex/goindex/score"
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 // The tests call the exports as Go functions with Go memory: everything but
 // the cgo transition itself (tests/c, tests/python and tests/gohost cover
 // that on the real library), and under -race.
-
-// seed returns GOINDEX_SEED or def, and logs it for reproduction.
-func seed(t testing.TB, def uint64) uint64 {
-	if s := os.Getenv("GOINDEX_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
-		}
-		return v
-	}
-	return def
-}
 
 // mix64 and chainOf are tests/c/chain.h's opaque external hashes: a
 // SplitMix64 fold over the chain prefix.
@@ -253,7 +240,7 @@ func TestProbe_ConcurrentWithEvents(t *testing.T) {
 func probeDuringEvents(t *testing.T, mode string) {
 	const members, depth = 4, 32
 	h := openT(t, fmt.Sprintf(`{"mode": %q, "lanes": 8, "expected_blocks_per_lane": 256}`, mode))
-	s := seed(t, 7)
+	s := testseed.For(t, 7)
 	q := make([]uint64, depth)
 	for i := range q {
 		q[i] = uint64(i + 1)
@@ -398,7 +385,7 @@ func TestRegistry_GrowsAndForgetsClosedHandles(t *testing.T) {
 // random results of distinct members, short (insertion) and long
 // (fallback), with runs already in order as Match tends to emit them.
 func TestPutSorted_MatchesSortThenCopy(t *testing.T) {
-	s := seed(t, 5)
+	s := testseed.For(t, 5)
 	rng := rand.New(rand.NewPCG(s, 3))
 	for trial := 0; trial < 500; trial++ {
 		n := rng.IntN(2*insertionSortMax + 1)
@@ -456,7 +443,7 @@ func btoi(b bool) int {
 // (insertion) and long (fallback), with runs already in order as Match
 // tends to emit them.
 func TestSortMembers_MatchesSlicesSort(t *testing.T) {
-	s := seed(t, 3)
+	s := testseed.For(t, 3)
 	rng := rand.New(rand.NewPCG(s, 2))
 	for trial := 0; trial < 500; trial++ {
 		n := rng.IntN(2 * insertionSortMax)

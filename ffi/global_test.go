@@ -16,6 +16,7 @@ import (
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/score"
+	"github.com/goindex/goindex/goindex/testseed"
 	"github.com/goindex/goindex/tests/c/fixture"
 )
 
@@ -362,7 +363,7 @@ func TestGlobal_ScoreUsesFreshSignalsOnlyAndNamesLanes(t *testing.T) {
 // its DC's next snapshot. The filter may overcount through fingerprint
 // collisions, never undercount; overcounts are counted and must stay rare.
 func TestGlobal_RandomFramesMatchTheExactModel(t *testing.T) {
-	s := seed(t, 11)
+	s := testseed.For(t, 11)
 	rng := rand.New(rand.NewPCG(s, 5))
 	steps := 1500
 	if testing.Short() {

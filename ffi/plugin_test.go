@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/goindex/goindex/dynamo/selector"
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 // Dynamo's status codes (include/goindex.h DYNAMO_WS_*).
@@ -92,7 +93,7 @@ func errText(eb *wsErrorBuf, buf []byte) string { return string(buf[:eb.written]
 // the same candidates in Go: the columns are read at the right offsets and
 // every signal reaches the cost model. Random candidates, several configs.
 func TestPlugin_SelectMatchesSelectorOnRandomColumns(t *testing.T) {
-	s := seed(t, 3)
+	s := testseed.For(t, 3)
 	rng := rand.New(rand.NewPCG(s, 9))
 	for _, config := range []string{``, `{"prefill_tokens_per_ms": 8, "decode_blocks_per_ms": 2}`, `{"policy": "credit"}`, `{"policy": "load-only"}`} {
 		st := pluginStateT(t, config)

@@ -11,6 +11,7 @@ import (
 	"github.com/goindex/goindex/bridge/trace"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 // routerEvent wraps a kv.Event as the RouterEvent a router would log.
@@ -67,7 +68,7 @@ func TestReplayLog_MatchesTraceReplay(t *testing.T) {
 		reqs = reqs[:100]
 	}
 	log, prompts := traceLog(t, reqs, 8)
-	cfg := Config{Lanes: 8, BlocksPerLane: 4096, Seed: testSeed(t)}
+	cfg := Config{Lanes: 8, BlocksPerLane: 4096, Seed: testseed.For(t, paritySeed)}
 
 	fromTrace := newStudy(t, cfg)
 	if _, err := fromTrace.ReplayTrace(reqs, TraceConfig{Workers: 8, CapacityBlocks: 4096}); err != nil {

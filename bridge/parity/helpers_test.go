@@ -3,29 +3,13 @@ package parity
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/goindex/goindex/bridge/trace"
 )
 
-// testSeed is the seed of the randomized tests; GOINDEX_SEED overrides it.
-func testSeed(t *testing.T) uint64 {
-	t.Helper()
-	seed := uint64(20250801)
-	if v := os.Getenv("GOINDEX_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("GOINDEX_SEED=%q: %v", v, err)
-		}
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seed %d (set GOINDEX_SEED to repeat)", seed)
-		}
-	})
-	return seed
-}
+// paritySeed is the randomized tests' default seed (testseed.For).
+const paritySeed = 20250801
 
 // loadSlice reads a shipped Mooncake slice.
 func loadSlice(t *testing.T, name string) []trace.Request {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/goindex/goindex/goindex/ckfindex"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 // sweep fills s to each load and measures qs, failing the test on errors.
@@ -34,7 +35,7 @@ func TestStudy_ShippedSlicesHaveNoUnderestimates(t *testing.T) {
 		slices, loads = slices[:1], loads[1:2]
 	}
 	for _, name := range slices {
-		s := newStudy(t, Config{Lanes: 16, BlocksPerLane: 4096, Seed: testSeed(t)})
+		s := newStudy(t, Config{Lanes: 16, BlocksPerLane: 4096, Seed: testseed.For(t, paritySeed)})
 		prompts, err := s.ReplayTrace(loadSlice(t, name), TraceConfig{Workers: 16})
 		if err != nil {
 			t.Fatalf("%s: ReplayTrace: %v", name, err)
@@ -79,7 +80,7 @@ func TestStudy_DenseFPRateWithinSpec(t *testing.T) {
 	if testing.Short() {
 		queries, minProbes, loads = 1800, 700_000, loads[2:]
 	}
-	s := newStudy(t, Config{Lanes: 32, BlocksPerLane: 2048, Seed: testSeed(t)})
+	s := newStudy(t, Config{Lanes: 32, BlocksPerLane: 2048, Seed: testseed.For(t, paritySeed)})
 	prompts, err := s.ReplayTrace(loadSlice(t, "synthetic_head400.jsonl"), TraceConfig{Workers: 32})
 	if err != nil {
 		t.Fatalf("ReplayTrace: %v", err)
@@ -171,7 +172,7 @@ func TestStudy_CapacityMissesCountedApart(t *testing.T) {
 // ownership model (Apply would return ErrDiverged), that the model tracks
 // exactly what the producers do, and that nothing is under-reported.
 func TestStudy_RandomStreamsKeepOwnershipInStep(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.For(t, paritySeed)
 	steps := 3000
 	if testing.Short() {
 		steps = 600

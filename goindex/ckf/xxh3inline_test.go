@@ -3,25 +3,11 @@ package ckf
 import (
 	"encoding/binary"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
+	"github.com/goindex/goindex/goindex/testseed"
 	"github.com/zeebo/xxh3"
 )
-
-// inlineSeed returns the randomized-test seed: GOINDEX_SEED if set, else
-// fixed.
-func inlineSeed(t testing.TB) uint64 {
-	if s := os.Getenv("GOINDEX_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 0, 64)
-		if err != nil {
-			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
-		}
-		return v
-	}
-	return 0x8A5CD789635D2DFF
-}
 
 func libraryHash8(x, seed uint64) uint64 {
 	var buf [8]byte
@@ -30,7 +16,7 @@ func libraryHash8(x, seed uint64) uint64 {
 }
 
 func TestHash8_MatchesLibraryOnRandomInputsAndSeeds(t *testing.T) {
-	seed := inlineSeed(t)
+	seed := testseed.For(t, inlineSeed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	cases := 4_000_000
 	if testing.Short() {
@@ -56,6 +42,9 @@ func TestHash8_MatchesLibraryOnRandomInputsAndSeeds(t *testing.T) {
 	}
 }
 
+// inlineSeed is the default seed of the randomized Hash8 tests.
+const inlineSeed = 0x8A5CD789635D2DFF
+
 // chainSeedEdge is Dynamo's chain seed (1337), an edge seed worth pinning.
 const chainSeedEdge = 1337
 
@@ -78,7 +67,7 @@ func TestHash8_MatchesSpecRawHashes(t *testing.T) {
 }
 
 func TestFormat_ProbeFastEqualsProbe(t *testing.T) {
-	seed := inlineSeed(t)
+	seed := testseed.For(t, inlineSeed)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	var formats []*Format
 	for _, n := range []uint64{2, 8, 1 << 19, MaxBuckets} {

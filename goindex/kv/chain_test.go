@@ -3,10 +3,9 @@ package kv
 import (
 	"encoding/binary"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
+	"github.com/goindex/goindex/goindex/testseed"
 	"github.com/zeebo/xxh3"
 )
 
@@ -69,21 +68,8 @@ func libraryChainHash(prev, local uint64) uint64 {
 	return xxh3.HashSeed(buf[:], ChainSeed)
 }
 
-// chainTestSeed returns the randomized tests' seed: GOINDEX_SEED if set,
-// else fixed.
-func chainTestSeed(t testing.TB) uint64 {
-	if s := os.Getenv("GOINDEX_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 0, 64)
-		if err != nil {
-			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
-		}
-		return v
-	}
-	return 0xC4A1_7E57
-}
-
 func TestChainHash_MatchesLibrary(t *testing.T) {
-	seed := chainTestSeed(t)
+	seed := testseed.For(t, 0xC4A1_7E57)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	cases := 4_000_000
 	if testing.Short() {

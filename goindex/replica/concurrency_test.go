@@ -9,6 +9,7 @@ import (
 
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 // seqPool is a set of block sequences that share prefixes, like requests of
@@ -132,7 +133,7 @@ func exactDepth(owned map[uint64]int, canon []uint64) uint32 {
 // lane's words equal its producer's, chunked equals linear, bisect is never
 // below linear, and linear never misses a block the model owns.
 func TestSearch_ConcurrentWithImagesClearsAndReinstalls(t *testing.T) {
-	seed := testSeed(t, 0xC0C0)
+	seed := testseed.For(t, 0xC0C0)
 	rng := rand.New(rand.NewPCG(seed, 9))
 	const lanes, n = 12, 1 << 10
 	f := mustFormat(t, n)

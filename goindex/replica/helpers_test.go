@@ -3,26 +3,11 @@ package replica
 import (
 	"math/bits"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
 )
-
-// testSeed returns the seed of a randomized test: GOINDEX_SEED if set, else
-// def. Failures print it so a run can be repeated.
-func testSeed(t testing.TB, def uint64) uint64 {
-	if s := os.Getenv("GOINDEX_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 0, 64)
-		if err != nil {
-			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
-		}
-		return v
-	}
-	return def
-}
 
 func mustFormat(t testing.TB, n uint64) *ckf.Format {
 	t.Helper()

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 // TestRowKernels_TestMatchesContains holds both row-test kernels (the
@@ -14,7 +15,7 @@ import (
 // for random lane counts, group lists, masks and batch lengths. The prefetch
 // kernels run over the same batches (they must not fault or change masks).
 func TestRowKernels_TestMatchesContains(t *testing.T) {
-	seed := testSeed(t, 0x20E5)
+	seed := testseed.For(t, 0x20E5)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	const n = 256
 	kernels := map[string]rowKernels{"native": nativeKernels(), "go": goKernels}

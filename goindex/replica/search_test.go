@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 // searchRig holds, per lane count, a real table and its Searchers, reused
@@ -100,7 +101,7 @@ func search(rng *rand.Rand, s *Searcher, dst []uint32, q *rowQuery, ask uint64) 
 }
 
 func TestSearch_PrefixClosedRandomCasesAllModesEqualDepth(t *testing.T) {
-	seed := testSeed(t, 0x5EA4C11)
+	seed := testseed.For(t, 0x5EA4C11)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	rig := newSearchRig(t, rng)
 	cases := 200_000
@@ -157,7 +158,7 @@ func prefixHitsFast(L int, t []int) []uint64 {
 }
 
 func TestPrefixHitsFast_MatchesPrefixHits(t *testing.T) {
-	rng := rand.New(rand.NewPCG(testSeed(t, 3), 3))
+	rng := rand.New(rand.NewPCG(testseed.For(t, 3), 3))
 	for i := 0; i < 2000; i++ {
 		_, L, depths := randomCase(rng)
 		got, want := prefixHitsFast(L, depths), prefixHits(L, depths)
@@ -195,7 +196,7 @@ func longestRun(hits []uint64, l int) uint32 {
 }
 
 func TestSearch_StaticNoisyMembershipChunkedEqualsLinearBisectNeverUnder(t *testing.T) {
-	seed := testSeed(t, 0xB0B)
+	seed := testseed.For(t, 0xB0B)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	rig := newSearchRig(t, rng)
 	cases := 30_000
@@ -241,7 +242,7 @@ func TestSearch_StaticNoisyMembershipChunkedEqualsLinearBisectNeverUnder(t *test
 // random static patterns: depth[l] is the smallest position at which l took
 // part in a probe and missed, or L if it never missed.
 func TestBisect_DepthIsSmallestObservedMiss(t *testing.T) {
-	seed := testSeed(t, 0xD1CE)
+	seed := testseed.For(t, 0xD1CE)
 	rng := rand.New(rand.NewPCG(seed, 4))
 	var bs bisector
 	var st Stats
@@ -328,7 +329,7 @@ func TestSearch_DoesNotAllocate(t *testing.T) {
 	const n = 1 << 10
 	f := mustFormat(t, n)
 	tab := mustTable(t, 16, n)
-	rng := rand.New(rand.NewPCG(testSeed(t, 11), 5))
+	rng := rand.New(rand.NewPCG(testseed.For(t, 11), 5))
 	depths := make([]int, 16)
 	for l := range depths {
 		depths[l] = rng.IntN(100)

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 func TestRegionWords_CountsHeaderAndPaddedRows(t *testing.T) {
@@ -126,7 +127,7 @@ func laneWords(tab *Table) [][]uint64 {
 // StoreWord and Clear against a plain per-lane model, including that no
 // other lane's words or ready bit change.
 func TestTable_LaneOpsTouchOnlyTheirLane(t *testing.T) {
-	seed := testSeed(t, 0x1A9E)
+	seed := testseed.For(t, 0x1A9E)
 	rng := rand.New(rand.NewPCG(seed, 6))
 	const n = 128
 	for _, lanes := range []int{1, 7, 8, 9, 16, 33, 64} {
@@ -262,7 +263,7 @@ func TestTable_PreconditionViolationsPanic(t *testing.T) {
 var slotAlphabet = []uint16{0, 1, 2, 0x7FFF, 0x8000, 0x8001, 0xFFFE, 0xFFFF}
 
 func TestLineHits_MatchesContains(t *testing.T) {
-	seed := testSeed(t, 0x11AE)
+	seed := testseed.For(t, 0x11AE)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	check := func(line *[GroupLanes]uint64, fp uint16) {
 		f := uint64(fp) * swarOnes
@@ -314,7 +315,7 @@ func TestLineHits_MatchesContains(t *testing.T) {
 // the lines of asked lanes) against one ckf.Contains per lane, on random
 // tables with planted fingerprints and random lane masks.
 func TestTable_ProbeMatchesSlowReference(t *testing.T) {
-	seed := testSeed(t, 0x9B0BE)
+	seed := testseed.For(t, 0x9B0BE)
 	rng := rand.New(rand.NewPCG(seed, 8))
 	const n = 256
 	f := mustFormat(t, n)

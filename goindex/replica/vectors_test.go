@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 // vector is one of spec §7's verified cases.
@@ -162,7 +164,7 @@ func TestBisect_SpecVectorsOnBitmapMembership(t *testing.T) {
 func TestSearch_SpecVectorsOnRealTable(t *testing.T) {
 	const n = 1 << 12
 	f := mustFormat(t, n)
-	rng := rand.New(rand.NewPCG(testSeed(t, 7), 0))
+	rng := rand.New(rand.NewPCG(testseed.For(t, 7), 0))
 	for _, v := range specVectors() {
 		t.Run(v.name, func(t *testing.T) {
 			tab := mustTable(t, v.lanes, n)

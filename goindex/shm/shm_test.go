@@ -16,6 +16,7 @@ import (
 
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/replica"
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 // childEnv names the file a child process attaches to (see TestMain).
@@ -28,23 +29,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// testSeed returns the randomized tests' seed: GOINDEX_SEED or a fixed one.
-func testSeed(t *testing.T) uint64 {
-	seed := uint64(20261202)
-	if s := os.Getenv("GOINDEX_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seed %d (set GOINDEX_SEED to replay)", seed)
-		}
-	})
-	return seed
-}
+// shmSeed is the randomized tests' default seed (testseed.For).
+const shmSeed = 20261202
 
 func testLayout(lanes int, buckets uint64) Layout {
 	l := Layout{Seed: ckf.DefaultSeed, Buckets: buckets, Domain: 7, ConsumerInstance: 99}
@@ -105,7 +91,7 @@ func storeInfo(w *Writer, l int, info LaneInfo) {
 }
 
 func TestWriterReader_SecondMappingSeesBucketsReadyAndLanes(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.For(t, shmSeed)
 	path := filepath.Join(t.TempDir(), "replica")
 	for _, lanes := range []int{1, 3, 13, 64} {
 		t.Run(fmt.Sprintf("lanes=%d", lanes), func(t *testing.T) {
@@ -164,7 +150,7 @@ func TestWriterReader_SecondMappingSeesBucketsReadyAndLanes(t *testing.T) {
 }
 
 func TestLayout_FieldsAtDocumentedOffsets(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.For(t, shmSeed)
 	path := filepath.Join(t.TempDir(), "replica")
 	l := testLayout(13, 64)
 	w := create(t, path, l)
@@ -387,7 +373,7 @@ func runChild(path string) int {
 }
 
 func TestChildProcess_ReadsWriterUpdates(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.For(t, shmSeed)
 	path := filepath.Join(t.TempDir(), "replica")
 	l := testLayout(4, 512)
 	w := create(t, path, l)

@@ -6,32 +6,19 @@ package relaytest
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/testseed"
 )
 
 // Seed returns a randomized test's seed: GOINDEX_SEED when set, else def;
-// it is logged when the test fails.
+// it is logged when the test fails (testseed.For).
 func Seed(t testing.TB, def uint64) uint64 {
-	seed := def
-	if s := os.Getenv("GOINDEX_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("GOINDEX_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seed %d (set GOINDEX_SEED to replay)", seed)
-		}
-	})
-	return seed
+	t.Helper()
+	return testseed.For(t, def)
 }
 
 // CheckFor polls fn every interval until it returns nil, and fails the

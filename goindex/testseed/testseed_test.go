@@ -1,0 +1,23 @@
+package testseed
+
+import (
+	"testing"
+
+	"github.com/goindex/goindex/goindex/doccheck"
+)
+
+func TestFor_DefaultUnlessTheEnvironmentSetsOne(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want uint64
+	}{{"", 7}, {"42", 42}, {"0x2A", 42}, {"18446744073709551615", 1<<64 - 1}} {
+		t.Setenv(Env, c.env)
+		if got := For(t, 7); got != c.want {
+			t.Errorf("For(def 7) with %s=%q = %d, want %d", Env, c.env, got, c.want)
+		}
+	}
+}
+
+// TestDoc_FileMapMatchesDirectory keeps doc.go's file map in step with the
+// package's non-test Go files.
+func TestDoc_FileMapMatchesDirectory(t *testing.T) { doccheck.FileMap(t, ".") }
