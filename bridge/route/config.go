@@ -28,8 +28,8 @@ const (
 	// DefaultMaxPromptTokens bounds a prompt's token ids (in the request
 	// or from the tokenizer).
 	DefaultMaxPromptTokens = 1 << 20
-	// DefaultConnectTimeout bounds one TCP connect to a DC frontend; past
-	// it the next DC is tried.
+	// DefaultConnectTimeout bounds one TCP connect to a DC frontend, and
+	// for https its TLS handshake; past it the next DC is tried.
 	DefaultConnectTimeout = 2 * time.Second
 	// DefaultResponseTimeout bounds the wait for a DC's response headers:
 	// queueing plus prefill for a stream, but the whole generation for a

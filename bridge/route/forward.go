@@ -213,8 +213,8 @@ func (rt *Router) send(in *http.Request, order []Choice, body []byte) (*attempt,
 }
 
 // relay writes resp to w: status, headers (minus hop-by-hop ones) plus
-// extra, flushed at once, then the body, flushing after every read so streamed events pass
-// through unbuffered. A body that breaks mid-way aborts the client's
+// extra, flushed at once, then the body, flushing after every read so
+// streamed events pass through unbuffered. A body that breaks mid-way aborts the client's
 // connection (http.ErrAbortHandler) rather than end it cleanly, so a cut
 // stream never looks complete.
 func relay(w http.ResponseWriter, resp *http.Response, extra http.Header) {
