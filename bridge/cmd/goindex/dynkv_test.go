@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"flag"
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/dynkv"
-	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -45,22 +43,7 @@ func TestDynkv_HelpListsTheCommandsAcceptedButNotImplemented(t *testing.T) {
 // dynkvAddr waits for `goindex dynkv` to print its listening address.
 func dynkvAddr(t *testing.T, stderr *syncBuffer, done chan error) string {
 	t.Helper()
-	serving := regexp.MustCompile(`serving on (\S+)`)
-	var addr string
-	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
-		select {
-		case err := <-done:
-			t.Fatalf("goindex dynkv ended before serving: %v (stderr %q)", err, stderr.String())
-		default:
-		}
-		m := serving.FindStringSubmatch(stderr.String())
-		if m == nil {
-			return fmt.Errorf("no address in %q", stderr.String())
-		}
-		addr = m[1]
-		return nil
-	})
-	return addr
+	return awaitLogged(t, "goindex dynkv", regexp.MustCompile(`serving on (\S+)`), stderr, done)
 }
 
 // TestDynkv_ServesTheSpecVectorsAndRecoversFromItsLog runs the README's

@@ -27,21 +27,7 @@ var metricsURLPattern = regexp.MustCompile(`metrics listening"?[ ,]"?url"?[=:]"?
 // the endpoint's base URL.
 func metricsBase(t *testing.T, stderr *syncBuffer, done chan error) string {
 	t.Helper()
-	var base string
-	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
-		select {
-		case err := <-done:
-			t.Fatalf("command exited early: %v\n%s", err, stderr.String())
-		default:
-		}
-		m := metricsURLPattern.FindStringSubmatch(stderr.String())
-		if m == nil {
-			return errors.New("no metrics listening line yet")
-		}
-		base = m[1]
-		return nil
-	})
-	return base
+	return awaitLogged(t, "the command", metricsURLPattern, stderr, done)
 }
 
 func readyz(base string) error {

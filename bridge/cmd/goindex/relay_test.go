@@ -237,21 +237,30 @@ var embeddedURLPattern = regexp.MustCompile(`embedded nats-server up"?[ ,]"?url"
 // test if it exits first.
 func embeddedURL(t *testing.T, name string, stderr *syncBuffer, done <-chan error) string {
 	t.Helper()
-	var url string
+	return awaitLogged(t, name+" without --nats", embeddedURLPattern, stderr, done)
+}
+
+// awaitLogged waits until the command what, running in the background (its
+// stderr and done channel), logs a line that pattern matches, and returns
+// the pattern's first group; the test fails if the command ends first or
+// nothing matches within 30 s.
+func awaitLogged(t *testing.T, what string, pattern *regexp.Regexp, stderr *syncBuffer, done <-chan error) string {
+	t.Helper()
+	var group string
 	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		select {
 		case err := <-done:
-			t.Fatalf("%s without --nats exited early: %v\n%s", name, err, stderr.String())
+			t.Fatalf("%s exited early: %v\n%s", what, err, stderr.String())
 		default:
 		}
-		m := embeddedURLPattern.FindStringSubmatch(stderr.String())
+		m := pattern.FindStringSubmatch(stderr.String())
 		if m == nil {
-			return errors.New("no embedded nats-server line yet")
+			return fmt.Errorf("no line matching %s yet", pattern)
 		}
-		url = m[1]
+		group = m[1]
 		return nil
 	})
-	return url
+	return group
 }
 
 // waitRelay waits until the relay of names answers pings.

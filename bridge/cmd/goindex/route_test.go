@@ -58,26 +58,15 @@ func routeReplica(t *testing.T) string {
 	return path
 }
 
+// routeURLPattern finds the base URL `goindex route` logs.
+var routeURLPattern = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
+
 // startRoute runs `goindex route` with args in the background and returns
 // its base URL, its outputs and a stop function that waits for its result.
 func startRoute(t *testing.T, args ...string) (string, *syncBuffer, *syncBuffer, func() error) {
 	t.Helper()
 	stdout, stderr, cancel, done := background(runRoute, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
-	addr := regexp.MustCompile(`listening on (http://[0-9.:]+)`)
-	var base string
-	relaytest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		select {
-		case err := <-done:
-			t.Fatalf("goindex route exited early: %v\n%s", err, stderr.String())
-		default:
-		}
-		m := addr.FindStringSubmatch(stderr.String())
-		if m == nil {
-			return errors.New("no listening line yet")
-		}
-		base = m[1]
-		return nil
-	})
+	base := awaitLogged(t, "goindex route", routeURLPattern, stderr, done)
 	return base, stdout, stderr, func() error {
 		cancel()
 		return <-done
