@@ -17,12 +17,12 @@ type TB interface {
 
 var (
 	heading   = regexp.MustCompile(`^//\s*(# )?Files:?\s*$`)
-	goFile    = regexp.MustCompile(`[A-Za-z0-9_]+\.go\b`)
-	mappedTag = regexp.MustCompile(`([A-Za-z0-9_]+\.go):`)
+	goFile    = regexp.MustCompile(`[A-Za-z0-9_]+\.(?:go|s)\b`)
+	mappedTag = regexp.MustCompile(`([A-Za-z0-9_]+\.(?:go|s)):`)
 )
 
 // FileMap fails t unless dir/doc.go's file map lists exactly the non-test
-// .go files in dir, leaving out files whose names start with one of skip
+// .go files and the assembly (.s) files in dir, leaving out files whose names start with one of skip
 // (files another package documents). Test files the map mentions are not
 // checked.
 func FileMap(t TB, dir string, skip ...string) {
@@ -42,7 +42,7 @@ func FileMap(t TB, dir string, skip ...string) {
 	var files []string
 	for _, e := range entries {
 		n := e.Name()
-		if !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") || n == "doc.go" || skipped(n, skip) {
+		if !(strings.HasSuffix(n, ".go") || strings.HasSuffix(n, ".s")) || strings.HasSuffix(n, "_test.go") || n == "doc.go" || skipped(n, skip) {
 			continue
 		}
 		files = append(files, n)

@@ -30,6 +30,28 @@ package x
 	}
 }
 
+func TestFileMap_CountsAssemblyFiles(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{"a.go": "package p\n", "a_amd64.s": "TEXT ·f(SB), 0, $0\n",
+		"doc.go": "// # Files\n//\n//   - a.go: job\npackage p\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var r recorder
+	FileMap(&r, dir)
+	if len(r.errs) != 1 {
+		t.Errorf("FileMap with an unmapped .s file reported %v, want one error", r.errs)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "doc.go"), []byte("// # Files\n//\n//   - a.go: job\n//   - a_amd64.s: the kernel\npackage p\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = recorder{}
+	if FileMap(&r, dir); len(r.errs) != 0 {
+		t.Errorf("FileMap with the .s file mapped reported %v, want none", r.errs)
+	}
+}
+
 type recorder struct{ errs []string }
 
 func (r *recorder) Helper()                   {}
