@@ -114,15 +114,6 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 			top.feed(s, n)
 		}
 	}
-	settle := func(step string) {
-		t.Helper()
-		relaytest.CheckFor(t, wait, pollStep, func() error {
-			if err := top.converged(rp); err != nil {
-				return fmt.Errorf("%s: %w", step, err)
-			}
-			return nil
-		})
-	}
 	// untouched checks that lanes other than the faulted one kept their
 	// subscription: no new snapshot, no fault.
 	untouched := func(step string, faulted int, before []consume.LaneStatus) {
@@ -140,7 +131,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 	}
 
 	feedAll(300)
-	settle("warm-up")
+	top.settle(rp, "warm-up")
 
 	t.Run("DroppedDuplicatedReorderedDeltas", func(t *testing.T) {
 		s := top.sites[0]
@@ -157,7 +148,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 				}
 				relaytest.CheckFor(t, wait, pollStep, settleOr)
 			}
-			settle(mode)
+			top.settle(rp, mode)
 			after := cons.c.Status()
 			if faulted := after[0].Faults > before[0].Faults; faulted != (mode != "dup") {
 				t.Errorf("%s delta at %s: lane faults %d → %d, want a fault only when not a duplicate", mode, s.name, before[0].Faults, after[0].Faults)
@@ -175,7 +166,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 		top.startRelay(s)
 		s.gen.Forget() // the new relay starts with no exact state
 		feedAll(200)
-		settle("relay restart")
+		top.settle(rp, "relay restart")
 		if st := cons.c.Status()[1]; st.Incarnation == old || st.Snapshots <= before[1].Snapshots {
 			t.Errorf("lane 1 after the relay restart: incarnation %d (was %d), snapshots %d (were %d); want a new identity and a re-snapshot",
 				st.Incarnation, old, st.Snapshots, before[1].Snapshots)
@@ -191,7 +182,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 		}
 		top.waitPing(s)
 		feedAll(200)
-		settle("nats restart")
+		top.settle(rp, "nats restart")
 		untouched("nats restart", 2, before)
 	})
 
@@ -218,7 +209,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 			return nil
 		})
 		in.release()
-		settle("slow consumer")
+		top.settle(rp, "slow consumer")
 		after := cons.c.Status()[lane]
 		if after.Snapshots != before[lane].Snapshots || after.Faults != before[lane].Faults {
 			t.Errorf("slow lane %d: snapshots %d → %d, faults %d → %d; want a catch-up from the log without a re-snapshot",
@@ -264,7 +255,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 			return nil
 		})
 		in.release()
-		settle("past retention")
+		top.settle(rp, "past retention")
 		if after := cons.c.Status()[lane]; after.Snapshots <= before[lane].Snapshots {
 			t.Errorf("lane %d past retention: snapshots %d → %d, want a re-snapshot", lane, before[lane].Snapshots, after.Snapshots)
 		}
@@ -278,7 +269,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 		}
 		feedAll(100)
 		cons = top.startConsumer(rp.path, in.filter)
-		settle("cold restart")
+		top.settle(rp, "cold restart")
 		r, err := rp.reader()
 		if err != nil {
 			t.Fatalf("reader: %v", err)
@@ -295,7 +286,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 
 	t.Run("GracefulDrain", func(t *testing.T) {
 		feedAll(50)
-		settle("before the drain") // every event reached its relay
+		top.settle(rp, "before the drain") // every event reached its relay
 		for _, s := range top.sites {
 			s.cancel()
 		}
@@ -312,7 +303,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 			}
 			return nil
 		})
-		settle("drained")
+		top.settle(rp, "drained")
 		r, _ := rp.reader()
 		for i := range top.sites {
 			if li := r.Lane(i); li.RTT <= 0 || li.Load.At.IsZero() {
@@ -328,7 +319,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 	// block at no less than its exact depth in every lane.
 	t.Run("LibraryProbesTheReplica", func(t *testing.T) {
 		bin, env := libraryHost(t, t.TempDir())
-		settle("before the library probes")
+		top.settle(rp, "before the library probes")
 		top.probeThroughLibrary(t, rp, bin, env)
 	})
 }

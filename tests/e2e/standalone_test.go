@@ -162,18 +162,9 @@ func TestE2E_StandaloneServerRestartedLaneConverges(t *testing.T) {
 		}
 	})
 	cons := top.startConsumer(rp.path, nil)
-	settle := func(step string) {
-		t.Helper()
-		relaytest.CheckFor(t, wait, pollStep, func() error {
-			if err := top.converged(rp); err != nil {
-				return fmt.Errorf("%s: %w", step, err)
-			}
-			return nil
-		})
-	}
 
 	top.feed(s, 300)
-	settle("before the restart")
+	top.settle(rp, "before the restart")
 	pid := srv.cmd.Process.Pid
 	srv.stop()
 	srv.start()
@@ -182,7 +173,7 @@ func TestE2E_StandaloneServerRestartedLaneConverges(t *testing.T) {
 	}
 	top.waitPing(s)
 	top.feed(s, 200)
-	settle("after the restart")
+	top.settle(rp, "after the restart")
 	for _, nc := range []*nats.Conn{s.relayNC, s.genNC, top.hubNC} {
 		if nc.Stats().Reconnects == 0 {
 			t.Errorf("connection %q never reconnected: the server restart did not reach it", nc.Opts.Name)

@@ -282,6 +282,18 @@ func (rp *replica) reader() (*shm.Reader, error) {
 	return r, nil
 }
 
+// settle waits until rp has converged (converged), failing the test with
+// step named if it has not within wait.
+func (top *topology) settle(rp *replica, step string) {
+	top.t.Helper()
+	relaytest.CheckFor(top.t, wait, pollStep, func() error {
+		if err := top.converged(rp); err != nil {
+			return fmt.Errorf("%s: %w", step, err)
+		}
+		return nil
+	})
+}
+
 // converged returns nil once every lane holds its producer's exact words,
 // is ready, and finds every block its DC's workers hold.
 func (top *topology) converged(rp *replica) error {
