@@ -120,6 +120,19 @@ func (rc *runConfig) firstFailing(vs []Violation, i int) *Violation {
 	return nil
 }
 
+// applyOp applies op i to the model and to ix, counts and traces it, and
+// returns the violation that fails the run if ix's answer is one.
+func applyOp(ix kv.Index, m *Model, ops []Op, i int, c *Counters, rc *runConfig) *Violation {
+	op := &ops[i]
+	expect := m.Apply(op)
+	err := op.Apply(ix)
+	rc.tracef("op %d %s: %s, err %v", i, op, expect, err)
+	if v := judgeApply(expect, err, op, i, c); v != nil && rc.fails(v) {
+		return v
+	}
+	return nil
+}
+
 // checkQueries checks qs serially after op i.
 func checkQueries(ix kv.Index, m *Model, qs []Query, i int, c *Counters, rc *runConfig) *Violation {
 	var vs []Violation
@@ -136,15 +149,10 @@ func runSerial(ix kv.Index, ops []Op, rc *runConfig) outcome {
 	var out outcome
 	m := NewModel(rc.scope)
 	for i := range ops {
-		op := &ops[i]
-		expect := m.Apply(op)
-		err := op.Apply(ix)
-		rc.tracef("op %d %s: %s, err %v", i, op, expect, err)
-		if v := judgeApply(expect, err, op, i, &out.counters); v != nil && rc.fails(v) {
-			out.fail = v
+		if out.fail = applyOp(ix, m, ops, i, &out.counters, rc); out.fail != nil {
 			return out
 		}
-		if out.fail = checkQueries(ix, m, op.Queries, i, &out.counters, rc); out.fail != nil {
+		if out.fail = checkQueries(ix, m, ops[i].Queries, i, &out.counters, rc); out.fail != nil {
 			return out
 		}
 	}
@@ -196,13 +204,7 @@ func runConcurrent(ix kv.Index, ops []Op, rc *runConfig) outcome {
 			})
 		}
 		for i := lo; i <= hi && out.fail == nil; i++ {
-			op := &ops[i]
-			expect := m.Apply(op)
-			err := op.Apply(ix)
-			rc.tracef("op %d %s: %s, err %v", i, op, expect, err)
-			if v := judgeApply(expect, err, op, i, &out.counters); v != nil && rc.fails(v) {
-				out.fail = v
-			}
+			out.fail = applyOp(ix, m, ops, i, &out.counters, rc)
 		}
 		stop.Store(true)
 		wg.Wait()
