@@ -107,9 +107,11 @@
 //	route_requests_total                     counter                     completion requests received
 //	route_load_only_total                    counter                     routed without a hashed prompt
 //	route_tokenizer_errors_total             counter                     tokenizer failures
-//	route_failures_total                     counter    reason           rejected, loop, unroutable, upstream
-//	route_fallbacks_total                    counter                     DCs skipped after a refused connect
+//	route_failures_total                     counter    reason           rejected, loop, unroutable, upstream, client_gone
+//	route_fallbacks_total                    counter                     DCs skipped after a refused connect or a 502/503/529
 //	route_models_requests_total              counter                     /v1/models forwarded
+//	route_other_requests_total               counter                     other /v1/ requests forwarded
+//	route_cut_total                          counter                     answers cut mid-body (DC failed or went silent)
 //	route_replica_attached                   gauge                       1 while a replica is attached
 //	route_replica_generation                 gauge                       attached generation (0: none)
 //	route_replica_age_seconds                gauge                       since the consumer last touched the replica

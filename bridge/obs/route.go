@@ -27,6 +27,7 @@ type RouteMetrics struct {
 	cost           *prometheus.HistogramVec
 
 	requests, loadOnly, tokenizerErrors, failures, fallbacks, models family
+	other, cut                                                       family
 	attached, generation, heartbeatAge, eligibleDCs                  family
 	lane, laneReady, eligible, rtt, rttAge, loadAge                  family
 }
@@ -51,9 +52,12 @@ func NewRouteMetrics() *RouteMetrics {
 		loadOnly:        newFamily(s, "load_only_total", "Completion requests routed without a hashed prompt.", counter),
 		tokenizerErrors: newFamily(s, "tokenizer_errors_total", "Tokenizer calls that failed (the request went load-only).", counter),
 		failures: newFamily(s, "failures_total", "Requests the router answered with an error, by reason: rejected (4xx), loop "+
-			"(508), unroutable (no eligible DC, 503), upstream (every DC unreachable or a DC failed, 502/504).", counter, "reason"),
-		fallbacks:    newFamily(s, "fallbacks_total", "DCs skipped after a refused connect.", counter),
+			"(508), unroutable (no eligible DC, 503), upstream (every DC unreachable or a DC failed, 502/504), client_gone "+
+			"(the client left before a DC answered, 499).", counter, "reason"),
+		fallbacks:    newFamily(s, "fallbacks_total", "DCs skipped after a refused connect or a 502/503/529 answer.", counter),
 		models:       newFamily(s, "models_requests_total", "/v1/models requests forwarded.", counter),
+		other:        newFamily(s, "other_requests_total", "Other /v1/ requests forwarded (embeddings, responses, ...).", counter),
+		cut:          newFamily(s, "cut_total", "Answers cut mid-body: the DC's body failed or went silent past the idle timeout.", counter),
 		attached:     newFamily(s, "replica_attached", "1 while a replica file is attached.", gauge),
 		generation:   newFamily(s, "replica_generation", "Generation of the attached replica file (0: none).", gauge),
 		heartbeatAge: newFamily(s, "replica_age_seconds", "Time since the consumer last touched the attached replica (its writer heartbeat).", gauge),
@@ -99,7 +103,7 @@ func (m *RouteMetrics) Attach(rt *route.Router) {
 }
 
 func (m *RouteMetrics) families() []family {
-	return []family{m.requests, m.loadOnly, m.tokenizerErrors, m.failures, m.fallbacks, m.models, m.attached,
+	return []family{m.requests, m.loadOnly, m.tokenizerErrors, m.failures, m.fallbacks, m.models, m.other, m.cut, m.attached,
 		m.generation, m.heartbeatAge, m.eligibleDCs, m.lane, m.laneReady, m.eligible, m.rtt, m.rttAge, m.loadAge}
 }
 
@@ -132,8 +136,11 @@ func (m *RouteMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.failures.emit(ch, float64(st.Loops), "loop")
 	m.failures.emit(ch, float64(st.Unroutable), "unroutable")
 	m.failures.emit(ch, float64(st.UpstreamErrors), "upstream")
+	m.failures.emit(ch, float64(st.ClientGone), "client_gone")
 	m.fallbacks.emit(ch, float64(st.Fallbacks))
 	m.models.emit(ch, float64(st.Models))
+	m.other.emit(ch, float64(st.Other))
+	m.cut.emit(ch, float64(st.Cut))
 	sig := rt.Signals()
 	m.attached.emit(ch, boolValue(sig.Generation != 0))
 	m.generation.emit(ch, float64(sig.Generation))

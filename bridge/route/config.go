@@ -34,8 +34,14 @@ const (
 	// DefaultResponseTimeout bounds the wait for a DC's response headers:
 	// queueing plus prefill for a stream, but the whole generation for a
 	// request without "stream": true, whose headers come with its last
-	// token; 0 in Config means this.
-	DefaultResponseTimeout = 5 * time.Minute
+	// token; 0 in Config means this. It matches the OpenAI Python client's
+	// default request timeout (600 s), so the router does not cut a
+	// generation its client is still waiting for.
+	DefaultResponseTimeout = 10 * time.Minute
+	// DefaultIdleTimeout bounds the silence of a DC's response body once
+	// its headers came: a stream whose DC stops sending mid-way is cut
+	// after it rather than left hanging until the client gives up.
+	DefaultIdleTimeout = 2 * time.Minute
 	// DefaultBodyTimeout bounds reading a client's request body.
 	DefaultBodyTimeout = 30 * time.Second
 	// DefaultReplicaPoll is how often Serve re-attaches a missing replica
@@ -168,8 +174,13 @@ type Config struct {
 	// ResponseTimeout bounds the wait for a DC's response headers (for a
 	// request that does not stream, the whole generation); past it the
 	// client gets 504 and the request is not retried; optional; default:
-	// 5m.
+	// 10m.
 	ResponseTimeout time.Duration
+	// IdleTimeout bounds the wait for the next bytes of a DC's response
+	// body (a stream's next event); past it the DC's request is cancelled
+	// and the client's connection aborted, so a cut stream never looks
+	// complete; optional; default: 2m.
+	IdleTimeout time.Duration
 	// BodyTimeout bounds reading a request body; optional; default: 30s.
 	BodyTimeout time.Duration
 	// ReplicaPoll is Serve's re-attach period; optional; default: 1s.
@@ -221,6 +232,7 @@ func (c *Config) setDefaults() error {
 		{&c.MaxStaleness, DefaultMaxStaleness, "max staleness"},
 		{&c.ConnectTimeout, DefaultConnectTimeout, "connect timeout"},
 		{&c.ResponseTimeout, DefaultResponseTimeout, "response timeout"},
+		{&c.IdleTimeout, DefaultIdleTimeout, "idle timeout"},
 		{&c.BodyTimeout, DefaultBodyTimeout, "body timeout"},
 		{&c.ReplicaPoll, DefaultReplicaPoll, "replica poll"},
 		{&c.ShutdownGrace, DefaultShutdownGrace, "shutdown grace"},

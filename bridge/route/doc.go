@@ -146,7 +146,10 @@
 // those; a DC's other HTTP errors are relayed and not retried, a DC silent
 // past ResponseTimeout is 504 and not retried, a keep-alive connection the
 // DC closes as a request arrives is replaced, not a 502, and a stream the
-// DC cuts reaches the client as an error; a hopped request is refused; a
+// DC cuts, or leaves silent past IdleTimeout, reaches the client as an
+// error (the DC's request cancelled, Stats.Cut counted); a client that
+// leaves while its request queues is counted apart from upstream errors
+// (Stats.ClientGone); a hopped request is refused; a
 // stale load or RTT excludes a DC (all stale: 503 and not ready); bad
 // JSON, wrong shapes, oversize bodies and prompts, wrong methods and paths
 // get clear 4xx; text without a tokenizer routes load-only, and HTTP and

@@ -37,6 +37,11 @@ var (
 	// before a response arrived (502, or 504 on a timeout); the request is
 	// not retried elsewhere because the DC may have started on it.
 	ErrUpstream = errors.New("route: DC failed before responding")
+	// ErrClientGone reports a client that went away (cancelled its
+	// request) before a DC answered; it is nobody's failure but the
+	// client's, so it is counted apart from upstream errors (499, the
+	// status proxies log for it; the client never reads it).
+	ErrClientGone = errors.New("route: client went away")
 	// ErrTokenizer reports a tokenizer hook that failed or answered badly;
 	// the request is then routed load-only, never refused.
 	ErrTokenizer = errors.New("route: tokenizer")
@@ -55,8 +60,13 @@ func (e *DialError) Error() string { return fmt.Sprintf("route: connect to dc %s
 // Unwrap returns the cause.
 func (e *DialError) Unwrap() error { return e.Err }
 
+// statusClientClosedRequest is the status proxies record for a request
+// its client abandoned (nginx's 499); net/http has no name for it.
+const statusClientClosedRequest = 499
+
 // StatusOf returns the HTTP status the router answers for err: 413, 400,
-// 405, 404, 508, 503, 502 or 504 for the sentinels above, 500 otherwise.
+// 405, 404, 508, 503, 499, 502 or 504 for the sentinels above, 500
+// otherwise.
 func StatusOf(err error) int {
 	switch {
 	case errors.Is(err, ErrBodyTooLarge), errors.Is(err, ErrTooManyTokens):
@@ -71,6 +81,8 @@ func StatusOf(err error) int {
 		return http.StatusLoopDetected
 	case errors.Is(err, ErrNoEligibleDC):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrClientGone):
+		return statusClientClosedRequest
 	case errors.Is(err, ErrUnreachable):
 		return http.StatusBadGateway
 	case errors.Is(err, ErrUpstream):

@@ -169,6 +169,9 @@ type attempt struct {
 	resp    *http.Response
 	served  int      // index into the order of the DC that answered
 	skipped []string // DCs that refused the connection or turned the request away, in order
+	// cancel ends the DC's request (relay's idle cut); send calls it
+	// itself when it returns an error, relay when the body is done.
+	cancel context.CancelCauseFunc
 }
 
 // send tries order's DCs in turn until one takes the request: a
@@ -178,10 +181,20 @@ type attempt struct {
 // started on the request. The last DC's answer is returned whatever its
 // status.
 func (rt *Router) send(in *http.Request, order []Choice, body []byte) (*attempt, error) {
-	a := &attempt{}
+	ctx, cancel := context.WithCancelCause(in.Context())
+	a := &attempt{cancel: cancel}
+	a, err := rt.try(ctx, a, in, order, body)
+	if err != nil {
+		cancel(err)
+	}
+	return a, err
+}
+
+// try is send's loop over order, its requests made under ctx.
+func (rt *Router) try(ctx context.Context, a *attempt, in *http.Request, order []Choice, body []byte) (*attempt, error) {
 	for i := range order {
 		dc := &order[i].DC
-		out, err := outgoing(in.Context(), in, dc, body)
+		out, err := outgoing(ctx, in, dc, body)
 		if err != nil {
 			return a, err
 		}
@@ -198,12 +211,12 @@ func (rt *Router) send(in *http.Request, order []Choice, body []byte) (*attempt,
 			a.resp, a.served = resp, i
 			return a, nil
 		}
+		if in.Context().Err() != nil {
+			return a, fmt.Errorf("%w: waiting for dc %s: %w", ErrClientGone, dc.Name, in.Context().Err())
+		}
 		var de *DialError
 		if !errors.As(err, &de) {
 			return a, fmt.Errorf("%w: dc %s: %w", ErrUpstream, dc.Name, err)
-		}
-		if in.Context().Err() != nil {
-			return a, fmt.Errorf("%w: dc %s: %w", ErrUpstream, dc.Name, in.Context().Err())
 		}
 		rt.stats.fallbacks.Add(1)
 		rt.cfg.Logger.Warn("dc refused the connection, trying the next", "dc", dc.Name, "dc_id", dc.ID, "err", err)
@@ -212,12 +225,18 @@ func (rt *Router) send(in *http.Request, order []Choice, body []byte) (*attempt,
 	return a, fmt.Errorf("%w: tried %s", ErrUnreachable, strings.Join(a.skipped, ", "))
 }
 
-// relay writes resp to w: status, headers (minus hop-by-hop ones) plus
-// extra, flushed at once, then the body, flushing after every read so
-// streamed events pass through unbuffered. A body that breaks mid-way aborts the client's
-// connection (http.ErrAbortHandler) rather than end it cleanly, so a cut
-// stream never looks complete.
-func relay(w http.ResponseWriter, resp *http.Response, extra http.Header) {
+// errIdle is the cause of a DC request relay cut for silence.
+var errIdle = errors.New("route: dc sent nothing for the idle timeout")
+
+// relay writes a's response to w: status, headers (minus hop-by-hop ones)
+// plus extra, flushed at once, then the body, flushing after every read so
+// streamed events pass through unbuffered. A body that breaks mid-way, or
+// stays silent for Config.IdleTimeout, aborts the client's connection
+// (http.ErrAbortHandler) rather than end it cleanly, so a cut stream never
+// looks complete; it is logged and counted (Stats.Cut).
+func (rt *Router) relay(w http.ResponseWriter, a *attempt, dc string, extra http.Header) {
+	resp := a.resp
+	defer a.cancel(nil)
 	defer resp.Body.Close()
 	h := w.Header()
 	for k, vs := range resp.Header {
@@ -235,9 +254,12 @@ func relay(w http.ResponseWriter, resp *http.Response, extra http.Header) {
 	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return
 	}
+	idle := time.AfterFunc(rt.cfg.IdleTimeout, func() { a.cancel(errIdle) })
+	defer idle.Stop()
 	buf := make([]byte, copyBufferBytes)
 	for {
 		n, err := resp.Body.Read(buf)
+		idle.Reset(rt.cfg.IdleTimeout)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return // the client went away
@@ -250,6 +272,14 @@ func relay(w http.ResponseWriter, resp *http.Response, extra http.Header) {
 			return
 		}
 		if err != nil {
+			switch cause := context.Cause(resp.Request.Context()); {
+			case errors.Is(cause, errIdle):
+				err = fmt.Errorf("%w (%v)", errIdle, rt.cfg.IdleTimeout)
+			case cause != nil:
+				return // the client went away; the DC's request ended with it
+			}
+			rt.stats.cut.Add(1)
+			rt.cfg.Logger.Warn("dc response cut mid-body, aborting the client's connection", "dc", dc, "err", err)
 			panic(http.ErrAbortHandler)
 		}
 	}

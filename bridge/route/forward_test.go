@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -403,5 +404,98 @@ func TestRoute_IdleConnectionClosedByTheDCIsRetriedOnAFreshOne(t *testing.T) {
 	}
 	if n := len(s.far.requests()); n != 0 {
 		t.Errorf("far received %d requests, want 0 (near's answer on a fresh connection)", n)
+	}
+}
+
+// serveTracked serves s's router on a new server whose handler closes
+// returned when the router's handler is done (its abort panic included).
+func serveTracked(t *testing.T, s *twoDCs) (url string, returned <-chan struct{}) {
+	t.Helper()
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(done)
+		s.rt.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, done
+}
+
+// waitFor fails t unless ch closes within a hang guard (not a timing check).
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s", what)
+	}
+}
+
+// TestRoute_SilentDCStreamIsCutAfterTheIdleTimeout has the DC send one
+// event and then nothing: past IdleTimeout the router must cancel the DC's
+// request and abort the client's connection (a cut stream must not read as
+// complete), and count it in Stats.Cut.
+func TestRoute_SilentDCStreamIsCutAfterTheIdleTimeout(t *testing.T) {
+	s := setupTwoDCs(t, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
+	cancelled := make(chan struct{})
+	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"n\":1}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // silent until the router gives up
+		close(cancelled)
+	})
+	url, returned := serveTracked(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang guard
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions",
+		bytes.NewReader(completion([]uint32{1, 2, 3}, map[string]any{"stream": true})))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST stream: %v", err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("stream read to %q with err %v (guard %v), want the connection aborted", got, err, ctx.Err())
+	}
+	if !strings.Contains(string(got), `data: {"n":1}`) {
+		t.Errorf("client got %q before the cut, want the first event", got)
+	}
+	waitFor(t, cancelled, "the DC's request was not cancelled after the idle timeout")
+	waitFor(t, returned, "the router's handler did not return")
+	if st := s.rt.Stats(); st.Cut != 1 || st.UpstreamErrors != 0 || st.ClientGone != 0 {
+		t.Errorf("stats cut %d upstream errors %d client gone %d, want 1 0 0", st.Cut, st.UpstreamErrors, st.ClientGone)
+	}
+}
+
+// TestRoute_ClientLeavingBeforeTheAnswerIsCountedApart has the client give
+// up while the DC is still queueing its request: the DC's request is
+// cancelled and the router counts a departed client, not an upstream error.
+func TestRoute_ClientLeavingBeforeTheAnswerIsCountedApart(t *testing.T) {
+	s := setupTwoDCs(t, nil)
+	arrived, cancelled := make(chan struct{}), make(chan struct{})
+	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done() // a long queue
+		close(cancelled)
+	})
+	url, returned := serveTracked(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions",
+		bytes.NewReader(completion([]uint32{1, 2, 3}, nil)))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("POST answered %d after the client cancelled", resp.StatusCode)
+	}
+	waitFor(t, cancelled, "the DC's request was not cancelled when the client left")
+	waitFor(t, returned, "the router's handler did not return")
+	if st := s.rt.Stats(); st.ClientGone != 1 || st.UpstreamErrors != 0 || st.Cut != 0 || st.Fallbacks != 0 {
+		t.Errorf("stats client gone %d upstream errors %d cut %d fallbacks %d, want 1 0 0 0",
+			st.ClientGone, st.UpstreamErrors, st.Cut, st.Fallbacks)
 	}
 }

@@ -56,7 +56,7 @@ type Router struct {
 type counters struct {
 	requests, loadOnly, tokenizerErrors, rejected, loops   atomic.Uint64
 	unroutable, upstreamErrors, fallbacks, modelsForwarded atomic.Uint64
-	otherForwarded                                         atomic.Uint64
+	otherForwarded, clientGone, cut                        atomic.Uint64
 	routed                                                 []atomic.Uint64
 }
 
@@ -70,6 +70,8 @@ type Stats struct {
 	Loops           uint64            `json:"loops"`            // refused for carrying HopHeader
 	Unroutable      uint64            `json:"unroutable"`       // no eligible DC (503)
 	UpstreamErrors  uint64            `json:"upstream_errors"`  // every DC unreachable, or a DC failed (502/504)
+	ClientGone      uint64            `json:"client_gone"`      // clients that left before a DC answered (499)
+	Cut             uint64            `json:"cut"`              // answers cut mid-body: the DC's body failed or went silent (IdleTimeout)
 	Fallbacks       uint64            `json:"fallbacks"`        // DCs skipped after a refused connect or a 502/503/529
 	Models          uint64            `json:"models"`           // /v1/models requests forwarded
 	Other           uint64            `json:"other"`            // other /v1/ requests forwarded (embeddings, responses, ...)
@@ -140,7 +142,7 @@ func (rt *Router) Stats() Stats {
 	out := Stats{Requests: s.requests.Load(), Routed: map[string]uint64{}, LoadOnly: s.loadOnly.Load(),
 		TokenizerErrors: s.tokenizerErrors.Load(), Rejected: s.rejected.Load(), Loops: s.loops.Load(),
 		Unroutable: s.unroutable.Load(), UpstreamErrors: s.upstreamErrors.Load(), Fallbacks: s.fallbacks.Load(),
-		Models: s.modelsForwarded.Load(), Other: s.otherForwarded.Load()}
+		ClientGone: s.clientGone.Load(), Cut: s.cut.Load(), Models: s.modelsForwarded.Load(), Other: s.otherForwarded.Load()}
 	for i, dc := range rt.cfg.DCs {
 		out.Routed[dc.Name] = s.routed[i].Load()
 	}
@@ -290,7 +292,7 @@ func (rt *Router) serveCompletion(w http.ResponseWriter, r *http.Request, ep End
 	if rt.cfg.Observe != nil {
 		rt.cfg.Observe(d, c)
 	}
-	relay(w, a.resp, diagnostics(d, c, a.skipped))
+	rt.relay(w, a, c.DC.Name, diagnostics(d, c, a.skipped))
 }
 
 // prompt returns what routing knows of req's prompt: its token ids, or
@@ -374,7 +376,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	rt.stats.modelsForwarded.Add(1)
 	h := http.Header{}
 	h.Set(HeaderDC, order[a.served].DC.Name)
-	relay(w, a.resp, h)
+	rt.relay(w, a, order[a.served].DC.Name, h)
 }
 
 // serveOther forwards a request for another /v1/ endpoint (embeddings,
@@ -402,7 +404,8 @@ func (rt *Router) serveOther(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt.stats.otherForwarded.Add(1)
-	relay(w, a.resp, diagnostics(d, &d.Order[a.served], a.skipped))
+	c := &d.Order[a.served]
+	rt.relay(w, a, c.DC.Name, diagnostics(d, c, a.skipped))
 }
 
 // checkForwardable refuses a request that already passed a goindex router
@@ -426,6 +429,8 @@ func (rt *Router) fail(w http.ResponseWriter, d *Decision, err error) {
 		rt.stats.loops.Add(1)
 	case errors.Is(err, ErrNoEligibleDC):
 		rt.stats.unroutable.Add(1)
+	case errors.Is(err, ErrClientGone):
+		rt.stats.clientGone.Add(1)
 	case status >= 500:
 		rt.stats.upstreamErrors.Add(1)
 	default:

@@ -68,7 +68,8 @@ Prompts:
   --max-body-bytes N, --max-prompt-tokens N  larger requests get 413
 Network:
   --listen ADDR        address to serve HTTP on
-  --connect-timeout, --response-timeout, --body-timeout, --shutdown-grace
+  --connect-timeout, --response-timeout, --idle-timeout, --body-timeout,
+  --shutdown-grace
 Output: the listening address and logs on stderr; when stopped (SIGINT/SIGTERM),
 the request counters on stdout (one JSON object with --json).`
 
@@ -138,6 +139,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	listen := fs.String("listen", "127.0.0.1:8080", "TCP address to serve HTTP on")
 	connectTimeout := fs.Duration("connect-timeout", route.DefaultConnectTimeout, "bound on one connect to a DC, TLS handshake included (then the next DC)")
 	responseTimeout := fs.Duration("response-timeout", route.DefaultResponseTimeout, "bound on a DC's wait before response headers: a stream's first event, a non-streamed request's whole generation")
+	idleTimeout := fs.Duration("idle-timeout", route.DefaultIdleTimeout, "bound on a DC's silence mid-response (a stream's gap between events); past it the stream is cut")
 	bodyTimeout := fs.Duration("body-timeout", route.DefaultBodyTimeout, "bound on reading a request body")
 	shutdownGrace := fs.Duration("shutdown-grace", route.DefaultShutdownGrace, "how long in-flight requests may finish on shutdown")
 	of := addObsFlags(fs)
@@ -173,7 +175,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := route.Config{ReplicaPath: *replicaPath, DCs: dcs, Score: sc, Temperature: *temperature, PriceOthers: *priceOthers, BlockSize: *blockSize,
 		LoRAHeader: *loraHeader, NamespaceHeader: *namespaceHeader, MaxStaleness: *maxStaleness,
 		MaxBodyBytes: *maxBody, MaxPromptTokens: *maxTokens, ConnectTimeout: *connectTimeout,
-		ResponseTimeout: *responseTimeout, BodyTimeout: *bodyTimeout, ReplicaPoll: *replicaPoll,
+		ResponseTimeout: *responseTimeout, IdleTimeout: *idleTimeout, BodyTimeout: *bodyTimeout, ReplicaPoll: *replicaPoll,
 		ShutdownGrace: *shutdownGrace, Logger: log, Observe: metrics.Observe}
 	switch {
 	case *tokenizerURL != "" && *tokenizerCmd != "":
@@ -228,5 +230,6 @@ func printRouteReport(w io.Writer, asJSON bool, rep *routeReport) error {
 	}
 	fmt.Fprintf(w, "  fallbacks %d, rejected %d, loops %d, unroutable %d, upstream errors %d, tokenizer errors %d\n",
 		st.Fallbacks, st.Rejected, st.Loops, st.Unroutable, st.UpstreamErrors, st.TokenizerErrors)
+	fmt.Fprintf(w, "  clients gone before an answer %d, answers cut mid-body %d\n", st.ClientGone, st.Cut)
 	return nil
 }
