@@ -10,13 +10,13 @@ import (
 const Env = "GOINDEX_SEED"
 
 // For returns the seed of a randomized test: GOINDEX_SEED when it is set
-// (decimal, or hexadecimal with 0x), else def. A value that does not parse
+// (decimal, a leading zero too, or hexadecimal after 0x), else def. A value that does not parse
 // fails the test; when the test fails, For logs the seed it returned.
 func For(t testing.TB, def uint64) uint64 {
 	t.Helper()
 	seed := def
 	if s := os.Getenv(Env); s != "" {
-		v, err := strconv.ParseUint(s, 0, 64)
+		v, err := parse(s)
 		if err != nil {
 			t.Fatalf("%s=%q: %v", Env, s, err)
 		}
@@ -28,4 +28,13 @@ func For(t testing.TB, def uint64) uint64 {
 		}
 	})
 	return seed
+}
+
+// parse reads a seed as decimal, or as hexadecimal after 0x or 0X; a
+// leading zero is decimal (a logged seed pasted back must replay it).
+func parse(s string) (uint64, error) {
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		return strconv.ParseUint(s[2:], 16, 64)
+	}
+	return strconv.ParseUint(s, 10, 64)
 }

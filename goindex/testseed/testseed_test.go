@@ -10,7 +10,7 @@ func TestFor_DefaultUnlessTheEnvironmentSetsOne(t *testing.T) {
 	for _, c := range []struct {
 		env  string
 		want uint64
-	}{{"", 7}, {"42", 42}, {"0x2A", 42}, {"18446744073709551615", 1<<64 - 1}} {
+	}{{"", 7}, {"42", 42}, {"0x2A", 42}, {"0X2a", 42}, {"042", 42}, {"18446744073709551615", 1<<64 - 1}} {
 		t.Setenv(Env, c.env)
 		if got := For(t, 7); got != c.want {
 			t.Errorf("For(def 7) with %s=%q = %d, want %d", Env, c.env, got, c.want)
