@@ -68,7 +68,7 @@
 //   - json.go: JSON RouterEvent decoder and CUR-shape encoder.
 //   - msgpack.go: msgpack RouterEvent decoder and rmp-serde named encoder.
 //   - envelope.go: event-plane Envelope (msgpack and early JSON), DecodeMessage.
-//   - mpack.go: the strict, limit-checking msgpack reader and the writer.
+//   - mpreader.go: the strict, limit-checking msgpack reader and the writer.
 //   - zmq.go: vLLM/SGLang ZMQ frames and KVEventBatch decoder (EngineBatch).
 //   - normalize.go: Normalizer, Dynamo's conversion and filter rules; MediumTier.
 //   - subjects.go: event-plane subject, legacy subject and stream names.

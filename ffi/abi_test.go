@@ -17,7 +17,7 @@ import (
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/radix"
 	"github.com/goindex/goindex/goindex/score"
-	"github.com/goindex/goindex/goindex/testseed"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 // The tests call the exports as Go functions with Go memory: everything but

@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/goindex/goindex/dynamo/selector"
-	"github.com/goindex/goindex/goindex/testseed"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 // Dynamo's status codes (include/goindex.h DYNAMO_WS_*).

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goindex/goindex/bridge/natsutil"
-	"github.com/goindex/goindex/bridge/natsutil/natstest"
+	"github.com/goindex/goindex/bridge/natslink"
+	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
@@ -360,7 +360,7 @@ func TestConsumer_StopsSafelyWhileLoadReportsArrive(t *testing.T) {
 	}
 	pool := relayproto.PoolID{Domain: 1, DC: 5}
 	subject := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 5}.LoadSubject()
-	pub, err := natsutil.Connect(nc.ConnectedUrl(), "load reports", nil)
+	pub, err := natslink.Connect(nc.ConnectedUrl(), "load reports", nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/consume"
-	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/route"
 	"github.com/goindex/goindex/bridge/trace"
@@ -192,7 +192,7 @@ func (d *demo) startWAN(ctx context.Context) (string, error) {
 		return "", err
 	}
 	d.wan = w
-	if d.hubNC, err = natsutil.Connect(w.hub.ClientURL(), "goindex demo", nil); err != nil {
+	if d.hubNC, err = natslink.Connect(w.hub.ClientURL(), "goindex demo", nil); err != nil {
 		return "", err
 	}
 	fmt.Fprintf(d.out, "  hub %s at %s (the consumer and the router live here)\n", w.hub.ClientURL(), d.cfg.RouterSite)

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/goindex/relayproto"
 )
 
@@ -143,7 +143,7 @@ type site struct {
 	rtt       time.Duration // grid RTT to the router site
 	jsDomain  string
 	component string // the Dynamo component its workers publish under
-	leaf      *natsutil.Server
+	leaf      *natslink.Server
 	link      *link
 }
 
@@ -152,7 +152,7 @@ type site struct {
 // workers connect), each leaf joined to the hub through a link delayed by
 // half the DC's RTT each way.
 type wan struct {
-	hub   *natsutil.Server
+	hub   *natslink.Server
 	sites []*site
 }
 
@@ -160,7 +160,7 @@ type wan struct {
 // whose JetStream store lives under dir, and waits until every leaf is
 // connected to the hub.
 func startWAN(ctx context.Context, dir string, sites []*site, wait time.Duration) (*wan, error) {
-	hub, err := natsutil.Start(natsutil.ServerConfig{Name: "hub", Leaf: true})
+	hub, err := natslink.Start(natslink.ServerConfig{Name: "hub", Leaf: true})
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func startWAN(ctx context.Context, dir string, sites []*site, wait time.Duration
 			return nil, err
 		}
 		s.jsDomain = "dc" + strconv.FormatUint(uint64(s.id), 10)
-		s.leaf, err = natsutil.Start(natsutil.ServerConfig{Name: s.name, JetStream: true, JSDomain: s.jsDomain,
+		s.leaf, err = natslink.Start(natslink.ServerConfig{Name: s.name, JetStream: true, JSDomain: s.jsDomain,
 			StoreDir: filepath.Join(dir, "nats-"+s.name), LeafRemotes: []string{"nats-leaf://" + s.link.addr()},
 			LeafReconnect: 100 * time.Millisecond})
 		if err != nil {

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/goindex/goindex/goindex/harness"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/internal/harness"
 	"github.com/redis/go-redis/v9"
 )
 

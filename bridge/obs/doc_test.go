@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goindex/goindex/goindex/doccheck"
+	"github.com/goindex/goindex/internal/doccheck"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

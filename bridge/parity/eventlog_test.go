@@ -11,7 +11,7 @@ import (
 	"github.com/goindex/goindex/bridge/trace"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
-	"github.com/goindex/goindex/goindex/testseed"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 // routerEvent wraps a kv.Event as the RouterEvent a router would log.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/goindex/goindex/goindex/ckfindex"
 	"github.com/goindex/goindex/goindex/kv"
-	"github.com/goindex/goindex/goindex/testseed"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 // sweep fills s to each load and measures qs, failing the test on errors.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goindex/goindex/bridge/natsutil/natstest"
+	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/goindex/goindex/goindex/ckf"
-	"github.com/goindex/goindex/goindex/harness"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/replica"
+	"github.com/goindex/goindex/internal/harness"
 )
 
 // Absent probes per mutation in the dense case, plain and under -short:

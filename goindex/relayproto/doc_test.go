@@ -3,7 +3,7 @@ package relayproto
 import (
 	"testing"
 
-	"github.com/goindex/goindex/goindex/doccheck"
+	"github.com/goindex/goindex/internal/doccheck"
 )
 
 // TestDoc_FileMapMatchesDirectory keeps doc.go's file map in step with the

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/goindex/goindex/goindex/ckf"
-	"github.com/goindex/goindex/goindex/testseed"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 // TestRowKernels_TestMatchesContains holds both row-test kernels (the

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/goindex/goindex/goindex/ckf"
-	"github.com/goindex/goindex/goindex/testseed"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 // searchRig holds, per lane count, a real table and its Searchers, reused

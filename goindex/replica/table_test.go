@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/goindex/goindex/goindex/ckf"
-	"github.com/goindex/goindex/goindex/testseed"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 func TestRegionWords_CountsHeaderAndPaddedRows(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/goindex/goindex/goindex/testseed"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 // vector is one of spec §7's verified cases.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/replica"
-	"github.com/goindex/goindex/goindex/testseed"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 // childEnv names the file a child process attaches to (see TestMain).

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/nats-io/nats.go"
@@ -143,7 +143,7 @@ func TestE2E_StandaloneServerRestartedLaneConverges(t *testing.T) {
 	srv.start()
 	t.Cleanup(srv.stop)
 	conn := func(name string) *nats.Conn {
-		nc, err := natsutil.Connect(srv.url, name, nil)
+		nc, err := natslink.Connect(srv.url, name, nil)
 		if err != nil {
 			t.Fatalf("connect %s: %v", srv.url, err)
 		}

@@ -15,7 +15,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/goindex/goindex/bridge/consume"
-	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
@@ -76,7 +76,7 @@ type site struct {
 	rtt      time.Duration
 	maxBytes int64
 	comp     string
-	srv      *natsutil.Server
+	srv      *natslink.Server
 	proxy    *toxiproxy.Proxy
 	relayNC  *nats.Conn
 	genNC    *nats.Conn
@@ -90,7 +90,7 @@ type site struct {
 
 type topology struct {
 	t     *testing.T
-	hub   *natsutil.Server
+	hub   *natslink.Server
 	hubNC *nats.Conn
 	toxi  *toxiproxy.ApiServer
 	sites []*site
@@ -102,12 +102,12 @@ type topology struct {
 func newTopology(t *testing.T, seed uint64, names []string, retention map[string]int64) *topology {
 	t.Helper()
 	rtt, _ := rttMatrix(t)
-	hub, err := natsutil.Start(natsutil.ServerConfig{Name: "hub", Leaf: true})
+	hub, err := natslink.Start(natslink.ServerConfig{Name: "hub", Leaf: true})
 	if err != nil {
 		t.Fatalf("start hub: %v", err)
 	}
 	t.Cleanup(hub.Shutdown)
-	hubNC, err := natsutil.Connect(hub.ClientURL(), "e2e hub", nil)
+	hubNC, err := natslink.Connect(hub.ClientURL(), "e2e hub", nil)
 	if err != nil {
 		t.Fatalf("connect hub: %v", err)
 	}
@@ -134,18 +134,18 @@ func newTopology(t *testing.T, seed uint64, names []string, retention map[string
 				t.Fatalf("latency toxic %s: %v", name, err)
 			}
 		}
-		s.srv, err = natsutil.Start(natsutil.ServerConfig{Name: name, JetStream: true, JSDomain: jsDomain(s.id),
+		s.srv, err = natslink.Start(natslink.ServerConfig{Name: name, JetStream: true, JSDomain: jsDomain(s.id),
 			StoreDir: filepath.Join(top.dir, name), LeafRemotes: []string{"nats-leaf://" + s.proxy.Listen},
 			LeafReconnect: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("start leaf %s: %v", name, err)
 		}
 		t.Cleanup(s.srv.Shutdown)
-		if s.relayNC, err = natsutil.Connect(s.srv.ClientURL(), "e2e relay "+name, nil); err != nil {
+		if s.relayNC, err = natslink.Connect(s.srv.ClientURL(), "e2e relay "+name, nil); err != nil {
 			t.Fatalf("connect %s: %v", name, err)
 		}
 		t.Cleanup(s.relayNC.Close)
-		if s.genNC, err = natsutil.Connect(s.srv.ClientURL(), "e2e workers "+name, nil); err != nil {
+		if s.genNC, err = natslink.Connect(s.srv.ClientURL(), "e2e workers "+name, nil); err != nil {
 			t.Fatalf("connect %s: %v", name, err)
 		}
 		t.Cleanup(s.genNC.Close)

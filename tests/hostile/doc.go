@@ -36,7 +36,7 @@
 //
 // Floods of fake publisher and worker ids at the relay are in
 // bridge/relay's Hostile tests (they need its unexported tables), wrong
-// NATS credentials and TLS in bridge/natsutil, oversized route and dynkv
+// NATS credentials and TLS in bridge/natslink, oversized route and dynkv
 // requests in bridge/route and bridge/dynkv. GOINDEX_HOSTILE_SEED
 // overrides the random seeds, which are printed on failure.
 //

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/consume"
-	"github.com/goindex/goindex/bridge/natsutil/natstest"
+	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"

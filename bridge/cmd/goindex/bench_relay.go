@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/consume"
-	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
@@ -222,7 +222,7 @@ type relayBench struct {
 	seed      uint64
 	runBlocks int
 	synthetic bool
-	srv       *natsutil.Server
+	srv       *natslink.Server
 	conns     []*nats.Conn
 	relays    []*relay.Relay
 	stops     []context.CancelFunc
@@ -249,7 +249,7 @@ func (b *relayBench) close() {
 }
 
 func (b *relayBench) connect(name string) (*nats.Conn, error) {
-	nc, err := natsutil.Connect(b.srv.ClientURL(), name, nil)
+	nc, err := natslink.Connect(b.srv.ClientURL(), name, nil)
 	if err == nil {
 		b.conns = append(b.conns, nc)
 	}
@@ -291,7 +291,7 @@ func (b *relayBench) run(ctx context.Context, lanes, blocks, steadyEvents, sampl
 	}
 	// Snapshots of big lanes exceed the default 1 MiB payload only through
 	// the object store, which chunks them; deltas are cut to the payload.
-	if b.srv, err = natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: b.dir + "/js", MaxPayload: 8 << 20}); err != nil {
+	if b.srv, err = natslink.Start(natslink.ServerConfig{JetStream: true, StoreDir: b.dir + "/js", MaxPayload: 8 << 20}); err != nil {
 		return nil, err
 	}
 	feed, err := b.connect("bench feed")

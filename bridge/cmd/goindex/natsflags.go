@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/nats-io/nats.go"
 )
@@ -62,9 +62,9 @@ func addNATSSecurityFlags(fs *flag.FlagSet) natsSecurityFlags {
 	}
 }
 
-// security returns the flags as a natsutil.Security.
-func (s natsSecurityFlags) security() natsutil.Security {
-	return natsutil.Security{User: *s.user, Password: *s.password, Token: *s.token, NKeySeedFile: *s.nkey,
+// security returns the flags as a natslink.Security.
+func (s natsSecurityFlags) security() natslink.Security {
+	return natslink.Security{User: *s.user, Password: *s.password, Token: *s.token, NKeySeedFile: *s.nkey,
 		CredsFile: *s.creds, CAFile: *s.ca, CertFile: *s.cert, KeyFile: *s.key, ServerName: *s.serverName}
 }
 
@@ -128,28 +128,28 @@ func (f natsFlags) connect(name string, log *slog.Logger) (*nats.Conn, func(), e
 			return nil, nil, err
 		}
 	}
-	var srv *natsutil.Server
+	var srv *natslink.Server
 	if url == "" {
 		host, port, err := splitHostPort(*f.listen)
 		if err != nil {
 			return nil, nil, err
 		}
-		srv, err = natsutil.Start(natsutil.ServerConfig{Host: host, Port: port, JetStream: true, StoreDir: *f.store})
+		srv, err = natslink.Start(natslink.ServerConfig{Host: host, Port: port, JetStream: true, StoreDir: *f.store})
 		if err != nil {
 			return nil, nil, err
 		}
 		url = srv.ClientURL()
 		log.Info("embedded nats-server up", "url", url, "jetstream", true)
 	}
-	nc, err := natsutil.ConnectSecure(url, name, f.sec.security(), log)
+	nc, err := natslink.ConnectSecure(url, name, f.sec.security(), log)
 	if err != nil {
 		if srv != nil {
 			srv.Shutdown()
 		}
 		switch {
-		case errors.Is(err, natsutil.ErrAuth):
+		case errors.Is(err, natslink.ErrAuth):
 			err = fmt.Errorf("%w (check --nats-user/--nats-password, --nats-token, --nats-nkey or --nats-creds)", err)
-		case errors.Is(err, natsutil.ErrTLS):
+		case errors.Is(err, natslink.ErrTLS):
 			err = fmt.Errorf("%w (check --nats-ca, --nats-cert/--nats-key and --nats-server-name)", err)
 		}
 		return nil, nil, err

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
 // tokenServer starts an embedded server that wants token tok.
 func tokenServer(t *testing.T, tok string) string {
 	t.Helper()
-	s, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir(),
+	s, err := natslink.Start(natslink.ServerConfig{JetStream: true, StoreDir: t.TempDir(),
 		Configure: func(o *server.Options) { o.Authorization = tok }})
 	if err != nil {
 		t.Fatalf("Start(token server): %v", err)
@@ -36,7 +36,7 @@ func TestNATSFlags_RecordConnectsWithTheRightTokenOnly(t *testing.T) {
 	for _, tok := range []string{"tok-2", ""} {
 		args := []string{"--nats", url, "--nats-token", tok, "--out", out, "--duration", "100ms"}
 		err := runRecord(context.Background(), args, &stdout, &stderr)
-		if !errors.Is(err, natsutil.ErrAuth) || !strings.Contains(err.Error(), "--nats-token") {
+		if !errors.Is(err, natslink.ErrAuth) || !strings.Contains(err.Error(), "--nats-token") {
 			t.Errorf("record with token %q = %v, want ErrAuth naming the flags to check", tok, err)
 		}
 	}
@@ -49,7 +49,7 @@ func TestNATSFlags_ConsumeRefusesWrongCredentialsBeforeRunning(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	args := []string{"--nats", url, "--nats-user", "u", "--nats-password", "p", "--dcs", "1",
 		"--shm", filepath.Join(t.TempDir(), "r.replica"), "--duration", "100ms"}
-	if err := runConsume(ctx, args, &stdout, &stderr); !errors.Is(err, natsutil.ErrAuth) {
+	if err := runConsume(ctx, args, &stdout, &stderr); !errors.Is(err, natslink.ErrAuth) {
 		t.Errorf("consume with a user against a token server = %v, want ErrAuth", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/demo"
-	"github.com/goindex/goindex/bridge/natsutil/natstest"
+	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/bridge/trace"
 	"github.com/goindex/goindex/dynamo"

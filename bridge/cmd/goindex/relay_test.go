@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goindex/goindex/bridge/natsutil"
-	"github.com/goindex/goindex/bridge/natsutil/natstest"
+	"github.com/goindex/goindex/bridge/natslink"
+	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
@@ -330,7 +330,7 @@ func TestRelay_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
 		"--listen", "127.0.0.1:0", "--store", t.TempDir(), "--dc", "7", "--component", "b7", "--expected-blocks", "4096",
 		"--heartbeat-every", "20ms", "--load-every", "50ms")
 	url := embeddedURL(t, "relay", relayErr, relayDone)
-	nc, err := natsutil.Connect(url, "test", nil)
+	nc, err := natslink.Connect(url, "test", nil)
 	if err != nil {
 		t.Fatalf("connect to the relay's embedded server %s: %v", url, err)
 	}
@@ -367,7 +367,7 @@ func TestConsume_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
 	_, relayErr, stopRelay, relayDone := background(runRelay,
 		"--nats", url, "--dc", "8", "--component", "b8", "--expected-blocks", "4096",
 		"--heartbeat-every", "20ms", "--load-every", "50ms")
-	nc, err := natsutil.Connect(url, "test", nil)
+	nc, err := natslink.Connect(url, "test", nil)
 	if err != nil {
 		t.Fatalf("connect to the consumer's embedded server %s: %v", url, err)
 	}

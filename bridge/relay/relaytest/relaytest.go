@@ -11,7 +11,7 @@ import (
 
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
-	"github.com/goindex/goindex/goindex/testseed"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 // Seed returns a randomized test's seed: GOINDEX_SEED when set, else def;

@@ -1,4 +1,4 @@
-package natsutil
+package natslink
 
 import (
 	"crypto/tls"

@@ -1,4 +1,4 @@
-package natsutil
+package natslink
 
 import (
 	"crypto/tls"
@@ -90,7 +90,7 @@ func ConnectSecure(url, name string, sec Security, log *slog.Logger, extra ...na
 	retry := append(append(opts, nats.RetryOnFailedConnect(true)), extra...)
 	nc, err = nats.Connect(url, retry...)
 	if err != nil {
-		return nil, fmt.Errorf("natsutil: connect %s: %w", shown, err)
+		return nil, fmt.Errorf("natslink: connect %s: %w", shown, err)
 	}
 	return nc, nil
 }

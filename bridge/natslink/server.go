@@ -1,4 +1,4 @@
-package natsutil
+package natslink
 
 import (
 	"fmt"
@@ -70,7 +70,7 @@ func Start(cfg ServerConfig) (*Server, error) {
 	if cfg.JetStream && cfg.StoreDir == "" {
 		dir, err := os.MkdirTemp("", "goindex-nats-*")
 		if err != nil {
-			return nil, fmt.Errorf("natsutil: store: %w", err)
+			return nil, fmt.Errorf("natslink: store: %w", err)
 		}
 		s.tempDir, s.cfg.StoreDir = dir, dir
 	}
@@ -110,7 +110,7 @@ func (s *Server) start() error {
 	for _, r := range c.LeafRemotes {
 		u, err := url.Parse(r)
 		if err != nil {
-			return fmt.Errorf("natsutil: leaf remote %q: %w", r, err)
+			return fmt.Errorf("natslink: leaf remote %q: %w", r, err)
 		}
 		opts.LeafNode.Remotes = append(opts.LeafNode.Remotes, &server.RemoteLeafOpts{URLs: []*url.URL{u}})
 	}
@@ -122,7 +122,7 @@ func (s *Server) start() error {
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return fmt.Errorf("natsutil: new server: %w", err)
+		return fmt.Errorf("natslink: new server: %w", err)
 	}
 	if c.Logs {
 		srv.ConfigureLogger()

@@ -3,9 +3,9 @@ package harness_test
 import (
 	"fmt"
 
-	"github.com/goindex/goindex/goindex/harness"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/radix"
+	"github.com/goindex/goindex/internal/harness"
 )
 
 // Example shows the lower-level pieces: generate a workload, apply it to an

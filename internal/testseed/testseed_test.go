@@ -3,7 +3,7 @@ package testseed
 import (
 	"testing"
 
-	"github.com/goindex/goindex/goindex/doccheck"
+	"github.com/goindex/goindex/internal/doccheck"
 )
 
 func TestFor_DefaultUnlessTheEnvironmentSetsOne(t *testing.T) {

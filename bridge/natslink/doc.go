@@ -1,5 +1,5 @@
-// Package natsutil starts embedded NATS servers and opens client
-// connections with the options every goindex command shares.
+// Package natslink links a goindex command to NATS: it starts embedded NATS
+// servers and opens client connections with the options every command shares.
 //
 // Without --nats, `goindex relay` and `goindex consume` run an embedded
 // nats-server with JetStream on a temporary store, so a demo needs nothing
@@ -54,4 +54,4 @@
 // untrusted CA, plain client against a TLS server); bad settings fail
 // validation naming the problem; a URL's password never shows in an error;
 // a client started before its server connects once the server is up.
-package natsutil
+package natslink

@@ -6,21 +6,21 @@ package natstest
 import (
 	"testing"
 
-	"github.com/goindex/goindex/bridge/natsutil"
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/nats-io/nats.go"
 )
 
 // Start runs an embedded JetStream server on a free loopback port with its
 // store in t.TempDir(), connects a client named "test" to it, and closes
 // both when the test ends; a failure to do either fails the test.
-func Start(t testing.TB) (*natsutil.Server, *nats.Conn) {
+func Start(t testing.TB) (*natslink.Server, *nats.Conn) {
 	t.Helper()
-	s, err := natsutil.Start(natsutil.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
+	s, err := natslink.Start(natslink.ServerConfig{JetStream: true, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}
 	t.Cleanup(s.Shutdown)
-	nc, err := natsutil.Connect(s.ClientURL(), "test", nil)
+	nc, err := natslink.Connect(s.ClientURL(), "test", nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
