@@ -24,6 +24,30 @@ need_go() {
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# DEBS lists the Debian packages the test suites drive as real counterparts:
+# Debian's python3 (/usr/bin/python3, not a pyenv shim) with python3-zmq and
+# python3-msgpack (engine and Dynamo publishers), python3-redis (dynkv
+# clients) and etcd-server (Dynamo's discovery). Suites that need them call
+# /usr/bin/python3 and /usr/bin/etcd by path.
+DEBS="python3 python3-zmq python3-msgpack python3-redis etcd-server"
+
+# debs installs whichever of DEBS is missing (as root, or through sudo).
+debs() {
+	local p missing=()
+	for p in $DEBS; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	have apt-get || die "missing Debian packages ${missing[*]} and no apt-get to install them"
+	local sudo=
+	if [ "$(id -u)" != 0 ]; then
+		have sudo || die "missing Debian packages ${missing[*]}: run as root or install them (apt-get install ${missing[*]})"
+		sudo=sudo
+	fi
+	step "install Debian packages: ${missing[*]}"
+	$sudo apt-get update -qq || die "apt-get update failed"
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+		die "apt-get install ${missing[*]} failed"
+}
+
 deps() {
 	need_go
 	step "go modules"
@@ -65,6 +89,7 @@ fuzz_all() {
 }
 
 test_all() {
+	debs
 	build
 	step "gofmt"
 	local unformatted
