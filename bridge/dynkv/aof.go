@@ -12,38 +12,59 @@ import (
 	"time"
 )
 
-// The append-only log holds every mutating command that succeeded, in the
-// order the engine applied it, with the time it was applied. Record: u32
-// body length, u32 CRC-32C of the body, body = u32 argc, argc × (u32 len,
-// bytes), all little-endian. The first two arguments are the stamp
-// (recordStamp, then the unix time in nanoseconds as 8 big-endian bytes), the
-// rest the command; records without a stamp (logs of earlier versions) replay
-// at the current time. A torn or corrupt tail (a crash mid-write) is
-// truncated on open; everything before it is replayed.
+// The append-only log holds every write command the server executed,
+// accepted or rejected, in the order the engine ran it, with the time it ran
+// and its outcome. Record: u32 body length, u32 CRC-32C of the body, body =
+// u32 argc, argc × (u32 len, bytes), all little-endian. The first three
+// arguments are the stamp (recordStamp, the unix time in nanoseconds as 8
+// big-endian bytes, and the outcome: '+' accepted, '-' rejected), the rest
+// the command. Replay re-executes every record at its time: the engine is
+// deterministic, so a replay reproduces every effect, including any a
+// rejected command might have, and one outcome that differs from the
+// recorded one (a bug) is counted (Log.Diverged) rather than stopping the
+// server from starting. Records of earlier versions (stamp recordStampV1
+// without an outcome: accepted mutations only; or no stamp: replayed at the
+// current time) replay the same way. A torn or corrupt tail (a crash
+// mid-write) is truncated on open; everything before it is replayed.
 
 // maxRecordBytes bounds one log record (the largest command the server accepts).
 const maxRecordBytes = MaxRequestBytes + 1<<16
 
-// maxRecordArgs bounds a record's arguments: the stamp's two and the longest
-// command's six (REPLACE_RANK_IF_GENERATION).
+// maxRecordArgs bounds a record's arguments: the stamp's three and the
+// longest command's six (REPLACE_RANK_IF_GENERATION).
 const maxRecordArgs = 16
 
 // recordStamp marks a record's time stamp. Replay needs the time because
 // owner leases depend on it: a second owner may register once the first
 // one's lease has expired, which replayed at the current time would be
 // refused as DYNKV_WORKER_OWNED and stop the server from starting.
-const recordStamp = "GOINDEX.AT"
+const recordStamp = "GOINDEX.RUN"
+
+// recordStampV1 marks records of logs that held accepted mutations only,
+// with a time stamp but no outcome.
+const recordStampV1 = "GOINDEX.AT"
+
+// Record outcomes.
+const (
+	outcomeAccepted = '+'
+	outcomeRejected = '-'
+)
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // Log is an open append-only log. Safe for concurrent use.
 type Log struct {
-	mu    sync.Mutex
-	f     *os.File
-	w     *bufio.Writer
-	fsync bool
-	buf   []byte
+	mu       sync.Mutex
+	f        *os.File
+	w        *bufio.Writer
+	fsync    bool
+	buf      []byte
+	diverged int
 }
+
+// Diverged returns how many replayed records had another outcome than the
+// one recorded: 0 unless the engine is not deterministic (a bug).
+func (l *Log) Diverged() int { return l.diverged }
 
 // OpenLog opens (or creates) the log at path, replays it into e and returns
 // it ready for appends. fsync makes every append durable before the reply.
@@ -52,7 +73,7 @@ func OpenLog(path string, e *Engine, fsync bool) (*Log, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("dynkv: open log: %w", err)
 	}
-	good, n, err := replay(f, e)
+	good, n, diverged, err := replay(f, e)
 	if err != nil {
 		f.Close()
 		return nil, 0, err
@@ -65,40 +86,48 @@ func OpenLog(path string, e *Engine, fsync bool) (*Log, int, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("dynkv: seek log: %w", err)
 	}
-	return &Log{f: f, w: bufio.NewWriterSize(f, 1<<16), fsync: fsync}, n, nil
+	return &Log{f: f, w: bufio.NewWriterSize(f, 1<<16), fsync: fsync, diverged: diverged}, n, nil
 }
 
-// replay applies every intact record and returns the offset after the last one.
-func replay(f *os.File, e *Engine) (int64, int, error) {
+// replay re-executes every intact record and returns the offset after the
+// last one, the records replayed and how many had another outcome than the
+// one recorded.
+func replay(f *os.File, e *Engine) (good int64, n, diverged int, err error) {
 	r := bufio.NewReaderSize(f, 1<<16)
-	var off int64
 	var head [8]byte
-	n := 0
 	for {
 		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return off, n, nil // clean end or torn header
+			return good, n, diverged, nil // clean end or torn header
 		}
 		size, sum := binary.LittleEndian.Uint32(head[:4]), binary.LittleEndian.Uint32(head[4:])
 		if size > maxRecordBytes {
-			return off, n, nil
+			return good, n, diverged, nil
 		}
 		body := make([]byte, size)
 		if _, err := io.ReadFull(r, body); err != nil || crc32.Checksum(body, crcTable) != sum {
-			return off, n, nil
+			return good, n, diverged, nil
 		}
 		args, err := decodeRecord(body)
 		if err != nil {
-			return off, n, nil
+			return good, n, diverged, nil
 		}
-		now := time.Now()
-		if len(args) >= 3 && string(args[0]) == recordStamp && len(args[1]) == 8 {
+		now, want := time.Now(), byte(outcomeAccepted)
+		switch {
+		case len(args) >= 4 && string(args[0]) == recordStamp && len(args[1]) == 8 && len(args[2]) == 1:
+			now, want = time.Unix(0, int64(binary.BigEndian.Uint64(args[1]))), args[2][0]
+			args = args[3:]
+		case len(args) >= 3 && string(args[0]) == recordStampV1 && len(args[1]) == 8:
 			now = time.Unix(0, int64(binary.BigEndian.Uint64(args[1])))
 			args = args[2:]
 		}
+		got := byte(outcomeAccepted)
 		if res, _ := e.ExecAt(now, args); res.kind == replyError {
-			return 0, 0, fmt.Errorf("dynkv: log record %d at offset %d no longer applies: %s", n, off, res.str)
+			got = outcomeRejected
 		}
-		off += int64(len(head)) + int64(size)
+		if got != want {
+			diverged++
+		}
+		good += int64(len(head)) + int64(size)
 		n++
 	}
 }
@@ -130,16 +159,22 @@ func decodeRecord(b []byte) ([][]byte, error) {
 	return args, nil
 }
 
-// Append writes the record of one command applied at time now (and syncs
-// when configured).
-func (l *Log) Append(now time.Time, args [][]byte) error {
+// Append writes the record of one write command executed at time now,
+// accepted or not (and syncs when configured).
+func (l *Log) Append(now time.Time, accepted bool, args [][]byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	body := binary.LittleEndian.AppendUint32(l.buf[:0], uint32(len(args)+2))
+	outcome := byte(outcomeRejected)
+	if accepted {
+		outcome = outcomeAccepted
+	}
+	body := binary.LittleEndian.AppendUint32(l.buf[:0], uint32(len(args)+3))
 	body = binary.LittleEndian.AppendUint32(body, uint32(len(recordStamp)))
 	body = append(body, recordStamp...)
 	body = binary.LittleEndian.AppendUint32(body, 8)
 	body = binary.BigEndian.AppendUint64(body, uint64(now.UnixNano()))
+	body = binary.LittleEndian.AppendUint32(body, 1)
+	body = append(body, outcome)
 	for _, a := range args {
 		body = binary.LittleEndian.AppendUint32(body, uint32(len(a)))
 		body = append(body, a...)

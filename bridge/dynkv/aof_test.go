@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -218,5 +219,50 @@ func TestServer_KilledProcessRecoversFromLog(t *testing.T) {
 	}
 	if got := c2.Do(ctx, "DYNKV.APPLY", testKey, AppendEvent(nil, chainStore(r20, 9, nil, []uint64{1}))).Val(); got != "NOOP" {
 		t.Errorf("APPLY for rank 2/0 retired before the kill = %v, want NOOP", got)
+	}
+}
+
+// TestServer_RejectedStoreLeavesNoStateAndTheLogReplays is the replay bug
+// of the field report: a STORE rejected for a missing parent created the
+// rank's state (not logged), REMOVE_WORKER_ALL then advanced that unlogged
+// rank's ticket, and a REPLACE with the live ticket was logged; on restart
+// the replayed REPLACE met another ticket (DYNKV_STALE_GENERATION) and the
+// server refused its own log.
+func TestServer_RejectedStoreLeavesNoStateAndTheLogReplays(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dynkv.aof")
+	s, err := NewServer(Config{Addr: "127.0.0.1:0", LogPath: path})
+	require.NoError(t, err, "NewServer")
+	auth := &connState{authed: true}
+	run := func(args ...[]byte) reply {
+		r, _ := s.exec(auth, args)
+		return r
+	}
+	cmd := func(name string, args ...[]byte) [][]byte {
+		return append([][]byte{[]byte(name), []byte(testKey)}, args...)
+	}
+	require.NotEqual(t, replyError, run(cmd("DYNKV.APPLY", AppendEvent(nil, chainStore(r10, 1, nil, []uint64{1, 2})))...).kind, "APPLY 1/0")
+	orphan := chainStore(r11, 1, []uint64{7}, []uint64{8}) // parent 7 was never stored
+	if r := run(cmd("DYNKV.APPLY", AppendEvent(nil, orphan))...); r.kind != replyError {
+		t.Fatalf("APPLY under a missing parent = %+v, want an error", r)
+	}
+	require.NotEqual(t, replyError, run(cmd("DYNKV.REMOVE_WORKER_ALL", u64(1))...).kind, "REMOVE_WORKER_ALL 1")
+	gen := run(cmd("DYNKV.RANK_GENERATION", u64(1), u32(1))...)
+	require.Equal(t, replyBulk, gen.kind, "RANK_GENERATION 1/1 = %+v", gen)
+	snap := AppendSnapshot(nil, []Event{chainStore(r11, 1, nil, []uint64{5})})
+	if r := run(cmd("DYNKV.REPLACE_RANK_IF_GENERATION", u64(1), u32(1), gen.bulk, snap)...); r.kind == replyError {
+		t.Fatalf("REPLACE_RANK_IF_GENERATION 1/1 with the live ticket = %s", r.str)
+	}
+	query := cmd("DYNKV.MATCH", AppendMatchRequest(nil, []uint64{5}))
+	before := run(query...)
+	genBefore := run(cmd("DYNKV.RANK_GENERATION", u64(1), u32(1))...)
+	require.NoError(t, s.Close(), "Close")
+
+	s2, err := NewServer(Config{Addr: "127.0.0.1:0", LogPath: path})
+	require.NoError(t, err, "NewServer on the log of a rejected STORE, REMOVE_WORKER_ALL and REPLACE")
+	defer s2.Close()
+	after, _ := s2.exec(auth, query)
+	genAfter, _ := s2.exec(auth, cmd("DYNKV.RANK_GENERATION", u64(1), u32(1)))
+	if !reflect.DeepEqual(before, after) || !reflect.DeepEqual(genBefore, genAfter) {
+		t.Errorf("after restart MATCH %x ticket %x, want %x %x", after.bulk, genAfter.bulk, before.bulk, genBefore.bulk)
 	}
 }

@@ -64,14 +64,15 @@
 // CLIENT are answered, HELLO 3 gets NOPROTO so clients fall back to RESP2.
 //
 // Errors. A failed command changes nothing and replies the module's error
-// name followed by a detail. A mutation that applied but could not be
-// written to the append-only log replies ERR: it is applied in memory but
-// not durable.
+// name followed by a detail. A write command whose log record could not be
+// written replies ERR: it ran in memory but is not durable.
 //
-// Persistence. With Config.LogPath every successful mutation is appended
-// (length, CRC-32C, the time it was applied, arguments) before the reply; a
-// restarted server replays the log at each record's time (owner leases
-// depend on it) and truncates a torn tail.
+// Persistence. With Config.LogPath every write command is appended, accepted
+// or rejected (length, CRC-32C, the time it ran, its outcome, arguments),
+// before the reply; a restarted server re-executes the log at each record's
+// time (owner leases depend on it), so whatever a command did is replayed,
+// counts a record whose outcome differs (a bug; Server.LogDiverged) instead
+// of refusing to start, and truncates a torn tail.
 //
 // Concurrency. Connections are served concurrently; each Store serializes
 // mutations and lets MATCH/SELECT run in parallel under a read lock. With a
@@ -95,8 +96,9 @@
 // Redis client end to end, the randomized harness stream over the wire
 // (replies equal to an in-process Store's, scores within the harness's
 // bounds), restart recovery
-// (after Close and after SIGKILL, with lease takeovers and concurrent
-// writers in the log) and concurrency under -race. In ckf mode they prove
+// (after Close and after SIGKILL, with lease takeovers, concurrent writers
+// and rejected commands in the log; goindex dynkv's own test kills its child
+// at random points of random workloads and compares with a twin) and concurrency under -race. In ckf mode they prove
 // the semantic and golden tests unchanged, the harness's bounds with no
 // undercount, and, on a random stream of every mutation kind over the wire
 // against an exact server, byte-identical mutation replies, MATCH replies

@@ -10,9 +10,10 @@ import "time"
 
 // RegisterWorker registers one rank: true when created, false when it was
 // already registered; DYNKV_WORKER_RETIRED for a retired rank.
-func (s *Store) RegisterWorker(r Rank) (Changed, error) {
+func (s *Store) RegisterWorker(r Rank) (c Changed, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() { s.settle(err) }()
 	st := s.rank(r)
 	if st.retired {
 		return false, errorf(CodeWorkerRetired, "rank %d/%d is retired until RESET_WORKER", r.Worker, r.DPRank)
@@ -29,9 +30,10 @@ func (s *Store) RegisterWorker(r Rank) (Changed, error) {
 // RegisterWorkerRanks registers a worker's ranks. Version 3 also claims the
 // worker for an owner nonce with a lease, guarded by the expected
 // registration generation.
-func (s *Store) RegisterWorkerRanks(worker uint64, reg Registration, now time.Time) (Changed, error) {
+func (s *Store) RegisterWorkerRanks(worker uint64, reg Registration, now time.Time) (c Changed, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() { s.settle(err) }()
 	w := s.workerState(worker)
 	if w.retired {
 		return false, errorf(CodeWorkerRetired, "worker %d is retired", worker)
@@ -79,9 +81,10 @@ func (s *Store) RegistrationGeneration(worker uint64) uint64 {
 }
 
 // ApplyOwned applies an event from the worker's registered owner.
-func (s *Store) ApplyOwned(nonce uint64, ev Event) (Changed, error) {
+func (s *Store) ApplyOwned(nonce uint64, ev Event) (c Changed, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() { s.settle(err) }()
 	w := s.workers[ev.Rank.Worker]
 	if w == nil || w.ownerNonce == 0 || w.ownerNonce != nonce {
 		return false, errorf(CodeStaleWorkerOwner, "nonce %#x does not own worker %d", nonce, ev.Rank.Worker)

@@ -80,6 +80,16 @@ func NewServer(cfg Config) (*Server, error) {
 // Addr returns the listening address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
+// LogDiverged returns how many records of the replayed log had another
+// outcome on replay than when first run (0 unless there is a bug; 0 without
+// a log).
+func (s *Server) LogDiverged() int {
+	if s.log == nil {
+		return 0
+	}
+	return s.log.Diverged()
+}
+
 // Engine returns the server's engine (for tests and the benchmark).
 func (s *Server) Engine() *Engine { return s.engine }
 
@@ -167,21 +177,19 @@ func (s *Server) exec(st *connState, args [][]byte) (reply, bool) {
 		r, _ := s.engine.Exec(args)
 		return r, false
 	}
-	// The log must hold mutations in the order the engine applied them:
-	// replayed out of order, a store under a parent that a sibling rank's
-	// clear dropped meanwhile fails (DYNKV_MISSING_PARENT) and the restarted
-	// server refuses its own log. Mutations that are logged therefore run
-	// one at a time, each with its record; reads do not wait.
+	// The log holds every write command in the order the engine ran it,
+	// rejected ones included: replay then reproduces the state whatever a
+	// command did, and in another order a store under a parent that a
+	// sibling rank's clear dropped meanwhile would fail. Write commands
+	// therefore run one at a time, each with its record; reads do not wait.
 	s.logMu.Lock()
 	defer s.logMu.Unlock()
 	now := s.engine.now()
-	r, mutated := s.engine.ExecAt(now, args)
-	if mutated {
-		if err := s.log.Append(now, args); err != nil {
-			// The change is applied but not durable: say so rather than
-			// pretend success.
-			return reply{kind: replyError, str: "ERR " + err.Error()}, false
-		}
+	r, _ := s.engine.ExecAt(now, args)
+	if err := s.log.Append(now, r.kind != replyError, args); err != nil {
+		// The command ran but its record is not durable: say so rather
+		// than pretend success.
+		return reply{kind: replyError, str: "ERR " + err.Error()}, false
 	}
 	return r, false
 }

@@ -46,6 +46,13 @@ type Store struct {
 	states    int // live (node, rank) states
 	holding   int // ranks with an active state
 
+	// Ranks and workers created during the current mutation: a mutation
+	// that fails deletes them again (forget), so a rejected command leaves
+	// no state behind, not even an empty rank whose ticket a later command
+	// would advance.
+	freshRanks   []Rank
+	freshWorkers []uint64
+
 	proj      *projection // ckf mode; nil in exact mode
 	laneLimit int         // ranks that may hold blocks at once; 0: no limit
 	run       []*node     // scratch: blocks a store activated, for proj
@@ -109,14 +116,30 @@ func (s *Store) rank(r Rank) *rankState {
 			st.retired = true
 		}
 		s.ranks[r] = st
+		s.freshRanks = append(s.freshRanks, r)
 	}
 	return st
 }
 
+// settle ends a mutation: on failure it deletes the ranks and workers the
+// mutation created (they hold nothing yet), so the failure changed nothing.
+func (s *Store) settle(err error) {
+	if err != nil {
+		for _, r := range s.freshRanks {
+			delete(s.ranks, r)
+		}
+		for _, w := range s.freshWorkers {
+			delete(s.workers, w)
+		}
+	}
+	s.freshRanks, s.freshWorkers = s.freshRanks[:0], s.freshWorkers[:0]
+}
+
 // Apply applies one decoded event.
-func (s *Store) Apply(ev Event) (Changed, error) {
+func (s *Store) Apply(ev Event) (c Changed, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() { s.settle(err) }()
 	return s.apply(ev)
 }
 
@@ -453,6 +476,7 @@ func better(m uint32, c SelectCandidate, bm uint32, b SelectCandidate) bool {
 func (s *Store) ResetWorker(r Rank) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.settle(nil)
 	st := s.rank(r)
 	s.dropRank(r, st)
 	st.retired, st.hasClear, st.clearEvent = false, false, 0
@@ -465,6 +489,7 @@ func (s *Store) ResetWorker(r Rank) {
 func (s *Store) RemoveWorker(r Rank) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.settle(nil)
 	st := s.rank(r)
 	s.dropRank(r, st)
 	st.retired = true
@@ -477,6 +502,7 @@ func (s *Store) RemoveWorker(r Rank) {
 func (s *Store) RemoveWorkerAll(worker uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.settle(nil)
 	s.workerState(worker).retired = true
 	for r, st := range s.ranks {
 		if r.Worker == worker {
@@ -493,6 +519,7 @@ func (s *Store) workerState(worker uint64) *workerState {
 	if w == nil {
 		w = &workerState{registration: 1}
 		s.workers[worker] = w
+		s.freshWorkers = append(s.freshWorkers, worker)
 	}
 	return w
 }
@@ -510,9 +537,10 @@ func (s *Store) RankGeneration(r Rank) uint64 {
 // ReplaceRankIfGeneration atomically resets rank r and replays events when
 // the rank's ticket equals expected, returning the new ticket. Any failing
 // event aborts the replacement with the index unchanged.
-func (s *Store) ReplaceRankIfGeneration(r Rank, expected uint64, events []Event) (uint64, error) {
+func (s *Store) ReplaceRankIfGeneration(r Rank, expected uint64, events []Event) (gen uint64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() { s.settle(err) }()
 	st := s.rank(r)
 	if st.generation != expected {
 		return 0, errorf(CodeStaleGeneration, "rank %d/%d ticket is %d, not %d", r.Worker, r.DPRank, st.generation, expected)
@@ -529,7 +557,7 @@ func (s *Store) ReplaceRankIfGeneration(r Rank, expected uint64, events []Event)
 			return 0, errorf(CodeInvalidReplace, "event %d: %v", i, err)
 		}
 	}
-	gen := st.generation
+	gen = st.generation
 	s.dropRank(r, st)
 	st.retired, st.hasClear, st.clearEvent = false, false, 0
 	for _, ev := range events {

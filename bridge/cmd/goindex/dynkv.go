@@ -102,6 +102,9 @@ func runDynkv(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if backing.Index == dynkv.IndexCKF {
 		what = fmt.Sprintf("ckf, %d expected blocks a rank", srv.Engine().Backing().CKFExpectedBlocks)
 	}
+	if n := srv.LogDiverged(); n > 0 {
+		fmt.Fprintf(stderr, "goindex dynkv: warning: %d records of %s replayed with another outcome than logged\n", n, *logPath)
+	}
 	fmt.Fprintf(stderr, "goindex dynkv: serving on %s (index: %s; log: %s)\n", srv.Addr(), what, orNone(*logPath))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
