@@ -14,6 +14,10 @@
 // u32, repeated BlockSize times. The sequence-hash chain is goindex's own
 // (kv.AppendChain).
 //
+// An event-plane message carries one RouterEvent (v1.3 and older) or a list
+// of them (v1.4 on); decoders tell the two apart by their first byte.
+// Dynamo's own worker load travels as ActiveLoad on topic kv_metrics.
+//
 // A RouterEvent is what Dynamo's router consumes: worker, storage tier,
 // residency domain and a CacheEvent (stored run, removed hashes, or clear)
 // of one dp rank. Only the device tier feeds the primary index
@@ -38,7 +42,8 @@
 //
 // A decoder that fails returns a zero value and a *DecodeError wrapping
 // ErrMalformed, a *LimitError or a sentinel (ErrUnsupportedResidency,
-// ErrUnknownStorageTier, ErrByteHash, ErrFrameCount); nothing is partially
+// ErrUnknownStorageTier, ErrByteHash, ErrFrameCount, ErrFrameHeader,
+// ErrIdentity); nothing is partially
 // applied anywhere. A Normalizer never fails: it drops, rewrites or
 // truncates events by Dynamo's rules and counts each in its Stats.
 //
@@ -68,16 +73,23 @@
 //   - json.go: JSON RouterEvent decoder and CUR-shape encoder.
 //   - msgpack.go: msgpack RouterEvent decoder and rmp-serde named encoder.
 //   - envelope.go: event-plane Envelope (msgpack and early JSON), DecodeMessage.
+//   - eventplane.go: the ZMQ event plane's 4-part message, frame header and
+//     identity checks (PlaneMessage, DecodePlane, CheckIdentity).
+//   - load.go: Dynamo's ActiveLoad worker load sample (kv_metrics).
 //   - mpreader.go: the strict, limit-checking msgpack reader and the writer.
 //   - zmq.go: vLLM/SGLang ZMQ frames and KVEventBatch decoder (EngineBatch).
 //   - normalize.go: Normalizer, Dynamo's conversion and filter rules; MediumTier.
-//   - subjects.go: event-plane subject, legacy subject and stream names.
+//   - subjects.go: Scope (namespace, component, endpoint) subjects and
+//     discovery key prefixes, legacy subject and stream names.
 //   - hash_test.go: every §1.5 vector, multimodal schemes, Mooncake fast path
 //     against the generic path.
 //   - event_test.go: conversion, tiers, residency, validation.
 //   - wire_test.go: JSON, msgpack and envelope golden bytes, round trips,
 //     hostile inputs.
 //   - zmq_test.go: engine batches in every shape; normalizer rules 1–7.
+//   - release_test.go: one message per released payload shape, written by
+//     Debian's python3-msgpack (testdata/releases); event-plane frames and
+//     identity checks; ActiveLoad; scoped subjects and key prefixes.
 //   - subjects_test.go: subject and stream names, escaping.
 //   - fuzz_test.go: fuzz targets of every decoder.
 //   - bench_test.go: BenchmarkMooncakeLocal and decoder benchmarks.

@@ -2,7 +2,6 @@ package dynamo
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"strconv"
 )
@@ -55,13 +54,6 @@ type Envelope struct {
 	Payload          []byte
 }
 
-// The binary frame header of Dynamo's event transport (its frame module): a
-// version byte, frameVersion, then the payload length as a big-endian u32.
-const (
-	frameVersion     = 1
-	frameHeaderBytes = 5
-)
-
 // DecodeEnvelope decodes an event-plane message's envelope, detecting the
 // encoding by its first byte: '{' is the early JSON envelope, a msgpack map
 // header (0x80–0x8f, 0xde, 0xdf) the current one. Required keys:
@@ -71,12 +63,11 @@ const (
 // (dynamo-compat §2.5), so both are accepted
 // (TestDecodeEnvelope_ToleratesUnknownKeysAndArrayPayload, the goldens).
 //
-// Whether CUR's ZMQ event plane prepends its binary frame header (version
-// byte 1, u32 big-endian payload length) is [unverified] (dynamo-compat
-// §2.5), so both forms are accepted: a message whose first byte is 1 (a
-// msgpack fixint, never an envelope) must carry that header with a length
-// equal to the bytes that follow, and the envelope after it is decoded as
-// above. Errors are *DecodeError.
+// A message whose first byte is 1 (a msgpack fixint, never an envelope) is
+// taken as framed the way Dynamo's ZMQ transport frames its fourth part
+// (SplitFrame: version byte 1, u32 big-endian payload length); NATS carries
+// the envelope bare (dynamo-current §1.9), so both forms are accepted.
+// Errors are *DecodeError.
 func DecodeEnvelope(b []byte) (Envelope, error) {
 	if len(b) > MaxMessageBytes {
 		return Envelope{}, &DecodeError{Format: envelopeFormat, Err: &LimitError{What: "message bytes", Got: len(b), Min: 0, Max: MaxMessageBytes}}
@@ -84,7 +75,7 @@ func DecodeEnvelope(b []byte) (Envelope, error) {
 	var env Envelope
 	var err error
 	if len(b) > 0 && b[0] == frameVersion {
-		if b, err = stripFrameHeader(b); err != nil {
+		if b, err = splitFrame(b); err != nil {
 			return Envelope{}, &DecodeError{Format: envelopeFormat, Err: at("frame header", err)}
 		}
 	}
@@ -110,37 +101,32 @@ func DecodeEnvelope(b []byte) (Envelope, error) {
 	return env, nil
 }
 
-// stripFrameHeader returns the payload of a framed message whose first
-// byte is frameVersion, after checking that the header is whole and that its
-// length is exactly the bytes that follow.
-func stripFrameHeader(b []byte) ([]byte, error) {
-	if len(b) < frameHeaderBytes {
-		return nil, malformed("truncated: %d bytes, want %d", len(b), frameHeaderBytes)
-	}
-	n := binary.BigEndian.Uint32(b[1:frameHeaderBytes])
-	if rest := len(b) - frameHeaderBytes; uint64(n) != uint64(rest) {
-		return nil, malformed("payload length %d, but %d bytes follow", n, rest)
-	}
-	return b[frameHeaderBytes:], nil
-}
-
 // DecodeMessage decodes an event-plane message: the envelope, then its
-// payload as the RouterEvent of the matching encoding.
-func DecodeMessage(b []byte) (Envelope, RouterEvent, error) {
+// payload as the RouterEvents of the matching encoding. A msgpack payload
+// may be one event (v1.3 and older) or a list of them (v1.4 on), see
+// DecodeMsgpackEvents; the early JSON envelope carries one JSON event.
+func DecodeMessage(b []byte) (Envelope, []RouterEvent, error) {
 	env, err := DecodeEnvelope(b)
 	if err != nil {
-		return Envelope{}, RouterEvent{}, err
+		return Envelope{}, nil, err
 	}
-	var ev RouterEvent
-	if env.Encoding == EncodingJSON {
-		ev, err = DecodeJSON(env.Payload)
-	} else {
-		ev, err = DecodeMsgpack(env.Payload)
-	}
+	evs, err := env.Events()
 	if err != nil {
-		return Envelope{}, RouterEvent{}, err
+		return Envelope{}, nil, err
 	}
-	return env, ev, nil
+	return env, evs, nil
+}
+
+// Events decodes the envelope's payload as KV events (see DecodeMessage).
+func (e *Envelope) Events() ([]RouterEvent, error) {
+	if e.Encoding == EncodingJSON {
+		ev, err := DecodeJSON(e.Payload)
+		if err != nil {
+			return nil, err
+		}
+		return []RouterEvent{ev}, nil
+	}
+	return DecodeMsgpackEvents(e.Payload)
 }
 
 func (m *mpReader) envelope(out *Envelope) error {

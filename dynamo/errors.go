@@ -45,9 +45,17 @@ var (
 	// decoder accepts only integers; ZMQConfig.FoldByteHashes opts in to
 	// folding them instead.
 	ErrByteHash = errors.New("dynamo: byte-string block hash")
-	// ErrFrameCount reports a ZMQ message that is not exactly three frames
-	// (topic, sequence, payload).
-	ErrFrameCount = errors.New("dynamo: zmq message must have exactly 3 frames")
+	// ErrFrameCount reports a ZMQ message with the wrong number of parts:
+	// an engine batch has three (topic, sequence, payload), an event-plane
+	// message four (topic, publisher id, sequence, framed envelope).
+	ErrFrameCount = errors.New("dynamo: wrong number of zmq frames")
+	// ErrFrameHeader reports an event-plane message whose identity frames
+	// are not 8 bytes each or whose envelope frame header is short, of
+	// another version, or announces more bytes than follow.
+	ErrFrameHeader = errors.New("dynamo: bad event-plane frame")
+	// ErrIdentity reports an event-plane message whose frames, envelope and
+	// discovered publisher disagree on who sent it or on its topic.
+	ErrIdentity = errors.New("dynamo: event-plane identity mismatch")
 	// ErrMalformed reports input that does not have the expected shape: a
 	// wrong type, a missing required field, an unknown variant or tag,
 	// trailing bytes.

@@ -38,8 +38,8 @@ func ExampleDecodeMessage() {
 	if err != nil {
 		panic(err)
 	}
-	if got.Primary() {
-		k, _ := got.KV()
+	if got[0].Primary() {
+		k, _ := got[0].KV()
 		fmt.Println(env.Encoding, env.Sequence, k.Member, k.Kind, k.Blocks)
 	}
 	// Output:

@@ -40,7 +40,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		payload, err := AppendMsgpack(nil, &ev)
+		payload, err := AppendMsgpackEvents(nil, ev)
 		if err != nil {
 			t.Fatalf("AppendMsgpack(DecodeMessage(%x)): %v", b, err)
 		}
@@ -129,6 +129,35 @@ func FuzzDecodeZMQ(f *testing.F) {
 		want.Topic, want.Sequence = string(topic), binary.BigEndian.Uint64(seq)
 		if !reflect.DeepEqual(batch, want) {
 			t.Fatalf("DecodeZMQ(%q, %x, %x) = %+v, want %+v", topic, seq, payload, batch, want)
+		}
+	})
+}
+
+func FuzzDecodePlane(f *testing.F) {
+	env := golden(f, "releases/v1.4-endpoint-batch.msgpack")
+	f.Add([]byte(EventTopic), uint64(1<<53-1), uint64(1), frame(env))
+	f.Add([]byte("namespace.n.component.c.endpoint.e.kv-events"), uint64(1<<53-1), uint64(1), append(frame(env), 1, 2))
+	f.Fuzz(func(t *testing.T, topic []byte, pub, seq uint64, body []byte) {
+		m, err := DecodePlane(planeFrames(string(topic), pub, seq, body[min(len(body), frameHeaderBytes):]))
+		if err != nil {
+			return
+		}
+		_ = m.CheckIdentity(Scope{Namespace: "n", Component: "c", Endpoint: "e"}, EventTopic, pub)
+		_, _ = m.Envelope.Events()
+		_, _ = DecodeActiveLoad(m.Envelope.Payload)
+	})
+}
+
+func FuzzDecodeActiveLoad(f *testing.F) {
+	env, err := DecodeEnvelope(golden(f, "releases/v1.6-active-load.msgpack"))
+	if err != nil {
+		f.Fatalf("DecodeEnvelope(v1.6-active-load): %v", err)
+	}
+	f.Add(env.Payload)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := DecodeActiveLoad(b)
+		if err != nil && l != (ActiveLoad{}) {
+			t.Fatalf("DecodeActiveLoad(%x) = %+v with error %v, want the zero value", b, l, err)
 		}
 	})
 }

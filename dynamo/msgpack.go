@@ -32,6 +32,75 @@ func DecodeMsgpack(b []byte) (RouterEvent, error) {
 	return ev, nil
 }
 
+// DecodeMsgpackEvents decodes an event-plane payload of either shape
+// Dynamo released (dynamo-current §2.1): one RouterEvent map per message
+// (v1.3 and older) or an array of RouterEvent maps (Vec<RouterEvent>, v1.4
+// on; upstream sends at most 128 per message, MaxEventsPerBatch bounds it
+// here). The shape is told by the first byte, a map or an array header, so
+// no version needs to be configured. Errors are *DecodeError; one bad event
+// fails the whole payload, as in Dynamo.
+func DecodeMsgpackEvents(b []byte) ([]RouterEvent, error) {
+	if len(b) > MaxMessageBytes {
+		return nil, &DecodeError{Format: msgpackFormat, Err: &LimitError{What: "message bytes", Got: len(b), Min: 0, Max: MaxMessageBytes}}
+	}
+	m := newMPReader(b)
+	c, err := m.peek()
+	if err != nil {
+		return nil, &DecodeError{Format: msgpackFormat, Err: err}
+	}
+	var out []RouterEvent
+	if isArrayCode(c) {
+		out, err = m.routerEvents()
+	} else {
+		out = make([]RouterEvent, 1)
+		err = m.routerEvent(&out[0])
+	}
+	if err == nil {
+		err = m.end()
+	}
+	if err != nil {
+		return nil, &DecodeError{Format: msgpackFormat, Err: err}
+	}
+	return out, nil
+}
+
+// minRouterEventBytes is the shortest RouterEvent map a decoder accepts
+// ({worker_id: 0, event: {event_id: 0, data: "cleared"}}): events are
+// allocated only as far as the bytes left could hold them.
+const minRouterEventBytes = 40
+
+func (m *mpReader) routerEvents() ([]RouterEvent, error) {
+	n, err := m.arrayLen(MaxEventsPerBatch)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RouterEvent, 0, m.capacity(n, minRouterEventBytes))
+	for i := range n {
+		var ev RouterEvent
+		if err := m.routerEvent(&ev); err != nil {
+			return nil, at("["+strconv.Itoa(i)+"]", err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// AppendMsgpackEvents appends events as the v1.4+ batched payload (a msgpack
+// array of named RouterEvents) to dst and returns it; an event that fails
+// Validate is not encoded and dst comes back as it was.
+func AppendMsgpackEvents(dst []byte, events []RouterEvent) ([]byte, error) {
+	w := newMPWriter(dst)
+	w.arrayLen(len(events))
+	out := w.bytes()
+	for i := range events {
+		var err error
+		if out, err = AppendMsgpack(out, &events[i]); err != nil {
+			return dst, err
+		}
+	}
+	return out, nil
+}
+
 // fields walks a map, calling fn for each key with the reader positioned at
 // the value; fn must consume the value (skip what it does not know).
 func (m *mpReader) fields(maxEntries int, fn func(key string) error) error {

@@ -1,19 +1,84 @@
 package dynamo
 
-// Dynamo's KV-event topics (dynamo-compat §2.4, §2.5).
+import "strings"
+
+// Dynamo's event-plane topics (dynamo-current §1.6).
 const (
-	// EventTopic is the topic of the current event plane, carried in every
-	// EventEnvelope and ending every event-plane subject.
+	// EventTopic is the topic of KV events on the current event plane,
+	// carried in every EventEnvelope and ending every event-plane subject.
 	EventTopic = "kv-events"
+	// MetricsTopic is the topic of worker load (ActiveLoad) samples; note
+	// the underscore.
+	MetricsTopic = "kv_metrics"
 	// legacyTopic ends the G2025 NATS core subject (note the underscore).
 	legacyTopic = "kv_events"
 )
 
-// EventSubject returns the current event-plane subject (G26a → CUR) of a
-// namespace and component: namespace.<ns>.component.<comp>.kv-events, with
-// ns and comp percent-encoded by EscapeSubjectSegment.
+// DefaultEndpoint is the endpoint a Dynamo worker serves, whose id scopes
+// its KV events and load samples from v1.4 on ("<ns>.<comp>.generate").
+const DefaultEndpoint = "generate"
+
+// Scope is an EventScope of Dynamo's event plane: a namespace, a component
+// of it, or an endpoint of that component (dynamo-current §1.6). The zero
+// Component means namespace scope; a Component with a zero Endpoint means
+// component scope.
+type Scope struct {
+	Namespace string
+	Component string // optional
+	Endpoint  string // optional; needs Component
+}
+
+// segments returns the scope's (kind, name) pairs, outermost first.
+func (s Scope) segments() [][2]string {
+	out := [][2]string{{"namespace", s.Namespace}}
+	if s.Component != "" {
+		out = append(out, [2]string{"component", s.Component})
+		if s.Endpoint != "" {
+			out = append(out, [2]string{"endpoint", s.Endpoint})
+		}
+	}
+	return out
+}
+
+// Subject returns the scope's NATS subject (and broker-mode ZMQ topic) of
+// topic: "namespace.<ns>[.component.<c>[.endpoint.<e>]].<topic>", every
+// name percent-encoded by EscapeSubjectSegment.
+func (s Scope) Subject(topic string) string {
+	var b strings.Builder
+	for _, seg := range s.segments() {
+		b.WriteString(seg[0])
+		b.WriteByte('.')
+		b.WriteString(EscapeSubjectSegment(seg[1]))
+		b.WriteByte('.')
+	}
+	b.WriteString(topic)
+	return b.String()
+}
+
+// ChannelPrefix returns the etcd key prefix under which the scope's event
+// channels of topic are registered (KV-store discovery, dynamo-current
+// §1.7): "v1/event_channels/namespace/<ns>[/component/<c>[/endpoint/<e>]]
+// /topic/<topic>/"; a publisher's key appends its id in lower-case hex.
+func (s Scope) ChannelPrefix(topic string) string {
+	var b strings.Builder
+	b.WriteString("v1/event_channels/")
+	for _, seg := range s.segments() {
+		b.WriteString(seg[0])
+		b.WriteByte('/')
+		b.WriteString(EscapeSubjectSegment(seg[1]))
+		b.WriteByte('/')
+	}
+	b.WriteString("topic/")
+	b.WriteString(EscapeSubjectSegment(topic))
+	b.WriteByte('/')
+	return b.String()
+}
+
+// EventSubject returns the component-scoped KV-event subject of a namespace
+// and component (v1.3 and older; v1.4 moved KV events to endpoint scope):
+// namespace.<ns>.component.<comp>.kv-events, names percent-encoded.
 func EventSubject(namespace, component string) string {
-	return "namespace." + EscapeSubjectSegment(namespace) + ".component." + EscapeSubjectSegment(component) + "." + EventTopic
+	return Scope{Namespace: namespace, Component: component}.Subject(EventTopic)
 }
 
 // LegacyEventSubject returns the G2025 NATS core subject that carried one

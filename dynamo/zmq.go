@@ -67,7 +67,7 @@ type EngineEvent struct {
 // *DecodeError (ErrFrameCount for a wrong frame count).
 func DecodeZMQ(frames [][]byte, cfg ZMQConfig) (EngineBatch, error) {
 	if len(frames) != 3 {
-		return EngineBatch{}, &DecodeError{Format: zmqFormat, Err: detailed(ErrFrameCount, "(got %d)", len(frames))}
+		return EngineBatch{}, &DecodeError{Format: zmqFormat, Err: detailed(ErrFrameCount, "%d, want 3", len(frames))}
 	}
 	if len(frames[0]) > MaxStringBytes {
 		return EngineBatch{}, &DecodeError{Format: zmqFormat, Err: &LimitError{What: "topic bytes", Got: len(frames[0]), Min: 0, Max: MaxStringBytes}}

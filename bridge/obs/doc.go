@@ -51,7 +51,9 @@
 //	relay_events_total                       counter                     primary-tier events handed to the producer
 //	relay_events_applied_total               counter                     events applied (handed over, not refused)
 //	relay_rejected_total                     counter    reason           not applied: non_primary, malformed, too_large,
-//	                                                                     wrong_topic, duplicate, untracked_publisher, producer
+//	                                                                     wrong_topic, duplicate, untracked_publisher,
+//	                                                                     bad_frames, identity, producer
+//	relay_intake_total                       counter    kind             load_samples, engine_batches, replayed_batches, resyncs
 //	relay_envelope_gaps_total                counter                     envelopes missing in a publisher's sequence
 //	relay_untracked_workers_total            counter                     samples/events of workers not tracked (table full)
 //	relay_producer_refusals_total            counter    reason           missing_parent, remap, invalid_sequence, ownership_overflow

@@ -29,6 +29,7 @@ type relayCollector struct {
 
 	ready, running, info                                  family
 	messages, events, applied, rejected, gaps, untracked  family
+	intake                                                family
 	refusals, unknownRemovals, omissions                  family
 	loadFactor, tracked, resident, canonicals, members    family
 	buckets, memory, pendingEvents                        family
@@ -54,7 +55,11 @@ func NewRelayCollector(r *relay.Relay) prometheus.Collector {
 		events:   newFamily(s, "events_total", "Primary-tier events handed to the producer.", counter, pool...),
 		applied:  newFamily(s, "events_applied_total", "Events the producer applied (handed over and not refused).", counter, pool...),
 		rejected: newFamily(s, "rejected_total", "Messages or events not applied, by reason: non_primary, malformed, too_large, "+
-			"wrong_topic, duplicate, untracked_publisher (intake) and producer (refused by the producer).", counter, with("reason")...),
+			"wrong_topic, duplicate, untracked_publisher, bad_frames (ZMQ part count or frame header), identity (ZMQ frames, "+
+			"envelope and discovered publisher disagree) (intake) and producer (refused by the producer).", counter, with("reason")...),
+		intake: newFamily(s, "intake_total", "Intake work by kind: load_samples (ActiveLoad and WorkerLoad taken), engine_batches "+
+			"(vLLM/SGLang batches), replayed_batches (of them from a replay socket), resyncs (engine sources cleared after an "+
+			"unrecoverable gap).", counter, with("kind")...),
 		gaps:      newFamily(s, "envelope_gaps_total", "Envelopes missing between two of one publisher's sequences.", counter, pool...),
 		untracked: newFamily(s, "untracked_workers_total", "Load samples and events of new workers not tracked (worker table full).", counter, pool...),
 		refusals: newFamily(s, "producer_refusals_total", "Stored events the producer refused, by reason: missing_parent, remap, "+
@@ -83,7 +88,7 @@ func NewRelayCollector(r *relay.Relay) prometheus.Collector {
 }
 
 func (c *relayCollector) families() []family {
-	return []family{c.ready, c.running, c.info, c.messages, c.events, c.applied, c.rejected, c.gaps, c.untracked,
+	return []family{c.ready, c.running, c.info, c.messages, c.events, c.applied, c.rejected, c.intake, c.gaps, c.untracked,
 		c.refusals, c.unknownRemovals, c.omissions, c.loadFactor, c.tracked, c.resident, c.canonicals, c.members,
 		c.buckets, c.memory, c.pendingEvents, c.frames, c.bytes, c.sequence, c.deltas, c.fenced, c.snapshots,
 		c.snapshotBytes, c.snapshotSequence, c.logSequence, c.rebuild}
@@ -125,8 +130,14 @@ func (c *relayCollector) collectPool(ch chan<- prometheus.Metric, p *relay.PoolS
 		v      uint64
 	}{{"non_primary", in.NonPrimary}, {"malformed", in.Malformed}, {"too_large", in.TooLarge},
 		{"wrong_topic", in.WrongTopic}, {"duplicate", in.Duplicates}, {"untracked_publisher", in.Untracked},
-		{"producer", p.Rejected}} {
+		{"bad_frames", in.BadFrames}, {"identity", in.Identity}, {"producer", p.Rejected}} {
 		c.rejected.emit(ch, float64(r.v), d, dc, r.reason)
+	}
+	for _, k := range []struct {
+		kind string
+		v    uint64
+	}{{"load_samples", in.LoadSamples}, {"engine_batches", in.EngineBatches}, {"replayed_batches", in.Replayed}, {"resyncs", in.Resyncs}} {
+		c.intake.emit(ch, float64(k.v), d, dc, k.kind)
 	}
 	c.gaps.emit(ch, float64(in.Gaps), d, dc)
 	c.untracked.emit(ch, float64(p.UntrackedWorkers), d, dc)

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,38 @@ const (
 	eventQueue = 4096
 )
 
+// EventScopes selects which of Dynamo's NATS subjects a pool subscribes
+// to. Each release publishes on one; subscribing to both costs nothing and
+// needs no release to be named.
+type EventScopes uint8
+
+// The event scopes.
+const (
+	// ScopeEndpoint (v1.4 on): namespace.<ns>.component.<c>.endpoint.<e>
+	// .kv-events (batched payloads) and the same scope's kv_metrics.
+	ScopeEndpoint EventScopes = 1 << iota
+	// ScopeComponent (v1.3 and older): namespace.<ns>.component.<c>
+	// .kv-events (one event per message), the G2025 ….kv_events JSON
+	// subject, and namespace.<ns>.kv_metrics.
+	ScopeComponent
+	// ScopeBoth is the default: every released subject.
+	ScopeBoth = ScopeEndpoint | ScopeComponent
+)
+
+// LoadSources selects where a pool takes worker load samples from.
+type LoadSources uint8
+
+// The load sources.
+const (
+	// LoadDynamo is Dynamo's own ActiveLoad on the kv_metrics topic (NATS
+	// subjects of the pool's EventScopes, and ZMQ feeds).
+	LoadDynamo LoadSources = 1 << iota
+	// LoadGoindex is goindex's JSON WorkerLoad on P.D.C.worker-load.
+	LoadGoindex
+	// LoadBoth is the default.
+	LoadBoth = LoadDynamo | LoadGoindex
+)
+
 // PoolConfig is one pool (domain, this DC) the relay serves: the Dynamo
 // component whose KV events feed it and the CKF sizing every DC of the
 // domain must share.
@@ -36,6 +69,18 @@ type PoolConfig struct {
 	Domain    relayproto.DomainID
 	Namespace string // Dynamo namespace; required
 	Component string // Dynamo component; required
+	// Endpoint is the workers' serving endpoint, which scopes KV events and
+	// load from v1.4 on; optional; default: "generate".
+	Endpoint string
+	// Scopes are the NATS subjects subscribed; optional; default:
+	// ScopeBoth.
+	Scopes EventScopes
+	// Loads are the load sample sources; optional; default: LoadBoth.
+	Loads LoadSources
+	// Feeds deliver messages of transports other than the relay's NATS
+	// connection (ZMQ event plane, engine publishers); each runs while the
+	// pool runs. Optional; default: none.
+	Feeds []Feed
 	// ExpectedBlocks sizes the filter (ckf.BucketCount); optional; default:
 	// 1,048,576.
 	ExpectedBlocks uint64
@@ -161,6 +206,21 @@ func (c *Config) setDefaults() error {
 			if err := literalSegment(f.v); err != nil {
 				return fmt.Errorf("%w: pool %d %s %q: %v", ErrBadConfig, p.Domain, f.what, f.v, err)
 			}
+		}
+		if p.Endpoint == "" {
+			p.Endpoint = dynamo.DefaultEndpoint
+		}
+		if p.Scopes == 0 {
+			p.Scopes = ScopeBoth
+		}
+		if p.Scopes&^ScopeBoth != 0 {
+			return fmt.Errorf("%w: pool %d: unknown event scopes %#x", ErrBadConfig, p.Domain, p.Scopes)
+		}
+		if p.Loads == 0 {
+			p.Loads = LoadBoth
+		}
+		if p.Loads&^LoadBoth != 0 {
+			return fmt.Errorf("%w: pool %d: unknown load sources %#x", ErrBadConfig, p.Domain, p.Loads)
 		}
 		if p.ExpectedBlocks == 0 {
 			p.ExpectedBlocks = DefaultExpectedBlocks

@@ -1,5 +1,6 @@
-// Package relay is the DC relay: it consumes the DC's Dynamo KV events from
-// NATS, keeps exact ownership and a CKF filter per pool (domain, DC) in a
+// Package relay is the DC relay: it consumes the DC's Dynamo KV events (from
+// NATS, and through Feeds from Dynamo's ZMQ event plane or the engines' own
+// ZMQ publishers), keeps exact ownership and a CKF filter per pool (domain, DC) in a
 // ckf.Producer, and publishes the filter to every router site over NATS
 // JetStream: an ordered delta log with bounded retention, a stored
 // snapshot that cold consumers resync from without asking the relay, load
@@ -7,12 +8,23 @@
 //
 // # Concepts
 //
-// Intake: each pool subscribes to its Dynamo component's current event plane
-// (namespace.<ns>.component.<comp>.kv-events, a msgpack EventEnvelope per
-// event) and to the legacy G2025 subject (….kv_events, one JSON RouterEvent
-// per message). Envelopes at or below their publisher's last sequence are
-// dropped as duplicates and gaps are counted; only device-tier events reach
-// the producer. Workers (or an adapter) may send JSON WorkerLoad samples.
+// Intake: each pool subscribes, on NATS, to every subject Dynamo released
+// (PoolConfig.Scopes): the endpoint scope of v1.4 on
+// (namespace.<ns>.component.<comp>.endpoint.<ep>.kv-events, a msgpack
+// EventEnvelope carrying a list of RouterEvents), the component scope of
+// v1.3 and older (….component.<comp>.kv-events, one RouterEvent per
+// envelope) and the G2025 subject (….kv_events, one JSON RouterEvent per
+// message); the payload shape is told by its first byte, so no release is
+// configured. Feeds (feed.go) deliver ZMQ messages to the same writer
+// goroutine: Dynamo event-plane messages, whose frames and identity are
+// checked (bad ones counted by reason and dropped), and vLLM/SGLang batches,
+// normalized by Dynamo's rules. Envelopes at or below their publisher's last
+// sequence are dropped as duplicates and gaps are counted; only device-tier
+// events reach the producer. A feed source that is gone, or whose engine
+// stream lost what its replay could not cover, has its members cleared.
+// Load: Dynamo's ActiveLoad on kv_metrics (endpoint scope; namespace scope
+// for older releases, then for workers seen in events only) and goindex's
+// JSON WorkerLoad samples (PoolConfig.Loads).
 // Where DCs share one subject space (leaf nodes joined to a hub), the event
 // plane subjects must stay local to their DC: deny their export on the leaf
 // remote, or give each DC's component its own name (as the end-to-end tests
@@ -85,12 +97,16 @@
 //   - pool.go: one pool's setup, claim, writer loop, publication, fencing and shutdown.
 //   - sinks.go: the JetStream delta log and snapshot store behind the publisher.
 //   - intake.go: decoding Dynamo messages, duplicate and gap accounting.
+//   - feed.go: Feed, Message and Source: the intake of non-NATS transports.
 //   - load.go: worker liveness and load aggregation into load reports.
 //   - errors.go: sentinels and PoolError.
 //
 // # Tests
 //
-// The tests prove that a stored snapshot plus the log reproduce the
+// The tests prove that one message per Dynamo release shape, published on
+// that release's subject, is taken without naming the release (and that
+// Scopes selects the subjects), that ActiveLoad samples merge by field and
+// rank into load reports, that a stored snapshot plus the log reproduce the
 // producer's words after random event streams (including a mid-stream
 // snapshot and a legacy JSON event), that pings answer the identity and
 // asset names, that relays of one pool under two prefixes run side by side

@@ -43,13 +43,13 @@ func TestHostile_PublisherFloodIsBoundedAndCounted(t *testing.T) {
 	in := newIntake(&st, 10*time.Second)
 	now := time.Unix(1000, 0)
 	// A real publisher first: it must keep its place through the flood.
-	if _, ok := in.envelope(storedEnvelope(t, 1, 7, 1, dynamo.EventTopic), now); !ok {
+	if _, ok := in.envelope(storedEnvelope(t, 1, 7, 1, dynamo.EventTopic), now, nil); !ok {
 		t.Fatal("first envelope of the real publisher refused")
 	}
 	before := heapAfterGC()
 	const flood = 12 * maxPublishers
 	for i := range uint64(flood) {
-		in.envelope(storedEnvelope(t, 2, 1_000_000+i, 0, dynamo.EventTopic), now)
+		in.envelope(storedEnvelope(t, 2, 1_000_000+i, 0, dynamo.EventTopic), now, nil)
 	}
 	grown := int64(heapAfterGC()) - int64(before)
 	if len(in.last) > maxPublishers {
@@ -63,16 +63,16 @@ func TestHostile_PublisherFloodIsBoundedAndCounted(t *testing.T) {
 	if grown > 4<<20 {
 		t.Errorf("live heap grew %d bytes over a %d-publisher flood, want ≤ 4 MiB", grown, flood)
 	}
-	if _, ok := in.envelope(storedEnvelope(t, 1, 7, 2, dynamo.EventTopic), now); !ok {
+	if _, ok := in.envelope(storedEnvelope(t, 1, 7, 2, dynamo.EventTopic), now, nil); !ok {
 		t.Error("the real publisher's next envelope was refused after the flood")
 	}
-	if _, ok := in.envelope(storedEnvelope(t, 1, 7, 2, dynamo.EventTopic), now); ok {
+	if _, ok := in.envelope(storedEnvelope(t, 1, 7, 2, dynamo.EventTopic), now, nil); ok {
 		t.Error("a replayed envelope of the real publisher was accepted after the flood")
 	}
 	// Once the fake publishers fall silent past the window, new real ones
 	// get in again.
 	later := now.Add(11 * time.Second)
-	if _, ok := in.envelope(storedEnvelope(t, 3, 99, 0, dynamo.EventTopic), later); !ok {
+	if _, ok := in.envelope(storedEnvelope(t, 3, 99, 0, dynamo.EventTopic), later, nil); !ok {
 		t.Error("a new publisher after the flood went silent was refused")
 	}
 }
@@ -118,8 +118,8 @@ func TestHostile_BadEnvelopesAreCountedAndYieldNoEvent(t *testing.T) {
 		{"empty", nil},
 		{"over MaxMessageBytes", huge},
 	} {
-		if ev, ok := in.envelope(c.msg, now); ok {
-			t.Errorf("envelope(%s) accepted: %+v", c.what, ev)
+		if evs, ok := in.envelope(c.msg, now, nil); ok || len(evs) != 0 {
+			t.Errorf("envelope(%s) accepted: %+v", c.what, evs)
 		}
 	}
 	if st.WrongTopic != 1 || st.TooLarge != 1 || st.Malformed != 3 || st.Events != 0 || len(in.last) != 0 {

@@ -21,19 +21,35 @@ const maxPublishers = 4096
 // table).
 const fullSweepEvery = time.Second
 
-// IntakeStats counts what a pool's event intake did with Dynamo messages.
+// IntakeStats counts what a pool's event intake did with Dynamo's and the
+// engines' messages, from every transport.
 type IntakeStats struct {
-	Messages   uint64 // messages received on both event subjects
+	Messages   uint64 // messages received on every event and load input
 	Events     uint64 // primary-tier events handed to the producer
 	NonPrimary uint64 // valid events of other storage tiers (ignored)
 	Malformed  uint64 // messages that did not decode
 	TooLarge   uint64 // messages over a decoder size limit (message bytes, blocks per event, …)
-	WrongTopic uint64 // envelopes whose topic is not Dynamo's kv-events
+	WrongTopic uint64 // envelopes whose topic is not the one of their input
 	Duplicates uint64 // envelopes at or below their publisher's last sequence (dropped)
-	Gaps       uint64 // envelopes missing between two of one publisher's sequences
+	Gaps       uint64 // messages missing between two of one publisher's sequences
 	// Untracked counts envelopes of a new publisher dropped because
 	// maxPublishers publishers were live within the live window.
 	Untracked uint64
+	// BadFrames counts ZMQ messages with the wrong part count, identity
+	// parts that are not 8 bytes, or a bad frame header (dropped).
+	BadFrames uint64
+	// Identity counts ZMQ event-plane messages whose frames, envelope and
+	// discovered publisher disagree (dropped, as Dynamo drops them).
+	Identity uint64
+	// LoadSamples counts worker load samples taken: Dynamo's ActiveLoad and
+	// goindex's own WorkerLoad.
+	LoadSamples uint64
+	// EngineBatches counts vLLM/SGLang KVEventBatches taken; Replayed those
+	// of them that came from a replay socket; Resyncs the sources whose
+	// gap could not be replayed, whose workers were cleared instead.
+	EngineBatches uint64
+	Replayed      uint64
+	Resyncs       uint64
 }
 
 // publisherState is the last envelope sequence of one publisher and when
@@ -56,33 +72,48 @@ func newIntake(st *IntakeStats, window time.Duration) *intake {
 	return &intake{last: map[uint64]publisherState{}, window: window, stats: st}
 }
 
-// envelope decodes an event-plane message (msgpack envelope, or the early
-// JSON envelope), drops duplicates and other topics, counts gaps per
-// publisher, and returns the primary-tier event.
-func (in *intake) envelope(b []byte, now time.Time) (kv.Event, bool) {
+// envelope decodes a NATS event-plane message (msgpack envelope, or the
+// early JSON envelope) and takes it as sequenced does.
+func (in *intake) envelope(b []byte, now time.Time, dst []kv.Event) ([]kv.Event, bool) {
 	in.stats.Messages++
-	env, ev, err := dynamo.DecodeMessage(b)
+	env, err := dynamo.DecodeEnvelope(b)
 	if err != nil {
 		in.decodeFailed(err)
-		return kv.Event{}, false
+		return dst, false
 	}
+	return in.sequenced(&env, now, dst)
+}
+
+// sequenced takes a decoded KV-event envelope from any transport: it drops
+// other topics and undecodable payloads, drops duplicates and counts gaps
+// per publisher, and appends the primary-tier events of its payload (one
+// event or a batch) to dst. It reports whether the envelope was taken.
+func (in *intake) sequenced(env *dynamo.Envelope, now time.Time, dst []kv.Event) ([]kv.Event, bool) {
 	if env.Topic != "" && env.Topic != dynamo.EventTopic {
 		in.stats.WrongTopic++
-		return kv.Event{}, false
+		return dst, false
+	}
+	evs, err := env.Events()
+	if err != nil {
+		in.decodeFailed(err)
+		return dst, false
 	}
 	last, seen := in.last[env.PublisherID]
 	if seen {
 		if env.Sequence <= last.seq {
 			in.stats.Duplicates++
-			return kv.Event{}, false
+			return dst, false
 		}
 		in.stats.Gaps += env.Sequence - last.seq - 1
 	} else if !in.admit(now) {
 		in.stats.Untracked++
-		return kv.Event{}, false
+		return dst, false
 	}
 	in.last[env.PublisherID] = publisherState{seq: env.Sequence, seen: now}
-	return in.event(&ev)
+	for i := range evs {
+		dst = in.event(&evs[i], dst)
+	}
+	return dst, true
 }
 
 // admit makes room for one more publisher: when the table is full it
@@ -105,37 +136,44 @@ func (in *intake) admit(now time.Time) bool {
 }
 
 // legacy decodes a G2025 JSON RouterEvent (no envelope, no sequence).
-func (in *intake) legacy(b []byte, _ time.Time) (kv.Event, bool) {
+func (in *intake) legacy(b []byte, _ time.Time, dst []kv.Event) ([]kv.Event, bool) {
 	in.stats.Messages++
 	ev, err := dynamo.DecodeJSON(b)
 	if err != nil {
 		in.decodeFailed(err)
-		return kv.Event{}, false
+		return dst, false
 	}
-	return in.event(&ev)
+	return in.event(&ev, dst), true
 }
 
-// decodeFailed counts a message that did not decode: over a size limit, or
-// malformed.
+// decodeFailed counts a message that did not decode: over a size limit,
+// bad ZMQ frames, or malformed.
 func (in *intake) decodeFailed(err error) {
 	var le *dynamo.LimitError
-	if errors.As(err, &le) {
+	switch {
+	case errors.As(err, &le):
 		in.stats.TooLarge++
-		return
+	case errors.Is(err, dynamo.ErrFrameCount), errors.Is(err, dynamo.ErrFrameHeader):
+		in.stats.BadFrames++
+	case errors.Is(err, dynamo.ErrIdentity):
+		in.stats.Identity++
+	default:
+		in.stats.Malformed++
 	}
-	in.stats.Malformed++
 }
 
-func (in *intake) event(ev *dynamo.RouterEvent) (kv.Event, bool) {
+// event appends ev to dst as a kv.Event when it is of the primary tier and
+// valid, and counts it.
+func (in *intake) event(ev *dynamo.RouterEvent, dst []kv.Event) []kv.Event {
 	if !ev.Primary() {
 		in.stats.NonPrimary++
-		return kv.Event{}, false
+		return dst
 	}
 	k, err := ev.KV()
 	if err != nil {
 		in.decodeFailed(err)
-		return kv.Event{}, false
+		return dst
 	}
 	in.stats.Events++
-	return k, true
+	return append(dst, k)
 }

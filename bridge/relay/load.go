@@ -4,15 +4,24 @@ import (
 	"math"
 	"time"
 
+	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/relayproto"
 )
 
-// workerState is what the relay knows of one worker's liveness and load.
+// workerState is what the relay knows of one worker's liveness and load:
+// its latest goindex WorkerLoad sample, and Dynamo's ActiveLoad per dp rank
+// merged field by field (workers and routers each send some of the fields;
+// a nil field keeps the last known value).
 type workerState struct {
 	seen   time.Time
 	sample WorkerLoad
 	hasLd  bool
+	ranks  map[uint32]*dynamo.ActiveLoad
 }
+
+// maxRanksPerWorker bounds the dp ranks kept per worker: real deployments
+// run a few dozen; forged rank numbers cannot grow a worker past it.
+const maxRanksPerWorker = 256
 
 // maxWorkers bounds the live-worker table (the same reasoning as
 // maxPublishers: workers are event publishers); a flood of made-up worker
@@ -78,6 +87,53 @@ func (t *loadTracker) sample(s WorkerLoad, now time.Time) {
 	}
 }
 
+// active merges Dynamo's ActiveLoad sample l into its worker's rank.
+// Samples heard on namespace scope (older releases; knownOnly) may come from
+// other components' workers, so they count only for workers this pool
+// already saw events from.
+func (t *loadTracker) active(l dynamo.ActiveLoad, now time.Time, knownOnly bool) {
+	var w *workerState
+	if knownOnly {
+		w = t.workers[l.WorkerID]
+	} else {
+		w = t.worker(l.WorkerID, now)
+	}
+	if w == nil {
+		return
+	}
+	w.seen = now
+	if w.ranks == nil {
+		w.ranks = map[uint32]*dynamo.ActiveLoad{}
+	}
+	r := w.ranks[l.DpRank]
+	if r == nil {
+		if len(w.ranks) >= maxRanksPerWorker {
+			t.refused++
+			return
+		}
+		r = &dynamo.ActiveLoad{WorkerID: l.WorkerID, DpRank: l.DpRank}
+		w.ranks[l.DpRank] = r
+	}
+	if l.HasActiveDecodeBlocks {
+		r.HasActiveDecodeBlocks, r.ActiveDecodeBlocks = true, l.ActiveDecodeBlocks
+	}
+	if l.HasActivePrefillToks {
+		r.HasActivePrefillToks, r.ActivePrefillTokens = true, l.ActivePrefillTokens
+	}
+	if l.HasKVUsedBlocks {
+		r.HasKVUsedBlocks, r.KVUsedBlocks = true, l.KVUsedBlocks
+	}
+}
+
+// activeBlocks is one rank's decode load: the scheduler's active decode
+// blocks when some sender knows them, else the worker's KV occupancy.
+func activeBlocks(r *dynamo.ActiveLoad) uint64 {
+	if r.HasActiveDecodeBlocks {
+		return r.ActiveDecodeBlocks
+	}
+	return r.KVUsedBlocks
+}
+
 // fill sums the live workers' samples into r, forgets workers silent for
 // longer than the window, and uses perWorkerCapacity for live workers that
 // sent no capacity.
@@ -91,6 +147,13 @@ func (t *loadTracker) fill(r *relayproto.LoadReport, now time.Time, perWorkerCap
 			r.ActiveDecodeBlocks = addSaturating(r.ActiveDecodeBlocks, w.sample.ActiveDecodeBlocks)
 			if w.sample.CapacityBlocks > 0 {
 				capacity = w.sample.CapacityBlocks
+			}
+		} else {
+			// Dynamo's ActiveLoad when the worker sends no goindex sample
+			// (one source per worker, never both summed).
+			for _, rk := range w.ranks {
+				r.QueuedPrefillTokens = addSaturating(r.QueuedPrefillTokens, rk.ActivePrefillTokens)
+				r.ActiveDecodeBlocks = addSaturating(r.ActiveDecodeBlocks, activeBlocks(rk))
 			}
 		}
 		r.CapacityBlocks = addSaturating(r.CapacityBlocks, capacity)

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,14 +30,33 @@ const (
 type inKind uint8
 
 const (
-	inEnvelope inKind = iota + 1
-	inLegacy
-	inWorkerLoad
+	inEnvelope      inKind = iota + 1 // kv-events envelope (NATS, any scope)
+	inLegacy                          // G2025 JSON RouterEvent
+	inWorkerLoad                      // goindex JSON WorkerLoad
+	inActiveLoad                      // kv_metrics envelope, endpoint scope
+	inNamespaceLoad                   // kv_metrics envelope, namespace scope (older releases)
+	inFeed                            // a Feed's Message
 )
 
 type inbound struct {
 	kind inKind
 	data []byte
+	feed *Message
+}
+
+// maxOwnedMembers bounds the table of which feed source last fed each
+// member (for KindGone and KindResync): one entry per (worker, rank) of
+// the pool, so 64k covers 4096 workers of 16 ranks; past it new members
+// are not tracked (and not cleared when their source goes).
+const maxOwnedMembers = 1 << 16
+
+// engineSource is the pool's state of one engine feed source: Dynamo's
+// normalizer (event ids, learned attention groups) and the last batch
+// sequence.
+type engineSource struct {
+	norm   *dynamo.Normalizer
+	seq    uint64
+	hasSeq bool
 }
 
 // ownerRecord is the pool's claim in its state bucket: the incarnation of
@@ -94,12 +115,18 @@ type pool struct {
 	state  jetstream.KeyValue
 	subs   []*nats.Subscription
 
-	in     chan inbound
-	req    chan func()
-	intake *intake
-	istats IntakeStats
-	load   *loadTracker
-	wire   *WireStats
+	in        chan inbound
+	req       chan func()
+	intake    *intake
+	evs       []kv.Event            // scratch: one message's events
+	rev       []dynamo.RouterEvent  // scratch: one engine batch's normalized events
+	owners    map[kv.Member]*Source // which feed source last fed each member
+	engines   map[*Source]*engineSource
+	stopFeeds context.CancelFunc
+	feeds     sync.WaitGroup
+	istats    IntakeStats
+	load      *loadTracker
+	wire      *WireStats
 
 	maxImages    int
 	images       []relayproto.Image
@@ -125,7 +152,8 @@ func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 	p := &pool{r: r, cfg: cfg, names: names, format: f,
 		log: r.cfg.Logger.With(PoolLogKey, PoolLogValue(cfg.Domain, r.cfg.DC)),
 		in:  make(chan inbound, eventQueue), req: make(chan func()),
-		load: newLoadTracker(r.cfg.LiveWindow), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload()), wire: newWireStats()}
+		load: newLoadTracker(r.cfg.LiveWindow), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload()), wire: newWireStats(),
+		owners: map[kv.Member]*Source{}, engines: map[*Source]*engineSource{}}
 	p.intake = newIntake(&p.istats, r.cfg.LiveWindow)
 	if err := p.newProducer(); err != nil {
 		return nil, err
@@ -251,10 +279,17 @@ func (p *pool) newPublisher(start uint64) error {
 	return nil
 }
 
-// subscribe starts the event intake, the worker-load intake and the
-// request responders.
-func (p *pool) subscribe() error {
-	nc := p.r.cfg.Conn
+// subscription is one NATS subject a pool listens on.
+type subscription struct {
+	subject string
+	handler nats.MsgHandler
+	events  bool // an event or load input: generous pending limits, none with a Source
+}
+
+// subscriptions lists the pool's NATS subjects: Dynamo's KV events and
+// load on the configured scopes, goindex's worker load, and the request
+// responders.
+func (p *pool) subscriptions() []subscription {
 	push := func(kind inKind) nats.MsgHandler {
 		return func(m *nats.Msg) {
 			select {
@@ -264,19 +299,38 @@ func (p *pool) subscribe() error {
 		}
 	}
 	ns, comp := p.cfg.Namespace, p.cfg.Component
-	subs := []struct {
-		subject string
-		handler nats.MsgHandler
-		events  bool
-	}{
-		{dynamo.EventSubject(ns, comp), push(inEnvelope), true},
-		{dynamo.LegacyEventSubject(ns, comp), push(inLegacy), true},
-		{p.names.WorkerLoadSubject(), push(inWorkerLoad), false},
-		{p.names.PingSubject(), p.respondInfo, false},
-		{p.names.DiscoverSubject(), p.respondInfo, false},
-		{p.names.SnapshotSubject(), p.requestSnapshot, false},
+	endpoint := dynamo.Scope{Namespace: ns, Component: comp, Endpoint: p.cfg.Endpoint}
+	var subs []subscription
+	add := func(subject string, kind inKind) {
+		subs = append(subs, subscription{subject, push(kind), true})
 	}
-	for _, s := range subs {
+	dynLoad := p.cfg.Loads&LoadDynamo != 0
+	if p.cfg.Scopes&ScopeEndpoint != 0 {
+		add(endpoint.Subject(dynamo.EventTopic), inEnvelope)
+		if dynLoad {
+			add(endpoint.Subject(dynamo.MetricsTopic), inActiveLoad)
+		}
+	}
+	if p.cfg.Scopes&ScopeComponent != 0 {
+		add(dynamo.EventSubject(ns, comp), inEnvelope)
+		add(dynamo.LegacyEventSubject(ns, comp), inLegacy)
+		if dynLoad {
+			add(dynamo.Scope{Namespace: ns}.Subject(dynamo.MetricsTopic), inNamespaceLoad)
+		}
+	}
+	if p.cfg.Loads&LoadGoindex != 0 {
+		add(p.names.WorkerLoadSubject(), inWorkerLoad)
+	}
+	return append(subs,
+		subscription{p.names.PingSubject(), p.respondInfo, false},
+		subscription{p.names.DiscoverSubject(), p.respondInfo, false},
+		subscription{p.names.SnapshotSubject(), p.requestSnapshot, false})
+}
+
+// subscribe starts the NATS inputs, the feeds and the request responders.
+func (p *pool) subscribe() error {
+	nc := p.r.cfg.Conn
+	for _, s := range p.subscriptions() {
 		if s.events && p.cfg.Source != nil {
 			continue // a given Source stands in for the producer the events feed
 		}
@@ -293,7 +347,32 @@ func (p *pool) subscribe() error {
 		}
 		p.subs = append(p.subs, sub)
 	}
+	if p.cfg.Source == nil {
+		p.startFeeds()
+	}
 	return nc.Flush()
+}
+
+// startFeeds runs every feed until the pool stops; their messages join the
+// NATS ones on the writer goroutine.
+func (p *pool) startFeeds() {
+	ctx, cancel := context.WithCancel(p.r.base)
+	p.stopFeeds = cancel
+	for _, f := range p.cfg.Feeds {
+		deliver := func(m Message) bool {
+			select {
+			case p.in <- inbound{kind: inFeed, feed: &m}:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		p.feeds.Go(func() {
+			if err := f.Run(ctx, deliver); err != nil && ctx.Err() == nil {
+				p.log.Error("feed stopped", "feed", f.String(), "err", err)
+			}
+		})
+	}
 }
 
 func (p *pool) unsubscribe() {
@@ -301,6 +380,11 @@ func (p *pool) unsubscribe() {
 		_ = s.Unsubscribe()
 	}
 	p.subs = nil
+	if p.stopFeeds != nil {
+		p.stopFeeds()
+		p.feeds.Wait()
+		p.stopFeeds = nil
+	}
 }
 
 // info returns the pool's current Info; the loop keeps a copy in the relay
@@ -415,34 +499,176 @@ func (p *pool) run(ctx context.Context) error {
 // handle applies one inbound message and returns the cadence step.
 func (p *pool) handle(m inbound) ckf.Step {
 	now := time.Now()
-	if m.kind == inWorkerLoad {
+	p.evs = p.evs[:0]
+	var src *Source
+	switch m.kind {
+	case inWorkerLoad:
+		p.istats.Messages++
 		if s, err := DecodeWorkerLoad(m.data); err == nil {
+			p.istats.LoadSamples++
 			p.load.sample(s, now)
 		} else {
 			p.istats.Malformed++
 		}
 		return ckf.StepContinue
-	}
-	decode := p.intake.legacy
-	if m.kind == inEnvelope {
-		decode = p.intake.envelope
-	}
-	k, ok := decode(m.data, now)
-	if !ok {
+	case inActiveLoad, inNamespaceLoad:
+		p.istats.Messages++
+		env, err := dynamo.DecodeEnvelope(m.data)
+		if err != nil {
+			p.intake.decodeFailed(err)
+			return ckf.StepContinue
+		}
+		p.activeLoad(&env, now, m.kind == inNamespaceLoad)
 		return ckf.StepContinue
-	}
-	p.load.sawEvent(k.Member.Worker, now)
-	step, err := p.prod.Apply(&k)
-	if err != nil && !errors.Is(err, ckf.ErrCapacityExhausted) {
-		p.rejected++
-		if p.rejected&(p.rejected-1) == 0 {
-			p.log.Warn("event rejected", "count", p.rejected, "err", err)
+	case inLegacy:
+		p.evs, _ = p.intake.legacy(m.data, now, p.evs)
+	case inEnvelope:
+		p.evs, _ = p.intake.envelope(m.data, now, p.evs)
+	case inFeed:
+		src = m.feed.Source
+		switch m.feed.Kind {
+		case KindPlane:
+			p.plane(m.feed, now)
+		case KindEngine:
+			p.engine(m.feed, now)
+		case KindResync, KindGone:
+			return p.clearSource(m.feed)
 		}
 	}
-	if p.prod.Fenced() != nil {
-		p.rebuild()
-		return ckf.StepContinue
+	return p.apply(src, now)
+}
+
+// activeLoad takes a kv_metrics envelope's ActiveLoad sample.
+func (p *pool) activeLoad(env *dynamo.Envelope, now time.Time, namespaceScope bool) {
+	if env.Topic != dynamo.MetricsTopic {
+		p.istats.WrongTopic++
+		return
 	}
+	l, err := dynamo.DecodeActiveLoad(env.Payload)
+	if err != nil {
+		p.intake.decodeFailed(err)
+		return
+	}
+	p.istats.LoadSamples++
+	p.load.active(l, now, namespaceScope)
+}
+
+// plane checks and decodes a ZMQ event-plane message into p.evs (KV
+// events) or a load sample (kv_metrics).
+func (p *pool) plane(m *Message, now time.Time) {
+	p.istats.Messages++
+	pm, err := dynamo.DecodePlane(m.Frames)
+	if err != nil {
+		p.intake.decodeFailed(err)
+		return
+	}
+	topic := dynamo.PlaneTopic(pm.Topic)
+	if err := pm.CheckIdentity(m.Source.Scope, topic, m.Source.PublisherID); err != nil {
+		p.intake.decodeFailed(err)
+		return
+	}
+	switch {
+	case topic == dynamo.EventTopic:
+		p.evs, _ = p.intake.sequenced(&pm.Envelope, now, p.evs)
+	case topic == dynamo.MetricsTopic && p.cfg.Loads&LoadDynamo != 0:
+		p.activeLoad(&pm.Envelope, now, m.Source.NamespaceLoad)
+	default:
+		p.istats.WrongTopic++
+	}
+}
+
+// engine decodes an engine KVEventBatch, drops a repeated sequence, counts
+// a gap, and normalizes its events into p.evs.
+func (p *pool) engine(m *Message, now time.Time) {
+	p.istats.Messages++
+	b, err := dynamo.DecodeZMQ(m.Frames, dynamo.ZMQConfig{})
+	if err != nil {
+		p.intake.decodeFailed(err)
+		return
+	}
+	st := p.engines[m.Source]
+	if st == nil {
+		norm, err := dynamo.NewNormalizer(dynamo.NormalizerConfig{WorkerID: m.Source.WorkerID, DpRank: m.Source.DpRank,
+			BlockSize: m.Source.BlockSize})
+		if err != nil {
+			p.log.Error("engine source refused", "source", m.Source.Name, "err", err)
+			p.istats.Malformed++
+			return
+		}
+		st = &engineSource{norm: norm}
+		p.engines[m.Source] = st
+	}
+	if st.hasSeq {
+		if b.Sequence <= st.seq {
+			p.istats.Duplicates++
+			return
+		}
+		p.istats.Gaps += b.Sequence - st.seq - 1
+	}
+	st.seq, st.hasSeq = b.Sequence, true
+	p.istats.EngineBatches++
+	if m.Replayed {
+		p.istats.Replayed++
+	}
+	p.rev = st.norm.Append(p.rev[:0], &b)
+	for i := range p.rev {
+		p.evs = p.intake.event(&p.rev[i], p.evs)
+	}
+}
+
+// apply hands p.evs to the producer, marks their workers live and, for a
+// feed's events, their members as fed by src; it returns the strongest
+// cadence step of the events.
+func (p *pool) apply(src *Source, now time.Time) ckf.Step {
+	step := ckf.StepContinue
+	for i := range p.evs {
+		k := &p.evs[i]
+		p.load.sawEvent(k.Member.Worker, now)
+		s, err := p.prod.Apply(k)
+		if err != nil && !errors.Is(err, ckf.ErrCapacityExhausted) {
+			p.rejected++
+			if p.rejected&(p.rejected-1) == 0 {
+				p.log.Warn("event rejected", "count", p.rejected, "err", err)
+			}
+		}
+		if p.prod.Fenced() != nil {
+			p.rebuild()
+			return ckf.StepContinue
+		}
+		step = max(step, s)
+		if src != nil {
+			if _, ok := p.owners[k.Member]; ok || len(p.owners) < maxOwnedMembers {
+				p.owners[k.Member] = src
+			}
+		}
+	}
+	return step
+}
+
+// clearSource drops every member whose latest events came from m.Source
+// (KindGone: the publisher left; KindResync: its stream lost batches).
+func (p *pool) clearSource(m *Message) ckf.Step {
+	if m.Kind == KindResync {
+		p.istats.Resyncs++
+		delete(p.engines, m.Source) // the next batch starts a new sequence
+	}
+	step := ckf.StepContinue
+	for member, src := range p.owners {
+		if src != m.Source {
+			continue
+		}
+		delete(p.owners, member)
+		s, err := p.prod.RemoveMember(member)
+		if err != nil {
+			p.rejected++
+		}
+		if p.prod.Fenced() != nil {
+			p.rebuild()
+			return ckf.StepContinue
+		}
+		step = max(step, s)
+	}
+	p.log.Info("feed source cleared", "source", m.Source.Name, "kind", m.Kind)
 	return step
 }
 
@@ -458,6 +684,7 @@ func (p *pool) rebuild() {
 	}
 	p.id.LayoutGeneration++
 	p.rebuilds++
+	clear(p.owners)
 	if err := p.newPublisher(last); err != nil {
 		p.log.Error("rebuild", "err", err)
 		return

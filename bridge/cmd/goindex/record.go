@@ -112,14 +112,23 @@ func (r *recorder) handle(form msgForm, b []byte) {
 		return
 	}
 	r.st.Messages++
-	ev, err := r.decode(form, b)
+	evs, err := r.decode(form, b)
 	if err != nil {
 		if !errors.Is(err, errDuplicate) {
 			r.st.Malformed++
 		}
 		return
 	}
-	line, err := dynamo.AppendJSON(r.buf, &ev)
+	for i := range evs {
+		if r.record(&evs[i]); r.stopped {
+			return
+		}
+	}
+}
+
+// record writes one event as a line of the log.
+func (r *recorder) record(ev *dynamo.RouterEvent) {
+	line, err := dynamo.AppendJSON(r.buf, ev)
 	if err != nil {
 		r.st.Malformed++
 		return
@@ -149,28 +158,35 @@ func (r *recorder) handle(form msgForm, b []byte) {
 // malformed messages.
 var errDuplicate = errors.New("record: duplicate envelope")
 
-// decode returns the message's RouterEvent, applying the envelope
-// sequence rules.
-func (r *recorder) decode(form msgForm, b []byte) (dynamo.RouterEvent, error) {
-	if form == formLegacy {
-		return dynamo.DecodeJSON(b)
+// decode returns the message's RouterEvents (one, or a v1.4+ batch),
+// applying the envelope sequence rules.
+func (r *recorder) decode(form msgForm, b []byte) ([]dynamo.RouterEvent, error) {
+	decodeJSON := func() ([]dynamo.RouterEvent, error) {
+		ev, err := dynamo.DecodeJSON(b)
+		if err != nil {
+			return nil, err
+		}
+		return []dynamo.RouterEvent{ev}, nil
 	}
-	env, ev, err := dynamo.DecodeMessage(b)
+	if form == formLegacy {
+		return decodeJSON()
+	}
+	env, evs, err := dynamo.DecodeMessage(b)
 	if err != nil {
 		if form == formDetect && len(b) > 0 && b[0] == '{' {
-			return dynamo.DecodeJSON(b)
+			return decodeJSON()
 		}
-		return dynamo.RouterEvent{}, err
+		return nil, err
 	}
 	if last, seen := r.last[env.PublisherID]; seen {
 		if env.Sequence <= last {
 			r.st.Duplicates++
-			return dynamo.RouterEvent{}, errDuplicate
+			return nil, errDuplicate
 		}
 		r.st.Gaps += env.Sequence - last - 1
 	}
 	r.last[env.PublisherID] = env.Sequence
-	return ev, nil
+	return evs, nil
 }
 
 // flushLocked writes the buffered lines; a write error stops recording.

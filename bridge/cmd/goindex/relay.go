@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/goindex/goindex/bridge/relay"
@@ -15,16 +18,24 @@ import (
 
 const relaySynopsis = `Usage: goindex relay --dc ID [--nats URL] [--domain D --namespace NS --component COMP] [--json]
 
-Runs a DC relay: consumes the DC's Dynamo KV events from NATS, keeps exact
-ownership and a CKF filter per pool (domain, DC), and publishes the filter
-to every router site over JetStream. Without --nats it starts an embedded
-nats-server with JetStream on a temporary store (listening on --listen).
+Runs a DC relay: consumes the DC's Dynamo KV events, keeps exact ownership
+and a CKF filter per pool (domain, DC), and publishes the filter to every
+router site over JetStream. Without --nats it starts an embedded nats-server
+with JetStream on a temporary store (listening on --listen).
 
-Input (Dynamo's event plane):
-  namespace.<NS>.component.<COMP>.kv-events   msgpack EventEnvelope per event
-  namespace.<NS>.component.<COMP>.kv_events   legacy G2025 JSON RouterEvent
-  <P>.<D>.<DC>.worker-load                     JSON {worker_id, queued_prefill_tokens,
+Input on NATS (Dynamo with DYN_EVENT_PLANE=nats; every release's subjects by
+default, the payload shape is detected, no release is named):
+  namespace.<NS>.component.<COMP>.endpoint.<EP>.kv-events   v1.4+: msgpack EventEnvelope,
+                                               payload a list of RouterEvents (--event-scope endpoint)
+  namespace.<NS>.component.<COMP>.kv-events   v1.3 and older: one RouterEvent per
+                                               envelope (--event-scope component)
+  namespace.<NS>.component.<COMP>.kv_events   G2025 JSON RouterEvent (component)
+  namespace.<NS>.component.<COMP>.endpoint.<EP>.kv_metrics  Dynamo's ActiveLoad (endpoint)
+  namespace.<NS>.kv_metrics                    ActiveLoad of older releases (component;
+                                               only for workers seen in events)
+  <P>.<D>.<DC>.worker-load                     goindex's JSON {worker_id, queued_prefill_tokens,
                                                active_decode_blocks, capacity_blocks}
+  Names are percent-encoded as Dynamo does (a dot in a name becomes %2E).
 Output (P = --prefix; D, DC decimal ids):
   <P>.<D>.<DC>.delta      JetStream stream <P>-<D>-<DC>-delta: the ordered delta log
                           (deltas, heartbeats, drain marker), bounded by --max-age/--max-bytes
@@ -55,6 +66,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	domain := fs.Uint64("domain", 1, "pool: indexer domain id")
 	namespace := fs.String("namespace", "dynamo", "pool: Dynamo namespace of the KV events")
 	component := fs.String("component", "backend", "pool: Dynamo component of the KV events")
+	endpoint := fs.String("endpoint", "generate", "pool: Dynamo endpoint of the workers, which scopes KV events and load from v1.4 on")
+	eventScope := fs.String("event-scope", "both", "pool: NATS subjects to read: endpoint (v1.4+), component (v1.3 and older, G2025 JSON), or both")
+	loadSource := fs.String("load-source", "both", "pool: worker load from dynamo (ActiveLoad on kv_metrics), goindex (<P>.<D>.<DC>.worker-load), or both")
 	expected := fs.Uint64("expected-blocks", relay.DefaultExpectedBlocks, "pool: filter sizing; every DC of a domain must use the same")
 	seed := fs.Uint64("seed", ckf.DefaultSeed, "pool: addressing seed; every DC of a domain must use the same")
 	batch := fs.Int("batch-events", ckf.DefaultBatchEvents, "publication: a boundary every N events")
@@ -86,6 +100,16 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return fmt.Errorf("relay: --encoding %q: want compact or dense: %w", *encoding, errUsage)
 	}
+	scopes, err := parseChoice("--event-scope", *eventScope, map[string]relay.EventScopes{
+		"both": relay.ScopeBoth, "endpoint": relay.ScopeEndpoint, "component": relay.ScopeComponent})
+	if err != nil {
+		return err
+	}
+	loads, err := parseChoice("--load-source", *loadSource, map[string]relay.LoadSources{
+		"both": relay.LoadBoth, "dynamo": relay.LoadDynamo, "goindex": relay.LoadGoindex})
+	if err != nil {
+		return err
+	}
 	log, err := of.logger(stderr)
 	if err != nil {
 		return err
@@ -101,7 +125,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	r, err := relay.New(relay.Config{Conn: nc, Prefix: *nf.prefix, DC: relayproto.DCID(*dc), Name: *name, JSDomain: *jsDomain,
 		Pools: []relay.PoolConfig{{Domain: relayproto.DomainID(*domain), Namespace: *namespace, Component: *component,
-			ExpectedBlocks: *expected, Seed: *seed}},
+			Endpoint: *endpoint, Scopes: scopes, Loads: loads, ExpectedBlocks: *expected, Seed: *seed}},
 		BatchEvents: *batch, FlushAfter: *flush, MaxAge: *maxAge, MaxBytes: *maxBytes, Storage: storage, Encoding: enc,
 		SnapshotEvery: *snapEvery, LoadEvery: *loadEvery, HeartbeatEvery: *hbEvery,
 		PrefillTokensPerMs: *prefill, QueueTokensPerMs: *queue, DecodeBlocksPerMs: *decode, WorkerCapacityBlocks: *capacity,
@@ -151,6 +175,16 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 	}
+}
+
+// parseChoice maps a flag's value through choices, or fails naming them.
+func parseChoice[T any](flag, v string, choices map[string]T) (T, error) {
+	if c, ok := choices[v]; ok {
+		return c, nil
+	}
+	var zero T
+	names := slices.Sorted(maps.Keys(choices))
+	return zero, fmt.Errorf("relay: %s %q: want one of %s: %w", flag, v, strings.Join(names, ", "), errUsage)
 }
 
 // printRelayStatus writes the final pool statuses.

@@ -128,7 +128,8 @@ func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
 	if err := runRelay(context.Background(), []string{"--help"}, &out, &errb); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("relay --help = %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"<P>.<D>.<DC>.delta", "kv-events", "kv_events", "drain marker", "--max-age"} {
+	for _, want := range []string{"<P>.<D>.<DC>.delta", "kv-events", "kv_events", "drain marker", "--max-age",
+		"endpoint.<EP>.kv-events", "kv_metrics", "--event-scope", "-load-source", "-endpoint string"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("relay --help lacks %q", want)
 		}
@@ -143,6 +144,8 @@ func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
 	usage := map[string][]string{
 		"relay without --dc":      {"relay"},
 		"relay bad encoding":      {"relay", "--dc", "1", "--encoding", "zip"},
+		"relay bad event scope":   {"relay", "--dc", "1", "--event-scope", "namespace"},
+		"relay bad load source":   {"relay", "--dc", "1", "--load-source", "vllm"},
 		"relay bad log level":     {"relay", "--dc", "1", "--log-level", "loud"},
 		"consume bad dcs":         {"consume", "--dcs", "1,x"},
 		"consume seed alone":      {"consume", "--seed", "5"},

@@ -1,0 +1,82 @@
+package relay
+
+import (
+	"context"
+
+	"github.com/goindex/goindex/dynamo"
+)
+
+// Feed is a source of messages on a transport other than the relay's NATS
+// connection: Dynamo's ZMQ event plane, or a vLLM/SGLang engine's own ZMQ
+// publisher. The pool runs each of its feeds' Run while it serves; the
+// feed hands it messages through deliver, which blocks while the pool's
+// queue is full (ZMQ then queues and drops by its high-water mark, which
+// shows up as a sequence gap) and returns false once the pool stops. The
+// pool decodes, checks and counts every message on its writer goroutine,
+// exactly as it does NATS messages. Run returns when ctx ends; an error
+// before that is logged and the feed is not restarted.
+type Feed interface {
+	Run(ctx context.Context, deliver func(Message) bool) error
+	// String names the feed in logs.
+	String() string
+}
+
+// MessageKind says what a Feed's Message is.
+type MessageKind uint8
+
+// The message kinds.
+const (
+	// KindPlane is one message of Dynamo's ZMQ event plane: four parts
+	// (topic, publisher id, sequence, framed envelope), checked against
+	// Source's scope and publisher id; its topic (kv-events or kv_metrics)
+	// selects events or load.
+	KindPlane MessageKind = iota + 1
+	// KindEngine is one vLLM/SGLang KVEventBatch: three parts (topic,
+	// sequence, msgpack batch), normalized with Source's worker, rank and
+	// block size by Dynamo's rules.
+	KindEngine
+	// KindResync says Source's engine stream lost batches that no replay
+	// could cover: the members it fed are cleared (their blocks would
+	// otherwise include removed ones forever) and fill again from the
+	// stream's next stores.
+	KindResync
+	// KindGone says Source's publisher is gone (its discovery record was
+	// deleted or its lease expired): the members whose latest events came
+	// from it are cleared; a restarted worker's new publisher keeps the
+	// members it has already sent events for.
+	KindGone
+)
+
+// Message is one message of a Feed.
+type Message struct {
+	Kind   MessageKind
+	Frames [][]byte // the ZMQ parts (KindPlane, KindEngine)
+	Source *Source
+	// Replayed marks a KindEngine batch that came from the engine's replay
+	// socket, filling a gap.
+	Replayed bool
+}
+
+// Source is who a feed's messages come from. A feed keeps one Source per
+// publisher for its whole life (the pool keys its per-source state by the
+// pointer).
+type Source struct {
+	// Scope is the scope the event-plane publisher registered (KindPlane):
+	// frame 0 may be its subject (broker mode).
+	Scope dynamo.Scope
+	// PublisherID is the discovered publisher id (KindPlane); 0 accepts any
+	// (a static publisher list, broker mode).
+	PublisherID uint64
+	// NamespaceLoad marks a publisher registered on namespace scope (older
+	// releases' kv_metrics): its ActiveLoad counts only for workers the
+	// pool already saw events from.
+	NamespaceLoad bool
+	// WorkerID, DpRank and BlockSize are the engine's worker, the rank it
+	// was started with (a batch's data_parallel_rank overrides it) and
+	// Dynamo's kv_block_size (KindEngine).
+	WorkerID  uint64
+	DpRank    uint32
+	BlockSize int
+	// Name names the source in logs (an endpoint).
+	Name string
+}
