@@ -31,6 +31,11 @@
 //   - route: the replica attached and at least one DC eligible under the
 //     policy (route.Router.Ready; also on route's own listener).
 //
+// The endpoint bounds its clients: a whole request, headers and any body,
+// must arrive within 10 s (headers within 5 s), an answer must be written
+// within 30 s, and an idle keep-alive connection is closed after 2 min, so
+// a client that stops half-way holds a connection at most that long.
+//
 // Logs (NewLogger; `--log-format text|json`, `--log-level`): every line
 // about one pool carries pool="domain/dc" (relay.PoolLogKey) and, once
 // claimed, the relay's incarnation; every line about a consumer lane
@@ -165,7 +170,9 @@
 // received frames match the relay's published ones, and its RTT appears;
 // the router counts a decision per served request under its DC and
 // policy with cost-part observations, and its readiness follows the
-// replica; structured logs carry pool, lane and lease; bad log formats,
+// replica; 500 clients stalled half-way through their requests are all
+// released at the read timeout while scrapes are served beside them;
+// structured logs carry pool, lane and lease; bad log formats,
 // levels and readiness policies are refused; and every metric described
 // is in this file's table.
 package obs

@@ -15,13 +15,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Server limits: scrapes and probes are small requests.
+// Server limits: scrapes and probes are small requests. A whole request,
+// headers and any body (which no handler reads: net/http drains up to 256
+// KiB of it after the handler), must arrive within serverReadTimeout, so a
+// client that stops half-way holds its connection no longer; an idle
+// keep-alive connection is closed after serverIdleTimeout (Prometheus
+// scrapes every 15 s to 1 min by default).
 const (
 	serverReadHeaderTimeout = 5 * time.Second
+	serverReadTimeout       = 10 * time.Second
 	serverWriteTimeout      = 30 * time.Second
+	serverIdleTimeout       = 2 * time.Minute
 	serverMaxHeaderBytes    = 64 << 10
 	shutdownGrace           = 2 * time.Second
 )
+
+// limits are a Server's connection bounds.
+type limits struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// serverLimits are Listen's limits; the tests shorten them.
+func serverLimits() limits {
+	return limits{readHeader: serverReadHeaderTimeout, read: serverReadTimeout, write: serverWriteTimeout, idle: serverIdleTimeout}
+}
 
 // ReadyFunc reports readiness: nil when ready, else an error saying why
 // (wrapping ErrNotReady). It is called on every /readyz request.
@@ -89,18 +106,23 @@ type Server struct {
 // Listen serves h on addr (host:port; port 0 picks a free one) in the
 // background until Close. A listen failure returns ErrBadConfig.
 func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics address %q: %w", ErrBadConfig, addr, err)
 	}
+	return serve(ln, h, log, serverLimits()), nil
+}
+
+// serve serves h on ln with the limits lim (Listen's, or a test's).
+func serve(ln net.Listener, h http.Handler, log *slog.Logger, lim limits) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	s := &Server{ln: ln, done: make(chan error, 1), srv: &http.Server{Handler: h,
-		ReadHeaderTimeout: serverReadHeaderTimeout, WriteTimeout: serverWriteTimeout,
+		ReadHeaderTimeout: lim.readHeader, ReadTimeout: lim.read, WriteTimeout: lim.write, IdleTimeout: lim.idle,
 		MaxHeaderBytes: serverMaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
 	go func() { s.done <- s.srv.Serve(ln) }()
-	return s, nil
+	return s
 }
 
 // Addr returns the address the server listens on.

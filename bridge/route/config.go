@@ -40,9 +40,12 @@ const (
 	DefaultResponseTimeout = 10 * time.Minute
 	// DefaultIdleTimeout bounds the silence of a DC's response body once
 	// its headers came: a stream whose DC stops sending mid-way is cut
-	// after it rather than left hanging until the client gives up.
+	// after it rather than left hanging until the client gives up. It
+	// bounds each write to the client too: one that stops reading is cut.
 	DefaultIdleTimeout = 2 * time.Minute
-	// DefaultBodyTimeout bounds reading a client's request body.
+	// DefaultBodyTimeout bounds reading a client's request body, from the
+	// end of its headers; the headers themselves must come within
+	// min(10 s, BodyTimeout).
 	DefaultBodyTimeout = 30 * time.Second
 	// DefaultReplicaPoll is how often Serve re-attaches a missing replica
 	// file or checks the attached one for a newer generation.
@@ -179,9 +182,14 @@ type Config struct {
 	// IdleTimeout bounds the wait for the next bytes of a DC's response
 	// body (a stream's next event); past it the DC's request is cancelled
 	// and the client's connection aborted, so a cut stream never looks
-	// complete; optional; default: 2m.
+	// complete. It also bounds each write of the answer to a client that
+	// stops reading, with the same outcome; optional; default: 2m.
 	IdleTimeout time.Duration
-	// BodyTimeout bounds reading a request body; optional; default: 30s.
+	// BodyTimeout bounds reading a request: its headers within
+	// min(10s, BodyTimeout), then its whole body within BodyTimeout, read
+	// or not (a refused request's body is drained under the same
+	// deadline); past it the client gets 408 (ErrSlowBody) and the
+	// connection is closed; optional; default: 30s.
 	BodyTimeout time.Duration
 	// ReplicaPoll is Serve's re-attach period; optional; default: 1s.
 	ReplicaPoll time.Duration

@@ -48,6 +48,17 @@
 // and ttft also prices the wait a request's prefill adds for the requests
 // behind it at the fleet utilization that gives.
 //
+// Slow clients. Every request has a deadline: its headers within
+// min(10 s, BodyTimeout), then its body within BodyTimeout, whether the
+// handler reads it or refuses the request first (net/http drains up to
+// 256 KiB of an unread body to reuse the connection; the drain ends at the
+// same deadline, and the connection is closed). A stalled body is answered
+// 408 and its connection closed, so a client that stops half-way holds a
+// connection and its descriptor for at most that long. Each write of an
+// answer must go through within IdleTimeout, so a client that stops
+// reading a stream is cut as a silent DC is. Keep-alive connections idle
+// for two minutes are closed.
+//
 // Forwarding. The body is read once, bounded by MaxBodyBytes and
 // BodyTimeout, and sent unchanged to each DC tried, with the client's
 // headers minus hop-by-hop ones, HopHeader and X-Forwarded-For. A failed
@@ -97,7 +108,7 @@
 //
 // New returns ErrBadConfig and builds nothing. Request failures answer an
 // OpenAI-shaped JSON error ({"error": {"message", "type", "code"}}) with
-// StatusOf's status: ErrMalformed 400, ErrBodyTooLarge and ErrTooManyTokens
+// StatusOf's status: ErrMalformed 400, ErrSlowBody 408, ErrBodyTooLarge and ErrTooManyTokens
 // 413, ErrMethod 405, ErrNotFound 404, ErrLoop 508, ErrNoEligibleDC 503,
 // ErrUnreachable 502, ErrUpstream 502 or 504. A failed request changes
 // nothing but the counters. A tokenizer error (ErrTokenizer) never fails a
@@ -126,7 +137,7 @@
 //   - replica.go: attaching the replica file, following generations, searching the lanes.
 //   - decide.go: Prompt, Choice, Decision, Decide: candidates from lane signals, scoring, fallback order.
 //   - forward.go: the transport, outgoing requests, connect fallback, streaming relay, diagnostic headers.
-//   - router.go: Router, New, Serve, ServeHTTP, the endpoints, Ready, Stats.
+//   - router.go: Router, New, Serve, ServeHTTP, request deadlines, the endpoints, Ready, Stats.
 //   - signals.go: Signals (the replica's and every DC's signals as a decision sees them, for metrics), Policy.
 //   - errors.go: sentinels, DialError, StatusOf.
 //
@@ -149,7 +160,13 @@
 // DC cuts, or leaves silent past IdleTimeout, reaches the client as an
 // error (the DC's request cancelled, Stats.Cut counted); a client that
 // leaves while its request queues is counted apart from upstream errors
-// (Stats.ClientGone); a hopped request is refused; a
+// (Stats.ClientGone); 500 clients stalled half-way through their
+// request (a body in part on paths that read it and paths that never do,
+// chunked, headers cut short) are all released at BodyTimeout, counted by
+// the server's listener, while normal requests are served beside them; a
+// stalled body gets 408 and a closed connection; a client that stops
+// reading an endless stream is cut after IdleTimeout and the DC's request
+// cancelled; a hopped request is refused; a
 // stale load or RTT excludes a DC (all stale: 503 and not ready); bad
 // JSON, wrong shapes, oversize bodies and prompts, wrong methods and paths
 // get clear 4xx; text without a tokenizer routes load-only, and HTTP and

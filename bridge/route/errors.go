@@ -19,6 +19,10 @@ var (
 	// ErrMalformed reports a request body that is not the JSON object the
 	// endpoint takes, or a field of the wrong type (400).
 	ErrMalformed = errors.New("route: malformed request")
+	// ErrSlowBody reports a request body that did not arrive in full
+	// within Config.BodyTimeout (408); the connection is closed after the
+	// answer.
+	ErrSlowBody = errors.New("route: request body too slow")
 	// ErrMethod reports a method the endpoint does not serve (405).
 	ErrMethod = errors.New("route: method not allowed")
 	// ErrNotFound reports a path the router does not serve (404).
@@ -65,7 +69,7 @@ func (e *DialError) Unwrap() error { return e.Err }
 const statusClientClosedRequest = 499
 
 // StatusOf returns the HTTP status the router answers for err: 413, 400,
-// 405, 404, 508, 503, 499, 502 or 504 for the sentinels above, 500
+// 408, 405, 404, 508, 503, 499, 502 or 504 for the sentinels above, 500
 // otherwise.
 func StatusOf(err error) int {
 	switch {
@@ -73,6 +77,8 @@ func StatusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrMalformed):
 		return http.StatusBadRequest
+	case errors.Is(err, ErrSlowBody):
+		return http.StatusRequestTimeout
 	case errors.Is(err, ErrMethod):
 		return http.StatusMethodNotAllowed
 	case errors.Is(err, ErrNotFound):

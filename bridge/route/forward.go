@@ -233,7 +233,10 @@ var errIdle = errors.New("route: dc sent nothing for the idle timeout")
 // streamed events pass through unbuffered. A body that breaks mid-way, or
 // stays silent for Config.IdleTimeout, aborts the client's connection
 // (http.ErrAbortHandler) rather than end it cleanly, so a cut stream never
-// looks complete; it is logged and counted (Stats.Cut).
+// looks complete; it is logged and counted (Stats.Cut). A client that
+// stops reading gets the same bound: each write (and the final flush net/http
+// makes after relay returns) must go through within IdleTimeout, or the
+// connection is closed and the DC's request cancelled.
 func (rt *Router) relay(w http.ResponseWriter, a *attempt, dc string, extra http.Header) {
 	resp := a.resp
 	defer a.cancel(nil)
@@ -246,8 +249,10 @@ func (rt *Router) relay(w http.ResponseWriter, a *attempt, dc string, extra http
 	for k, vs := range extra {
 		h[k] = vs
 	}
-	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
+	// Lifted by the next request's bound.
+	_ = rc.SetWriteDeadline(time.Now().Add(rt.cfg.IdleTimeout))
+	w.WriteHeader(resp.StatusCode)
 	// The DC sent its headers; send them on now, or a stream's status and
 	// the diagnostic headers would wait for its first event (a long
 	// prefill).
@@ -261,6 +266,7 @@ func (rt *Router) relay(w http.ResponseWriter, a *attempt, dc string, extra http
 		n, err := resp.Body.Read(buf)
 		idle.Reset(rt.cfg.IdleTimeout)
 		if n > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(rt.cfg.IdleTimeout))
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return // the client went away
 			}

@@ -21,7 +21,9 @@ import (
 	"github.com/goindex/goindex/goindex/score"
 )
 
-// Server limits of Serve.
+// Server limits of Serve. Request headers must arrive within
+// min(serverReadHeaderTimeout, BodyTimeout), the body then within
+// BodyTimeout (bound), so a whole request has a deadline.
 const (
 	serverReadHeaderTimeout = 10 * time.Second
 	serverIdleTimeout       = 2 * time.Minute
@@ -156,7 +158,7 @@ func (rt *Router) Stats() Stats {
 func (rt *Router) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           rt,
-		ReadHeaderTimeout: serverReadHeaderTimeout,
+		ReadHeaderTimeout: min(serverReadHeaderTimeout, rt.cfg.BodyTimeout),
 		IdleTimeout:       serverIdleTimeout,
 		MaxHeaderBytes:    serverMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(rt.cfg.Logger.Handler(), slog.LevelWarn),
@@ -189,6 +191,7 @@ func (rt *Router) Serve(ctx context.Context, ln net.Listener) error {
 
 // ServeHTTP implements http.Handler.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt.bound(w, r)
 	switch r.URL.Path {
 	case "/healthz", "/health":
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -331,21 +334,40 @@ func (rt *Router) prompt(r *http.Request, req *Request) (*Prompt, error) {
 	return p, nil
 }
 
-// readBody reads r's body within MaxBodyBytes and BodyTimeout.
-func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rc := http.NewResponseController(w)
+// bound sets the connection deadlines a request starts with. A request
+// with a body must deliver all of it within BodyTimeout: readBody lifts
+// the read deadline once the body is read in full, and a body read in part
+// or not at all (a refused request, an endpoint that reads none) keeps it,
+// so the server's drain of the rest after the handler (up to 256 KiB, to
+// reuse the connection) ends at it too and the connection is closed. A
+// request without a body gets none: its connection's background read
+// (net/http's watch for a client leaving) must not time out under a long
+// answer. The write deadline a previous answer on the connection left
+// (relay sets one per write) is lifted.
+func (rt *Router) bound(w http.ResponseWriter, r *http.Request) {
 	// Not every ResponseWriter supports deadlines (HTTP/2, recorders);
-	// the size limit still holds there.
-	_ = rc.SetReadDeadline(time.Now().Add(rt.cfg.BodyTimeout))
+	// the size limits still hold there.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	if r.Body != nil && r.Body != http.NoBody {
+		_ = rc.SetReadDeadline(time.Now().Add(rt.cfg.BodyTimeout))
+	}
+}
+
+// readBody reads r's body within MaxBodyBytes and the deadline bound set.
+func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.cfg.MaxBodyBytes))
-	_ = rc.SetReadDeadline(time.Time{})
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		return nil, fmt.Errorf("%w: over %d bytes", ErrBodyTooLarge, rt.cfg.MaxBodyBytes)
+	case isTimeout(err):
+		return nil, fmt.Errorf("%w: not in full within %v", ErrSlowBody, rt.cfg.BodyTimeout)
 	case err != nil:
 		return nil, fmt.Errorf("%w: reading the body: %v", ErrMalformed, err)
 	}
+	// Read in full: lift the deadline (see bound).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	return body, nil
 }
 
