@@ -47,11 +47,17 @@
 // scored over the ready lanes with their DCs' load reports and RTTs, each
 // left out (never read as zero) once older than "max_staleness_ms".
 //
-// Dynamo's worker-selector plugin (dynamo-compat §5a) lives in the same
-// library: plugin.c holds the descriptor and its four callbacks in C
-// memory, states are registry ids cast to pointers, and plugin.go reads the
-// columnar input at the spec's offsets (plugin.c asserts them) into
-// dynamo/selector, whose cost model chooses or answers USE_DEFAULT.
+// Dynamo's worker-selector plugin (dynamo-compat §5a; never merged
+// upstream, four layouts in circulation, include/goindex.h names them)
+// lives in the same library: plugin.c holds the descriptor and its four
+// callbacks in C memory, states are registry ids cast to pointers, and
+// plugin.go tells the row layout from the columnar ones by the input's word
+// at offset 4 and reads either (plugin.c asserts their offsets) into
+// dynamo/selector, whose cost model chooses. select fails open: anything it
+// cannot use, a panic included, is USE_DEFAULT with the reason. A state
+// whose config names a replica follows it with global mode's attachment
+// (plugin_replica.go) and takes its DC's measured rates from it; a missing
+// or stale replica is USE_DEFAULT.
 //
 // # Invariants
 //
@@ -114,7 +120,11 @@
 //   - attach.go: the attached replica: generations, reference-counted
 //     views, the rate-limited check for a new generation.
 //   - plugin.go: the Go side of Dynamo's worker-selector plugin: state
-//     registry, input and column checks, the call into dynamo/selector.
+//     registry, the layouts' checks and decoding, the call into
+//     dynamo/selector, fail-open statuses.
+//   - plugin_replica.go: a plugin state's replica: lazy attach with a
+//     retry interval, its DC's lane readiness and load freshness, the
+//     measured rates.
 //   - benchexport.go: goindex_bench_inprocess, only in the benchmark build
 //     (-tags goindex_bench): the in-process Go probe tests/c/bench.c times
 //     next to the ABI calls in one process, 64 probes per crossing or one.
@@ -135,9 +145,11 @@
 // and replica scenarios tests/c runs too, a random walk of relay traffic
 // with lost, duplicated and corrupted frames and relay restarts against an
 // exact model of every lane, generation changes under concurrent probes,
-// bad replica files, stale signals); and the plugin (its choice equals
-// dynamo/selector's over random columns, USE_DEFAULT cases, every malformed
-// input, create/destroy, error-buffer truncation). Fuzz targets: the config
+// bad replica files, stale signals); and the plugin (its choice over rows,
+// 72- and 96-byte columns equals dynamo/selector's over random candidates,
+// USE_DEFAULT for every unusable input and for a missing, unready or stale
+// replica, the replica's rates steering the choice, create/destroy,
+// error-buffer truncation). Fuzz targets: the config
 // parser, goindex_apply_frame on a fed handle (every frame OK or EFRAME and
 // counted once) and the plugin's create. tests/c, tests/python and tests/gohost test the real library from C
 // (also built with cgocheck2), Python ctypes (against the dynamo-compat §3.6

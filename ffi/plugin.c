@@ -10,7 +10,9 @@
 #include "goindex.h"
 #include "_cgo_export.h"
 
-/* The layouts Dynamo's API crate pins (its layout tests; LP64). */
+/* The layouts the upstream API crates pin (their layout tests; LP64):
+ * columnar at d18d569/d4c1cc2 and the "worker columns" rename, row at
+ * 167f1d6 (include/goindex.h names each). */
 _Static_assert(sizeof(dynamo_ws_byte_slice) == 16, "ByteSlice is 16 bytes");
 _Static_assert(sizeof(dynamo_ws_error_buffer) == 24 && offsetof(dynamo_ws_error_buffer, written) == 16, "ErrorBuffer");
 _Static_assert(sizeof(dynamo_ws_cache_tiers) == 40 && sizeof(dynamo_ws_load) == 24 && sizeof(dynamo_ws_capacity) == 16 &&
@@ -24,6 +26,16 @@ _Static_assert(sizeof(dynamo_ws_input) == 88 && offsetof(dynamo_ws_input, isl_to
                    offsetof(dynamo_ws_input, request_id) == 40 && offsetof(dynamo_ws_input, session_id) == 56 &&
                    offsetof(dynamo_ws_input, candidate_columns) == 72 && offsetof(dynamo_ws_input, candidate_count) == 80,
                "Input");
+_Static_assert(offsetof(dynamo_ws_columns, default_costs) == DYNAMO_WS_COLUMNS72_SIZE, "the 72-byte table ends at default_costs");
+_Static_assert(sizeof(dynamo_ws_candidate) == DYNAMO_WS_ROW_CANDIDATE_SIZE && offsetof(dynamo_ws_candidate, cached_tokens) == 16 &&
+                   offsetof(dynamo_ws_candidate, active_prefill_tokens) == 64 && offsetof(dynamo_ws_candidate, stable_routing_id) == 88 &&
+                   offsetof(dynamo_ws_candidate, preferred_taint_multiplier) == 104 && offsetof(dynamo_ws_candidate, total_kv_blocks) == 112 &&
+                   offsetof(dynamo_ws_candidate, max_num_batched_tokens) == 120,
+               "row candidate");
+_Static_assert(sizeof(dynamo_ws_row_input) == sizeof(dynamo_ws_input) && offsetof(dynamo_ws_row_input, candidate_size) == 4 &&
+                   offsetof(dynamo_ws_row_input, candidates) == offsetof(dynamo_ws_input, candidate_columns) &&
+                   offsetof(dynamo_ws_row_input, candidate_count) == offsetof(dynamo_ws_input, candidate_count),
+               "row input shares the columnar input's header");
 _Static_assert(sizeof(dynamo_ws_descriptor_v1) == 40 && offsetof(dynamo_ws_descriptor_v1, create) == 8 &&
                    offsetof(dynamo_ws_descriptor_v1, required_candidate_inputs) == 32,
                "Descriptor");

@@ -89,9 +89,10 @@ func errBuf(n int) (*wsErrorBuf, []byte) {
 
 func errText(eb *wsErrorBuf, buf []byte) string { return string(buf[:eb.written]) }
 
-// The plugin's choice over Dynamo's columns equals dynamo/selector's over
-// the same candidates in Go: the columns are read at the right offsets and
-// every signal reaches the cost model. Random candidates, several configs.
+// The plugin's choice over each layout (96- and 72-byte columns, rows)
+// equals dynamo/selector's over the same candidates in Go: every layout is
+// read at its offsets and every signal reaches the cost model. Random
+// candidates, several configs.
 func TestPlugin_SelectMatchesSelectorOnRandomColumns(t *testing.T) {
 	s := testseed.For(t, 3)
 	rng := rand.New(rand.NewPCG(s, 9))
@@ -101,7 +102,7 @@ func TestPlugin_SelectMatchesSelectorOnRandomColumns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, err := selector.New(cfg)
+		ref, err := selector.New(cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,11 +127,17 @@ func TestPlugin_SelectMatchesSelectorOnRandomColumns(t *testing.T) {
 				t.Fatalf("selector.Select = %+v, %v", want, err)
 			}
 			cols := newColumns(cands, isl)
-			var got cSize
-			eb, buf := errBuf(256)
-			if rc := dynamoSelectorSelect(st, cols.build(), &got, eb); rc != wsOK || int(got) != want.Index {
-				t.Errorf("select(%s, %d candidates, isl %d) = %d, index %d; want 0, %d (selector): %s (GOINDEX_SEED=%d)",
-					config, len(cands), isl, rc, got, want.Index, errText(eb, buf), s)
+			cols72 := newColumns(cands, isl)
+			in72 := cols72.build()
+			cols72.cols.struct_size = 72 // fork d18d569's table: no default_* columns
+			_, rowIn := newRows(cands, isl)
+			for layout, in := range map[string]*wsInput{"columns96": cols.build(), "columns72": in72, "row": (*wsInput)(unsafe.Pointer(rowIn))} {
+				var got cSize
+				eb, buf := errBuf(256)
+				if rc := dynamoSelectorSelect(st, in, &got, eb); rc != wsOK || int(got) != want.Index {
+					t.Errorf("select(%s, %s, %d candidates, isl %d) = %d, index %d; want 0, %d (selector): %s (GOINDEX_SEED=%d)",
+						layout, config, len(cands), isl, rc, got, want.Index, errText(eb, buf), s)
+				}
 			}
 		}
 	}
@@ -167,9 +174,10 @@ func TestPlugin_UseDefaultWhenInputsAreMissing(t *testing.T) {
 	}
 }
 
-// Every malformed input is INVALID_INPUT with a message in the error
-// buffer, never a crash, and leaves the state usable.
-func TestPlugin_MalformedInputIsInvalid(t *testing.T) {
+// Every input the plugin cannot use is USE_DEFAULT with the reason in the
+// error buffer, never a status that fails the request nor a crash, and
+// leaves the state usable.
+func TestPlugin_UnfamiliarInputIsUseDefault(t *testing.T) {
 	st := pluginStateT(t, ``)
 	cands := []selector.Candidate{{WorkerID: 1, HasLoad: true, HasCachedTokens: true}, {WorkerID: 2, HasLoad: true, HasCachedTokens: true}}
 	misaligned := make([]cU64, 8)
@@ -179,10 +187,11 @@ func TestPlugin_MalformedInputIsInvalid(t *testing.T) {
 	}{
 		{"input struct_size 87", "struct_size 87", func(c *wsColumnsSet) { c.in.struct_size = 87 }},
 		{"input struct_size 0", "struct_size 0", func(c *wsColumnsSet) { c.in.struct_size = 0 }},
-		{"array-of-structs format", "candidate_format 0", func(c *wsColumnsSet) { c.in.candidate_format = 0 }},
-		{"format 2", "candidate_format 2", func(c *wsColumnsSet) { c.in.candidate_format = 2 }},
+		{"word @4 is 0", "word @4 is 0", func(c *wsColumnsSet) { c.in.candidate_format = 0 }},
+		{"format 2", "word @4 is 2", func(c *wsColumnsSet) { c.in.candidate_format = 2 }},
+		{"candidate size 136", "word @4 is 136", func(c *wsColumnsSet) { c.in.candidate_format = 136 }},
 		{"columns NULL", "candidate_columns is NULL", func(c *wsColumnsSet) { c.in.candidate_columns = nil }},
-		{"columns struct_size 95", "columns struct_size 95", func(c *wsColumnsSet) { c.cols.struct_size = 95 }},
+		{"columns struct_size 71", "columns struct_size 71", func(c *wsColumnsSet) { c.cols.struct_size = 71 }},
 		{"too many candidates", "at most", func(c *wsColumnsSet) { c.in.candidate_count = 1<<16 + 1 }},
 		{"worker_ids NULL", "worker_ids is provided", func(c *wsColumnsSet) { c.cols.worker_ids = nil }},
 		{"dp_ranks NULL", "dp_ranks is provided", func(c *wsColumnsSet) { c.cols.dp_ranks = nil }},
@@ -200,20 +209,45 @@ func TestPlugin_MalformedInputIsInvalid(t *testing.T) {
 		eb, buf := errBuf(512)
 		got := cSize(77)
 		rc := dynamoSelectorSelect(st, in, &got, eb)
-		if msg := errText(eb, buf); rc != wsInvalid || got != 77 || !strings.Contains(msg, c.detail) {
-			t.Errorf("%s: select = %d, index %d, error %q; want INVALID_INPUT (1) mentioning %q, index untouched", c.name, rc, got, msg, c.detail)
+		if msg := errText(eb, buf); rc != wsUseDefault || got != 77 || !strings.Contains(msg, c.detail) {
+			t.Errorf("%s: select = %d, index %d, error %q; want USE_DEFAULT (4) mentioning %q, index untouched", c.name, rc, got, msg, c.detail)
 		}
 	}
-	var out cSize
-	if rc := dynamoSelectorSelect(st, nil, &out, nil); rc != wsInvalid {
-		t.Errorf("select(NULL input) = %d, want INVALID_INPUT", rc)
+	// Misaligned rows and column tables (structs holding pointers, which
+	// checkptr refuses to build in Go) are tests/c's plugin hosts' cases.
+	_, rowIn := newRows(cands, 64)
+	rowIn.candidates = nil
+	if rc := dynamoSelectorSelect(st, (*wsInput)(unsafe.Pointer(rowIn)), new(cSize), nil); rc != wsUseDefault {
+		t.Errorf("select(NULL rows) = %d, want USE_DEFAULT", rc)
 	}
-	if rc := dynamoSelectorSelect(st, newColumns(cands, 64).build(), nil, nil); rc != wsInvalid {
-		t.Errorf("select(NULL index out) = %d, want INVALID_INPUT", rc)
+	var out cSize
+	if rc := dynamoSelectorSelect(st, nil, &out, nil); rc != wsUseDefault {
+		t.Errorf("select(NULL input) = %d, want USE_DEFAULT", rc)
+	}
+	if rc := dynamoSelectorSelect(st, newColumns(cands, 64).build(), nil, nil); rc != wsUseDefault {
+		t.Errorf("select(NULL index out) = %d, want USE_DEFAULT", rc)
 	}
 	if rc := dynamoSelectorSelect(st, newColumns(cands, 64).build(), &out, nil); rc != wsOK {
-		t.Errorf("select after the malformed calls = %d, want OK: the state stays usable", rc)
+		t.Errorf("select after the unusable calls = %d, want OK: the state stays usable", rc)
 	}
+}
+
+// newRows lays cands out in the row layout (ai-dynamo/dynamo 167f1d6:
+// candidate_size 128 at offset 4, an array of 128-byte candidates).
+func newRows(cands []selector.Candidate, isl uint64) ([]wsCandidate, *wsRowInput) {
+	rows := make([]wsCandidate, len(cands))
+	for i, c := range cands {
+		rows[i] = wsCandidate{worker_id: cU64(c.WorkerID), dp_rank: cU32(c.DPRank), cached_tokens: cU64(c.CachedTokens),
+			active_prefill_tokens: cU64(c.ActivePrefillTokens), active_decode_blocks: cU64(c.ActiveDecodeBlocks),
+			additional_active_blocks: cU64(c.AdditionalActiveBlocks), preferred_taint_multiplier: 1,
+			total_kv_blocks: cU64(c.TotalKVBlocks), max_num_batched_tokens: cU64(selector.Unavailable)}
+	}
+	in := &wsRowInput{struct_size: cU32(unsafe.Sizeof(wsRowInput{})), candidate_size: cU32(unsafe.Sizeof(wsCandidate{})),
+		block_size: 16, isl_tokens: cU64(isl), candidate_count: cSize(len(cands))}
+	if len(rows) > 0 {
+		in.candidates = &rows[0]
+	}
+	return rows, in
 }
 
 // create, destroy and the unknown states: bad configs and roles are
@@ -258,8 +292,8 @@ func TestPlugin_CreateDestroyAndUnknownStates(t *testing.T) {
 		if rc := dynamoSelectorRequiredInputs(bad, &need, eb); rc != wsInvalid || !strings.Contains(errText(eb, buf), "not a live plugin state") {
 			t.Errorf("required_candidate_inputs(state %d) = %d (%q), want INVALID_INPUT", bad, rc, errText(eb, buf))
 		}
-		if rc := dynamoSelectorSelect(bad, nil, &out, nil); rc != wsInvalid {
-			t.Errorf("select(state %d) = %d, want INVALID_INPUT", bad, rc)
+		if rc := dynamoSelectorSelect(bad, nil, &out, nil); rc != wsUseDefault {
+			t.Errorf("select(state %d) = %d, want USE_DEFAULT", bad, rc)
 		}
 	}
 	live := pluginStateT(t, ``)
@@ -292,16 +326,23 @@ type errorString string
 
 func (e errorString) Error() string { return string(e) }
 
-// A panic inside a callback is PANICKED with its message, and the
-// registry stays usable.
-func TestPlugin_PanicIsPanicked(t *testing.T) {
-	boom := func(eb *wsErrorBuf) (rc wsStatus) {
-		defer wsGuard(&rc, eb)
-		panic("boom")
-	}
-	eb, buf := errBuf(128)
-	if rc := boom(eb); rc != 3 || !strings.Contains(errText(eb, buf), "panic: boom") {
-		t.Errorf("guarded panic = %d (%q), want PANICKED (3) with its message", rc, errText(eb, buf))
+// A panic inside create or required_candidate_inputs is PANICKED with its
+// message; inside select it is USE_DEFAULT, so the request is still
+// served. The registry stays usable.
+func TestPlugin_PanicIsPanickedOrUseDefault(t *testing.T) {
+	for guard, want := range map[string]wsStatus{"wsGuard": 3, "selectGuard": wsUseDefault} {
+		boom := func(eb *wsErrorBuf) (rc wsStatus) {
+			if guard == "wsGuard" {
+				defer wsGuard(&rc, eb)
+			} else {
+				defer selectGuard(&rc, eb)
+			}
+			panic("boom")
+		}
+		eb, buf := errBuf(128)
+		if rc := boom(eb); rc != want || !strings.Contains(errText(eb, buf), "panic: boom") {
+			t.Errorf("%s: guarded panic = %d (%q), want %d with its message", guard, rc, errText(eb, buf), want)
+		}
 	}
 	pluginStateT(t, ``)
 }

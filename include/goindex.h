@@ -447,43 +447,88 @@ goindex_in_char* goindex_strerror(int code);
  * nonzero capacity); GOINDEX_EHANDLE. */
 int goindex_last_error(uint64_t handle, char* buf, size_t capacity, size_t* needed);
 
-/* ---- Dynamo worker-selector plugin, C ABI v1 (dynamo-compat §5a) ----
+/* ---- Dynamo's worker-selector plugin, C ABI "v1" (dynamo-compat §5a) ----
  *
- * The same library is a plugin of Dynamo's KV router (Dynamo >= 1.3.0):
- * point DYN_ROUTER_WORKER_SELECTOR_PLUGIN at the absolute path of
+ * No Dynamo release loads C plugins. The runtime-loaded worker selector was
+ * proposed upstream (ai-dynamo/dynamo PRs #11884 and #11886) and closed
+ * without being merged; what Dynamo ships (v1.5 and later) is a compile-time
+ * Rust extension point instead, which dynamo/rust's goindex-scorer crate
+ * fits. This export serves the builds that carry one of the proposed
+ * loaders. Four layouts circulate under the same entry symbol and the same
+ * ABI version 1; the plugin accepts every one:
+ *
+ *   row       ai-dynamo/dynamo PR branch (API crate
+ *             lib/worker-selector-plugin-api at 167f1d6, loader
+ *             lib/kv-router/src/scheduling/runtime_plugin.rs at 33e85b1):
+ *             input word @4 is candidate_size (128), candidates an array
+ *             of dynamo_ws_candidate; 32-byte descriptor.
+ *   columns72 ishandhanani/dynamo at d18d569: input word @4 is
+ *             candidate_format (1), columns table of 72 bytes (through
+ *             routing), bits 0–5 ("candidate signal groups"); 40-byte
+ *             descriptor whose 4th callback is required_candidate_groups.
+ *   columns96 ishandhanani/dynamo at d4c1cc2: the same with the three
+ *             default_* columns (96 bytes, bits 0–8, "candidate inputs",
+ *             callback required_candidate_inputs).
+ *   worker columns  the renamed variant of the API crate proposed in #11884
+ *             ("dynamo-worker-selection-api"): byte for byte columns96
+ *             under worker names (worker_columns_format, worker_columns,
+ *             worker_count, WorkerInputs, required_worker_inputs).
+ *
+ * The u32 at offset 4 of the input tells them apart: 128 is the row
+ * layout's candidate size, 1 the columnar format; the columns table's own
+ * struct_size tells 72 from 96. Each loader checks abi_version == 1,
+ * struct_size >= its own descriptor size (32 for the row loader, 40 for the
+ * columnar ones) and that its callbacks are non-NULL: the 40-byte
+ * descriptor below, with all four, passes every one of them.
+ *
+ * Point DYN_ROUTER_WORKER_SELECTOR_PLUGIN at the absolute path of
  * libgoindex.so and, optionally, DYN_ROUTER_WORKER_SELECTOR_CONFIG at a JSON
- * config: {"policy": "ttft" (default) | "credit" | "load-only" |
- * "prefix-then-load", "prefill_tokens_per_ms": 20, "queue_tokens_per_ms":
- * (the prefill rate), "decode_blocks_per_ms": 1, "credit": 1}, unknown keys
- * rejected, at most 64 KiB. Dynamo loads it with dlopen(RTLD_NOW|RTLD_LOCAL)
- * and calls dynamo_worker_selector_plugin_v1. The plugin chooses among the
- * workers Dynamo already found eligible, with goindex's cost model over
- * Dynamo's own cached-token, load and capacity columns (the input carries no
- * block hashes, so it does not probe an index); see dynamo/selector.
+ * config (all keys optional, unknown keys rejected, at most 64 KiB):
+ * {"policy": "ttft" (default) | "credit" | "load-only" | "prefix-then-load",
+ * "prefill_tokens_per_ms": 20, "queue_tokens_per_ms": (the prefill rate),
+ * "decode_blocks_per_ms": 1, "credit": 1, "replica": "/dev/shm/goindex-1.replica",
+ * "dc": 3, "max_staleness_ms": 5000}. The plugin chooses among the workers
+ * Dynamo already found eligible, with goindex's cost model over Dynamo's
+ * own cached-token, load and capacity figures (the input carries no block
+ * hashes, so it does not probe an index). With "replica" (an absolute path;
+ * "dc" is then this DC's id in it) the throughput rates come from the DC's
+ * load report in goindex's shared replica, and a replica that is missing,
+ * whose DC lane is not ready or whose load report is older than
+ * max_staleness_ms makes select answer DYNAMO_WS_USE_DEFAULT.
  *
- * The types below are Dynamo's, laid out as its API crate lays them out
- * (LP64; offsets in the comments). Status codes of every callback: */
+ * Fail open: select returns only DYNAMO_WS_OK or DYNAMO_WS_USE_DEFAULT.
+ * Every input it does not recognise or cannot use (an unknown layout or
+ * format, a struct_size below v1's, a NULL or misaligned pointer, too many
+ * candidates, block_size 0, a missing column, a missing or stale replica,
+ * an unknown state, a recovered panic) is USE_DEFAULT with the reason in
+ * the error buffer (hosts ignore the buffer on USE_DEFAULT; it is there for
+ * debugging), so no request Dynamo could serve fails because of goindex.
+ * create and the 4th callback, which run when the router is built, return
+ * INVALID_INPUT for a bad config, role or argument. Status codes: */
 #define DYNAMO_WS_OK 0            /* *candidate_index_out is the choice */
-#define DYNAMO_WS_INVALID_INPUT 1 /* malformed input: NULL pointers, struct_size below the v1 size, candidate_format not 1, more than DYNAMO_WS_MAX_CANDIDATES candidates, a provided column that is NULL or misaligned, block_size 0, a bad config, an unknown state */
-#define DYNAMO_WS_ERROR 2         /* internal failure */
-#define DYNAMO_WS_PANICKED 3      /* a recovered Go panic (the state stays usable) */
-#define DYNAMO_WS_USE_DEFAULT 4   /* run Dynamo's default selector: no candidates, or a column the policy needs was not provided */
+#define DYNAMO_WS_INVALID_INPUT 1 /* create / required_*: a bad config or role, NULL state_out or inputs_out, an unknown state */
+#define DYNAMO_WS_ERROR 2         /* not returned */
+#define DYNAMO_WS_PANICKED 3      /* create / required_*: a recovered Go panic (the library stays usable) */
+#define DYNAMO_WS_USE_DEFAULT 4   /* select: run Dynamo's default selector; the reason is in err */
 
 #define DYNAMO_WS_ABI_VERSION 1
-#define DYNAMO_WS_COLUMNAR 1                 /* dynamo_ws_input.candidate_format */
-#define DYNAMO_WS_MAX_CANDIDATES (1u << 16)  /* candidates per select (goindex's limit) */
+#define DYNAMO_WS_COLUMNAR 1                 /* dynamo_ws_input.candidate_format of the columnar layouts */
+#define DYNAMO_WS_ROW_CANDIDATE_SIZE 128     /* dynamo_ws_row_input.candidate_size of the row layout */
+#define DYNAMO_WS_COLUMNS72_SIZE 72          /* dynamo_ws_columns.struct_size of fork d18d569 (through routing) */
+#define DYNAMO_WS_MAX_CANDIDATES (1u << 16)  /* candidates per select (goindex's limit; more is USE_DEFAULT) */
 
 /* Candidate input bits (dynamo_ws_columns.provided_inputs, and what
- * required_candidate_inputs asks for). */
+ * required_candidate_inputs asks for: identity, cached tokens, load and,
+ * for ttft, capacity, all within the bits 0–5 every columnar host knows). */
 #define DYNAMO_WS_INPUT_IDENTITY (1ull << 0)            /* worker_ids, dp_ranks */
 #define DYNAMO_WS_INPUT_CACHED_TOKENS (1ull << 1)       /* cached_tokens */
 #define DYNAMO_WS_INPUT_CACHE_TIERS (1ull << 2)         /* cache_tiers */
 #define DYNAMO_WS_INPUT_LOAD (1ull << 3)                /* loads */
 #define DYNAMO_WS_INPUT_CAPACITY (1ull << 4)            /* capacities */
 #define DYNAMO_WS_INPUT_ROUTING (1ull << 5)             /* routing */
-#define DYNAMO_WS_INPUT_DEFAULT_COST (1ull << 6)        /* default_costs */
-#define DYNAMO_WS_INPUT_DEFAULT_KV_OVERLAP (1ull << 7)  /* default_kv_overlaps */
-#define DYNAMO_WS_INPUT_DEFAULT_DECODE_LOAD (1ull << 8) /* default_decode_loads */
+#define DYNAMO_WS_INPUT_DEFAULT_COST (1ull << 6)        /* default_costs (96-byte table only) */
+#define DYNAMO_WS_INPUT_DEFAULT_KV_OVERLAP (1ull << 7)  /* default_kv_overlaps (96-byte table only) */
+#define DYNAMO_WS_INPUT_DEFAULT_DECODE_LOAD (1ull << 8) /* default_decode_loads (96-byte table only) */
 
 /* dynamo_ws_byte_slice is borrowed bytes; len 0 may come with a NULL ptr. 16 bytes. */
 typedef struct dynamo_ws_byte_slice {
@@ -492,8 +537,8 @@ typedef struct dynamo_ws_byte_slice {
 } dynamo_ws_byte_slice;
 
 /* dynamo_ws_error_buffer is the host's buffer for a failure's message: the
- * plugin writes at most capacity bytes (UTF-8, not NUL-terminated) and sets
- * written. 24 bytes. */
+ * plugin writes at most capacity bytes (UTF-8, not NUL-terminated, cut at
+ * a character boundary) and sets written. 24 bytes. */
 typedef struct dynamo_ws_error_buffer {
 	uint8_t* ptr;    /* @0 */
 	size_t capacity; /* @8 */
@@ -527,9 +572,10 @@ typedef struct dynamo_ws_routing { /* 24 bytes */
 
 /* dynamo_ws_columns holds the candidates column by column: each pointer is
  * to candidate_count entries, or NULL when the column is not provided. 96
- * bytes. */
+ * bytes; a table whose struct_size is 72 (fork d18d569) ends after routing
+ * and the plugin never reads past it. */
 typedef struct dynamo_ws_columns {
-	uint32_t struct_size;                       /* @0, >= 96 */
+	uint32_t struct_size;                       /* @0, 72 or >= 96 */
 	uint32_t reserved;                          /* @4 */
 	uint64_t provided_inputs;                   /* @8, DYNAMO_WS_INPUT_* */
 	const uint64_t* worker_ids;                 /* @16 */
@@ -544,10 +590,10 @@ typedef struct dynamo_ws_columns {
 	const uint64_t* default_decode_loads;       /* @88 */
 } dynamo_ws_columns;
 
-/* dynamo_ws_input is one selection. 88 bytes. */
+/* dynamo_ws_input is one selection of a columnar layout. 88 bytes. */
 typedef struct dynamo_ws_input {
 	uint32_t struct_size;                       /* @0, >= 88 */
-	uint32_t candidate_format;                  /* @4, DYNAMO_WS_COLUMNAR */
+	uint32_t candidate_format;                  /* @4, DYNAMO_WS_COLUMNAR (the row layout's candidate_size) */
 	uint32_t flags;                             /* @8: bit0 request_id, bit1 session_id, bit2 expected_output_tokens, bit3 prefill tracked, bit4 shared-cache hits */
 	uint32_t block_size;                        /* @12, tokens per KV block */
 	uint32_t selection_mode;                    /* @16: 0 query-only, 1 tracked, 2 tracked with admission */
@@ -560,20 +606,60 @@ typedef struct dynamo_ws_input {
 	size_t candidate_count;                     /* @80 */
 } dynamo_ws_input;
 
+/* dynamo_ws_candidate is one candidate of the row layout. 128 bytes. */
+typedef struct dynamo_ws_candidate {
+	uint64_t worker_id;                         /* @0 */
+	uint32_t dp_rank;                           /* @8 */
+	uint32_t padding;                           /* @12 */
+	uint64_t cached_tokens;                     /* @16, effective cached tokens */
+	double effective_overlap_blocks;            /* @24 */
+	uint64_t device_overlap_blocks;             /* @32 */
+	uint64_t host_pinned_overlap_blocks;        /* @40 */
+	uint64_t disk_overlap_blocks;               /* @48 */
+	uint64_t shared_cache_beyond_device_blocks; /* @56 */
+	uint64_t active_prefill_tokens;             /* @64 */
+	uint64_t active_decode_blocks;              /* @72 */
+	uint64_t additional_active_blocks;          /* @80 */
+	dynamo_ws_byte_slice stable_routing_id;     /* @88 */
+	double preferred_taint_multiplier;          /* @104 */
+	uint64_t total_kv_blocks;                   /* @112, UINT64_MAX = unavailable */
+	uint64_t max_num_batched_tokens;            /* @120, UINT64_MAX = unavailable */
+} dynamo_ws_candidate;
+
+/* dynamo_ws_row_input is one selection of the row layout: dynamo_ws_input's
+ * header with candidate_size at @4 and an array of candidates at @72. 88
+ * bytes. select's input is either struct; the word at @4 says which. */
+typedef struct dynamo_ws_row_input {
+	uint32_t struct_size;                   /* @0, >= 88 */
+	uint32_t candidate_size;                /* @4, DYNAMO_WS_ROW_CANDIDATE_SIZE */
+	uint32_t flags;                         /* @8, as dynamo_ws_input */
+	uint32_t block_size;                    /* @12 */
+	uint32_t selection_mode;                /* @16 */
+	uint32_t reserved;                      /* @20 */
+	uint64_t isl_tokens;                    /* @24 */
+	uint64_t expected_output_tokens;        /* @32 */
+	dynamo_ws_byte_slice request_id;        /* @40 */
+	dynamo_ws_byte_slice session_id;        /* @56 */
+	const dynamo_ws_candidate* candidates;  /* @72 */
+	size_t candidate_count;                 /* @80 */
+} dynamo_ws_row_input;
+
 /* dynamo_ws_descriptor_v1 is the plugin's entry table, in static C memory.
- * 40 bytes. create parses config (passed by value) and writes a non-NULL
- * opaque state (a number, never a pointer into Go memory; NULL on failure);
- * router_role is 0 unknown, 1 decode, 2 prefill (the cost model is the same
- * for all three; other values are INVALID_INPUT). select writes the chosen
- * index (< candidate_count) on DYNAMO_WS_OK. destroy frees a state (an
- * unknown one is ignored). required_candidate_inputs writes the
- * DYNAMO_WS_INPUT_* bits the configured policy reads.
+ * 40 bytes (the row loader reads the first 32). create parses config
+ * (passed by value) and writes a non-NULL opaque state (a number, never a
+ * pointer into Go memory; NULL on failure); router_role is 0 unknown, 1
+ * decode, 2 prefill (the cost model is the same for all three; other values
+ * are INVALID_INPUT). select takes a dynamo_ws_input or a
+ * dynamo_ws_row_input and writes the chosen index (< candidate_count) on
+ * DYNAMO_WS_OK. destroy frees a state (an unknown one is ignored).
+ * required_candidate_inputs (the columnar loaders' 4th callback under its
+ * three names) writes the DYNAMO_WS_INPUT_* bits the configured policy
+ * reads.
  * Threading: select calls on one state are serialized by Dynamo; different
  * states may run concurrently (the library is safe either way). Every
- * callback is bounded and never blocks; on failure it writes its message to
- * err (which may be NULL) and returns the code; a Go panic returns
- * DYNAMO_WS_PANICKED and never crosses into the host. Nothing borrowed is
- * kept after a callback returns. */
+ * callback is bounded and never blocks (a replica is re-attached at most
+ * once a second); a Go panic never crosses into the host. Nothing borrowed
+ * is kept after a callback returns. */
 typedef struct dynamo_ws_descriptor_v1 {
 	uint32_t abi_version; /* @0, DYNAMO_WS_ABI_VERSION */
 	uint32_t struct_size; /* @4, sizeof(dynamo_ws_descriptor_v1) */

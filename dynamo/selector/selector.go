@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"path/filepath"
 	"sync"
 
 	"github.com/goindex/goindex/goindex/score"
 )
 
-// Candidate input bits (Dynamo's CandidateInput flags, §5a).
+// Candidate input bits (Dynamo's CandidateInputs / WorkerInputs flags; the
+// fork d18d569's CandidateSignalGroups are bits 0–5 of the same set).
 const (
 	InputIdentity     uint64 = 1 << 0
 	InputCachedTokens uint64 = 1 << 1
@@ -29,11 +32,14 @@ const Unavailable = ^uint64(0)
 // MaxConfigBytes bounds the plugin config.
 const MaxConfigBytes = 64 << 10
 
-// ErrBadConfig reports an invalid plugin config.
-var ErrBadConfig = errors.New("selector: bad config")
+// maxStalenessMs bounds max_staleness_ms (one day), so it fits a
+// time.Duration with room to spare.
+const maxStalenessMs = 24 * 3600 * 1000
 
-// ErrBadInput reports candidate input the host should not have sent.
-var ErrBadInput = errors.New("selector: bad input")
+// maxScorers bounds the scorers a Selector caches, one per block size
+// seen: a host that varied the block size per request would otherwise grow
+// the cache without bound. Past it, Select builds a scorer per call.
+const maxScorers = 8
 
 // Config is the plugin's JSON configuration.
 type Config struct {
@@ -42,6 +48,14 @@ type Config struct {
 	QueueTokensPerMs   float64 `json:"queue_tokens_per_ms"`   // optional; default: prefill rate
 	DecodeBlocksPerMs  float64 `json:"decode_blocks_per_ms"`  // optional; default: 1
 	Credit             float64 `json:"credit"`                // optional; default: 1
+	// Replica is the absolute path of `goindex consume`'s replica file;
+	// with it the rates come from this DC's load report there and a
+	// missing or stale replica makes Select answer UseDefault.
+	Replica string `json:"replica"` // optional; default: "" (the rates above)
+	// DC is this router's DC id in the replica (relay --dc).
+	DC *uint64 `json:"dc"` // required with replica
+	// MaxStalenessMs is the oldest load report of DC the replica may hold.
+	MaxStalenessMs float64 `json:"max_staleness_ms"` // optional; default: 5000
 }
 
 // ParseConfig parses the config bytes Dynamo passes to create (empty means
@@ -62,7 +76,29 @@ func ParseConfig(b []byte) (Config, error) {
 	if d.More() {
 		return c, fmt.Errorf("%w: trailing data after the JSON object", ErrBadConfig)
 	}
-	return c, nil
+	return c, c.validate()
+}
+
+// Staleness returns MaxStalenessMs in milliseconds with its default.
+func (c *Config) Staleness() float64 {
+	if c.MaxStalenessMs == 0 {
+		return 5000
+	}
+	return c.MaxStalenessMs
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Replica != "" && !filepath.IsAbs(c.Replica):
+		return fmt.Errorf("%w: replica %q is not an absolute path", ErrBadConfig, c.Replica)
+	case c.Replica != "" && c.DC == nil:
+		return fmt.Errorf("%w: replica needs dc, this router's DC id in it", ErrBadConfig)
+	case c.Replica == "" && c.DC != nil:
+		return fmt.Errorf("%w: dc is only read with replica", ErrBadConfig)
+	case math.IsNaN(c.MaxStalenessMs) || c.MaxStalenessMs < 0 || c.MaxStalenessMs > maxStalenessMs:
+		return fmt.Errorf("%w: max_staleness_ms %v out of [0, %d]", ErrBadConfig, c.MaxStalenessMs, maxStalenessMs)
+	}
+	return nil
 }
 
 // Request is the per-request part of Dynamo's input.
@@ -71,8 +107,8 @@ type Request struct {
 	ISLTokens uint64
 }
 
-// Candidate is one worker of Dynamo's columnar input; Has* mirror the
-// columns the host provided.
+// Candidate is one worker of Dynamo's input; Has* mirror the signals the
+// host provided (the row layout provides all of them).
 type Candidate struct {
 	WorkerID uint64
 	DPRank   uint32
@@ -89,24 +125,49 @@ type Candidate struct {
 	TotalKVBlocks uint64 // Unavailable when unknown
 }
 
+// DCRates is the throughput goindex's relay measured for this DC, as its
+// last load report in the replica gives it.
+type DCRates struct {
+	PrefillTokensPerMs float64 // one request's prefill on one worker; 0 unmeasured
+	QueueTokensPerMs   float64 // the whole DC's queue drain; 0 unmeasured
+	DecodeBlocksPerMs  float64 // the whole DC's decode block release; 0 unmeasured
+	LiveWorkers        uint64  // workers the relay heard from lately
+}
+
+// Source gives this DC's rates for one selection. An error (the replica is
+// missing, or its DC lane not ready or stale) makes Select answer
+// UseDefault with it as the reason.
+type Source interface {
+	DCRates() (DCRates, error)
+}
+
 // Decision is Select's answer.
 type Decision struct {
-	Index      int  // chosen candidate, when !UseDefault
-	UseDefault bool // run Dynamo's default selector instead
+	Index      int   // chosen candidate, when !UseDefault
+	UseDefault bool  // run Dynamo's default selector instead
+	Why        error // why UseDefault (ErrUseDefault or a Source's error)
 }
 
 // Selector holds one plugin state's configuration.
 type Selector struct {
 	cfg    Config
 	policy score.Policy
+	src    Source
 	mu     sync.Mutex
-	byBS   map[uint32]*score.Scorer // scorers per block size
+	byBS   map[uint32]*score.Scorer // scorers per block size, at most maxScorers
 	cands  []score.Candidate
 }
 
-// New validates cfg and returns a Selector. Role (0 unknown, 1 decode,
-// 2 prefill) does not change the cost model: prefill cost dominates both.
-func New(cfg Config) (*Selector, error) {
+// New validates cfg and returns a Selector; src (nil without a replica)
+// supplies the DC's measured rates. Role (0 unknown, 1 decode, 2 prefill)
+// does not change the cost model: prefill cost dominates both.
+func New(cfg Config, src Source) (*Selector, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Replica != "" && src == nil {
+		return nil, fmt.Errorf("%w: replica %s has no source", ErrBadConfig, cfg.Replica)
+	}
 	name := cfg.Policy
 	if name == "" {
 		name = "ttft"
@@ -118,14 +179,15 @@ func New(cfg Config) (*Selector, error) {
 	if p == score.RoundRobin || p == score.SingleDC {
 		return nil, fmt.Errorf("%w: policy %q makes no sense inside one DC", ErrBadConfig, name)
 	}
-	s := &Selector{cfg: cfg, policy: p, byBS: map[uint32]*score.Scorer{}}
+	s := &Selector{cfg: cfg, policy: p, src: src, byBS: map[uint32]*score.Scorer{}}
 	if _, err := s.scorer(16); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// RequiredInputs returns the candidate columns the policy reads.
+// RequiredInputs returns the candidate columns the policy reads. They are
+// all within bits 0–5, which every columnar host accepts.
 func (s *Selector) RequiredInputs() uint64 {
 	need := InputIdentity | InputLoad
 	if s.policy != score.LoadOnly {
@@ -149,18 +211,33 @@ func (s *Selector) scorer(blockSize uint32) (*score.Scorer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	s.byBS[blockSize] = sc
+	if len(s.byBS) < maxScorers {
+		s.byBS[blockSize] = sc
+	}
 	return sc, nil
 }
 
-// Select picks a candidate. Missing columns the policy needs, or no
-// candidates, give UseDefault.
+// useDefault is a UseDefault decision for a reason it formats.
+func useDefault(format string, args ...any) Decision {
+	return Decision{UseDefault: true, Why: fmt.Errorf("%w: "+format, append([]any{ErrUseDefault}, args...)...)}
+}
+
+// Select picks a candidate. No candidates, a signal the policy needs that
+// the host did not provide, or an unavailable Source give UseDefault.
 func (s *Selector) Select(req Request, cands []Candidate) (Decision, error) {
 	if len(cands) == 0 {
-		return Decision{UseDefault: true}, nil
+		return useDefault("no candidates"), nil
 	}
 	if req.BlockSize == 0 {
 		return Decision{}, fmt.Errorf("%w: block size 0", ErrBadInput)
+	}
+	var rates DCRates
+	if s.src != nil {
+		r, err := s.src.DCRates()
+		if err != nil {
+			return Decision{UseDefault: true, Why: err}, nil
+		}
+		rates = r
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -170,9 +247,12 @@ func (s *Selector) Select(req Request, cands []Candidate) (Decision, error) {
 	}
 	need := s.RequiredInputs()
 	s.cands = s.cands[:0]
-	for _, c := range cands {
-		if !c.HasLoad || (need&InputCachedTokens != 0 && !c.HasCachedTokens) {
-			return Decision{UseDefault: true}, nil
+	for i, c := range cands {
+		switch {
+		case !c.HasLoad:
+			return useDefault("candidate %d has no load", i), nil
+		case need&InputCachedTokens != 0 && !c.HasCachedTokens:
+			return useDefault("candidate %d has no cached tokens", i), nil
 		}
 		cand := score.Candidate{
 			ID: c.WorkerID, Rank: c.DPRank,
@@ -181,6 +261,11 @@ func (s *Selector) Select(req Request, cands []Candidate) (Decision, error) {
 			ActivePrefillTokens: c.ActivePrefillTokens,
 			ActiveDecodeBlocks:  c.ActiveDecodeBlocks + c.AdditionalActiveBlocks,
 			HasRTT:              true, // one DC: the router is next door
+			PrefillTokensPerMs:  rates.PrefillTokensPerMs,
+		}
+		if w := float64(rates.LiveWorkers); w > 0 {
+			// The DC-wide rates, shared by its live workers.
+			cand.QueueTokensPerMs, cand.DecodeBlocksPerMs = rates.QueueTokensPerMs/w, rates.DecodeBlocksPerMs/w
 		}
 		if c.HasCapacity && c.TotalKVBlocks != Unavailable {
 			cand.HasCapacity, cand.CapacityBlocks = true, c.TotalKVBlocks
@@ -190,7 +275,7 @@ func (s *Selector) Select(req Request, cands []Candidate) (Decision, error) {
 	isl := int(min(req.ISLTokens, uint64(1)<<40))
 	r, err := sc.Score(score.Request{ISLTokens: isl}, s.cands, nil)
 	if errors.Is(err, score.ErrNoCandidate) {
-		return Decision{UseDefault: true}, nil
+		return useDefault("no candidate is eligible under policy %s", s.policy), nil
 	}
 	if err != nil {
 		return Decision{}, err

@@ -19,7 +19,7 @@ func TestParseConfig(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"fastest", "round-robin", "single-dc"} {
-		if _, err := New(Config{Policy: p}); !errors.Is(err, ErrBadConfig) {
+		if _, err := New(Config{Policy: p}, nil); !errors.Is(err, ErrBadConfig) {
 			t.Errorf("New(policy %q) err = %v, want ErrBadConfig", p, err)
 		}
 	}
@@ -34,7 +34,7 @@ func TestSelector_RequiredInputs(t *testing.T) {
 		{"credit", InputIdentity | InputLoad | InputCachedTokens},
 		{"load-only", InputIdentity | InputLoad},
 	} {
-		s, err := New(Config{Policy: c.policy})
+		s, err := New(Config{Policy: c.policy}, nil)
 		if err != nil {
 			t.Fatalf("New(%s): %v", c.policy, err)
 		}
@@ -45,7 +45,7 @@ func TestSelector_RequiredInputs(t *testing.T) {
 }
 
 func TestSelector_TTFTPrefersCacheUnlessQueued(t *testing.T) {
-	s, _ := New(Config{PrefillTokensPerMs: 10})
+	s, _ := New(Config{PrefillTokensPerMs: 10}, nil)
 	req := Request{BlockSize: 16, ISLTokens: 1600}
 	cands := []Candidate{
 		{WorkerID: 1, HasCachedTokens: true, CachedTokens: 0, HasLoad: true},
@@ -70,22 +70,112 @@ func TestSelector_TTFTPrefersCacheUnlessQueued(t *testing.T) {
 }
 
 func TestSelector_UseDefaultWhenInputsMissing(t *testing.T) {
-	s, _ := New(Config{})
+	s, _ := New(Config{}, nil)
 	req := Request{BlockSize: 16, ISLTokens: 64}
 	for name, cands := range map[string][]Candidate{
 		"no candidates": nil,
 		"no load":       {{WorkerID: 1, HasCachedTokens: true}},
 		"no cache":      {{WorkerID: 1, HasLoad: true}},
 	} {
-		if d, err := s.Select(req, cands); err != nil || !d.UseDefault {
+		if d, err := s.Select(req, cands); err != nil || !d.UseDefault || !errors.Is(d.Why, ErrUseDefault) {
 			t.Errorf("%s: Select = %+v, %v; want UseDefault", name, d, err)
 		}
 	}
 	if _, err := s.Select(Request{BlockSize: 0}, []Candidate{{HasLoad: true, HasCachedTokens: true}}); !errors.Is(err, ErrBadInput) {
 		t.Errorf("Select(block size 0) err = %v, want ErrBadInput", err)
 	}
-	lo, _ := New(Config{Policy: "load-only"})
+	lo, _ := New(Config{Policy: "load-only"}, nil)
 	if d, _ := lo.Select(req, []Candidate{{HasLoad: true, ActiveDecodeBlocks: 9}, {HasLoad: true, ActiveDecodeBlocks: 2}}); d.UseDefault || d.Index != 1 {
 		t.Errorf("load-only without cache columns = %+v, want index 1", d)
+	}
+}
+
+func TestConfig_ReplicaKeys(t *testing.T) {
+	c, err := ParseConfig([]byte(`{"replica": "/dev/shm/goindex-1.replica", "dc": 0, "max_staleness_ms": 250}`))
+	if err != nil || c.Replica != "/dev/shm/goindex-1.replica" || c.DC == nil || *c.DC != 0 || c.Staleness() != 250 {
+		t.Fatalf("ParseConfig(replica, dc 0, 250 ms) = %+v, %v", c, err)
+	}
+	if _, err := New(c, fixedRates{}); err != nil {
+		t.Errorf("New(replica config, a source) = %v, want nil", err)
+	}
+	if (&Config{}).Staleness() != 5000 {
+		t.Errorf("default staleness = %v, want 5000 ms", (&Config{}).Staleness())
+	}
+	dc := uint64(3)
+	for _, bad := range []struct {
+		name string
+		cfg  Config
+		src  Source
+	}{
+		{"relative replica", Config{Replica: "goindex.replica", DC: &dc}, fixedRates{}},
+		{"replica without dc", Config{Replica: "/r"}, fixedRates{}},
+		{"dc without replica", Config{DC: &dc}, nil},
+		{"replica without a source", Config{Replica: "/r", DC: &dc}, nil},
+		{"negative staleness", Config{MaxStalenessMs: -1}, nil},
+		{"staleness over a day", Config{MaxStalenessMs: 2 * maxStalenessMs}, nil},
+	} {
+		if _, err := New(bad.cfg, bad.src); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("New(%s) err = %v, want ErrBadConfig", bad.name, err)
+		}
+	}
+}
+
+// fixedRates is a Source with fixed rates, or a fixed error.
+type fixedRates struct {
+	r   DCRates
+	err error
+}
+
+func (f fixedRates) DCRates() (DCRates, error) { return f.r, f.err }
+
+// The DC's measured rates replace the config's: a slow measured prefill
+// makes the cached worker worth its queue; a failing Source defers to the
+// host with the Source's reason.
+func TestSelector_SourceRatesAndFailures(t *testing.T) {
+	dc := uint64(1)
+	cfg := Config{PrefillTokensPerMs: 40, QueueTokensPerMs: 20, Replica: "/r", DC: &dc}
+	req := Request{BlockSize: 16, ISLTokens: 1600}
+	cands := []Candidate{
+		{WorkerID: 1, HasCachedTokens: true, HasLoad: true},
+		// 1280 cached tokens saves 32 ms at 40 tokens/ms, 128 ms at 10;
+		// its queue of 1000 tokens costs 50 ms at 20 tokens/ms.
+		{WorkerID: 2, HasCachedTokens: true, CachedTokens: 1280, HasLoad: true, ActivePrefillTokens: 1000},
+	}
+	for _, c := range []struct {
+		name  string
+		rates DCRates
+		want  int
+	}{
+		{"unmeasured: the config's 40 tokens/ms", DCRates{}, 0},
+		{"measured 10 tokens/ms, queue 40/ms over 2 workers", DCRates{PrefillTokensPerMs: 10, QueueTokensPerMs: 40, LiveWorkers: 2}, 1},
+		{"measured 10 tokens/ms, queue 40/ms over 8 workers", DCRates{PrefillTokensPerMs: 10, QueueTokensPerMs: 40, LiveWorkers: 8}, 0},
+	} {
+		s, err := New(cfg, fixedRates{r: c.rates})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := s.Select(req, cands); err != nil || d.UseDefault || d.Index != c.want {
+			t.Errorf("%s: Select = %+v, %v; want index %d", c.name, d, err, c.want)
+		}
+	}
+	stale := errors.New("replica stale")
+	s, _ := New(cfg, fixedRates{err: stale})
+	if d, err := s.Select(req, cands); err != nil || !d.UseDefault || !errors.Is(d.Why, stale) {
+		t.Errorf("Select with a failing source = %+v, %v; want UseDefault because of it", d, err)
+	}
+}
+
+// The scorer cache keeps at most maxScorers block sizes; later sizes are
+// still scored.
+func TestSelector_ScorerCacheIsBounded(t *testing.T) {
+	s, _ := New(Config{}, nil)
+	cands := []Candidate{{HasLoad: true, HasCachedTokens: true}, {HasLoad: true, HasCachedTokens: true, CachedTokens: 4096}}
+	for bs := uint32(1); bs <= 4*maxScorers; bs++ {
+		if d, err := s.Select(Request{BlockSize: bs, ISLTokens: 8192}, cands); err != nil || d.Index != 1 {
+			t.Fatalf("Select(block size %d) = %+v, %v; want index 1", bs, d, err)
+		}
+	}
+	if len(s.byBS) > maxScorers {
+		t.Errorf("%d scorers cached after %d block sizes, want at most %d", len(s.byBS), 4*maxScorers, maxScorers)
 	}
 }

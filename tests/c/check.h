@@ -1,4 +1,4 @@
-/* check.h: how the C host suites (abi_test.c, global_test.c, plugin_test.c)
+/* check.h: how the C host suites (abi_test.c, global_test.c, the plugin hosts)
  * report a failure, so that each names its failing step the same way:
  *
  *   FAIL [step] file.c:line: the call, its input, what it got, what was wanted

@@ -6,8 +6,11 @@
 #   2. abi_test.c (gcc -Wall -Wextra -Werror) against the library; then
 #      global_test.c (global mode: the frames script and the replica file
 #      tests/c/fixture writes, a generation change under probing threads)
-#      and plugin_test.c (Dynamo's worker-selector plugin, loaded with
-#      dlopen as Dynamo does, columns laid out at the spec's offsets);
+#      and the plugin hosts (Dynamo's worker-selector plugin, loaded with
+#      dlopen as each proposed loader does, one binary per layout:
+#      plugin_row from plugin_row.c, plugin_columns72, plugin_columns96 and
+#      plugin_worker_columns from plugin_columns.c, each with the driver
+#      plugin_host.c);
 #   3. the same binaries against a GOEXPERIMENT=cgocheck2 build of the
 #      library (built here into $GOINDEX_BUILD/cgocheck2);
 #   4. only with GOINDEX_BENCH_ABI=1: bench.c next to the Go benchmarks of
@@ -41,11 +44,17 @@ readelf -d "$lib" | grep -q 'Library soname: \[libgoindex.so.1\]' || fail "sonam
 sections=$(readelf -S -W "$lib")
 ! grep -qE '\.debug_|\.symtab' <<<"$sections" || fail "the library keeps debug info or a symbol table"
 
-step="compile abi_test.c, global_test.c, plugin_test.c and bench.c"
+step="compile abi_test.c, global_test.c, the plugin hosts and bench.c"
 cflags=(-std=c11 -O2 -Wall -Wextra -Werror -pthread -I "$root/include" -I "$here")
 gcc "${cflags[@]}" "$here/abi_test.c" -L "$build" -lgoindex -lm -o "$work/abi_test"
 gcc "${cflags[@]}" "$here/global_test.c" -L "$build" -lgoindex -lm -o "$work/global_test"
-gcc "${cflags[@]}" "$here/plugin_test.c" -ldl -o "$work/plugin_test"
+# The plugin hosts include no goindex.h: each has its layout's own types.
+hostflags=(-std=c11 -O2 -Wall -Wextra -Werror -pthread -I "$here")
+plugin_hosts=(plugin_row plugin_columns72 plugin_columns96 plugin_worker_columns)
+gcc "${hostflags[@]}" "$here/plugin_host.c" "$here/plugin_row.c" -ldl -o "$work/plugin_row"
+gcc "${hostflags[@]}" -DLAYOUT_COLUMNS72 "$here/plugin_host.c" "$here/plugin_columns.c" -ldl -o "$work/plugin_columns72"
+gcc "${hostflags[@]}" -DLAYOUT_COLUMNS96 "$here/plugin_host.c" "$here/plugin_columns.c" -ldl -o "$work/plugin_columns96"
+gcc "${hostflags[@]}" -DLAYOUT_WORKER_COLUMNS "$here/plugin_host.c" "$here/plugin_columns.c" -ldl -o "$work/plugin_worker_columns"
 gcc "${cflags[@]}" "$here/bench.c" -L "$build" -lgoindex -o "$work/bench"
 
 step="build the fixture and write the frames script"
@@ -64,7 +73,10 @@ run_suite() {
 	"$work/fixture" replica "$work/replica" 1 "$work/replica.script"
 	LD_LIBRARY_PATH="$1" "$work/global_test" replica "$work/replica" "$work/replica.script" "$work/fixture" ||
 		fail "global_test replica failed against $1"
-	"$work/plugin_test" "$1/libgoindex.so" || fail "plugin_test failed against $1"
+	local h
+	for h in "${plugin_hosts[@]}"; do
+		"$work/$h" "$1/libgoindex.so" || fail "$h failed against $1"
+	done
 }
 
 step="abi_test against the library"

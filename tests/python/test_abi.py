@@ -629,7 +629,7 @@ class Descriptor(ctypes.Structure):
 
 
 def plugin(s):
-    """The plugin as Dynamo calls it: offsets, a ttft choice, USE_DEFAULT and INVALID_INPUT."""
+    """The plugin as a columnar host calls it: offsets, a ttft choice, USE_DEFAULT for anything it cannot use."""
     s.step = "plugin: layouts of §5a"
     for cls, size in [(ByteSlice, 16), (ErrorBuffer, 24), (WsLoad, 24), (WsColumns, 96), (WsInput, 88), (Descriptor, 40)]:
         s.check(ctypes.sizeof(cls) == size, f"sizeof({cls.__name__}) = {ctypes.sizeof(cls)}, the spec says {size}")
@@ -676,14 +676,14 @@ def plugin(s):
     s.check(select() == 4, "a missing load column is not USE_DEFAULT (4)")
     cols.provided_inputs = 0x1B
     cols.loads = None  # provided but NULL
-    s.check(select() == 1 and b"loads" in buf.raw[:err.written], f"a NULL provided column is not INVALID_INPUT: {buf.raw[:err.written]!r}")
+    s.check(select() == 4 and b"loads" in buf.raw[:err.written], f"a NULL provided column is not USE_DEFAULT: {buf.raw[:err.written]!r}")
     cols.loads = ctypes.addressof(loads)
     inp.struct_size = 80
-    s.check(select() == 1 and err.written <= 256, "input struct_size 80 is not INVALID_INPUT")
+    s.check(select() == 4 and err.written <= 256, "input struct_size 80 is not USE_DEFAULT")
     inp.struct_size = 88
     s.check(select() == 0, "select after the malformed calls does not work")
     d.destroy(state)
-    s.check(select() == 1, "select on a destroyed state is not INVALID_INPUT")
+    s.check(select() == 4, "select on a destroyed state is not USE_DEFAULT")
 
 
 # ---- global mode: the fixture's scripts (tests/c/fixture/script.go) ----

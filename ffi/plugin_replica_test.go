@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/dynamo/selector"
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/shm"
+	"github.com/goindex/goindex/tests/c/fixture"
+)
+
+// writePluginReplica writes a replica file of DCs 3 and 7 at path, with DC
+// 3's lane ready (or not) and its load report received at recv carrying
+// the measured rates of TestPlugin_ReplicaRatesSteerTheChoice.
+func writePluginReplica(t *testing.T, path string, ready bool, recv time.Time) {
+	t.Helper()
+	const buckets = 8
+	load := &shm.Load{At: recv, ReceivedAt: recv, LiveWorkers: 2, PrefillTokensPerMs: 10, QueueTokensPerMs: 40, DecodeBlocksPerMs: 4}
+	lanes := []fixture.Lane{{Words: make([]uint64, buckets), Ready: ready, Load: load}, {Words: make([]uint64, buckets), Ready: true}}
+	if _, err := fixture.WriteReplica(path, shm.Layout{Seed: ckf.DefaultSeed, Buckets: buckets, Domain: 1, ConsumerInstance: 1,
+		DCs: []uint64{3, 7}}, lanes); err != nil {
+		t.Fatalf("WriteReplica(%s): %v", path, err)
+	}
+}
+
+// replicaCands are two workers: worker 2 holds 1280 of the 1600 prompt
+// tokens behind a queue of 1000. At the config's rates (prefill 40
+// tokens/ms, queue 20) the queue costs more than the cache saves (50 vs 32
+// ms); at the DC's measured ones (prefill 10, queue 40 over 2 workers) it
+// costs less (50 vs 128 ms).
+var replicaCands = []selector.Candidate{
+	{WorkerID: 1, HasCachedTokens: true, HasLoad: true, TotalKVBlocks: selector.Unavailable},
+	{WorkerID: 2, HasCachedTokens: true, CachedTokens: 1280, HasLoad: true, ActivePrefillTokens: 1000, TotalKVBlocks: selector.Unavailable},
+}
+
+func replicaConfig(path string, dc int) string {
+	return fmt.Sprintf(`{"prefill_tokens_per_ms": 40, "queue_tokens_per_ms": 20, "replica": %q, "dc": %d, "max_staleness_ms": 600000}`, path, dc)
+}
+
+// selectOnce runs one select over replicaCands and returns its status,
+// index and message.
+func selectOnce(st cU64) (wsStatus, cSize, string) {
+	eb, buf := errBuf(512)
+	idx := cSize(77)
+	rc := dynamoSelectorSelect(st, newColumns(replicaCands, 1600).build(), &idx, eb)
+	return rc, idx, errText(eb, buf)
+}
+
+// With a replica configured, the DC's measured rates decide: the choice is
+// the one those rates give, not the config's.
+func TestPlugin_ReplicaRatesSteerTheChoice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.replica")
+	writePluginReplica(t, path, true, time.Now())
+	if rc, idx, msg := selectOnce(pluginStateT(t, replicaConfig(path, 3))); rc != wsOK || idx != 1 {
+		t.Errorf("select with the DC's measured rates = %d, index %d (%s); want OK, 1", rc, idx, msg)
+	}
+	// The same config without the replica: the config's rates choose 0.
+	if rc, idx, msg := selectOnce(pluginStateT(t, `{"prefill_tokens_per_ms": 40, "queue_tokens_per_ms": 20}`)); rc != wsOK || idx != 0 {
+		t.Errorf("select with the config's rates = %d, index %d (%s); want OK, 0", rc, idx, msg)
+	}
+}
+
+// A replica that is missing, whose DC has no lane or no ready lane, or
+// whose DC's load report is stale makes select USE_DEFAULT with the reason;
+// a replica that appears later is attached at the next retry.
+func TestPlugin_ReplicaMissingOrStaleIsUseDefault(t *testing.T) {
+	dir := t.TempDir()
+	fresh, notReady, stale := filepath.Join(dir, "fresh"), filepath.Join(dir, "not-ready"), filepath.Join(dir, "stale")
+	writePluginReplica(t, fresh, true, time.Now())
+	writePluginReplica(t, notReady, false, time.Now())
+	writePluginReplica(t, stale, true, time.Now().Add(-time.Hour))
+	for _, c := range []struct {
+		name, config, detail string
+	}{
+		{"missing file", replicaConfig(filepath.Join(dir, "absent"), 3), "no such file"},
+		{"dc not in the replica", replicaConfig(fresh, 4), "dc 4 has no lane"},
+		{"lane not ready", replicaConfig(notReady, 3), "not ready"},
+		{"load report an hour old", replicaConfig(stale, 3), "over max_staleness_ms"},
+	} {
+		st := pluginStateT(t, c.config)
+		for range 2 { // the second select answers from the retry's memory
+			if rc, idx, msg := selectOnce(st); rc != wsUseDefault || idx != 77 || !strings.Contains(msg, c.detail) {
+				t.Errorf("%s: select = %d, index %d, %q; want USE_DEFAULT mentioning %q", c.name, rc, idx, msg, c.detail)
+			}
+		}
+	}
+
+	late := filepath.Join(dir, "late")
+	st := pluginStateT(t, replicaConfig(late, 3))
+	if rc, _, _ := selectOnce(st); rc != wsUseDefault {
+		t.Fatalf("select before the replica exists = %d, want USE_DEFAULT", rc)
+	}
+	writePluginReplica(t, late, true, time.Now())
+	g := handles.plugins.get(uint64(st)).replica.g
+	if rc, _, msg := selectOnce(st); rc != wsUseDefault || !strings.Contains(msg, "no such file") {
+		t.Errorf("select within the retry interval = %d (%s), want the remembered failure", rc, msg)
+	}
+	g.clock = func() time.Time { return time.Now().Add(replicaRetry) }
+	if rc, idx, msg := selectOnce(st); rc != wsOK || idx != 1 {
+		t.Errorf("select after the retry interval = %d, index %d (%s); want OK, 1", rc, idx, msg)
+	}
+}
