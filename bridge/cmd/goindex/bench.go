@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/goindex/goindex/bridge/bench"
 )
 
 // benchmark is one `goindex bench` sub-benchmark.
@@ -55,4 +59,30 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fs.Usage()
 	return fmt.Errorf("bench: unknown benchmark %q: %w", name, errUsage)
+}
+
+// benchError maps a benchmark library's configuration error to a usage
+// error of the named subcommand; other errors keep their kind
+// (bench.ErrCheck among them).
+func benchError(name string, err error) error {
+	if errors.Is(err, bench.ErrConfig) {
+		return fmt.Errorf("bench %s: %v: %w", name, err, errUsage)
+	}
+	return fmt.Errorf("bench %s: %w", name, err)
+}
+
+// benchOutput prints a finished benchmark's report, as one JSON object
+// with --json, and returns its own check.
+func benchOutput(stdout io.Writer, asJSON bool, rep interface {
+	Print(io.Writer)
+	Check() error
+}) error {
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		rep.Print(stdout)
+	}
+	return rep.Check()
 }

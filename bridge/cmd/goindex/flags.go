@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/peterbourgon/ff/v3"
 )
@@ -57,4 +59,28 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("%s: unexpected argument %q: %w", fs.Name(), fs.Arg(0), errUsage)
 	}
 	return nil
+}
+
+// defaultBenchTrace is the shipped trace slice that bench and parity replay
+// when --trace is not given.
+const defaultBenchTrace = "testdata/mooncake/synthetic_head400.jsonl"
+
+// findUp returns rel joined to the working directory or its nearest parent
+// that has it.
+func findUp(rel string) (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", os.ErrNotExist
+		}
+		dir = parent
+	}
 }

@@ -324,6 +324,14 @@ func (r *parityReport) total() {
 	r.MeanOvercountBlocks = ratio(overBlocks, overs)
 }
 
+// ratio is a/b, or 0 when b is 0.
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
 func (r *parityReport) print(w io.Writer) {
 	s := &r.Setup
 	switch r.Source.Kind {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -18,8 +18,8 @@ const synthMaxKicks = ckf.DefaultMaxKicks
 // that check the resynced replica.
 const synthSampleEvery = 1024
 
-// synthTable is one lane's SYNTHETIC table for `goindex bench relay
-// --synthetic`: the words a pool tracking resident blocks would publish,
+// synthTable is one lane's SYNTHETIC table for a RelayConfig.Synthetic
+// run: the words a pool tracking resident blocks would publish,
 // filled directly with random canonical hashes and no exact ownership. It
 // is the pool's relayproto.Source: its words never change, so Drain has
 // nothing to publish.
@@ -65,7 +65,7 @@ func synthesize(lanes, blocks int, seed uint64) ([]*synthTable, error) {
 	wg.Wait()
 	for l, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("bench relay: synthetic lane %d: %w", l, err)
+			return nil, fmt.Errorf("synthetic lane %d: %w", l, err)
 		}
 	}
 	return tables, nil
