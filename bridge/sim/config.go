@@ -113,23 +113,50 @@ func policyList() string {
 	return strings.Join(names, ",")
 }
 
-// Defaults of Config. They model a mid-size model served on one GPU node
-// per worker: 32k KV blocks of 16 tokens per worker (512k tokens) are 1,024
-// blocks of 512 tokens; 15k prompt tokens/s of prefill; 30 ms per output
-// token at any batch size up to the limit (decode is memory-bound); two
-// workers per DC. The fleet is sized for its load: at the default
-// concurrency of 256 on the Mooncake conversation trace, 26 workers run at
-// about 48% of their prefill capacity under ttft (Result.PrefillUtilization),
-// where queues matter as they do in a deployment sized to its traffic; eight
-// workers per DC left 104 workers 12% busy, a fleet in which no routing
-// decision can queue anything.
+// Defaults of Config. The serving model is one worker = one 8-GPU node
+// serving a 70B-class dense model in BF16 (Llama-3.1-70B: 141 GB of
+// weights, 80 layers × 8 KV heads × 128 dims × 2 (K, V) × 2 bytes = 320
+// KiB of KV per token, from the model's published config) with vLLM's
+// scheduler; the defaults below cite their sources one by one. The fleet's
+// size (2 workers per DC) is not a hardware fact: it sizes the fleet so
+// that the default concurrency keeps it busy but not saturated (the sweep,
+// `goindex sim --sweep`, runs 1, 2, 4 and 8 workers per DC besides).
 const (
-	DefaultRouterSite         = "fra"
-	DefaultWorkersPerDC       = 2
-	DefaultKVBlocksPerWorker  = 1024
+	DefaultRouterSite   = "fra"
+	DefaultWorkersPerDC = 2
+	// DefaultKVBlocksPerWorker: 1,024 blocks of 512 tokens = 524,288
+	// tokens = 160 GiB of BF16 KV at 320 KiB/token, which fits beside the
+	// 141 GB of weights on one 8 × 80 GB node (vLLM sizes the KV pool to
+	// what gpu_memory_utilization = 0.9, its default, leaves after the
+	// weights and activations); equal to 32k blocks of vLLM's default
+	// 16 tokens.
+	DefaultKVBlocksPerWorker = 1024
+	// DefaultPrefillTokensPerMs: 15k prompt tokens/s per node: 2 × 70.6 G
+	// FLOP per token (the dense-model rule of thumb of Kaplan et al.,
+	// "Scaling Laws for Neural Language Models", 2020) = 2.1 PFLOP/s, 27% of
+	// eight H100s' 989 TFLOP/s dense BF16 (NVIDIA H100 datasheet), within
+	// the model FLOPs utilization prefill reaches with tensor parallelism
+	// and long-context attention.
 	DefaultPrefillTokensPerMs = 15
-	DefaultDecodeMsPerToken   = 30
-	DefaultBatchLimit         = 64
+	// DefaultDecodeMsPerToken: a decode iteration reads every weight once:
+	// 141 GB at an effective 4.7 TB/s (one 8-GPU node under tensor
+	// parallelism, its all-reduces included) is 30 ms, in the 20–40 ms
+	// time-per-output-token range serving benchmarks report for 70B
+	// models at moderate batch sizes.
+	DefaultDecodeMsPerToken = 30
+	// DefaultDecodeMsPerKToken: the same iteration also reads the KV of
+	// every decoding sequence: 320 KiB per token at the bandwidth above,
+	// 30 ms × 327,680 B / 141 GB = 0.07 ms per 1,000 context tokens (a
+	// full default KV adds 37 ms per token).
+	DefaultDecodeMsPerKToken = 0.07
+	// DefaultTokenBudget is vLLM's default max_num_batched_tokens
+	// (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048,
+	// docs.vllm.ai/en/stable/api/vllm/config/scheduler/), the per-iteration
+	// budget chunked prefill shares with decode.
+	DefaultTokenBudget = 2048
+	// DefaultBatchLimit is vLLM's default max_num_seqs
+	// (SchedulerConfig.DEFAULT_MAX_NUM_SEQS = 128, same page).
+	DefaultBatchLimit         = 128
 	DefaultConcurrency        = 256
 	DefaultLoadReportInterval = 100 * time.Millisecond
 	DefaultRTTJitter          = 2 * time.Millisecond
@@ -146,6 +173,9 @@ const (
 	MaxBatchLimit        = 1 << 16
 	MaxConcurrency       = 1 << 20
 	MaxKVBlocksPerWorker = trace.MaxCapacityBlocks
+	MaxTokenBudget       = 1 << 24
+	// MaxPrefillJitter keeps every request's prefill work positive.
+	MaxPrefillJitter = 0.9
 )
 
 // Config describes one simulation: the DCs and their workers, the
@@ -166,15 +196,32 @@ type Config struct {
 	// BlockSize is the KV block size in tokens; it must divide 512 (a
 	// Mooncake hash id is 512 tokens). // optional; default: 512
 	BlockSize int
-	// PrefillTokensPerMs is one worker's prefill speed; prefill is FIFO,
-	// one request at a time per worker. // optional; default: 15
+	// PrefillTokensPerMs is one worker's compute rate in tokens/ms: an
+	// iteration of p prompt tokens and n decode tokens takes at least
+	// (p + n)/PrefillTokensPerMs (worker.go has the model).
+	// // optional; default: 15
 	PrefillTokensPerMs float64
-	// DecodeMsPerToken is the time per generated token after the first, for
-	// every running sequence. // optional; default: 30
+	// DecodeMsPerToken is the memory-bound time of an iteration reading the
+	// weights: the time per output token of a small decode batch.
+	// // optional; default: 30
 	DecodeMsPerToken float64
+	// DecodeMsPerKToken is what every 1,000 context tokens of the decoding
+	// sequences add to an iteration's memory-bound time (their KV read).
+	// A negative value turns it off. // optional; default: 0.07
+	DecodeMsPerKToken float64
+	// TokenBudget is the tokens one iteration processes, decode tokens
+	// first, the rest prefill (vLLM's max_num_batched_tokens).
+	// // optional; default: 2048
+	TokenBudget int
 	// BatchLimit is the most sequences a worker runs at once (prefilling or
-	// decoding; vLLM's max_num_seqs). // optional; default: 64
+	// decoding; vLLM's max_num_seqs). // optional; default: 128
 	BatchLimit int
+	// PrefillJitter spreads each request's prefill work uniformly over
+	// [1 − j, 1 + j] times its token count, drawn per request (kernel and
+	// scheduling noise a router cannot see). No published figure fixes it,
+	// so it is off unless asked for. // optional; default: 0 (off); at
+	// most MaxPrefillJitter
+	PrefillJitter float64
 
 	// Concurrency is the closed-loop client count. // optional; default: 256
 	Concurrency int
@@ -274,6 +321,11 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.BlockSize, trace.DefaultBlockSize)
 	deff(&c.PrefillTokensPerMs, DefaultPrefillTokensPerMs)
 	deff(&c.DecodeMsPerToken, DefaultDecodeMsPerToken)
+	deff(&c.DecodeMsPerKToken, DefaultDecodeMsPerKToken)
+	if c.DecodeMsPerKToken < 0 {
+		c.DecodeMsPerKToken = 0
+	}
+	def(&c.TokenBudget, DefaultTokenBudget)
 	def(&c.BatchLimit, DefaultBatchLimit)
 	def(&c.Concurrency, DefaultConcurrency)
 	deff(&c.TimeScale, 1)
@@ -310,8 +362,14 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("prefill rate %v tokens/ms must be a positive number", c.PrefillTokensPerMs)
 	case !positive(c.DecodeMsPerToken):
 		return bad("decode time %v ms/token must be a positive number", c.DecodeMsPerToken)
+	case math.IsNaN(c.DecodeMsPerKToken) || math.IsInf(c.DecodeMsPerKToken, 0):
+		return bad("decode KV read %v ms per 1k tokens must be a number", c.DecodeMsPerKToken)
 	case c.BatchLimit < 1 || c.BatchLimit > MaxBatchLimit:
 		return bad("batch limit %d not in [1, %d]", c.BatchLimit, MaxBatchLimit)
+	case c.TokenBudget <= c.BatchLimit || c.TokenBudget > MaxTokenBudget:
+		return bad("token budget %d must exceed the batch limit %d (decode takes one token per sequence) and be at most %d", c.TokenBudget, c.BatchLimit, MaxTokenBudget)
+	case !(c.PrefillJitter >= 0 && c.PrefillJitter <= MaxPrefillJitter):
+		return bad("prefill jitter %v not in [0, %v]", c.PrefillJitter, MaxPrefillJitter)
 	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
 		return bad("concurrency %d not in [1, %d]", c.Concurrency, MaxConcurrency)
 	case !positive(c.TimeScale):

@@ -38,6 +38,7 @@ type dc struct {
 	link     []linkItem         // frames on the WAN link to the router, oldest first
 	released int64              // blocks released by finished requests since the last load report
 	active   int                // requests routed here and not finished
+	speed    float64            // its workers' prefill rate over the configured one
 	stats    dcStats
 }
 
@@ -46,10 +47,11 @@ type dcStats struct {
 	requests     int
 	promptTokens int64
 	hitTokens    int64
+	preemptions  int
 	relay        RelayStats
 }
 
-func newDC(idx int, name string, rttMs float64, c *Config, f *ckf.Format) (*dc, error) {
+func newDC(idx int, name string, rttMs float64, workers int, c *Config, f *ckf.Format) (*dc, error) {
 	local, err := score.New(score.Config{Policy: score.Credit, BlockSize: c.BlockSize})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -58,18 +60,12 @@ func newDC(idx int, name string, rttMs float64, c *Config, f *ckf.Format) (*dc, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	d := &dc{idx: idx, name: name, rttMs: rttMs, index: radix.New(radix.Config{}), local: local, prod: prod}
+	d := &dc{idx: idx, name: name, rttMs: rttMs, index: radix.New(radix.Config{}), local: local, prod: prod, speed: 1}
 	d.identity = relayproto.ProducerIdentity{
 		Pool:        relayproto.PoolID{Domain: domain, DC: relayproto.DCID(idx + 1)},
 		Incarnation: 1, LayoutGeneration: 1, Format: relayproto.FormatOf(f),
 	}
-	for k := range c.WorkersPerDC {
-		w, err := newWorker(k, c.KVBlocksPerWorker)
-		if err != nil {
-			return nil, err
-		}
-		d.workers = append(d.workers, w)
-	}
+	d.workers = make([]*worker, workers)
 	return d, nil
 }
 
@@ -86,9 +82,10 @@ func (s *simulation) arrive(d *dc, i int, now float64) error {
 	}
 	cands := s.localCands[:0]
 	for k, w := range d.workers {
+		s.advance(w, now)
 		cands = append(cands, score.Candidate{
 			ID: uint64(k), CachedBlocks: depth[k], HasLoad: true,
-			ActivePrefillTokens: uint64(w.pendingTokens), ActiveDecodeBlocks: uint64(w.routedBlocks),
+			ActivePrefillTokens: uint64(w.queuedTokens(s)), ActiveDecodeBlocks: uint64(w.routedBlocks),
 		})
 	}
 	s.localCands = cands
@@ -97,12 +94,11 @@ func (s *simulation) arrive(d *dc, i int, now float64) error {
 		return fmt.Errorf("%w: dc %s local router: %w", ErrEngine, d.name, err)
 	}
 	st.worker = res.Index
-	st.estUncached = r.InputTokens - min(depth[res.Index]*s.w.BlockSize, r.InputTokens-1)
+	st.estWork = r.InputTokens - min(depth[res.Index]*s.w.BlockSize, r.InputTokens-1)
 	st.arriveMs = now
 	d.active++
 	d.stats.requests++
-	s.enqueue(d, d.workers[res.Index], i, now)
-	return nil
+	return s.enqueue(d.workers[res.Index], i, now)
 }
 
 // publishEvents applies the events of d.events, in order, to the DC's exact
@@ -151,15 +147,19 @@ func (s *simulation) boundary(d *dc, now float64) error {
 
 // loadReport samples DC d's load and sends it to the router as a
 // relayproto LoadReport frame: queued prefill work, the blocks of every
-// routed request not finished, capacity, and rates (the blocks finished
-// requests released over the last interval).
+// routed request not finished, capacity, and rates: the prefill rate the
+// workers would give queued work now (the token budget their decode
+// batches leave, over the iteration time; per worker and DC-wide) and the
+// blocks finished requests released over the last interval.
 func (s *simulation) loadReport(d *dc, now float64) error {
-	var queued float64
+	var queued, capacity float64
 	var routed, cached uint64
 	for _, w := range d.workers {
-		queued += w.queuedTokens(now, s.cfg.PrefillTokensPerMs, s)
+		s.advance(w, now)
+		queued += w.queuedTokens(s)
+		capacity += w.prefillCapacity(s.cfg)
 		routed += uint64(w.routedBlocks)
-		cached += uint64(w.engine.Blocks())
+		cached += uint64(w.pool.cached())
 	}
 	interval := ms(s.cfg.LoadReportInterval)
 	n := len(d.workers)
@@ -173,8 +173,8 @@ func (s *simulation) loadReport(d *dc, now float64) error {
 		ActiveDecodeBlocks:  routed,
 		LiveWorkers:         uint32(n),
 		CapacityBlocks:      uint64(n * s.cfg.KVBlocksPerWorker),
-		PrefillTokensPerMs:  s.cfg.PrefillTokensPerMs,
-		QueueTokensPerMs:    float64(n) * s.cfg.PrefillTokensPerMs,
+		PrefillTokensPerMs:  capacity / float64(n),
+		QueueTokensPerMs:    capacity,
 		DecodeBlocksPerMs:   float64(d.released) / interval,
 	}
 	d.released = 0

@@ -8,11 +8,15 @@
 //
 // The clients and the global router sit at the router site; every DC is a
 // site of a Grid (an RTT matrix, default testdata/wan's 13 sites), one
-// matrix RTT away. A DC has WorkersPerDC workers, each a trace.Engine (an
-// LRU prefix cache of KVBlocksPerWorker blocks emitting real Stored and
-// Removed events) behind a vLLM-like scheduler (worker.go has the model:
-// FCFS admission within a batch limit and the KV capacity, FIFO prefill of
-// the uncached tokens, fixed time per decoded token). Inside a DC,
+// matrix RTT away. A DC has WorkersPerDC workers, each a paged KV pool of
+// KVBlocksPerWorker blocks with prefix caching (kvpool.go: pinned blocks
+// of running requests, LRU eviction of the rest, real Stored and Removed
+// events) behind a model of vLLM's scheduler with chunked prefill
+// (worker.go: iterations of TokenBudget tokens shared by decode and
+// prefill, each lasting the longer of its compute and its memory time, so
+// the two slow each other down; FCFS admission within the batch limit and
+// the free KV blocks; recompute preemption when a decode finds no free
+// block). Config documents every parameter with its source. Inside a DC,
 // Dynamo's local KV router places each request with the credit rule over
 // an exact radix index of the DC's workers.
 //
@@ -84,11 +88,12 @@
 // Progress callback is called from those goroutines. Grid, Workload and
 // Report are safe to read concurrently once built.
 //
-// Non-goals: no model of decode slowing down with batch size or of prefill
-// chunks interleaving with decode steps; no KV preemption (admission
-// reserves a request's blocks up front); no network loss or relay faults
-// (the relayproto tests cover those); the control plane has no jitter, so
-// every link is FIFO.
+// Non-goals: iterations are modelled as a fluid (rates constant between
+// state changes, context growth folded in at the next change), not one by
+// one; attention's growth with a prefill's own context, swap preemption,
+// speculative decoding and disaggregated prefill are not modelled; no
+// network loss or relay faults (the relayproto tests cover those); the
+// control plane has no jitter, so every link is FIFO.
 //
 // # Files
 //
@@ -98,7 +103,8 @@
 //   - config.go: Policy, Config and its defaults, Progress.
 //   - workload.go: Request, Workload, NewWorkload (hash the trace once).
 //   - queue.go: the event kinds and the time-ordered event heap.
-//   - worker.go: the worker model: admission, prefill, decode, busy time.
+//   - kvpool.go: a worker's paged KV memory with prefix caching: pins, LRU eviction, events.
+//   - worker.go: the worker model: iterations, admission, prefill, decode, preemption.
 //   - dc.go: a DC: the in-DC credit router, the producer and its cadence, load reports.
 //   - relay.go: the WAN link, frames in and out, the consumer's table, drain and convergence check.
 //   - router.go: the global decision, in-flight accounting, Accuracy.
@@ -110,8 +116,14 @@
 //
 // The tests prove: the grid parser on the shipped matrix and on every
 // malformed shape (and never panicking, by fuzzing); the event heap against
-// a sort; the worker model against hand-computed timelines (FIFO prefill,
-// admission by batch limit, cache hits capped at input − 1); determinism
+// a sort; the KV pool against an exact radix index fed only its events
+// (under random admissions, prefills, growth and releases: same depths,
+// pins and memory bounds, evictions leaf-first); the worker model against hand-computed timelines (chunked
+// prefill and decode slowing each other, decode slowing with the KV it
+// reads, KV admission and preemption with recomputation, leaf-first LRU
+// eviction, cache hits capped at input − 1, a request larger than the KV)
+// and against the Pollaczek–Khinchine mean wait of an M/G/1 queue at three
+// loads, rising superlinearly towards saturation; determinism
 // (same seed, identical results; another seed, different jitter);
 // conservation (every request completes once, hits ≤ prompt tokens,
 // per-DC counts add up, workers end idle); that the engine path is used

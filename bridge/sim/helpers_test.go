@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/trace"
+	"github.com/goindex/goindex/goindex/kv"
 )
 
 // testSeed is the seed of the randomized tests: SIM_SEED overrides it.
@@ -90,20 +91,32 @@ func lineGrid(rtts ...float64) *Grid {
 // requests arrive 1 ms apart.
 func handTrace(t *testing.T, lines ...string) *Workload {
 	t.Helper()
-	var reqs []trace.Request
+	timed := make([]string, len(lines))
 	for k, l := range lines {
+		timed[k] = strconv.Itoa(k) + " " + l
+	}
+	return timedTrace(t, timed...)
+}
+
+// timedTrace is a hand-made trace: each line is "ms input output
+// id,id,…", ms being the request's trace timestamp.
+func timedTrace(t *testing.T, lines ...string) *Workload {
+	t.Helper()
+	var reqs []trace.Request
+	for _, l := range lines {
 		f := strings.Fields(l)
-		in, _ := strconv.Atoi(f[0])
-		out, _ := strconv.Atoi(f[1])
+		at, _ := strconv.Atoi(f[0])
+		in, _ := strconv.Atoi(f[1])
+		out, _ := strconv.Atoi(f[2])
 		var ids []uint64
-		for _, s := range strings.Split(f[2], ",") {
+		for _, s := range strings.Split(f[3], ",") {
 			v, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {
-				t.Fatalf("handTrace %q: %v", l, err)
+				t.Fatalf("timedTrace %q: %v", l, err)
 			}
 			ids = append(ids, v)
 		}
-		reqs = append(reqs, trace.Request{TimestampMs: uint64(k), InputLength: in, OutputLength: out, HashIDs: ids})
+		reqs = append(reqs, trace.Request{TimestampMs: uint64(at), InputLength: in, OutputLength: out, HashIDs: ids})
 	}
 	w, err := NewWorkload(reqs, trace.DefaultBlockSize)
 	if err != nil {
@@ -165,7 +178,13 @@ func warm(t *testing.T, s *simulation, k int, ids []uint64, at float64) {
 		t.Fatalf("NewMapper: %v", err)
 	}
 	d := s.dcs[k]
-	d.events, _ = d.workers[0].engine.Serve(d.events[:0], m.AppendLocals(nil, ids))
+	locals := m.AppendLocals(nil, ids)
+	seqs := kv.AppendChain(nil, false, 0, locals)
+	p := d.workers[0].pool
+	hit := p.match(seqs)
+	d.events = p.admit(d.events[:0], seqs, hit, len(seqs))
+	d.events = p.register(d.events, seqs, locals, hit, len(seqs))
+	p.release(seqs, len(seqs), 0)
 	if err := s.publishEvents(d, at); err != nil {
 		t.Fatalf("warm %s: %v", d.name, err)
 	}

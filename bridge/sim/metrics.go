@@ -46,10 +46,13 @@ type Result struct {
 	// FleetUtilizationMean is the mean fleet utilization the router
 	// measured (score.Demand) at its decisions; 0 without PriceOthers.
 	FleetUtilizationMean float64 `json:"fleet_utilization_mean"`
-	// PrefillUtilization is the workers' prefill time over their number
-	// times SimulatedSeconds: the share of the fleet's prefill capacity the
-	// run used (decoding is not counted; it never waits for prefill).
+	// PrefillUtilization is the time the workers had prefill work over
+	// their number times SimulatedSeconds: the share of the fleet's
+	// prefill capacity the run used (decoding alone is not counted).
 	PrefillUtilization float64 `json:"prefill_utilization"`
+	// Preemptions counts the sequences preempted for KV memory (each is
+	// recomputed when readmitted).
+	Preemptions int `json:"preemptions"`
 
 	// HitRate is cached prompt tokens over prompt tokens.
 	HitRate      float64 `json:"hit_rate"`
@@ -164,13 +167,15 @@ func (s *simulation) result(warm int) *Result {
 	res.HitRate = ratio(float64(measured.hit), float64(measured.prompt))
 	res.BelievedHitRate = ratio(measured.believed, float64(measured.prompt))
 	res.Estimate = measured.est
-	var busyMax, busySum float64
+	var busyMax, busySum, prefillMs float64
 	for _, d := range s.dcs {
 		busy := 0.0
 		for _, w := range d.workers {
-			w.settle(s.now)
+			s.advance(w, s.now)
 			busy += w.busyMs
+			prefillMs += w.prefillMs
 		}
+		res.Preemptions += d.stats.preemptions
 		busyMax, busySum = max(busyMax, busy), busySum+busy
 		res.Relay.add(d.stats.relay)
 		res.PerDC = append(res.PerDC, DCResult{Name: d.name, RTTms: d.rttMs, Requests: d.stats.requests,
@@ -180,7 +185,7 @@ func (s *simulation) result(warm int) *Result {
 		res.CKF.MaxLoadFactor = max(res.CKF.MaxLoadFactor, st.LoadFactor)
 	}
 	res.FleetUtilizationMean = ratio(s.rt.rhoSum, float64(s.acc.Decisions))
-	res.PrefillUtilization = ratio(all.prefill, float64(len(s.dcs)*s.cfg.WorkersPerDC)*(all.last-s.startMs))
+	res.PrefillUtilization = ratio(prefillMs, float64(len(s.workers))*(all.last-s.startMs))
 	res.LoadImbalance = ratio(busyMax, busySum/float64(len(s.dcs)))
 	return res
 }

@@ -129,8 +129,9 @@ func TestPolicy_StaleReplicaIsCountedAgainstTheExactChoice(t *testing.T) {
 
 // TestRouter_DrainedQueueEstimateIsExactOnOneWorker sends a burst of
 // uncached prompts to one single-worker DC 40 ms away, with report ages of
-// up to 100 ms. One FIFO worker that admits everything is exactly the
-// work-conserving queue score.Backlog models, and without cache hits the
+// up to 100 ms. One FIFO worker that admits everything and decodes nothing
+// (one output token each, so no decode takes a share of the token budget)
+// is exactly the work-conserving queue score.Backlog models, and without cache hits the
 // router's in-flight tokens are exact, so every request's queue estimate
 // must equal the wait it then saw (to the token). Read as current (NoQueueDrain), the
 // same reports overstate the wait: the check can fail.
@@ -139,7 +140,7 @@ func TestRouter_DrainedQueueEstimateIsExactOnOneWorker(t *testing.T) {
 	var lines []string
 	for k := range 60 {
 		n := 1 + rng.IntN(12) // blocks of 512 tokens
-		lines = append(lines, fmt.Sprintf("%d %d %v", 512*n, 1+rng.IntN(40), joinIDs(ids(10000*(k+1), n))))
+		lines = append(lines, fmt.Sprintf("%d 1 %v", 512*n, joinIDs(ids(10000*(k+1), n))))
 	}
 	w := handTrace(t, lines...)
 	for _, noDrain := range []bool{false, true} {

@@ -4,14 +4,13 @@ package sim
 type kind uint8
 
 const (
-	evSend        kind = iota + 1 // a client sends request a to the router
-	evArrive                      // request a reaches DC b
-	evPrefillDone                 // worker a of DC b finishes its prefill
-	evDecodeDone                  // request a finishes decoding
-	evDeliver                     // the oldest frame on DC a's link reaches the router
-	evFlush                       // DC a's cadence timer of generation b fires
-	evLoadReport                  // DC a samples and sends a load report
-	evSample                      // every DC's load is sampled for the charts
+	evSend       kind = iota + 1 // a client sends request a to the router
+	evArrive                     // request a reaches DC b
+	evWorker                     // worker a's next state change, scheduled as generation b
+	evDeliver                    // the oldest frame on DC a's link reaches the router
+	evFlush                      // DC a's cadence timer of generation b fires
+	evLoadReport                 // DC a samples and sends a load report
+	evSample                     // every DC's load is sampled for the charts
 )
 
 // event is one scheduled happening. seq orders events of equal time by

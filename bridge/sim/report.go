@@ -159,9 +159,9 @@ func markdown(rep *Report, tracePath string) []byte {
 		{"load", mode, "closed loop: each client sends the next trace request when its previous one completes"},
 		{"workers per DC", fmt.Sprint(c.WorkersPerDC), "one worker = one GPU node serving the model"},
 		{"KV capacity per worker", fmt.Sprintf("%d blocks × %d tokens = %d tokens", c.KVBlocksPerWorker, c.BlockSize, c.KVBlocksPerWorker*c.BlockSize), "16k–32k blocks of 16 tokens, the usual vLLM range, in 512-token blocks (one Mooncake id)"},
-		{"prefill", fmt.Sprintf("%g tokens/ms per worker (FIFO, one request at a time)", c.PrefillTokensPerMs), "10–20k prompt tokens/s per worker; chunked prefill's throughput, chunk/decode interleaving not modelled"},
-		{"decode", fmt.Sprintf("%g ms per output token after the first", c.DecodeMsPerToken), "20–40 ms/token, memory-bound so flat in the batch size"},
-		{"batch limit", fmt.Sprintf("%d sequences per worker; admission FCFS within the KV capacity", c.BatchLimit), "vLLM's max_num_seqs; the KV reservation usually binds first"},
+		{"iteration", fmt.Sprintf("%d tokens (decode first, prefill FIFO); lasts max(tokens / %g per ms, %g ms + %g ms per 1k context tokens)", c.TokenBudget, c.PrefillTokensPerMs, c.DecodeMsPerToken, c.DecodeMsPerKToken), "vLLM's chunked prefill (max_num_batched_tokens); the roofline: prefill compute-bound, decode memory-bound (weights + KV read); sources in bridge/sim/config.go"},
+		{"KV", "paged, prefix-cached; running requests pin their blocks, LRU eviction of the rest; a decode without a free block preempts the last admitted sequence (recomputed later)", "vLLM's block manager and recompute preemption"},
+		{"batch limit", fmt.Sprintf("%d sequences per worker; admission FCFS while the blocks fit", c.BatchLimit), "vLLM's max_num_seqs"},
 		{"in-DC routing", "Dynamo's credit rule over an exact radix index of the DC's workers", "what Dynamo's local KV router does"},
 		{"relay", "one CKF producer per DC (16 events or 1 ms cadence), leased publisher, relayproto frames over the WAN (one-way = RTT/2), one replica lane per DC", "the production path, end to end"},
 		{"load reports", fmt.Sprintf("every %v per DC; stale after one-way + %d intervals; router adds its own in-flight requests: %v", c.LoadReportInterval, loadStaleReports, !c.NoInflight), "load is as stale as in production"},
@@ -172,10 +172,10 @@ func markdown(rep *Report, tracePath string) []byte {
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", r[0], r[1], r[2])
 	}
-	b.WriteString("\n## Policies side by side\n\n| policy | req/s | TTFT p50 ms | p95 | p99 | e2e p95 ms | queue p95 ms | hit rate | WAN hops | mean RTT ms | load imbalance | fallbacks |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("\n## Policies side by side\n\n| policy | req/s | TTFT p50 ms | p95 | p99 | e2e p95 ms | queue p95 ms | hit rate | WAN hops | mean RTT ms | load imbalance | preemptions | fallbacks |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rep.Results {
-		fmt.Fprintf(&b, "| %s | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f%% | %d | %.1f | %.2f | %d |\n",
-			r.Policy, r.ThroughputRPS, r.TTFTp50Ms, r.TTFTp95Ms, r.TTFTp99Ms, r.E2Ep95Ms, r.QueueP95Ms, 100*r.HitRate, r.WANHops, r.MeanRTTms, r.LoadImbalance, r.Fallbacks)
+		fmt.Fprintf(&b, "| %s | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f%% | %d | %.1f | %.2f | %d | %d |\n",
+			r.Policy, r.ThroughputRPS, r.TTFTp50Ms, r.TTFTp95Ms, r.TTFTp99Ms, r.E2Ep95Ms, r.QueueP95Ms, 100*r.HitRate, r.WANHops, r.MeanRTTms, r.LoadImbalance, r.Preemptions, r.Fallbacks)
 	}
 	if rep.Warmup > 0 {
 		b.WriteString("\nThe same over every request, warm-up included:\n\n| policy | req/s | TTFT p50 ms | p95 | p99 | e2e p95 ms | hit rate |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")

@@ -102,17 +102,28 @@ type reqState struct {
 	est            score.Parts
 	hasEst         bool    // est holds the TTFT model's estimate for the chosen DC
 	rttMs          float64 // round trip paid, jitter included
-	blocks         int     // KV blocks reserved while it runs
-	estUncached    int     // the local router's prefill estimate, tokens
-	hitBlocks      int     // cached prefix when its prefill started
+	blocks         int     // KV blocks it holds when its decode ends (the local router's load)
+	estWork        int     // the local router's estimate of its prefill work, tokens
+	jitter         float64 // multiplier of its prefill work (Config.PrefillJitter)
+	hitBlocks      int     // cached prefix at its first admission
 	hitTokens      int
 	uncached       int
 	sentMs         float64 // client → router (the client is at the router site)
 	arriveMs       float64 // at the DC
-	prefillStartMs float64
-	firstTokenMs   float64 // prefill end, at the DC
+	prefillStartMs float64 // its first prefill reached the head of the queue
+	firstTokenMs   float64 // first prefill end, at the DC
 	doneMs         float64 // last token at the client
 	done           bool
+
+	// The worker model's state (worker.go).
+	admitted, prefillStarted bool
+	work, left               float64 // prefill work of the current admission, and what is left, tokens
+	generated                int     // tokens generated so far
+	pinned, private          int     // KV blocks held: registered prompt blocks pinned, private blocks
+	v0                       float64 // decode clock when generated was g0
+	g0                       int
+	epoch                    int // voids milestones on preemption
+	preemptions              int
 }
 
 // ttftMs is the time to first token at the client: the request's trip to
@@ -123,15 +134,16 @@ func (st *reqState) ttftMs() float64 { return st.firstTokenMs + st.rttMs/2 - st.
 // simulation is one policy's run: its own DCs, engines, producers, links,
 // consumer and replica, driven by one event queue.
 type simulation struct {
-	cfg    *Config
-	w      *Workload
-	policy Policy
-	home   int
-	dcs    []*dc
-	rt     *router
-	q      queue
-	now    float64
-	reqs   []reqState
+	cfg     *Config
+	w       *Workload
+	policy  Policy
+	home    int
+	dcs     []*dc
+	workers []*worker // every DC's workers, indexed by worker.id
+	rt      *router
+	q       queue
+	now     float64
+	reqs    []reqState
 
 	startMs   float64 // traffic starts once every lane is ready
 	next      int     // closed loop: the next request a free client sends
@@ -156,6 +168,7 @@ const (
 	drawGlobal = iota
 	drawLocal
 	drawJitter
+	drawService
 )
 
 // draw returns the random stream of request i at stage; the stream depends
@@ -191,9 +204,13 @@ func newSimulation(c *Config, w *Workload, p Policy, f *ckf.Format) (*simulation
 	s.rng = rand.New(s.pcg)
 	var pools []relayproto.PoolID
 	for k, name := range g.Sites {
-		d, err := newDC(k, name, g.RTTms[home][k], c, f)
+		d, err := newDC(k, name, g.RTTms[home][k], c.WorkersPerDC, c, f)
 		if err != nil {
 			return nil, err
+		}
+		for j := range d.workers {
+			d.workers[j] = newWorker(d, len(s.workers), j, c)
+			s.workers = append(s.workers, d.workers[j])
 		}
 		s.dcs = append(s.dcs, d)
 		pools = append(pools, d.identity.Pool)
@@ -290,11 +307,8 @@ func (s *simulation) fire(e event) error {
 		return s.send(e.a, now)
 	case evArrive:
 		return s.arrive(s.dcs[e.b], e.a, now)
-	case evPrefillDone:
-		d := s.dcs[e.b]
-		return s.prefillDone(d, d.workers[e.a], now)
-	case evDecodeDone:
-		return s.finish(e.a, now)
+	case evWorker:
+		return s.step(s.workers[e.a], e.b, now)
 	case evDeliver:
 		return s.deliver(s.dcs[e.a])
 	case evFlush:
@@ -322,6 +336,10 @@ func (s *simulation) send(i int, now float64) error {
 	st := &s.reqs[i]
 	st.sentMs = now
 	st.blocks = s.w.Requests[i].totalBlocks(s.w.BlockSize)
+	st.jitter = 1
+	if j := s.cfg.PrefillJitter; j > 0 {
+		st.jitter = 1 + j*(2*s.draw(i, drawService).Float64()-1)
+	}
 	l, believed, err := s.decide(i, now)
 	if err != nil {
 		return err
@@ -342,7 +360,6 @@ func (s *simulation) finish(i int, now float64) error {
 		return fmt.Errorf("%w: request %d completed twice", ErrEngine, i)
 	}
 	d := s.dcs[st.dc]
-	s.decodeDone(d, d.workers[st.worker], i, now)
 	d.active--
 	st.done = true
 	st.doneMs = now + st.rttMs/2

@@ -34,11 +34,17 @@ exact-oracle (ttft with the CKF replaced by an exact index over the same
 delivered events: what the CKF's collisions cost), exact-now (ttft with
 every DC's exact, current depths: no CKF and no WAN delay, a bound).
 
-Model: a worker admits requests FCFS within --batch-limit sequences and its
-KV capacity, prefills one request at a time (FIFO) at
---prefill-tokens-per-ms over the tokens its cache lacks, then decodes every
-later token in --decode-ms-per-token. TTFT = request one-way + queue wait +
-prefill + first token one-way; end-to-end adds the decode.
+Model (vLLM's scheduler with chunked prefill; each default cites its source
+in bridge/sim/config.go): a worker runs iterations of --token-budget tokens,
+one per decoding sequence and the rest prefill (FIFO); an iteration lasts
+the longer of its compute, (tokens)/--prefill-tokens-per-ms, and its memory
+time, --decode-ms-per-token plus --decode-ms-per-ktoken per 1,000 context
+tokens, so prefill and decode slow each other down. Requests are admitted
+FCFS within --batch-limit sequences while their KV blocks fit (the cached
+prefix pinned, LRU eviction of unused cached blocks); a decode that finds no
+free block preempts the last-admitted sequence, which is recomputed later.
+TTFT = request one-way + queue wait + prefill + first token one-way;
+end-to-end adds the decode.
 
 Trace and workload:
   --trace FILE                  Mooncake JSONL (default: ` + defaultSimTrace + `,
@@ -74,9 +80,18 @@ Workers (every DC alike):
   --workers-per-dc N            workers per DC
   --kv-blocks-per-worker B      KV capacity of a worker, in blocks of --block-size
                                 tokens (1024 × 512 = 32k blocks of 16 tokens)
-  --prefill-tokens-per-ms R     one worker's prefill speed, prompt tokens per ms
-  --decode-ms-per-token T       time per generated token after the first, ms
-  --batch-limit S               most sequences a worker runs at once
+  --prefill-tokens-per-ms R     one worker's compute rate, tokens per ms (its prefill
+                                speed with nothing decoding)
+  --decode-ms-per-token T       memory-bound time of one iteration (the weights), ms:
+                                the time per output token of a small batch
+  --decode-ms-per-ktoken K      what each 1,000 context tokens of the decoding
+                                sequences add to an iteration (their KV read), ms;
+                                0 for none
+  --token-budget B              tokens per iteration, decode first (vLLM's
+                                max_num_batched_tokens)
+  --batch-limit S               most sequences a worker runs at once (max_num_seqs)
+  --prefill-jitter J            each request's prefill work × uniform [1−J, 1+J]
+                                (0: none)
 Policies and output:
   --policies LIST               comma-separated policy names, or all
   --seed S                      seed of every random draw (same seed, same results)
@@ -118,8 +133,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	workers := fs.Int("workers-per-dc", sim.DefaultWorkersPerDC, "workers per DC")
 	kvBlocks := fs.Int("kv-blocks-per-worker", sim.DefaultKVBlocksPerWorker, "KV capacity per worker, blocks of --block-size tokens")
 	prefill := fs.Float64("prefill-tokens-per-ms", sim.DefaultPrefillTokensPerMs, "prefill speed of one worker, tokens/ms")
-	decode := fs.Float64("decode-ms-per-token", sim.DefaultDecodeMsPerToken, "decode time per output token after the first, ms")
+	decode := fs.Float64("decode-ms-per-token", sim.DefaultDecodeMsPerToken, "memory-bound time of one iteration (the weights), ms")
+	decodeKV := fs.Float64("decode-ms-per-ktoken", sim.DefaultDecodeMsPerKToken, "iteration time added per 1,000 context tokens decoding, ms (0: none)")
+	budget := fs.Int("token-budget", sim.DefaultTokenBudget, "tokens per iteration, decode first (max_num_batched_tokens)")
 	batch := fs.Int("batch-limit", sim.DefaultBatchLimit, "most sequences a worker runs at once")
+	jitterPrefill := fs.Float64("prefill-jitter", 0, "each request's prefill work × uniform [1−J, 1+J] (0: none)")
 	policies := fs.String("policies", "all", "comma-separated policies: "+policyNames()+", or all")
 	seed := fs.Uint64("seed", sim.DefaultSeed, "seed of every random draw")
 	asJSON := fs.Bool("json", false, "print one JSON object")
@@ -158,6 +176,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *jitter == 0 {
 		*jitter = -1 // the library's "off"; 0 there means the default
 	}
+	if *decodeKV == 0 {
+		*decodeKV = -1 // likewise
+	}
 	switch {
 	case *warmup < -1:
 		return usageErr("--warmup must be -1 (default), 0 (none) or a request count")
@@ -169,7 +190,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg := sim.Config{
 		Grid: grid, RouterSite: *routerSite,
 		WorkersPerDC: *workers, KVBlocksPerWorker: *kvBlocks, BlockSize: *blockSize,
-		PrefillTokensPerMs: *prefill, DecodeMsPerToken: *decode, BatchLimit: *batch,
+		PrefillTokensPerMs: *prefill, DecodeMsPerToken: *decode, DecodeMsPerKToken: *decodeKV, TokenBudget: *budget, BatchLimit: *batch, PrefillJitter: *jitterPrefill,
 		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale, Warmup: *warmup,
 		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain, PriceOthers: *priceOthers,
 		Policies: pols, Seed: *seed,
@@ -308,6 +329,7 @@ func simJSON(rep *sim.Report, in simInput) map[string]any {
 			"policies": order, "trace": in.Trace, "requests": in.Requests, "sites": c.Grid.Sites, "router_site": c.RouterSite,
 			"workers_per_dc": c.WorkersPerDC, "kv_blocks_per_worker": c.KVBlocksPerWorker, "block_size": c.BlockSize,
 			"prefill_tokens_per_ms": c.PrefillTokensPerMs, "decode_ms_per_token": c.DecodeMsPerToken,
+			"decode_ms_per_ktoken": c.DecodeMsPerKToken, "token_budget": c.TokenBudget, "prefill_jitter": c.PrefillJitter,
 			"batch_limit": c.BatchLimit, "concurrency": c.Concurrency, "open_loop": c.OpenLoop, "time_scale": c.TimeScale,
 			"warmup_requests":         rep.Warmup,
 			"load_report_interval_ms": float64(c.LoadReportInterval) / float64(time.Millisecond),
@@ -326,8 +348,8 @@ func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
 	}
 	fmt.Fprintf(w, "goindex sim: %s, %d requests; %d DCs × %d workers, router at %s; %s\n",
 		in.Trace, in.Requests, len(c.Grid.Sites), c.WorkersPerDC, c.RouterSite, mode)
-	fmt.Fprintf(w, "model: %d KV blocks × %d tokens per worker, prefill %g tokens/ms, decode %g ms/token, batch limit %d; load reports every %v, RTT jitter ≤ %v\n",
-		c.KVBlocksPerWorker, c.BlockSize, c.PrefillTokensPerMs, c.DecodeMsPerToken, c.BatchLimit, c.LoadReportInterval, c.RTTJitter)
+	fmt.Fprintf(w, "model: %d KV blocks × %d tokens per worker, compute %g tokens/ms, iteration ≥ %g ms + %g ms per 1k context tokens, budget %d tokens, batch limit %d; load reports every %v, RTT jitter ≤ %v\n",
+		c.KVBlocksPerWorker, c.BlockSize, c.PrefillTokensPerMs, c.DecodeMsPerToken, c.DecodeMsPerKToken, c.TokenBudget, c.BatchLimit, c.LoadReportInterval, c.RTTJitter)
 	if rep.Warmup > 0 {
 		fmt.Fprintf(w, "figures over requests %d–%d: the first %d (the start-up burst to cold caches) are served but not counted (--warmup)\n",
 			rep.Warmup+1, in.Requests, rep.Warmup)
