@@ -121,7 +121,7 @@ func replay(f *os.File, e *Engine) (good int64, n, diverged int, err error) {
 			args = args[2:]
 		}
 		got := byte(outcomeAccepted)
-		if res, _ := e.ExecAt(now, args); res.kind == replyError {
+		if res := e.ExecAt(now, args); res.kind == replyError {
 			got = outcomeRejected
 		}
 		if got != want {
@@ -198,6 +198,33 @@ func (l *Log) Append(now time.Time, accepted bool, args [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// Sync makes every appended record durable.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.w.Flush(); err != nil {
+		return fmt.Errorf("dynkv: flush log: %w", err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("dynkv: sync log: %w", err)
+	}
+	return nil
+}
+
+func (l *Log) fsyncs() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fsync
+}
+
+// setFsync turns the fsync before every reply on or off (CONFIG SET
+// appendfsync).
+func (l *Log) setFsync(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fsync = on
 }
 
 // Close flushes and closes the log.

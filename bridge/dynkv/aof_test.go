@@ -46,10 +46,10 @@ func matchAll(t *testing.T, c *redis.Client, queries [][]uint64) ([]string, []in
 }
 
 // TestServer_RestartReplaysLeasesAtTheirLoggedTime: a second owner claims
-// a worker once the first owner's lease has expired. Replayed at the
-// current time, that claim would meet a fresh lease (DYNKV_WORKER_OWNED)
-// and the server would refuse its own log; each record carries the time it
-// was applied.
+// a worker once the first owner's lease has expired and GC has drained its
+// cleanup. Replayed at the current time, the claim would meet another lease
+// state and the server would not rebuild what it served; each record
+// carries the time it ran.
 func TestServer_RestartReplaysLeasesAtTheirLoggedTime(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dynkv.aof")
 	s, err := NewServer(Config{Addr: "127.0.0.1:0", LogPath: path})
@@ -57,41 +57,43 @@ func TestServer_RestartReplaysLeasesAtTheirLoggedTime(t *testing.T) {
 	clock := time.Unix(1000, 0)
 	s.engine.now = func() time.Time { return clock }
 	auth := &connState{authed: true}
-	register := func(nonce uint64) reply {
-		reg := Registration{Version: 3, OwnerNonce: nonce, LeaseMs: 1000,
-			ExpectedGeneration: registrationGeneration(t, s.engine, 1), Ranks: []uint32{0}}
-		r, _ := s.exec(auth, [][]byte{[]byte("DYNKV.REGISTER_WORKER_RANKS"), []byte(testKey), u64(1), AppendRegistration(nil, reg)})
+	run := func(srv *Server, vs ...any) reply {
+		r, _ := srv.exec(auth, args(vs...))
 		return r
 	}
-	if r := register(1); r.kind == replyError {
-		t.Fatalf("REGISTER_WORKER_RANKS(owner 1) = %s", r.str)
+	register := func(nonce uint64) reply {
+		tok := run(s, "DYNKV.REGISTRATION_GENERATION", testKey, u64(1))
+		gen, _ := be64(tok.bulk)
+		reg := Registration{Version: 3, OwnerNonce: nonce, LeaseMs: 1000, ExpectedGeneration: gen, Ranks: []uint32{0}}
+		return run(s, "DYNKV.REGISTER_WORKER_RANKS", testKey, u64(1), AppendRegistration(nil, reg))
 	}
+	require.Equal(t, "+OK", render(register(1)), "REGISTER_WORKER_RANKS(owner 1)")
+	require.Equal(t, "+OK", render(run(s, "DYNKV.APPLY_OWNED", testKey, u64(1), AppendEvent(nil, chainStore(r10, 1, nil, []uint64{4, 5})))), "APPLY_OWNED(owner 1)")
 	clock = clock.Add(5 * time.Second) // owner 1's 1 s lease has expired
-	if r := register(2); r.kind == replyError {
-		t.Fatalf("REGISTER_WORKER_RANKS(owner 2, 5 s later) = %s", r.str)
+	require.Equal(t, "-DYNKV_WORKER_CLEANUP_PENDING", render(register(2)), "REGISTER_WORKER_RANKS(owner 2) before GC")
+	require.Equal(t, "*[:5 :5 :2 :0 :0 :1 :1 :0]", render(run(s, "DYNKV.GC", testKey, "CURRENT", u32(64))), "GC: begin, 2 owners, 1 rank, finalize")
+	require.Equal(t, "+OK", render(register(2)), "REGISTER_WORKER_RANKS(owner 2) after GC")
+	reads := [][]any{
+		{"DYNKV.STATS", testKey}, {"DYNKV.GC_STATS", testKey}, {"DYNKV.LIFECYCLE_STATS", testKey},
+		{"DYNKV.REGISTRATION_GENERATION", testKey, u64(1)}, {"DYNKV.RANK_GENERATION", testKey, u64(1), u32(0)},
+		{"DYNKV.MATCH", testKey, AppendMatchRequest(nil, []uint64{4, 5})},
+	}
+	var before []string
+	for _, r := range reads {
+		before = append(before, render(run(s, r...)))
 	}
 	require.NoError(t, s.Close(), "Close")
 
 	s2, err := NewServer(Config{Addr: "127.0.0.1:0", LogPath: path})
 	require.NoError(t, err, "NewServer after a lease takeover in the log")
 	defer s2.Close()
-	st, _ := s2.engine.store([]byte(testKey), false)
-	require.NotNil(t, st, "store after replay")
-	if w := st.workers[1]; w == nil || w.ownerNonce != 2 || !w.renewed.Equal(clock) {
-		t.Errorf("worker 1 after replay = %+v, want owner 2 renewed at %v", w, clock)
+	require.Zero(t, s2.LogDiverged(), "records replayed with another outcome")
+	s2.engine.now = func() time.Time { return clock }
+	for i, r := range reads {
+		if got := render(run(s2, r...)); got != before[i] {
+			t.Errorf("after restart %s = %s, want %s", r[0], got, before[i])
+		}
 	}
-}
-
-// registrationGeneration returns the registration generation of worker in
-// the test key's index (1 when the index does not exist yet).
-func registrationGeneration(t *testing.T, e *Engine, worker uint64) uint64 {
-	t.Helper()
-	st, err := e.store([]byte(testKey), false)
-	require.NoError(t, err, "store(%s)", testKey)
-	if st == nil {
-		return 1
-	}
-	return st.RegistrationGeneration(worker)
 }
 
 // TestServer_ConcurrentMutationsAreLoggedInTheOrderApplied: ranks of one
@@ -217,8 +219,12 @@ func TestServer_KilledProcessRecoversFromLog(t *testing.T) {
 	if !slices.Equal(before, after) || !slices.Equal(statsBefore, statsAfter) {
 		t.Errorf("after SIGKILL and restart: MATCH %v STATS %v, want %v %v", after, statsAfter, before, statsBefore)
 	}
-	if got := c2.Do(ctx, "DYNKV.APPLY", testKey, AppendEvent(nil, chainStore(r20, 9, nil, []uint64{1}))).Val(); got != "NOOP" {
-		t.Errorf("APPLY for rank 2/0 retired before the kill = %v, want NOOP", got)
+	// A store for a retired rank takes a ticket and changes no owner.
+	if got := c2.Do(ctx, "DYNKV.APPLY", testKey, AppendEvent(nil, chainStore(r20, 9, nil, []uint64{1}))).Val(); got != "OK" {
+		t.Errorf("APPLY for rank 2/0 retired before the kill = %v, want OK", got)
+	}
+	if after, _ := matchAll(t, c2, queries); !slices.Equal(before, after) {
+		t.Errorf("a store for a retired rank changed MATCH: %v, want %v", after, before)
 	}
 }
 

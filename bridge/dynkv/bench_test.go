@@ -128,7 +128,7 @@ func BenchmarkStoreMatch(b *testing.B) {
 			b.ResetTimer()
 			var got []MatchEntry
 			for i := 0; i < b.N; i++ {
-				got = s.Match(locals)
+				got = s.Match(locals, 0)
 			}
 			if len(got) != ranks || got[0].Matched != chain {
 				b.Fatalf("Match = %d entries (first %+v), want %d ranks at depth %d", len(got), got[0], ranks, chain)

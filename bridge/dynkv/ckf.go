@@ -108,7 +108,8 @@ func NewStoreWith(b Backing) (*Store, error) {
 type projection struct {
 	x        *ckfindex.Index
 	expected uint64
-	ev       kv.Event // scratch
+	ev       kv.Event  // scratch
+	gone     [1]uint64 // scratch
 	// errors counts mirror calls ckfindex refused for a reason other than
 	// capacity: none is reachable (the Store checks lanes first and feeds
 	// only consistent changes), so a non-zero count is a bug.
@@ -117,39 +118,28 @@ type projection struct {
 
 func member(r Rank) kv.Member { return kv.Member{Worker: r.Worker, Rank: r.DPRank} }
 
-// stored mirrors a run of consecutive blocks of one store event that became
-// active for r. The run goes in as a chain from the root whose first block
-// carries its canonical hash as its local hash (seq[0] = local[0]), so the
-// chain continues into the run's own canonical hashes without the parent
-// being in r's lineage: the module lets a block be active below a block the
-// rank no longer holds.
-func (p *projection) stored(r Rank, run []*node) {
-	if len(run) == 0 {
-		return
-	}
-	p.ev = kv.Event{Member: member(r), Kind: kv.Stored, Blocks: p.ev.Blocks[:0]}
-	for i, n := range run {
-		l := n.local
-		if i == 0 {
-			l = n.canon
-		}
-		p.ev.Blocks = append(p.ev.Blocks, kv.Block{External: n.hash, Local: l})
-	}
+// activated mirrors a block that became active for r. It goes in as a
+// one-block chain from the root carrying the node's canonical hash as its
+// local hash (seq[0] = local[0]), so the lane holds the node's canonical
+// hash whether or not r holds its parent: the module lets a block be active
+// below a block the rank no longer holds.
+func (p *projection) activated(r Rank, n *node) {
+	p.ev = kv.Event{Member: member(r), Kind: kv.Stored, Blocks: append(p.ev.Blocks[:0], kv.Block{External: n.hash, Local: n.canon})}
 	p.check(p.x.Apply(&p.ev))
 }
 
-// removed mirrors the blocks of a remove event that became inactive for r.
-func (p *projection) removed(r Rank, hashes []uint64) {
-	if len(hashes) == 0 {
+// deactivated mirrors a block that became inactive for r; when r holds no
+// block any more its lane is freed.
+func (p *projection) deactivated(r Rank, n *node, holdsNone bool) {
+	if holdsNone {
+		p.check(p.x.RemoveMember(member(r)))
 		return
 	}
-	p.ev = kv.Event{Member: member(r), Kind: kv.Removed, Removed: hashes}
+	p.gone[0] = n.hash
+	p.ev = kv.Event{Member: member(r), Kind: kv.Removed, Removed: p.gone[:]}
 	p.check(p.x.Apply(&p.ev))
 	p.ev.Removed = nil
 }
-
-// dropped mirrors the deletion of every state of r, freeing its lane.
-func (p *projection) dropped(r Rank) { p.check(p.x.RemoveMember(member(r))) }
 
 // check counts a refused mirror call. A capacity omission is not one: the
 // block is tracked exactly, absent from the filter (a stable false negative,
@@ -160,12 +150,14 @@ func (p *projection) check(err error) {
 	}
 }
 
-// match answers a query from the filters. Each rank's depth is its lane's
-// run of consecutive hits from the root (a linear-equivalent scan), capped
-// where the query leaves the node tree: no rank holds a block no node
+// matchCKF answers a query from the filters. Each rank's depth is its
+// lane's run of consecutive hits from the root (a linear-equivalent scan),
+// capped where the query leaves the node tree: no rank holds a block no node
 // represents, so the cap removes only collisions. Last is the external hash
-// of the node at the reported depth.
-func (s *Store) matchCKF(locals []uint64) []MatchEntry {
+// of the node at the reported depth. Ranks come sorted by worker and rank
+// (the module lists them in owner order), and workers whose owner lease
+// lapsed are skipped as in exact mode.
+func (s *Store) matchCKF(locals []uint64, nowMs uint64) []MatchEntry {
 	overlaps := s.proj.x.Match(nil, locals)
 	if len(overlaps) == 0 {
 		return nil
@@ -175,15 +167,17 @@ func (s *Store) matchCKF(locals []uint64) []MatchEntry {
 		deepest = max(deepest, o.Blocks)
 	}
 	path := make([]*node, 0, deepest)
-	for n := s.root; len(path) < deepest; {
-		if n = n.children[locals[len(path)]]; n == nil {
+	for parent := RootParent; len(path) < deepest; {
+		n := s.child(parent, locals[len(path)])
+		if n == nil {
 			break
 		}
 		path = append(path, n)
+		parent = n.hash
 	}
 	out := make([]MatchEntry, 0, len(overlaps))
 	for _, o := range overlaps {
-		if d := min(o.Blocks, len(path)); d > 0 {
+		if d := min(o.Blocks, len(path)); d > 0 && s.live(o.Member.Worker, nowMs) {
 			out = append(out, MatchEntry{Rank: Rank{o.Member.Worker, o.Member.Rank}, Matched: uint32(d), Last: path[d-1].hash})
 		}
 	}
@@ -192,17 +186,20 @@ func (s *Store) matchCKF(locals []uint64) []MatchEntry {
 }
 
 // activates reports whether a validated store event would activate at least
-// one block for its rank (its rank holding none), that is, whether it needs a
-// lane: some block is new, has no state of the rank, or has an inactive
-// state no newer than the event.
-func (s *Store) activates(ev Event) bool {
+// one block for its rank, that is, whether a rank holding none needs a
+// lane: some block is new, has no owner of the rank, or an inactive one no
+// newer than the event and not behind the rank's clear barrier.
+func (s *Store) activates(ev *Event, st *rankState) bool {
 	for _, b := range ev.Blocks {
-		n := s.byHash[b.External]
-		if n == nil {
+		n := s.nodes[b.External]
+		if n == nil || st == nil {
 			return true
 		}
-		i := n.ownerIndex(ev.Rank)
-		if i < 0 || (ev.EventID >= n.owners[i].eventID && !n.owners[i].active) {
+		if ev.EventID < st.lastClear {
+			return false
+		}
+		o := n.owner(st)
+		if o == nil || (ev.EventID >= o.eventID && !o.active) {
 			return true
 		}
 	}
@@ -225,7 +222,7 @@ type Detail struct {
 func (s *Store) Detail() Detail {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	d := Detail{Index: IndexExact, Nodes: uint64(len(s.byHash)), RankStates: uint64(s.states), Mutations: s.mutations, RanksWithBlocks: s.holding}
+	d := Detail{Index: IndexExact, Nodes: uint64(len(s.nodes)), RankStates: uint64(len(s.ranks)), Mutations: s.mutations, RanksWithBlocks: s.holding}
 	if s.proj != nil {
 		d.Index = IndexCKF
 		d.CKF = s.proj.x.Stats()

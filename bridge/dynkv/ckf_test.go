@@ -179,11 +179,13 @@ func ckfOracle(s *Store, locals []uint64) (want []MatchEntry, raw map[Rank]int, 
 	}
 	chain := kv.AppendChain(nil, false, 0, locals)
 	var path []*node
-	for n := s.root; len(path) < len(locals); {
-		if n = n.children[locals[len(path)]]; n == nil {
+	for parent := RootParent; len(path) < len(locals); {
+		n := s.child(parent, locals[len(path)])
+		if n == nil {
 			break
 		}
 		path = append(path, n)
+		parent = n.hash
 	}
 	raw, load = map[Rank]int{}, map[Rank]float64{}
 	for r, st := range s.ranks {
@@ -192,7 +194,7 @@ func ckfOracle(s *Store, locals []uint64) (want []MatchEntry, raw map[Rank]int, 
 		}
 		held := map[uint64]bool{}
 		for n := range st.nodes {
-			if n.activeFor(r) {
+			if o := n.owner(st); o != nil && o.active {
 				held[key(n.canon)] = true
 			}
 		}
@@ -454,7 +456,7 @@ func TestServer_CKFStreamMatchesExactWithinCollisions(t *testing.T) {
 			require.NoError(t, err, "%v (ckf %v)", args[0], ckf)
 			return []byte(b)
 		},
-		ckfStore: func() *Store { s, _ := ckfSrv.Engine().store([]byte(testKey), false); return s },
+		ckfStore: func() *Store { return ckfSrv.Engine().lookup([]byte(testKey)) },
 	})
 
 	wantStats := rawReply(ckfc, "DYNKV.STATS", testKey)
@@ -501,34 +503,15 @@ func TestEngine_CKFStreamCollisionsMatchTheEstimate(t *testing.T) {
 				t.Fatalf("argument %d of %v: %T", i, args[0], a)
 			}
 		}
-		r, _ := engines[b2i(ckf)].Exec(b)
+		r := engines[b2i(ckf)].Exec(b)
 		return r
 	}
 	runStream(t, seed+1, steps, streamSides{
-		do:          func(ckf bool, args ...any) string { return renderReply(exec(ckf, args...)) },
+		do:          func(ckf bool, args ...any) string { return render(exec(ckf, args...)) },
 		bulk:        func(ckf bool, args ...any) []byte { return exec(ckf, args...).bulk },
-		ckfStore:    func() *Store { s, _ := engines[1].store([]byte(testKey), false); return s },
+		ckfStore:    func() *Store { return engines[1].lookup([]byte(testKey)) },
 		freshProbes: 16,
 	})
-}
-
-// renderReply writes a reply as RESP does, one line per value.
-func renderReply(r reply) string {
-	switch r.kind {
-	case replyStatus:
-		return "+" + r.str
-	case replyError:
-		return "-" + r.str
-	case replyBulk:
-		return fmt.Sprintf("$%x", r.bulk)
-	case replyInt:
-		return fmt.Sprintf(":%d", r.integer)
-	}
-	out := "*"
-	for _, a := range r.array {
-		out += renderReply(a) + "\n"
-	}
-	return out
 }
 
 func countPositive(m map[Rank]int) int {
@@ -550,8 +533,7 @@ func b2i(b bool) int {
 
 func mustStore(t *testing.T, e *Engine) *Store {
 	t.Helper()
-	s, err := e.store([]byte(testKey), false)
-	require.NoError(t, err, "store(%s)", testKey)
+	s := e.lookup([]byte(testKey))
 	require.NotNil(t, s, "store(%s)", testKey)
 	return s
 }
@@ -576,9 +558,8 @@ func TestStore_CKFLaneLimit(t *testing.T) {
 	if _, err := ckfStore.Apply(chainStore(extra, 1, nil, []uint64{1})); CodeOf(err) != CodeInvalidEvent {
 		t.Errorf("store for rank %d of %d: err = %v, want %s", CKFLanes+1, CKFLanes, err, CodeInvalidEvent)
 	}
-	gen := ckfStore.RankGeneration(extra)
-	if _, err := ckfStore.ReplaceRankIfGeneration(extra, gen, []Event{chainStore(extra, 1, nil, []uint64{1})}); CodeOf(err) != CodeInvalidReplace {
-		t.Errorf("replace for rank %d of %d: err = %v, want %s", CKFLanes+1, CKFLanes, err, CodeInvalidReplace)
+	if ckfStore.validReplacement([]Event{chainStore(extra, 1, nil, []uint64{1})}) {
+		t.Errorf("replace for rank %d of %d: valid, want DYNKV_INVALID_REPLACE", CKFLanes+1, CKFLanes)
 	}
 	if after := snapshotStats(ckfStore); after[0] != before[0] || after[1] != before[1] {
 		t.Errorf("refused stores changed the index: stats %v → %v", before, after)
@@ -588,8 +569,15 @@ func TestStore_CKFLaneLimit(t *testing.T) {
 	}
 	// A rank holding a lane may still replace its blocks: the lane is its own.
 	r30 := Rank{3, 0}
-	if _, err := ckfStore.ReplaceRankIfGeneration(r30, ckfStore.RankGeneration(r30), []Event{chainStore(r30, 1, nil, []uint64{3})}); err != nil {
-		t.Errorf("replace of a rank holding a lane: %v", err)
+	dump := []Event{chainStore(r30, 1, nil, []uint64{3})}
+	if !ckfStore.validReplacement(dump) {
+		t.Errorf("replace of a rank holding a lane: invalid")
+	}
+	ckfStore.mu.Lock()
+	rep := ckfStore.replaceRank(r30, dump)
+	ckfStore.mu.Unlock()
+	if rep.kind == replyError {
+		t.Errorf("replace of a rank holding a lane: %s", rep.str)
 	}
 	if got := matched(ckfStore, r30, 3, 1); got != 1 {
 		t.Errorf("after replacing rank 3/0 with [3]: Match([3 1]) = %d, want 1", got)
@@ -603,6 +591,7 @@ func TestStore_CKFLaneLimit(t *testing.T) {
 	// Full again: a store that activates nothing (older than the rank's
 	// remove of its only block) answers NOOP, not an error.
 	mustApply(t, ckfStore, chainStore(Rank{2, 0}, 1, nil, []uint64{2}), false)
+
 	if d := ckfStore.Detail(); d.RanksWithBlocks != CKFLanes || d.CKF.Members != CKFLanes || d.CKFMirrorErrors != 0 {
 		t.Errorf("Detail = %d ranks with blocks, %d CKF members, %d mirror errors; want %d, %d, 0", d.RanksWithBlocks, d.CKF.Members, d.CKFMirrorErrors, CKFLanes, CKFLanes)
 	}
@@ -651,14 +640,14 @@ func TestServer_StatsDetail(t *testing.T) {
 			require.Equal(t, "OK", c.Do(ctx, "DYNKV.APPLY", testKey, mustHex(t, goldenStore)).Val(), "APPLY golden store")
 			stats, err := c.Do(ctx, "DYNKV.STATS", testKey).Int64Slice()
 			require.NoError(t, err, "STATS")
-			require.Equal(t, []int64{2, 2, 1}, stats, "STATS [nodes, rank states, mutations]")
+			require.Equal(t, []int64{2, 1, 1}, stats, "STATS [nodes, rank states, mutations]")
 			arr, err := c.Do(ctx, "DYNKV.STATS", testKey, "DETAIL").Slice()
 			require.NoError(t, err, "STATS DETAIL")
 			got := map[string]any{}
 			for i := 0; i+1 < len(arr); i += 2 {
 				got[arr[i].(string)] = arr[i+1]
 			}
-			want := map[string]any{"index": string(b.Index), "nodes": int64(2), "rank_states": int64(2), "mutations": int64(1), "ranks_with_blocks": int64(1)}
+			want := map[string]any{"index": string(b.Index), "nodes": int64(2), "rank_states": int64(1), "mutations": int64(1), "ranks_with_blocks": int64(1)}
 			if b.Index == IndexCKF {
 				want["ckf_lanes"], want["ckf_expected_blocks"], want["ckf_buckets"] = int64(CKFLanes), int64(1024), int64(512)
 				want["ckf_members"], want["ckf_tracked_blocks"], want["ckf_resident"] = int64(1), int64(2), int64(2)
@@ -668,7 +657,7 @@ func TestServer_StatsDetail(t *testing.T) {
 			}
 			require.Equal(t, want, got, "STATS DETAIL")
 			err = c.Do(ctx, "DYNKV.STATS", testKey, "MORE").Err()
-			require.ErrorContains(t, err, string(CodeInvalidArgument), "STATS with an unknown argument")
+			require.ErrorContains(t, err, "ERR goindex dynkv: DYNKV.STATS takes a key and optionally DETAIL", "STATS with an unknown argument")
 		})
 	}
 }
@@ -704,18 +693,18 @@ func TestStore_CKFCollisionOvercountsOnlyWhereANodeExists(t *testing.T) {
 			break
 		}
 	}
-	if got := s.Match([]uint64{x}); len(got) != 0 {
+	if got := s.Match([]uint64{x}, 0); len(got) != 0 {
 		t.Errorf("Match([%#x]) with no node for it = %+v, want nothing", x, got)
 	}
 	mustApply(t, s, chainStore(r20, 1, nil, []uint64{x}), true)
 	want := []MatchEntry{{Rank: r10, Matched: 1, Last: x}, {Rank: r20, Matched: 1, Last: x}}
-	if got := s.Match([]uint64{x}); !slices.Equal(got, want) {
+	if got := s.Match([]uint64{x}, 0); !slices.Equal(got, want) {
 		t.Errorf("Match([%#x]) = %+v, want the collision on 1/0 and 2/0's own block: %+v", x, got, want)
 	}
 	exact := NewStore()
 	mustApply(t, exact, chainStore(r10, 1, nil, []uint64{held}), true)
 	mustApply(t, exact, chainStore(r20, 1, nil, []uint64{x}), true)
-	if got := exact.Match([]uint64{x}); !slices.Equal(got, want[1:]) {
+	if got := exact.Match([]uint64{x}, 0); !slices.Equal(got, want[1:]) {
 		t.Errorf("exact Match([%#x]) = %+v, want only 2/0", x, got)
 	}
 }

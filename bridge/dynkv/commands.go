@@ -3,7 +3,6 @@ package dynkv
 import (
 	"encoding/binary"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,7 +12,7 @@ import (
 
 // Limits of the server's command surface.
 const (
-	MaxKeyBytes = 1024 // one index key
+	MaxKeyBytes = 1024 // a key a write may create
 	MaxKeys     = 4096 // independent indexes in one server
 )
 
@@ -34,28 +33,43 @@ const (
 	replyBulk
 	replyInt
 	replyArray
+	replyNone // no reply at all (SHUTDOWN closes the connection instead)
 )
 
-func status(s string) reply    { return reply{kind: replyStatus, str: s} }
-func bulk(b []byte) reply      { return reply{kind: replyBulk, bulk: b} }
-func integer(v int64) reply    { return reply{kind: replyInt, integer: v} }
-func errReply(err error) reply { return reply{kind: replyError, str: err.Error()} }
-func ticket(v uint64) reply    { return bulk(binary.BigEndian.AppendUint64(nil, v)) }
+func status(s string) reply     { return reply{kind: replyStatus, str: s} }
+func bulk(b []byte) reply       { return reply{kind: replyBulk, bulk: b} }
+func integer(v int64) reply     { return reply{kind: replyInt, integer: v} }
+func errCode(code Code) reply   { return reply{kind: replyError, str: string(code)} }
+func errText(text string) reply { return reply{kind: replyError, str: text} }
+func ticket(v uint64) reply     { return bulk(binary.BigEndian.AppendUint64(nil, v)) }
+func okOrNoop(changed bool) reply {
+	return map[bool]reply{true: status("OK"), false: status("NOOP")}[changed]
+}
 
-func changedReply(c Changed) reply {
-	if c {
-		return status("OK")
+func ints(vs ...uint64) reply {
+	arr := make([]reply, len(vs))
+	for i, v := range vs {
+		arr[i] = integer(int64(v))
 	}
-	return status("NOOP")
+	return reply{kind: replyArray, array: arr}
+}
+
+// wrongArity is the server's reply to a command with the wrong argument
+// count, naming the command as the module registered it (lower case).
+func wrongArity(name string) reply {
+	return errText("ERR wrong number of arguments for '" + strings.ToLower(name) + "' command")
 }
 
 // Engine executes dynkv commands against its indexes, one Store per key,
 // each with the engine's Backing. It holds no connection state, so the
 // server, the append-only log replay and the tests all drive the same code.
-// Safe for concurrent use.
+// Safe for concurrent use: write commands run one at a time (as in the
+// module, whose server runs every command on one thread), reads run in
+// parallel with each other.
 type Engine struct {
-	mu      sync.RWMutex
+	mu      sync.RWMutex // stores
 	stores  map[string]*Store
+	wmu     sync.Mutex // serializes write commands
 	now     func() time.Time
 	backing Backing
 }
@@ -80,258 +94,386 @@ func NewEngineWith(b Backing) (*Engine, error) {
 // Backing returns the engine's backing, defaults filled in.
 func (e *Engine) Backing() Backing { return e.backing }
 
-// store returns the index for key, creating it when create is set.
-func (e *Engine) store(key []byte, create bool) (*Store, error) {
-	if len(key) == 0 || len(key) > MaxKeyBytes {
-		return nil, errorf(CodeInvalidArgument, "key length %d outside [1, %d]", len(key), MaxKeyBytes)
-	}
+// lookup returns the index of key, nil when no write created it.
+func (e *Engine) lookup(key []byte) *Store {
 	e.mu.RLock()
-	s := e.stores[string(key)]
-	e.mu.RUnlock()
-	if s != nil || !create {
+	defer e.mu.RUnlock()
+	return e.stores[string(key)]
+}
+
+// create returns the index of key, creating an empty one (the module's
+// router_index_for_write). The key then exists even if the command fails
+// afterwards, as in the module.
+func (e *Engine) create(key []byte) (*Store, error) {
+	if s := e.lookup(key); s != nil {
 		return s, nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if s = e.stores[string(key)]; s == nil {
-		if len(e.stores) >= MaxKeys {
-			return nil, errorf(CodeInvalidArgument, "too many indexes (limit %d)", MaxKeys)
-		}
-		var err error
-		if s, err = NewStoreWith(e.backing); err != nil {
-			// The backing was checked by NewEngineWith: only an
-			// allocation can fail here.
-			return nil, errorf(CodeInvalidArgument, "new index: %v", err)
-		}
-		e.stores[string(key)] = s
+	if len(key) > MaxKeyBytes || len(e.stores) >= MaxKeys {
+		return nil, ErrTooManyKeys
 	}
+	s, err := NewStoreWith(e.backing)
+	if err != nil {
+		return nil, err // the backing was checked by NewEngineWith: only allocation fails here
+	}
+	e.stores[string(key)] = s
 	return s, nil
 }
 
-// command describes one dynkv command: its argument count after the key and
-// whether it mutates (and so goes to the append-only log).
-type command struct {
-	args    int
-	mutates bool
-	run     func(now time.Time, s *Store, args [][]byte) reply
+// Keys returns how many indexes exist.
+func (e *Engine) Keys() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return len(e.stores)
 }
 
-// optionalArgs are the goindex extensions: arguments a command accepts after
-// the module's.
-var optionalArgs = map[string]int{"DYNKV.STATS": 1} // [DETAIL]
+// Exists reports whether key holds an index.
+func (e *Engine) Exists(key []byte) bool { return e.lookup(key) != nil }
 
-// commands maps upper-case command names to their handlers. Commands of the
-// module's admission and lifecycle-GC features answer DYNKV_UNSUPPORTED; its
-// replication-internal commands answer DYNKV_INTERNAL_COMMAND (normal
-// clients may not send them).
-var commands = map[string]command{
-	"DYNKV.APPLY":                      {1, true, cmdApply},
-	"DYNKV.APPLY_OWNED":                {2, true, cmdApplyOwned},
-	"DYNKV.MATCH":                      {1, false, cmdMatch},
-	"DYNKV.MATCH_PRIMARY":              {1, false, cmdMatch},
-	"DYNKV.SELECT":                     {1, false, cmdSelect},
-	"DYNKV.RESET_WORKER":               {2, true, rankCmd((*Store).ResetWorker)},
-	"DYNKV.REMOVE_WORKER":              {2, true, rankCmd((*Store).RemoveWorker)},
-	"DYNKV.REMOVE_WORKER_ALL":          {1, true, cmdRemoveWorkerAll},
-	"DYNKV.RANK_GENERATION":            {2, false, cmdRankGeneration},
-	"DYNKV.REPLACE_RANK_IF_GENERATION": {4, true, cmdReplace},
-	"DYNKV.BARRIER":                    {0, false, func(time.Time, *Store, [][]byte) reply { return status("OK") }},
-	"DYNKV.STATS":                      {0, false, cmdStats},
-	"DYNKV.REGISTER_WORKER":            {2, true, cmdRegisterWorker},
-	"DYNKV.REGISTER_WORKER_RANKS":      {2, true, cmdRegisterWorkerRanks},
-	"DYNKV.REGISTRATION_GENERATION":    {1, false, cmdRegistrationGeneration},
-	"DYNKV.RENEW_WORKER_LEASE":         {1, true, cmdRenewLease},
-	"DYNKV.UNREGISTER_WORKER":          {1, true, cmdUnregister},
+// call is one command being executed.
+type call struct {
+	e     *Engine
+	now   time.Time
+	nowMs uint64
+	args  [][]byte // args[0] the name, args[1] the key
 }
 
-var unsupported = map[string]Code{
-	"DYNKV.SELECT_RESERVE": CodeUnsupported, "DYNKV.RELEASE": CodeUnsupported, "DYNKV.RENEW": CodeUnsupported,
-	"DYNKV.GC": CodeUnsupported, "DYNKV.GC_STATS": CodeUnsupported, "DYNKV.LIFECYCLE_STATS": CodeUnsupported,
-	"DYNKV.ADMISSION_STATS": CodeUnsupported,
-	"DYNKV.APPLY_OWNED_AT":  CodeInternalOnly, "DYNKV.ADMIT_APPLY": CodeInternalOnly,
-	"DYNKV.WORKER_LEASE_APPLY": CodeInternalOnly, "DYNKV.GC_APPLY": CodeInternalOnly, "DYNKV.RESTORE": CodeInternalOnly,
-}
+func (c *call) key() []byte { return c.args[1] }
 
-// Unimplemented returns, sorted, the module's commands the server accepts
-// but does not implement: unsupported (admission and lifecycle GC, answered
-// DYNKV_UNSUPPORTED) and internal (replication and AOF internals, answered
-// DYNKV_INTERNAL_COMMAND as the module answers normal clients).
-func Unimplemented() (unsupportedNames, internalNames []string) {
-	for name, code := range unsupported {
-		if code == CodeInternalOnly {
-			internalNames = append(internalNames, name)
-		} else {
-			unsupportedNames = append(unsupportedNames, name)
-		}
+// write opens the key for writing (creating it) and locks its index; the
+// caller unlocks. A refused creation answers ok false with the reply.
+func (c *call) write() (*Store, reply, bool) {
+	s, err := c.e.create(c.key())
+	if err != nil {
+		return nil, errText("ERR goindex dynkv: " + err.Error()), false
 	}
-	slices.Sort(unsupportedNames)
-	slices.Sort(internalNames)
-	return unsupportedNames, internalNames
+	s.mu.Lock()
+	return s, reply{}, true
 }
 
-// mutates reports whether the upper-case command name changes state when it
-// succeeds (and so goes to the append-only log).
-func mutates(name string) bool { return commands[name].mutates }
+// command describes one module command: its argument count (with the name
+// and key, as the module's argc) and whether it is a write (serialized and
+// logged).
+type command struct {
+	argc  int
+	write bool
+	run   func(c *call) reply
+}
+
+// commands maps the module's command names (upper case) to their handlers,
+// in the module's registration order. DYNKV.STATS also takes the goindex
+// extension argument DETAIL.
+var commands = map[string]command{
+	"DYNKV.APPLY":                      {3, true, cmdApply},
+	"DYNKV.APPLY_OWNED":                {4, true, cmdApplyOwned},
+	"DYNKV.APPLY_OWNED_AT":             {5, false, internalOnly(CodeApplyOwnedAtInternalOnly)},
+	"DYNKV.BARRIER":                    {2, false, cmdBarrier},
+	"DYNKV.MATCH":                      {3, false, cmdMatch},
+	"DYNKV.MATCH_PRIMARY":              {3, false, cmdMatch},
+	"DYNKV.SELECT":                     {3, false, cmdSelect},
+	"DYNKV.SELECT_RESERVE":             {3, false, admissionUnsupported},
+	"DYNKV.RELEASE":                    {3, false, admissionUnsupported},
+	"DYNKV.RENEW":                      {3, false, admissionUnsupported},
+	"DYNKV.ADMIT_APPLY":                {3, false, internalOnly(CodeAdmitApplyInternalOnly)},
+	"DYNKV.WORKER_LEASE_APPLY":         {3, false, internalOnly(CodeWorkerLeaseApplyInternal)},
+	"DYNKV.GC_APPLY":                   {3, false, internalOnly(CodeGCApplyInternalOnly)},
+	"DYNKV.RANK_GENERATION":            {4, false, cmdRankGeneration},
+	"DYNKV.REGISTRATION_GENERATION":    {3, false, cmdRegistrationGeneration},
+	"DYNKV.REPLACE_RANK_IF_GENERATION": {6, true, cmdReplace},
+	"DYNKV.RESTORE":                    {3, false, internalOnly(CodeRestoreLoadingOnly)},
+	"DYNKV.REMOVE_WORKER":              {4, true, cmdRemoveWorker},
+	"DYNKV.RESET_WORKER":               {4, true, cmdResetWorker},
+	"DYNKV.REMOVE_WORKER_ALL":          {3, true, cmdRemoveWorkerAll},
+	"DYNKV.REGISTER_WORKER":            {4, true, cmdRegisterWorker},
+	"DYNKV.REGISTER_WORKER_RANKS":      {4, true, cmdRegisterWorkerRanks},
+	"DYNKV.RENEW_WORKER_LEASE":         {3, true, cmdRenewLease},
+	"DYNKV.UNREGISTER_WORKER":          {3, true, cmdUnregister},
+	"DYNKV.ADMISSION_STATS":            {2, false, cmdAdmissionStats},
+	"DYNKV.LIFECYCLE_STATS":            {2, false, cmdLifecycleStats},
+	"DYNKV.GC":                         {4, true, cmdGC},
+	"DYNKV.GC_STATS":                   {2, false, cmdGCStats},
+	"DYNKV.STATS":                      {2, false, cmdStats},
+}
+
+// admissionText is the reply of the authoritative-admission commands.
+const admissionText = "ERR goindex dynkv does not implement authoritative admission (DYNKV.SELECT_RESERVE, RELEASE, RENEW): run the frontend without --router-valkey-authoritative-admission"
+
+func admissionUnsupported(*call) reply { return errText(admissionText) }
+
+// internalOnly answers a replication or AOF-load command from a client,
+// as the module does (goindex has no replication stream to obey).
+func internalOnly(code Code) func(*call) reply {
+	return func(*call) reply { return errCode(code) }
+}
+
+// CommandNames returns the module's command names (upper case), sorted.
+func CommandNames() []string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// IsCommand reports whether name (any case) is a module command.
+func IsCommand(name string) bool {
+	_, ok := commands[strings.ToUpper(name)]
+	return ok
+}
+
+// IsWrite reports whether the module command name (upper case) may change
+// state, and so runs serialized and goes to the append-only log.
+func IsWrite(name string) bool { return commands[name].write }
 
 // Exec runs one dynkv command (args[0] is the name, args[1] the key) at the
-// engine's current time. It reports whether the command mutated state
-// successfully, so the caller can log it.
-func (e *Engine) Exec(args [][]byte) (r reply, logged bool) { return e.ExecAt(e.now(), args) }
+// engine's current time.
+func (e *Engine) Exec(args [][]byte) reply { return e.ExecAt(e.now(), args) }
 
-// ExecAt runs one dynkv command as if at time now: owner leases
-// (REGISTER_WORKER_RANKS v3, RENEW_WORKER_LEASE) are taken and checked
-// against it. The append-only log replays each record at the time it was
-// first applied, so a lease that had expired then has expired on replay too.
-func (e *Engine) ExecAt(now time.Time, args [][]byte) (r reply, logged bool) {
+// ExecAt runs one dynkv command as if at time now: owner leases are taken
+// and checked against it. The append-only log replays each record at the
+// time it first ran, so a lease that had expired then has expired on
+// replay too.
+func (e *Engine) ExecAt(now time.Time, args [][]byte) reply {
 	name := strings.ToUpper(string(args[0]))
+	if isKeyspaceWrite(name) {
+		return e.keyspaceWrite(name, args)
+	}
 	cmd, ok := commands[name]
 	if !ok {
-		if code, known := unsupported[name]; known {
-			return errReply(errorf(code, "%s is not implemented by goindex (admission, lifecycle GC and replication internals are out of scope)", name)), false
-		}
-		return errReply(errorf(CodeInvalidArgument, "unknown command %q", name)), false
+		return unknownCommand(args)
 	}
-	if n, opt := len(args)-2, optionalArgs[name]; n < cmd.args || n > cmd.args+opt {
-		if opt > 0 {
-			return errReply(errorf(CodeInvalidArgument, "%s takes a key and %d to %d arguments, got %d", name, cmd.args, cmd.args+opt, len(args)-1)), false
-		}
-		return errReply(errorf(CodeInvalidArgument, "%s takes a key and %d arguments, got %d", name, cmd.args, len(args)-1)), false
+	if len(args) != cmd.argc && !(name == "DYNKV.STATS" && len(args) == 3) {
+		return wrongArity(name)
 	}
-	s, err := e.store(args[1], cmd.mutates)
+	if cmd.write {
+		e.wmu.Lock()
+		defer e.wmu.Unlock()
+	}
+	return cmd.run(&call{e: e, now: now, nowMs: uint64(max(now.UnixMilli(), 0)), args: args})
+}
+
+// unknownCommand is the server's reply to a name it does not know, with
+// the arguments as Valkey quotes them.
+func unknownCommand(args [][]byte) reply {
+	var b strings.Builder
+	for _, a := range args[1:] {
+		if b.Len() >= 128 {
+			break
+		}
+		b.WriteString("'")
+		b.Write(a[:min(len(a), 128-b.Len())])
+		b.WriteString("' ")
+	}
+	text := "ERR unknown command '" + string(args[0][:min(len(args[0]), 128)]) + "', with args beginning with: " + b.String()
+	return errText(strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, text))
+}
+
+func cmdApply(c *call) reply {
+	ev, err := DecodeEvent(c.args[2])
 	if err != nil {
-		return errReply(err), false
+		return errCode(CodeInvalidEvent)
 	}
+	s, r, ok := c.write()
+	if !ok {
+		return r
+	}
+	s.mu.Unlock() // Apply locks
+	return changedReply(s.Apply(ev))
+}
+
+// changedReply is the reply of a mutation's outcome.
+func changedReply(c Changed, err error) reply {
+	if err != nil {
+		return errCode(CodeOf(err))
+	}
+	return okOrNoop(bool(c))
+}
+
+func cmdApplyOwned(c *call) reply {
+	nonce, ok := be64(c.args[2])
+	if !ok || nonce == 0 {
+		return errCode(CodeInvalidWorkerOwner)
+	}
+	ev, err := DecodeEvent(c.args[3])
+	if err != nil {
+		return errCode(CodeInvalidEvent)
+	}
+	s := c.e.lookup(c.key())
 	if s == nil {
-		return e.absentKey(name, args[2:]), false
+		return errCode(CodeStaleWorkerOwner)
 	}
-	r = cmd.run(now, s, args[2:])
-	return r, cmd.mutates && r.kind != replyError
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ownerLive(ev.Rank.Worker, nonce, c.nowMs) {
+		return errCode(CodeStaleWorkerOwner)
+	}
+	if st := s.ranks[ev.Rank]; st == nil || st.retired || !st.registered {
+		return errCode(CodeUnregisteredRank)
+	}
+	if !s.canAdvance() {
+		return errCode(CodeGenerationExhausted)
+	}
+	res := s.applyEvent(&ev)
+	switch res {
+	case applyMissingParent:
+		return errCode(CodeMissingParent)
+	case applyConflict:
+		return errCode(CodeConflictingBlock)
+	}
+	fence := res == applyNoop && ev.Kind == KindRemove && len(ev.Hashes) != 0
+	if res != applyOK && !fence {
+		if res == applyNoop {
+			return status("NOOP")
+		}
+		return errCode(CodeInvalidEvent)
+	}
+	if res == applyOK {
+		switch ev.Kind {
+		case KindClear:
+			// Ranks without an epoch are legacy state: retained.
+			if s.epochs[ev.Rank.Worker] != nil {
+				for _, st := range s.ranksOf(ev.Rank.Worker) {
+					s.compactRank(st)
+				}
+			}
+		case KindRemove:
+			s.compactRemove(s.ranks[ev.Rank], ev.Hashes)
+		}
+	}
+	if !s.advanceForEvent(&ev) {
+		return errCode(CodeGenerationExhausted)
+	}
+	if fence {
+		s.mutations++
+	}
+	return status("OK")
 }
 
-// absentKey answers a read-only command on a key no mutation has created.
-func (e *Engine) absentKey(name string, args [][]byte) reply {
-	switch name {
-	case "DYNKV.MATCH", "DYNKV.MATCH_PRIMARY":
+func cmdBarrier(*call) reply { return status("OK") }
+
+func cmdMatch(c *call) reply {
+	hashes, err := DecodeMatch(c.args[2])
+	if err != nil {
+		return errCode(CodeInvalidMatch)
+	}
+	s := c.e.lookup(c.key())
+	if s == nil {
 		return bulk(AppendMatchReply(nil, nil))
-	case "DYNKV.SELECT":
-		return bulk(AppendSelectReply(nil, nil))
-	case "DYNKV.RANK_GENERATION", "DYNKV.REGISTRATION_GENERATION":
-		return ticket(0)
-	case "DYNKV.STATS":
-		if len(args) > 0 {
-			if err := detailArg(args[0]); err != nil {
-				return errReply(err)
-			}
-			d := Detail{Index: e.backing.Index, CKFExpectedBlocks: e.backing.CKFExpectedBlocks}
-			if d.Index == IndexCKF {
-				d.CKFBuckets, _ = ckf.BucketCount(d.CKFExpectedBlocks)
-			}
-			return detailReply(d)
+	}
+	return bulk(AppendMatchReply(nil, s.Match(hashes, c.nowMs)))
+}
+
+func cmdSelect(c *call) reply {
+	hashes, cands, err := DecodeSelect(c.args[2])
+	if err != nil {
+		return errCode(CodeInvalidSelect)
+	}
+	s := c.e.lookup(c.key())
+	if s == nil {
+		s = NewStore()
+	}
+	return bulk(AppendSelectReply(nil, s.Select(hashes, cands, c.nowMs)))
+}
+
+// rankArgs reads the worker (8 bytes) and dp rank (4 bytes) arguments.
+func rankArgs(w, r []byte) (Rank, bool) {
+	worker, ok1 := be64(w)
+	rank, ok2 := be32(r)
+	return Rank{worker, rank}, ok1 && ok2
+}
+
+// read answers a read-only command: absent without an index, else f on
+// the read-locked index.
+func (c *call) read(absent reply, f func(s *Store) reply) reply {
+	s := c.e.lookup(c.key())
+	if s == nil {
+		return absent
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return f(s)
+}
+
+func cmdRankGeneration(c *call) reply {
+	r, ok := rankArgs(c.args[2], c.args[3])
+	if !ok {
+		return errCode(CodeInvalidWorker)
+	}
+	return c.read(ticket(0), func(s *Store) reply { return ticket(s.rankTicket(r)) })
+}
+
+func cmdReplace(c *call) reply {
+	r, ok := rankArgs(c.args[2], c.args[3])
+	expected, ok2 := be64(c.args[4])
+	if !ok || !ok2 {
+		return errCode(CodeInvalidReplace)
+	}
+	existing := c.e.lookup(c.key())
+	validation := existing
+	if existing == nil {
+		if expected != 0 {
+			return errCode(CodeStaleGeneration)
 		}
-		return reply{kind: replyArray, array: []reply{integer(0), integer(0), integer(0)}}
-	}
-	return status("OK")
-}
-
-func cmdApply(_ time.Time, s *Store, a [][]byte) reply {
-	ev, err := DecodeEvent(a[0])
-	if err != nil {
-		return errReply(err)
-	}
-	c, err := s.Apply(ev)
-	if err != nil {
-		return errReply(err)
-	}
-	return changedReply(c)
-}
-
-func cmdApplyOwned(_ time.Time, s *Store, a [][]byte) reply {
-	nonce, err := u64Arg(a[0], "owner nonce")
-	if err != nil {
-		return errReply(err)
-	}
-	ev, err := DecodeEvent(a[1])
-	if err != nil {
-		return errReply(err)
-	}
-	c, err := s.ApplyOwned(nonce, ev)
-	if err != nil {
-		return errReply(err)
-	}
-	return changedReply(c)
-}
-
-func cmdMatch(_ time.Time, s *Store, a [][]byte) reply {
-	hashes, err := DecodeMatch(a[0])
-	if err != nil {
-		return errReply(err)
-	}
-	return bulk(AppendMatchReply(nil, s.Match(hashes)))
-}
-
-func cmdSelect(_ time.Time, s *Store, a [][]byte) reply {
-	hashes, cands, err := DecodeSelect(a[0])
-	if err != nil {
-		return errReply(err)
-	}
-	return bulk(AppendSelectReply(nil, s.Select(hashes, cands)))
-}
-
-func rankArgs(a [][]byte) (Rank, error) {
-	w, err := u64Arg(a[0], "worker id")
-	if err != nil {
-		return Rank{}, err
-	}
-	r, err := u32Arg(a[1], "dp rank")
-	return Rank{w, r}, err
-}
-
-func rankCmd(f func(*Store, Rank)) func(time.Time, *Store, [][]byte) reply {
-	return func(_ time.Time, s *Store, a [][]byte) reply {
-		r, err := rankArgs(a)
-		if err != nil {
-			return errReply(err)
+		validation = NewStore()
+	} else {
+		existing.mu.Lock()
+		defer existing.mu.Unlock()
+		if existing.rankTicket(r) != expected {
+			return errCode(CodeStaleGeneration)
 		}
-		f(s, r)
-		return status("OK")
+		if !existing.canAdvance() {
+			return errCode(CodeGenerationExhausted)
+		}
 	}
+	events, err := DecodeSnapshot(c.args[5], r)
+	if err != nil || !validation.validReplacement(events) {
+		return errCode(CodeInvalidReplace)
+	}
+	s := existing
+	if s == nil {
+		var rep reply
+		if s, rep, ok = c.write(); !ok {
+			return rep
+		}
+		defer s.mu.Unlock()
+	}
+	return s.replaceRank(r, events)
 }
 
-func cmdRemoveWorkerAll(_ time.Time, s *Store, a [][]byte) reply {
-	w, err := u64Arg(a[0], "worker id")
-	if err != nil {
-		return errReply(err)
+func cmdRemoveWorker(c *call) reply { return rankLifecycle(c, (*Store).removeRank) }
+func cmdResetWorker(c *call) reply  { return rankLifecycle(c, (*Store).resetRank) }
+func cmdRemoveWorkerAll(c *call) reply {
+	worker, ok := be64(c.args[2])
+	if !ok {
+		return errCode(CodeInvalidWorker)
 	}
-	s.RemoveWorkerAll(w)
-	return status("OK")
+	s, rep, ok := c.write()
+	if !ok {
+		return rep
+	}
+	defer s.mu.Unlock()
+	return s.removeWorkerAll(worker)
 }
 
-func cmdRankGeneration(_ time.Time, s *Store, a [][]byte) reply {
-	r, err := rankArgs(a)
-	if err != nil {
-		return errReply(err)
+// rankLifecycle runs REMOVE_WORKER or RESET_WORKER.
+func rankLifecycle(c *call, f func(*Store, Rank) reply) reply {
+	r, ok := rankArgs(c.args[2], c.args[3])
+	if !ok {
+		return errCode(CodeInvalidWorker)
 	}
-	return ticket(s.RankGeneration(r))
-}
-
-func cmdReplace(_ time.Time, s *Store, a [][]byte) reply {
-	r, err := rankArgs(a)
-	if err != nil {
-		return errReply(err)
+	s, rep, ok := c.write()
+	if !ok {
+		return rep
 	}
-	expected, err := u64Arg(a[2], "expected generation")
-	if err != nil {
-		return errReply(err)
-	}
-	events, err := DecodeSnapshot(a[3], r)
-	if err != nil {
-		return errReply(err)
-	}
-	gen, err := s.ReplaceRankIfGeneration(r, expected, events)
-	if err != nil {
-		return errReply(err)
-	}
-	return ticket(gen)
+	defer s.mu.Unlock()
+	return f(s, r)
 }
 
 // cmdStats answers the module's triple [nodes, rank states, mutations], or
@@ -339,125 +481,64 @@ func cmdReplace(_ time.Time, s *Store, a [][]byte) reply {
 // pairs: the backing index, the triple, ranks holding blocks and, in ckf
 // mode, the CKF's counters (detailReply). The triple stays the default
 // reply because clients of the module read STATS as exactly three integers.
-func cmdStats(_ time.Time, s *Store, a [][]byte) reply {
-	if len(a) > 0 {
-		if err := detailArg(a[0]); err != nil {
-			return errReply(err)
+func cmdStats(c *call) reply {
+	s := c.e.lookup(c.key())
+	if len(c.args) == 3 {
+		if !strings.EqualFold(string(c.args[2]), "DETAIL") {
+			return errText("ERR goindex dynkv: DYNKV.STATS takes a key and optionally DETAIL")
+		}
+		if s == nil {
+			d := Detail{Index: c.e.backing.Index, CKFExpectedBlocks: c.e.backing.CKFExpectedBlocks}
+			if d.Index == IndexCKF {
+				d.CKFBuckets, _ = ckf.BucketCount(d.CKFExpectedBlocks)
+			}
+			return detailReply(d)
 		}
 		return detailReply(s.Detail())
 	}
-	n, st, m := s.Stats()
-	return reply{kind: replyArray, array: []reply{integer(int64(n)), integer(int64(st)), integer(int64(m))}}
+	if s == nil {
+		return ints(0, 0, 0)
+	}
+	return ints(s.Stats())
 }
 
-func detailArg(b []byte) error {
-	if !strings.EqualFold(string(b), "DETAIL") {
-		return errorf(CodeInvalidArgument, "STATS takes a key and optionally DETAIL, got %q", b)
+func cmdAdmissionStats(*call) reply { return integer(0) }
+
+// isKeyspaceWrite reports whether name (upper case) is one of the plain
+// keyspace writes the engine runs (and the log records): DEL, UNLINK,
+// FLUSHALL and FLUSHDB.
+func isKeyspaceWrite(name string) bool {
+	switch name {
+	case "DEL", "UNLINK", "FLUSHALL", "FLUSHDB":
+		return true
 	}
-	return nil
+	return false
 }
 
-func cmdRegisterWorker(_ time.Time, s *Store, a [][]byte) reply {
-	r, err := rankArgs(a)
-	if err != nil {
-		return errReply(err)
+// keyspaceWrite runs DEL/UNLINK key… (the count of keys deleted) or
+// FLUSHALL/FLUSHDB [ASYNC|SYNC].
+func (e *Engine) keyspaceWrite(name string, args [][]byte) reply {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch name {
+	case "DEL", "UNLINK":
+		if len(args) < 2 {
+			return wrongArity(name)
+		}
+		n := 0
+		for _, k := range args[1:] {
+			if _, ok := e.stores[string(k)]; ok {
+				delete(e.stores, string(k))
+				n++
+			}
+		}
+		return integer(int64(n))
 	}
-	c, err := s.RegisterWorker(r)
-	if err != nil {
-		return errReply(err)
+	if len(args) > 2 || (len(args) == 2 && !strings.EqualFold(string(args[1]), "ASYNC") && !strings.EqualFold(string(args[1]), "SYNC")) {
+		return errText("ERR syntax error")
 	}
-	return changedReply(c)
-}
-
-func cmdRegisterWorkerRanks(now time.Time, s *Store, a [][]byte) reply {
-	w, err := u64Arg(a[0], "worker id")
-	if err != nil {
-		return errReply(err)
-	}
-	reg, err := DecodeRegistration(a[1])
-	if err != nil {
-		return errReply(err)
-	}
-	c, err := s.RegisterWorkerRanks(w, reg, now)
-	if err != nil {
-		return errReply(err)
-	}
-	return changedReply(c)
-}
-
-func cmdRegistrationGeneration(_ time.Time, s *Store, a [][]byte) reply {
-	w, err := u64Arg(a[0], "worker id")
-	if err != nil {
-		return errReply(err)
-	}
-	return ticket(s.RegistrationGeneration(w))
-}
-
-func cmdRenewLease(now time.Time, s *Store, a [][]byte) reply {
-	p, err := DecodeLease(a[0])
-	if err != nil {
-		return errReply(err)
-	}
-	if err := s.RenewLease(p, now); err != nil {
-		return errReply(err)
-	}
+	clear(e.stores)
 	return status("OK")
-}
-
-func cmdUnregister(_ time.Time, s *Store, a [][]byte) reply {
-	p, err := DecodeLease(a[0])
-	if err != nil {
-		return errReply(err)
-	}
-	if err := s.UnregisterWorker(p); err != nil {
-		return errReply(err)
-	}
-	return status("OK")
-}
-
-// plainCommand answers the non-module commands a Redis/Valkey client sends
-// (PING, WAIT, ROLE, HELLO, CLIENT, SELECT, COMMAND, ECHO, QUIT). ok is
-// false for names it does not know.
-func plainCommand(args [][]byte) (r reply, ok bool) {
-	switch strings.ToUpper(string(args[0])) {
-	case "PING":
-		if len(args) > 1 {
-			return bulk(args[1]), true
-		}
-		return status("PONG"), true
-	case "ECHO":
-		if len(args) != 2 {
-			return errReply(errorf(CodeInvalidArgument, "ECHO takes one argument")), true
-		}
-		return bulk(args[1]), true
-	case "WAIT":
-		// A standalone server acknowledges every requested replica: the
-		// frontend only checks the count is at least what it asked for.
-		if len(args) != 3 {
-			return errReply(errorf(CodeInvalidArgument, "WAIT numreplicas timeout")), true
-		}
-		n, err := strconv.ParseInt(string(args[1]), 10, 64)
-		if err != nil || n < 0 {
-			return errReply(errorf(CodeInvalidArgument, "WAIT numreplicas %q", args[1])), true
-		}
-		return integer(n), true
-	case "ROLE":
-		return reply{kind: replyArray, array: []reply{bulk([]byte("master")), integer(0), {kind: replyArray}}}, true
-	case "HELLO":
-		if len(args) > 1 && string(args[1]) != "2" {
-			return reply{kind: replyError, str: "NOPROTO this server speaks RESP2 only"}, true
-		}
-		kv := []string{"server", "goindex-dynkv", "version", "1.0.0", "proto", "2", "mode", "standalone", "role", "master"}
-		arr := make([]reply, 0, len(kv)+2)
-		for _, s := range kv {
-			arr = append(arr, bulk([]byte(s)))
-		}
-		arr = append(arr, bulk([]byte("modules")), reply{kind: replyArray})
-		return reply{kind: replyArray, array: arr}, true
-	case "CLIENT", "SELECT", "READONLY", "READWRITE":
-		return status("OK"), true
-	case "COMMAND":
-		return reply{kind: replyArray}, true
-	}
-	return reply{}, false
 }

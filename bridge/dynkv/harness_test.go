@@ -45,8 +45,10 @@ func toEvent(ev *kv.Event) Event {
 
 func (x storeIndex) RemoveMember(m kv.Member) error {
 	r := Rank{m.Worker, m.Rank}
-	x.s.RemoveWorker(r)
-	x.s.ResetWorker(r)
+	x.s.mu.Lock()
+	defer x.s.mu.Unlock()
+	x.s.removeRank(r)
+	x.s.resetRank(r)
 	return nil
 }
 
@@ -66,7 +68,7 @@ func (x storeIndex) RemoveWorker(worker uint64) error {
 }
 
 func (x storeIndex) Match(dst []kv.Overlap, locals []uint64) []kv.Overlap {
-	for _, e := range x.s.Match(locals) {
+	for _, e := range x.s.Match(locals, 0) {
 		dst = append(dst, kv.Overlap{Member: kv.Member{Worker: e.Rank.Worker, Rank: e.Rank.DPRank}, Blocks: int(e.Matched)})
 	}
 	return dst
@@ -163,7 +165,7 @@ func (x *wireIndex) Match(dst []kv.Overlap, locals []uint64) []kv.Overlap {
 		x.t.Errorf("DYNKV.MATCH_PRIMARY(%v) over the wire: %v", locals, err)
 		return dst
 	}
-	if want := AppendMatchReply(nil, x.ref.s.Match(locals)); x.exact && got != string(want) {
+	if want := AppendMatchReply(nil, x.ref.s.Match(locals, 0)); x.exact && got != string(want) {
 		x.t.Errorf("DYNKV.MATCH_PRIMARY(%v) over the wire = %x, the Store answers %x", locals, got, want)
 	}
 	entries, err := DecodeMatchReply([]byte(got))

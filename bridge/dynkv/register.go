@@ -1,135 +1,395 @@
 package dynkv
 
-import "time"
+// Worker registration and owner leases (the module's
+// dynkv_registration.c, dynkv_lease.c and dynkv_worker_commands.c):
+// REGISTER_WORKER, REGISTER_WORKER_RANKS (version 1 plain, 2 and 3 leased),
+// REGISTRATION_GENERATION, RENEW_WORKER_LEASE and UNREGISTER_WORKER.
+// APPLY_OWNED is in commands.go, the cleanup of ended leases in gc.go.
 
-// Worker registration (REGISTER_WORKER, REGISTER_WORKER_RANKS v1/v3,
-// REGISTRATION_GENERATION, APPLY_OWNED, RENEW_WORKER_LEASE,
-// UNREGISTER_WORKER). goindex runs cleanup synchronously, so
-// DYNKV_WORKER_CLEANUP_PENDING is never returned: an unregistered worker's
-// ranks are dropped before the reply.
-
-// RegisterWorker registers one rank: true when created, false when it was
-// already registered; DYNKV_WORKER_RETIRED for a retired rank.
-func (s *Store) RegisterWorker(r Rank) (c Changed, err error) {
-	s.mu.Lock()
+func cmdRegisterWorker(c *call) reply {
+	r, ok := rankArgs(c.args[2], c.args[3])
+	if !ok {
+		return errCode(CodeInvalidWorker)
+	}
+	s, rep, ok := c.write()
+	if !ok {
+		return rep
+	}
 	defer s.mu.Unlock()
-	defer func() { s.settle(err) }()
-	st := s.rank(r)
+	ep := s.epochs[r.Worker]
+	if ep != nil && ep.pending {
+		return errCode(CodeWorkerCleanupPending)
+	}
+	if ep != nil && ep.retiredAll {
+		return errCode(CodeWorkerRetired)
+	}
+	st := s.ranks[r]
+	if ep != nil && ep.ownerSet {
+		switch {
+		case st != nil && st.retired:
+			return errCode(CodeWorkerRetired)
+		case st != nil && st.registered:
+			if s.markLegacyRank(r) {
+				s.mutations++
+			}
+			return status("NOOP")
+		}
+		return errCode(CodeWorkerOwned)
+	}
+	changed := false
+	if st == nil {
+		st, changed = s.rankState(r, true), true
+	}
 	if st.retired {
-		return false, errorf(CodeWorkerRetired, "rank %d/%d is retired until RESET_WORKER", r.Worker, r.DPRank)
+		return errCode(CodeWorkerRetired)
 	}
-	if st.registered {
-		return false, nil
+	if !st.registered {
+		st.registered, st.tombstone, st.tombGen, changed = true, false, 0, true
 	}
-	st.registered = true
-	s.workerState(r.Worker).registration++
+	if !changed {
+		if s.markLegacyRank(r) {
+			s.mutations++
+		}
+		return status("NOOP")
+	}
+	s.markLegacyRank(r)
 	s.mutations++
-	return true, nil
+	return status("OK")
 }
 
-// RegisterWorkerRanks registers a worker's ranks. Version 3 also claims the
-// worker for an owner nonce with a lease, guarded by the expected
-// registration generation.
-func (s *Store) RegisterWorkerRanks(worker uint64, reg Registration, now time.Time) (c Changed, err error) {
-	s.mu.Lock()
+func cmdRegisterWorkerRanks(c *call) reply {
+	worker, ok := be64(c.args[2])
+	if !ok {
+		return errCode(CodeInvalidRegistration)
+	}
+	reg, err := DecodeRegistration(c.args[3])
+	if err != nil {
+		return errCode(CodeInvalidRegistration)
+	}
+	if reg.Leased() {
+		return registerLeased(c, worker, reg)
+	}
+	// Preflight on a read-only view: a fenced or idempotent request
+	// creates no key.
+	if existing := c.e.lookup(c.key()); existing != nil {
+		existing.mu.Lock()
+		rep, done := existing.preflightPlain(worker, reg.Ranks)
+		existing.mu.Unlock()
+		if done {
+			return rep
+		}
+	}
+	s, rep, ok := c.write()
+	if !ok {
+		return rep
+	}
 	defer s.mu.Unlock()
-	defer func() { s.settle(err) }()
-	w := s.workerState(worker)
-	if w.retired {
-		return false, errorf(CodeWorkerRetired, "worker %d is retired", worker)
-	}
-	if reg.Version == 3 {
-		if w.ownerNonce != 0 && w.ownerNonce != reg.OwnerNonce && now.Before(w.leaseUntil()) {
-			return false, errorf(CodeWorkerOwned, "worker %d is owned by another process until its lease expires", worker)
-		}
-		if reg.ExpectedGeneration != w.registration {
-			return false, errorf(CodeStaleGeneration, "worker %d registration generation is %d, not %d", worker, w.registration, reg.ExpectedGeneration)
-		}
+	if s.cleanupPending(worker) {
+		return errCode(CodeWorkerCleanupPending)
 	}
 	for _, rk := range reg.Ranks {
-		if s.rank(Rank{worker, rk}).retired {
-			return false, errorf(CodeWorkerRetired, "rank %d/%d is retired until RESET_WORKER", worker, rk)
-		}
+		st := s.rankState(Rank{worker, rk}, true)
+		st.registered, st.tombstone, st.tombGen = true, false, 0
+		s.markLegacyRank(Rank{worker, rk})
 	}
-	var changed Changed
+	s.mutations++
+	return status("OK")
+}
+
+// preflightPlain checks a version 1 registration against the existing
+// index; done reports that rep is the command's reply.
+func (s *Store) preflightPlain(worker uint64, ranks []uint32) (rep reply, done bool) {
+	ep := s.epochs[worker]
+	if ep != nil && ep.pending {
+		return errCode(CodeWorkerCleanupPending), true
+	}
+	if ep != nil && ep.retiredAll {
+		return errCode(CodeWorkerRetired), true
+	}
+	membership, provenance := false, false
+	for _, rk := range ranks {
+		st := s.ranks[Rank{worker, rk}]
+		if st != nil && st.retired {
+			return errCode(CodeWorkerRetired), true
+		}
+		membership = membership || st == nil || !st.registered
+		provenance = provenance || (st != nil && !st.tainted)
+	}
+	provenance = provenance || (ep != nil && !ep.tainted)
+	if ep != nil && ep.ownerSet && membership {
+		return errCode(CodeWorkerOwned), true
+	}
+	if !membership && !provenance {
+		return status("NOOP"), true
+	}
+	return reply{}, false
+}
+
+// registerLeased is REGISTER_WORKER_RANKS version 2 or 3: the worker's
+// ranks are registered and the worker claimed by an owner nonce whose
+// lease ends at now + lease (never earlier than the same owner's running
+// lease). Version 3 must quote the worker's registration token.
+func registerLeased(c *call, worker uint64, reg Registration) reply {
+	replaySafe := reg.Version == 3
+	if c.nowMs > ^uint64(0)-reg.LeaseMs {
+		return errCode(CodeInvalidRegistration)
+	}
+	expires := c.nowMs + reg.LeaseMs
+	existing := c.e.lookup(c.key())
+	if existing == nil {
+		if replaySafe && reg.ExpectedGeneration != 1 {
+			return errCode(CodeStaleRegistration)
+		}
+		s, rep, ok := c.write()
+		if !ok {
+			return rep
+		}
+		defer s.mu.Unlock()
+		return s.applyRegister(c.nowMs, worker, reg, expires)
+	}
+	existing.mu.Lock()
+	defer existing.mu.Unlock()
+	s := existing
+	ep := s.epochs[worker]
+	if ep != nil && ep.ownerSet && (ep.pending || ep.expiresMs <= c.nowMs) {
+		return errCode(CodeWorkerCleanupPending)
+	}
+	if replaySafe && ep == nil && s.lifecycle == ^uint64(0) {
+		return errCode(CodeLifecycleExhausted)
+	}
+	current := s.lifecycle + 1
+	if ep != nil {
+		current = ep.lifecycle
+	}
+	exactReplay := replaySafe && ep != nil && ep.ownerSet && ep.expiresMs > c.nowMs && ep.nonce == reg.OwnerNonce &&
+		ep.lastExpSet && ep.lastExp == reg.ExpectedGeneration && s.registeredRanksEqual(worker, reg.Ranks)
+	// Without a garbage-collected epoch the token floor is 0.
+	absentValid := replaySafe && ep == nil && reg.ExpectedGeneration > 0 && reg.ExpectedGeneration <= current
+	if replaySafe && reg.ExpectedGeneration != current && !absentValid && !exactReplay {
+		return errCode(CodeStaleRegistration)
+	}
+	if ep != nil && ep.retiredAll {
+		return errCode(CodeWorkerRetired)
+	}
+	if ep != nil && ep.ownerSet && ep.expiresMs > c.nowMs && ep.nonce != reg.OwnerNonce {
+		return errCode(CodeWorkerOwned)
+	}
+	if ep != nil && ep.ownerSet && ep.nonce == reg.OwnerNonce && ep.expiresMs > expires {
+		expires = ep.expiresMs
+	}
 	for _, rk := range reg.Ranks {
-		if st := s.rank(Rank{worker, rk}); !st.registered {
-			st.registered, changed = true, true
+		if st := s.ranks[Rank{worker, rk}]; st != nil && st.retired {
+			return errCode(CodeWorkerRetired)
 		}
 	}
-	if reg.Version == 3 && (w.ownerNonce != reg.OwnerNonce || w.leaseMs != reg.LeaseMs) {
-		w.ownerNonce, w.leaseMs, changed = reg.OwnerNonce, reg.LeaseMs, true
+	return s.applyRegister(c.nowMs, worker, reg, expires)
+}
+
+// registeredRanksEqual reports whether the worker's registered ranks are
+// exactly ranks (sorted).
+func (s *Store) registeredRanksEqual(worker uint64, ranks []uint32) bool {
+	found := 0
+	for r, st := range s.ranks {
+		if r.Worker != worker || !st.registered {
+			continue
+		}
+		if !containsRank(ranks, r.DPRank) {
+			return false
+		}
+		found++
 	}
-	if reg.Version == 3 {
-		w.renewed = now
+	return found == len(ranks)
+}
+
+func containsRank(sorted []uint32, r uint32) bool {
+	lo, hi := 0, len(sorted)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if sorted[m] < r {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo < len(sorted) && sorted[lo] == r
+}
+
+// applyRegister is router_index_worker_lease_apply_register: it installs or
+// extends the owner lease, registers the listed ranks (owner-managed),
+// retires the worker's registered ranks not listed (tombstones, with a new
+// worker ticket) and, for a new epoch or a changed rank set under the same
+// owner, issues a new registration token. The reply is OK even when nothing
+// changed (the module replicates the registration either way).
+func (s *Store) applyRegister(nowMs, worker uint64, reg Registration, expires uint64) reply {
+	// The module answers a registration its lease logic refuses after the
+	// preflight as a failed replication.
+	invalid := errCode(CodeReplicationFailed)
+	replaySafe := reg.Version == 3
+	if expires <= nowMs {
+		return invalid
+	}
+	ep := s.epochs[worker]
+	epochWasAbsent := ep == nil
+	if ep != nil && (ep.retiredAll || ep.pending || (ep.ownerSet && ep.expiresMs <= nowMs)) {
+		return invalid
+	}
+	for _, rk := range reg.Ranks {
+		if st := s.ranks[Rank{worker, rk}]; st != nil && st.retired {
+			return invalid
+		}
+	}
+	rankSetChanged := !s.registeredRanksEqual(worker, reg.Ranks)
+	removesRank := false
+	for r, st := range s.ranks {
+		if r.Worker == worker && st.registered && !containsRank(reg.Ranks, r.DPRank) {
+			removesRank = true
+			break
+		}
+	}
+	ownerAcquisition := ep == nil || !ep.ownerSet
+	advanceRegistration := epochWasAbsent || (!ownerAcquisition && rankSetChanged)
+	if advanceRegistration && s.lifecycle == ^uint64(0) {
+		return invalid
+	}
+	if removesRank && !s.canAdvance() {
+		return invalid
+	}
+	if ep != nil && ep.ownerSet && ep.nonce != reg.OwnerNonce {
+		return errCode(CodeWorkerOwned)
+	}
+	changed := false
+	if ep == nil {
+		ep = s.epochOf(worker, true)
+	}
+	ep.managed = true
+	if !replaySafe && !ep.tainted {
+		ep.tainted, changed = true, true
+	}
+	if !ep.ownerSet {
+		ep.ownerSet, ep.nonce, ep.expiresMs, changed = true, reg.OwnerNonce, expires, true
+	} else if expires > ep.expiresMs {
+		ep.expiresMs, changed = expires, true
+	}
+	for _, rk := range reg.Ranks {
+		st := s.rankState(Rank{worker, rk}, true)
+		st.managed = true
+		if !replaySafe && !st.tainted {
+			st.tainted, changed = true, true
+		}
+		if !st.registered || st.tombstone {
+			st.registered, st.tombstone, st.tombGen, changed = true, false, 0, true
+		}
+	}
+	if removesRank {
+		for r, st := range s.ranks {
+			if r.Worker != worker || !st.registered || containsRank(reg.Ranks, r.DPRank) {
+				continue
+			}
+			s.deactivate(st)
+			st.registered, st.tombstone = false, true
+		}
+		s.advanceWorker(worker)
+		for r, st := range s.ranks {
+			if r.Worker == worker && st.tombstone {
+				st.tombGen = ep.generation
+			}
+		}
+		changed = true
+	}
+	if advanceRegistration {
+		s.lifecycle++
+		ep.lifecycle = s.lifecycle
+		ep.lastExpSet, ep.lastExp = replaySafe, 0
+		if replaySafe {
+			ep.lastExp = reg.ExpectedGeneration
+		}
+		changed = true
 	}
 	if changed {
-		w.registration++
 		s.mutations++
 	}
-	return changed, nil
+	return status("OK")
 }
 
-// RegistrationGeneration returns the worker's registration token.
-func (s *Store) RegistrationGeneration(worker uint64) uint64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if w := s.workers[worker]; w != nil {
-		return w.registration
+func cmdRegistrationGeneration(c *call) reply {
+	worker, ok := be64(c.args[2])
+	if !ok {
+		return errCode(CodeInvalidWorker)
 	}
-	return 1
-}
-
-// ApplyOwned applies an event from the worker's registered owner.
-func (s *Store) ApplyOwned(nonce uint64, ev Event) (c Changed, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer func() { s.settle(err) }()
-	w := s.workers[ev.Rank.Worker]
-	if w == nil || w.ownerNonce == 0 || w.ownerNonce != nonce {
-		return false, errorf(CodeStaleWorkerOwner, "nonce %#x does not own worker %d", nonce, ev.Rank.Worker)
-	}
-	if st := s.ranks[ev.Rank]; st == nil || !st.registered {
-		return false, errorf(CodeUnregisteredWorkerRnk, "rank %d/%d is not registered", ev.Rank.Worker, ev.Rank.DPRank)
-	}
-	return s.apply(ev)
-}
-
-// RenewLease extends the owner's lease (optionally changing its length).
-func (s *Store) RenewLease(p LeasePayload, now time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w := s.workers[p.Worker]
-	if w == nil || w.ownerNonce == 0 || w.ownerNonce != p.OwnerNonce {
-		return errorf(CodeStaleWorkerOwner, "nonce %#x does not own worker %d", p.OwnerNonce, p.Worker)
-	}
-	if p.HasLease {
-		w.leaseMs = p.LeaseMs
-	}
-	w.renewed = now
-	return nil
-}
-
-// UnregisterWorker releases the owner's claim and drops the worker's ranks.
-func (s *Store) UnregisterWorker(p LeasePayload) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w := s.workers[p.Worker]
-	if w == nil || w.ownerNonce == 0 || w.ownerNonce != p.OwnerNonce {
-		return errorf(CodeStaleWorkerOwner, "nonce %#x does not own worker %d", p.OwnerNonce, p.Worker)
-	}
-	for r, st := range s.ranks {
-		if r.Worker == p.Worker {
-			s.dropRank(r, st)
-			st.registered = false
+	return c.read(ticket(1), func(s *Store) reply {
+		ep := s.epochs[worker]
+		if ep == nil {
+			if s.lifecycle == ^uint64(0) {
+				return errCode(CodeLifecycleExhausted)
+			}
+			return ticket(s.lifecycle + 1)
 		}
-	}
-	w.ownerNonce, w.leaseMs = 0, 0
-	w.registration++
-	s.mutations++
-	return nil
+		gen := ep.lifecycle
+		if ep.ownerSet && !ep.pending && ep.expiresMs <= c.nowMs && s.lifecycle != ^uint64(0) {
+			gen = s.lifecycle + 1
+		}
+		return ticket(gen)
+	})
 }
 
-func (w *workerState) leaseUntil() time.Time {
-	return w.renewed.Add(time.Duration(w.leaseMs) * time.Millisecond)
+func cmdRenewLease(c *call) reply {
+	p, err := DecodeLease(c.args[2], true)
+	if err != nil || c.nowMs > ^uint64(0)-p.LeaseMs {
+		return errCode(CodeInvalidWorkerLease)
+	}
+	s := c.e.lookup(c.key())
+	if s == nil {
+		return errCode(CodeStaleWorkerOwner)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	expires := c.nowMs + p.LeaseMs
+	ep := s.epochs[p.Worker]
+	if ep != nil && ep.ownerSet && ep.nonce == p.OwnerNonce && ep.expiresMs > expires {
+		expires = ep.expiresMs
+	}
+	if ep == nil || !ep.ownerSet || ep.pending || ep.nonce != p.OwnerNonce || ep.expiresMs <= c.nowMs {
+		return errCode(CodeStaleWorkerOwner)
+	}
+	if expires > ep.expiresMs {
+		ep.expiresMs = expires
+		s.mutations++
+	}
+	return status("OK")
+}
+
+func cmdUnregister(c *call) reply {
+	p, err := DecodeLease(c.args[2], false)
+	if err != nil {
+		return errCode(CodeInvalidWorkerLease)
+	}
+	s := c.e.lookup(c.key())
+	if s == nil {
+		return errCode(CodeStaleWorkerOwner)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ep := s.epochs[p.Worker]
+	if ep == nil || !ep.ownerSet || ep.pending || ep.nonce != p.OwnerNonce {
+		return errCode(CodeStaleWorkerOwner)
+	}
+	if !s.canAdvance() || s.lifecycle == ^uint64(0) {
+		return errCode(CodeInvalidWorkerLease)
+	}
+	s.beginCleanup(ep)
+	s.mutations++
+	return status("OK")
+}
+
+// beginCleanup fences an ended lease (gc_begin_lease_cleanup): the worker
+// takes a new ticket and a new registration token and its cleanup is
+// pending until GC has drained it; the owner stays installed meanwhile, so
+// no successor can race the partial cleanup.
+func (s *Store) beginCleanup(ep *epoch) {
+	s.tickets++
+	ep.generation = s.tickets
+	s.lifecycle++
+	ep.lifecycle = s.lifecycle
+	ep.pending, ep.cleanupGen = true, s.tickets
+	ep.lastExpSet, ep.lastExp = false, 0
 }

@@ -7,17 +7,26 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tidwall/redcon"
 )
 
-// Server limits.
+// Server limits and defaults.
 const (
 	// MaxRequestBytes bounds the bytes a connection may send for one command
 	// (the largest legal APPLY is 1 MiB blocks × 16 bytes ≈ 16 MiB).
 	MaxRequestBytes = 24 << 20
 	// DefaultMaxConns bounds concurrent connections.
 	DefaultMaxConns = 1024
+	// DefaultCommandTimeout bounds how long a client may take to send one
+	// command once its first byte arrived: a frontend sends a command in
+	// one write, so 30 s is generous and still frees a stalled client's
+	// connection.
+	DefaultCommandTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds how long one reply may wait for a client
+	// that does not read (its socket buffer full).
+	DefaultWriteTimeout = 30 * time.Second
 )
 
 // Config configures a Server.
@@ -30,19 +39,29 @@ type Config struct {
 	// Backing selects the index behind MATCH, MATCH_PRIMARY and SELECT;
 	// optional; default: exact.
 	Backing Backing
+	// CommandTimeout bounds the time from a command's first byte to its
+	// last; a client that stalls mid-command is disconnected. Optional;
+	// default: DefaultCommandTimeout; negative: none.
+	CommandTimeout time.Duration
+	// WriteTimeout bounds one reply's write to a client that does not read;
+	// optional; default: DefaultWriteTimeout; negative: none.
+	WriteTimeout time.Duration
+	// IdleTimeout disconnects a client silent for that long between
+	// commands (Valkey's `timeout`); optional; default: 0, never.
+	IdleTimeout time.Duration
 }
 
 // Server speaks RESP2 and implements the dynkv command set over an Engine.
 type Server struct {
-	cfg    Config
-	engine *Engine
-	log    *Log
-	logMu  sync.Mutex // orders logged mutations with their records (exec)
-	srv    *redcon.Server
-	ln     net.Listener
-	conns  atomic.Int64
-	done   chan error
-	closed sync.Once
+	cfg     Config
+	engine  *Engine
+	log     *Log
+	logMu   sync.Mutex // orders logged write commands with their records (exec)
+	srv     *redcon.Server
+	ln      net.Listener
+	conns   atomic.Int64
+	started time.Time
+	closed  sync.Once
 }
 
 // connState is a connection's authentication flag.
@@ -53,11 +72,17 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
+	if cfg.CommandTimeout == 0 {
+		cfg.CommandTimeout = DefaultCommandTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
 	engine, err := NewEngineWith(cfg.Backing)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, engine: engine, done: make(chan error, 1)}
+	s := &Server{cfg: cfg, engine: engine, started: time.Now()}
 	if cfg.LogPath != "" {
 		l, _, err := OpenLog(cfg.LogPath, s.engine, cfg.Fsync)
 		if err != nil {
@@ -72,7 +97,7 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 		return nil, fmt.Errorf("dynkv: listen %s: %w", cfg.Addr, err)
 	}
-	s.ln = &limitListener{Listener: ln}
+	s.ln = &limitListener{Listener: ln, cfg: &s.cfg}
 	s.srv = redcon.NewServerNetwork("tcp", cfg.Addr, s.handle, s.accept, s.closedConn)
 	return s, nil
 }
@@ -93,10 +118,10 @@ func (s *Server) LogDiverged() int {
 // Engine returns the server's engine (for tests and the benchmark).
 func (s *Server) Engine() *Engine { return s.engine }
 
-// Serve serves until Close.
+// Serve serves until Close (or a client's SHUTDOWN).
 func (s *Server) Serve() error {
 	err := s.srv.Serve(s.ln)
-	if err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "use of closed network connection") {
+	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("dynkv: serve: %w", err)
 	}
 	return nil
@@ -107,8 +132,11 @@ func (s *Server) Close() error {
 	var err error
 	s.closed.Do(func() {
 		s.ln.Close()
+		s.srv.Close()
 		if s.log != nil {
+			s.logMu.Lock()
 			err = s.log.Close()
+			s.logMu.Unlock()
 		}
 	})
 	return err
@@ -117,7 +145,7 @@ func (s *Server) Close() error {
 func (s *Server) accept(c redcon.Conn) bool {
 	if s.conns.Add(1) > int64(s.cfg.MaxConns) {
 		s.conns.Add(-1)
-		c.WriteError("ERR max connections reached")
+		c.WriteError("ERR max number of clients reached")
 		return false
 	}
 	c.SetContext(&connState{authed: s.cfg.Password == ""})
@@ -128,54 +156,69 @@ func (s *Server) closedConn(redcon.Conn, error) { s.conns.Add(-1) }
 
 func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	if nc, ok := c.NetConn().(*budgetConn); ok {
-		nc.reset()
+		nc.consumed(len(cmd.Raw))
 	}
-	r, quit := s.exec(c.Context().(*connState), cmd.Args)
+	r, after := s.exec(c.Context().(*connState), cmd.Args)
 	write(c, r)
-	if quit {
+	switch after {
+	case afterClose:
 		c.Close()
+	case afterShutdown:
+		go s.Close()
 	}
 }
 
+// afterReply says what a connection does once its reply is written.
+type afterReply uint8
+
+const (
+	afterNothing afterReply = iota
+	afterClose
+	afterShutdown
+)
+
 // exec runs one command for a connection.
-func (s *Server) exec(st *connState, args [][]byte) (reply, bool) {
+func (s *Server) exec(st *connState, args [][]byte) (reply, afterReply) {
 	name := strings.ToUpper(string(args[0]))
 	switch name {
 	case "QUIT":
-		return status("OK"), true
+		return status("OK"), afterClose
 	case "AUTH":
-		pw := args[len(args)-1]
-		if len(args) < 2 || len(args) > 3 || s.cfg.Password == "" || string(pw) != s.cfg.Password {
-			return reply{kind: replyError, str: "WRONGPASS invalid password"}, false
+		if len(args) < 2 || len(args) > 3 {
+			return wrongArity(name), afterNothing
+		}
+		if s.cfg.Password == "" {
+			return errText("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"), afterNothing
+		}
+		if string(args[len(args)-1]) != s.cfg.Password || (len(args) == 3 && string(args[1]) != "default") {
+			return errText("WRONGPASS invalid username-password pair or user is disabled."), afterNothing
 		}
 		st.authed = true
-		return status("OK"), false
+		return status("OK"), afterNothing
 	case "HELLO":
 		// HELLO [protover [AUTH username password] [SETNAME name]]
 		for i := 2; i+2 < len(args); i++ {
 			if strings.EqualFold(string(args[i]), "AUTH") {
 				if s.cfg.Password == "" || string(args[i+2]) != s.cfg.Password {
-					return reply{kind: replyError, str: "WRONGPASS invalid password"}, false
+					return errText("WRONGPASS invalid username-password pair or user is disabled."), afterNothing
 				}
 				st.authed = true
 			}
 		}
 	}
-	if !st.authed && name != "HELLO" && name != "PING" {
-		return reply{kind: replyError, str: "NOAUTH authentication required"}, false
+	if !st.authed && name != "HELLO" {
+		return errText("NOAUTH Authentication required."), afterNothing
 	}
-	if r, ok := plainCommand(args); ok {
-		return r, false
+	if IsCommand(name) || isKeyspaceWrite(name) {
+		return s.engineCommand(name, args), afterNothing
 	}
-	if !strings.HasPrefix(name, "DYNKV.") {
-		return reply{kind: replyError, str: fmt.Sprintf("ERR unknown command '%s'", args[0])}, false
-	}
-	if len(args) < 2 {
-		return errReply(errorf(CodeInvalidArgument, "%s needs a key", name)), false
-	}
-	if s.log == nil || !mutates(name) {
-		r, _ := s.engine.Exec(args)
-		return r, false
+	return s.admin(name, args)
+}
+
+// engineCommand runs a command of the engine, logging write commands.
+func (s *Server) engineCommand(name string, args [][]byte) reply {
+	if s.log == nil || !(IsWrite(name) || isKeyspaceWrite(name)) {
+		return s.engine.Exec(args)
 	}
 	// The log holds every write command in the order the engine ran it,
 	// rejected ones included: replay then reproduces the state whatever a
@@ -185,13 +228,13 @@ func (s *Server) exec(st *connState, args [][]byte) (reply, bool) {
 	s.logMu.Lock()
 	defer s.logMu.Unlock()
 	now := s.engine.now()
-	r, _ := s.engine.ExecAt(now, args)
+	r := s.engine.ExecAt(now, args)
 	if err := s.log.Append(now, r.kind != replyError, args); err != nil {
 		// The command ran but its record is not durable: say so rather
 		// than pretend success.
-		return reply{kind: replyError, str: "ERR " + err.Error()}, false
+		return errText("ERR goindex dynkv: " + err.Error())
 	}
-	return r, false
+	return r
 }
 
 func write(c redcon.Conn, r reply) {
@@ -201,7 +244,11 @@ func write(c redcon.Conn, r reply) {
 	case replyError:
 		c.WriteError(r.str)
 	case replyBulk:
-		c.WriteBulk(r.bulk)
+		if r.bulk == nil {
+			c.WriteNull()
+		} else {
+			c.WriteBulk(r.bulk)
+		}
 	case replyInt:
 		c.WriteInt64(r.integer)
 	case replyArray:
@@ -212,33 +259,76 @@ func write(c redcon.Conn, r reply) {
 	}
 }
 
-// limitListener wraps accepted connections in a per-command byte budget, so
-// a client declaring a huge bulk string is cut off instead of making the
-// server buffer it (redcon has no bulk size limit of its own).
-type limitListener struct{ net.Listener }
+// limitListener wraps accepted connections in budgetConns.
+type limitListener struct {
+	net.Listener
+	cfg *Config
+}
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &budgetConn{Conn: c}, nil
+	return &budgetConn{Conn: c, cfg: l.cfg}, nil
 }
 
-// budgetConn fails reads once more than MaxRequestBytes arrive without a
-// complete command being dispatched (the handler resets the budget).
+// budgetConn bounds what one client can hold. It counts the bytes received
+// and not yet consumed by a dispatched command (pending): reads fail once
+// more than MaxRequestBytes are pending (redcon has no bulk size limit of
+// its own, so a client declaring a huge bulk string is cut off instead of
+// making the server buffer it); while a command is partly received, reads
+// have a deadline CommandTimeout after its first byte (a client stalling
+// mid-command loses its connection); between commands reads wait
+// IdleTimeout (0: forever, as Valkey's default); every write has a
+// deadline of WriteTimeout (a client that never reads loses its connection
+// once its socket buffer is full). redcon reads and dispatches a
+// connection's commands on one goroutine, so the fields need no lock.
 type budgetConn struct {
 	net.Conn
-	read atomic.Int64
+	cfg          *Config
+	pending      int64
+	partialSince time.Time
 }
 
-func (c *budgetConn) reset() { c.read.Store(0) }
+// consumed records a dispatched command of n raw bytes. An inline command
+// is re-encoded by redcon (n may exceed what it took), hence the clamp.
+func (c *budgetConn) consumed(n int) {
+	c.pending = max(c.pending-int64(n), 0)
+	if c.pending == 0 {
+		c.partialSince = time.Time{}
+	}
+}
 
 func (c *budgetConn) Read(p []byte) (int, error) {
-	if c.read.Load() > MaxRequestBytes {
+	if c.pending > MaxRequestBytes {
 		return 0, fmt.Errorf("dynkv: request over %d bytes", MaxRequestBytes)
 	}
+	var deadline time.Time
+	switch {
+	case c.pending > 0 && c.cfg.CommandTimeout > 0:
+		deadline = c.partialSince.Add(c.cfg.CommandTimeout)
+	case c.pending == 0 && c.cfg.IdleTimeout > 0:
+		deadline = time.Now().Add(c.cfg.IdleTimeout)
+	}
+	if err := c.Conn.SetReadDeadline(deadline); err != nil {
+		return 0, err
+	}
 	n, err := c.Conn.Read(p)
-	c.read.Add(int64(n))
+	if n > 0 {
+		if c.pending == 0 {
+			c.partialSince = time.Now()
+		}
+		c.pending += int64(n)
+	}
 	return n, err
+}
+
+func (c *budgetConn) Write(p []byte) (int, error) {
+	if c.cfg.WriteTimeout > 0 {
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout)); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Write(p)
 }

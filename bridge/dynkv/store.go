@@ -1,434 +1,673 @@
 package dynkv
 
 import (
-	"slices"
 	"sync"
-	"time"
 
 	"github.com/goindex/goindex/goindex/kv"
 )
 
-// Store is one dynkv index (one key): the module's semantics, which differ
-// from Dynamo's in-process radix tree (dynamo-compat §5b):
-//
-//   - nodes are global, keyed by external hash; a node's identity is its
-//     (parent external hash, local hash) edge, and a store that conflicts with
-//     an existing node or edge fails whole (DYNKV_CONFLICTING_BLOCK);
-//   - each (node, rank) keeps the event id that last touched it and an
-//     active flag: events older than that, or than the rank's last clear, are
-//     ignored, and an event that changes nothing replies NOOP;
-//   - a store's parent must be actively owned by the same rank;
-//   - a remove deactivates only the named blocks, so after a mid-chain remove
-//     and a re-store of that block the descendants count again;
-//   - cleared is worker-wide: the emitting rank is cleared with a dedupe
-//     watermark (a repeated event id is NOOP), its sibling ranks are
-//     deactivated unconditionally;
-//   - REMOVE_WORKER retires a rank (its later events are ignored) until
-//     RESET_WORKER; REMOVE_WORKER_ALL also fences ranks the worker registers
-//     later.
+// Store is one dynkv index (one key) with the module's semantics
+// (dynamo_kv_router, the module's dynkv_mutation.c, dynkv_index.c and
+// dynkv_matching.c): global nodes keyed by external hash with a (parent,
+// local) edge each; per (node, rank) owners holding the event id that last
+// touched them and an active flag, which are deactivated, never deleted,
+// except by owner-fenced compaction and lifecycle GC; rank states with a
+// clear barrier, a persistent clear dedupe watermark, retirement,
+// registration and provenance flags; worker epochs with the worker-wide
+// ticket, the registration token and the owner lease; and three counters
+// per index: mutations (STATS), rank tickets and registration tokens.
 //
 // Match and Select read the Store's nodes, or with Backing{Index: IndexCKF}
-// a CKF projection of its active states (ckf.go) fed every change the
-// Store accepts; the bookkeeping above stays exact either way. In ckf mode
-// at most CKFLanes ranks may hold blocks at once: a store (or a replacement)
-// that would make one more rank hold a block fails whole with
-// DYNKV_INVALID_EVENT (DYNKV_INVALID_REPLACE) and changes nothing.
+// a CKF projection of its active owners (ckf.go) fed every activation and
+// deactivation; the bookkeeping stays exact either way. In ckf mode at most
+// CKFLanes ranks may hold blocks at once: a store that would make one more
+// rank hold a block fails whole with DYNKV_INVALID_EVENT and changes
+// nothing.
 //
 // A Store is safe for concurrent use: mutations take a write lock, Match and
 // Select a read lock.
 type Store struct {
 	mu        sync.RWMutex
-	root      *node
-	byHash    map[uint64]*node
+	nodes     map[uint64]*node // by external hash
+	edges     map[edge]*node   // by (parent external hash, local hash)
 	ranks     map[Rank]*rankState
-	workers   map[uint64]*workerState
-	mutations uint64
-	states    int // live (node, rank) states
-	holding   int // ranks with an active state
+	epochs    map[uint64]*epoch
+	mutations uint64 // STATS' third field
+	tickets   uint64 // generation_counter: rank and worker tickets
+	lifecycle uint64 // lifecycle_generation_counter: registration tokens
 
-	// Ranks and workers created during the current mutation: a mutation
-	// that fails deletes them again (forget), so a rejected command leaves
-	// no state behind, not even an empty rank whose ticket a later command
-	// would advance.
-	freshRanks   []Rank
-	freshWorkers []uint64
-
+	holding   int         // ranks with an active owner
 	proj      *projection // ckf mode; nil in exact mode
 	laneLimit int         // ranks that may hold blocks at once; 0: no limit
-	run       []*node     // scratch: blocks a store activated, for proj
-	gone      []uint64    // scratch: blocks a remove deactivated, for proj
 }
 
-// node is one global block. Owners holds every rank's state at this node.
+type edge struct{ parent, local uint64 }
+
+// node is one global block. owners keeps the module's array order (append,
+// swap-remove): MATCH lists ranks in the owner order of the first block.
 type node struct {
 	hash     uint64
+	parent   uint64 // external hash of the parent, RootParent at the root
 	local    uint64
 	canon    uint64 // sequence hash of the locals from the root (spec §1.2), the CKF key
-	parent   *node
-	children map[uint64]*node // by local hash
-	owners   []ownerState
+	owners   []owner
+	children int
 }
 
-type ownerState struct {
-	rank    Rank
-	eventID uint64
-	active  bool
+type owner struct {
+	rank       *rankState
+	eventID    uint64
+	active     bool
+	cleanupGen uint64 // the lease cleanup that last reset it (gc.go)
 }
 
-// rankState is the per-rank fence and lifecycle state.
+// rankState is the module's WorkerState: one (worker, dp rank).
 type rankState struct {
+	rank       Rank
+	lastClear  uint64 // resettable ordering barrier
+	dedupe     uint64 // persistent duplicate-CLEAR barrier
+	hasDedupe  bool
+	generation uint64 // mutation_generation: the rank's ticket
 	retired    bool
-	hasClear   bool
-	clearEvent uint64 // event id of the last clear (the dedupe watermark)
-	generation uint64 // ticket for REPLACE_RANK_IF_GENERATION; changes on every change of the rank
-	registered bool
-	nodes      map[*node]struct{} // nodes where the rank has a state
-	active     int                // of those, states with the active flag
+	registered bool // admission_registered
+	tombstone  bool // lifecycle_tombstone
+	tombGen    uint64
+	managed    bool   // lifecycle_managed: registered under an owner lease
+	tainted    bool   // legacy_tainted: touched by a legacy (unfenced) command
+	cleanupGen uint64 // the lease cleanup that last completed this rank (gc.go)
+	nodes      map[*node]struct{}
+	active     int // owners of this rank with the active flag
 }
 
-// workerState is the per-worker registration and retirement fence.
-type workerState struct {
-	retired      bool // REMOVE_WORKER_ALL: fences ranks registered later
-	ownerNonce   uint64
-	leaseMs      uint64
-	renewed      time.Time // last registration or renewal by the owner
-	registration uint64    // REGISTRATION_GENERATION token; changes on every registration change
+// epoch is the module's WorkerEpoch: worker-wide state.
+type epoch struct {
+	worker     uint64
+	generation uint64 // worker-wide ticket (CLEAR, REMOVE_WORKER_ALL, lease ends)
+	lifecycle  uint64 // registration token
+	retiredAll bool
+	ownerSet   bool
+	nonce      uint64
+	expiresMs  uint64
+	managed    bool
+	tainted    bool
+	lastExpSet bool
+	lastExp    uint64
+	pending    bool // lease cleanup pending (GC drains it)
+	cleanupGen uint64
 }
 
-// NewStore returns an empty index.
+// NewStore returns an empty exact index.
 func NewStore() *Store {
 	return &Store{
-		root:    &node{hash: RootParent, children: map[uint64]*node{}},
-		byHash:  map[uint64]*node{},
-		ranks:   map[Rank]*rankState{},
-		workers: map[uint64]*workerState{},
+		nodes:  map[uint64]*node{},
+		edges:  map[edge]*node{},
+		ranks:  map[Rank]*rankState{},
+		epochs: map[uint64]*epoch{},
 	}
 }
 
 // Changed is the outcome of a mutation: true replies +OK, false +NOOP.
 type Changed bool
 
-func (s *Store) rank(r Rank) *rankState {
+// applyResult is router_index_apply_event's result.
+type applyResult uint8
+
+const (
+	applyOK applyResult = iota
+	applyInvalid
+	applyMissingParent
+	applyConflict
+	applyNoop
+)
+
+func (s *Store) rankState(r Rank, create bool) *rankState {
 	st := s.ranks[r]
-	if st == nil {
-		st = &rankState{generation: 1, nodes: map[*node]struct{}{}}
-		if w := s.workers[r.Worker]; w != nil && w.retired {
-			st.retired = true
-		}
+	if st == nil && create {
+		st = &rankState{rank: r, nodes: map[*node]struct{}{}}
 		s.ranks[r] = st
-		s.freshRanks = append(s.freshRanks, r)
 	}
 	return st
 }
 
-// settle ends a mutation: on failure it deletes the ranks and workers the
-// mutation created (they hold nothing yet), so the failure changed nothing.
-func (s *Store) settle(err error) {
-	if err != nil {
-		for _, r := range s.freshRanks {
-			delete(s.ranks, r)
-		}
-		for _, w := range s.freshWorkers {
-			delete(s.workers, w)
-		}
+func (s *Store) epochOf(worker uint64, create bool) *epoch {
+	ep := s.epochs[worker]
+	if ep == nil && create {
+		ep = &epoch{worker: worker}
+		s.epochs[worker] = ep
 	}
-	s.freshRanks, s.freshWorkers = s.freshRanks[:0], s.freshWorkers[:0]
+	return ep
 }
 
-// Apply applies one decoded event.
-func (s *Store) Apply(ev Event) (c Changed, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer func() { s.settle(err) }()
-	return s.apply(ev)
+// ranksOf returns the rank states of worker (any order: callers apply the
+// same change to each).
+func (s *Store) ranksOf(worker uint64) []*rankState {
+	var out []*rankState
+	for r, st := range s.ranks {
+		if r.Worker == worker {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
-func (s *Store) apply(ev Event) (Changed, error) {
-	st := s.rank(ev.Rank)
-	if st.retired {
-		return false, nil
-	}
-	if st.hasClear && ev.EventID <= st.clearEvent && !(ev.Kind == KindClear && ev.EventID == st.clearEvent) {
-		return false, nil // older than the rank's last clear
-	}
-	var changed Changed
-	switch ev.Kind {
-	case KindStore:
-		c, err := s.store(ev, st)
-		if err != nil {
-			return false, err
+func (n *node) owner(st *rankState) *owner {
+	for i := range n.owners {
+		if n.owners[i].rank == st {
+			return &n.owners[i]
 		}
-		changed = c
-	case KindRemove:
-		changed = s.remove(ev, st)
-	case KindClear:
-		changed = s.clear(ev, st)
-	default:
-		return false, errorf(CodeInvalidEvent, "unknown event kind %d", ev.Kind)
 	}
-	if changed {
-		s.mutations++
-	}
-	return changed, nil
+	return nil
 }
 
-func (s *Store) store(ev Event, st *rankState) (Changed, error) {
-	parent := s.root
-	if ev.Parent != RootParent {
-		p := s.byHash[ev.Parent]
-		if p == nil || !p.activeFor(ev.Rank) {
-			return false, errorf(CodeMissingParent, "parent %#x is not active for rank %d/%d", ev.Parent, ev.Rank.Worker, ev.Rank.DPRank)
-		}
-		parent = p
+func (s *Store) child(parent, local uint64) *node { return s.edges[edge{parent, local}] }
+
+// addNode creates a node (after validation) and counts it as its parent's
+// child.
+func (s *Store) addNode(hash, parent, local uint64) *node {
+	n := &node{hash: hash, parent: parent, local: local, canon: local}
+	if p := s.nodes[parent]; parent != RootParent && p != nil {
+		p.children++
+		n.canon = kv.ChainHash(p.canon, local)
 	}
-	// Validate the whole chain before touching anything.
-	cur := parent
-	pending := map[uint64]bool{} // hashes created earlier in this event
-	for i, b := range ev.Blocks {
-		if b.External == RootParent {
-			return false, errorf(CodeInvalidEvent, "block %d uses the reserved root hash", i)
-		}
-		if n := s.byHash[b.External]; n != nil {
-			if n.parent != cur || n.local != b.Local {
-				return false, errorf(CodeConflictingBlock, "block %d (%#x) exists under another parent or tokens hash", i, b.External)
-			}
-			cur = n
-			continue
-		}
-		if pending[b.External] {
-			return false, errorf(CodeConflictingBlock, "block %d (%#x) repeats within the event", i, b.External)
-		}
-		if cur != nil {
-			if c := cur.children[b.Local]; c != nil {
-				return false, errorf(CodeConflictingBlock, "block %d: edge (%#x, tokens %#x) already leads to %#x", i, cur.hash, b.Local, c.hash)
-			}
-		}
-		pending[b.External] = true
-		cur = nil // the rest of the chain lies below a new node
-	}
-	if s.laneLimit > 0 && st.active == 0 && s.holding >= s.laneLimit && s.activates(ev) {
-		return false, errorf(CodeInvalidEvent, "rank %d/%d cannot hold blocks: %d ranks of this key do, the most the ckf index holds", ev.Rank.Worker, ev.Rank.DPRank, s.holding)
-	}
-	// Commit.
-	var changed Changed
-	cur = parent
-	run := s.run[:0]
-	for _, b := range ev.Blocks {
-		n := s.byHash[b.External]
-		if n == nil {
-			n = &node{hash: b.External, local: b.Local, canon: b.Local, parent: cur}
-			if cur != s.root {
-				n.canon = kv.ChainHash(cur.canon, b.Local)
-			}
-			if cur.children == nil {
-				cur.children = map[uint64]*node{}
-			}
-			cur.children[b.Local] = n
-			s.byHash[b.External] = n
-		}
-		if s.touch(n, ev.Rank, st, ev.EventID, true) {
-			changed = true
-			if s.proj != nil {
-				run = append(run, n)
-			}
-		} else if len(run) > 0 {
-			s.proj.stored(ev.Rank, run)
-			run = run[:0]
-		}
-		cur = n
-	}
-	if s.proj != nil {
-		s.proj.stored(ev.Rank, run)
-	}
-	clear(run)
-	s.run = run[:0]
-	if changed {
-		st.generation++
-	}
-	return changed, nil
+	s.nodes[hash] = n
+	s.edges[edge{parent, local}] = n
+	return n
 }
 
-func (s *Store) remove(ev Event, st *rankState) Changed {
-	var changed Changed
-	gone := s.gone[:0]
-	for _, h := range ev.Hashes {
-		if n := s.byHash[h]; n != nil && s.touch(n, ev.Rank, st, ev.EventID, false) {
-			changed = true
-			if s.proj != nil {
-				gone = append(gone, h)
-			}
-		}
-	}
-	if s.proj != nil {
-		s.proj.removed(ev.Rank, gone)
-	}
-	s.gone = gone[:0]
-	if changed {
-		st.generation++
-	}
-	return changed
-}
-
-// touch sets rank's state at n to active (or inactive) at eventID, unless a
-// newer event already touched it. It reports whether the active flag changed.
-func (s *Store) touch(n *node, r Rank, st *rankState, eventID uint64, active bool) bool {
-	i := n.ownerIndex(r)
-	if i < 0 {
-		if !active {
-			return false
-		}
-		n.owners = append(n.owners, ownerState{rank: r, eventID: eventID, active: true})
-		st.nodes[n] = struct{}{}
-		s.states++
-		s.activate(st, 1)
-		return true
-	}
-	o := &n.owners[i]
-	if eventID < o.eventID {
-		return false // an older event: ignored
-	}
-	o.eventID = eventID
-	if o.active == active {
+// setOwner is node_set_owner: the rank's owner of n becomes active (or
+// inactive) at eventID unless the rank's clear barrier or the owner's newer
+// event forbids it, or nothing would change. An absent owner is created.
+func (s *Store) setOwner(n *node, st *rankState, eventID uint64, active bool) bool {
+	if eventID < st.lastClear {
 		return false
 	}
-	o.active = active
-	if active {
-		s.activate(st, 1)
-	} else {
-		s.activate(st, -1)
+	o := n.owner(st)
+	if o != nil && (eventID < o.eventID || (o.eventID == eventID && o.active == active)) {
+		return false
 	}
+	if o == nil {
+		n.owners = append(n.owners, owner{rank: st})
+		st.nodes[n] = struct{}{}
+		o = &n.owners[len(n.owners)-1]
+	}
+	o.eventID = eventID
+	s.setActive(n, st, o, active)
 	return true
 }
 
-// activate adds delta to the rank's active states, keeping the count of
-// ranks that hold blocks (in ckf mode, the lanes taken).
-func (s *Store) activate(st *rankState, delta int) {
+// setActive sets an owner's flag, keeping the rank's active count, the
+// count of ranks holding blocks and the CKF projection in step.
+func (s *Store) setActive(n *node, st *rankState, o *owner, active bool) {
+	if o.active == active {
+		return
+	}
+	o.active = active
 	before := st.active
-	st.active += delta
+	if active {
+		st.active++
+	} else {
+		st.active--
+	}
 	switch {
 	case before == 0 && st.active > 0:
 		s.holding++
 	case before > 0 && st.active == 0:
 		s.holding--
 	}
+	if s.proj != nil {
+		if active {
+			s.proj.activated(st.rank, n)
+		} else {
+			s.proj.deactivated(st.rank, n, st.active == 0)
+		}
+	}
 }
 
-func (s *Store) clear(ev Event, st *rankState) Changed {
-	if st.hasClear && ev.EventID == st.clearEvent {
-		return false // dedupe watermark
+// removeOwner is node_remove_owner: the owner leaves the node's array by
+// swap-remove (the module's order) and the rank forgets the node.
+func (s *Store) removeOwner(n *node, st *rankState) bool {
+	for i := range n.owners {
+		if n.owners[i].rank == st {
+			s.setActive(n, st, &n.owners[i], false)
+			last := len(n.owners) - 1
+			n.owners[i] = n.owners[last]
+			n.owners = n.owners[:last]
+			delete(st.nodes, n)
+			return true
+		}
 	}
-	st.hasClear, st.clearEvent = true, ev.EventID
-	s.dropRank(ev.Rank, st)
-	for r, sib := range s.ranks {
-		if r.Worker == ev.Rank.Worker && r != ev.Rank {
-			s.dropRank(r, sib)
+	return false
+}
+
+// pruneOwnerless deletes the node named hash and its ancestors while they
+// have neither owners nor children.
+func (s *Store) pruneOwnerless(hash uint64) {
+	for hash != RootParent {
+		n := s.nodes[hash]
+		if n == nil || len(n.owners) != 0 || n.children != 0 {
+			return
+		}
+		delete(s.nodes, hash)
+		delete(s.edges, edge{n.parent, n.local})
+		if p := s.nodes[n.parent]; n.parent != RootParent && p != nil && p.children > 0 {
+			p.children--
+		}
+		hash = n.parent
+	}
+}
+
+// deactivate is router_index_deactivate_worker: every owner of the rank
+// becomes inactive at event 0 and its clear barrier resets.
+func (s *Store) deactivate(st *rankState) bool {
+	changed := st.lastClear != 0
+	st.lastClear = 0
+	for n := range st.nodes {
+		if o := n.owner(st); o != nil {
+			changed = changed || o.eventID != 0 || o.active
+			o.eventID = 0
+			s.setActive(n, st, o, false)
+		}
+	}
+	return changed
+}
+
+// reset is router_index_reset_worker.
+func (s *Store) reset(st *rankState) bool {
+	changed := st.retired
+	st.retired = false
+	return s.deactivate(st) || changed
+}
+
+// clearRank is router_index_clear_worker with a tracked clear.
+func (s *Store) clearRank(st *rankState, eventID uint64) bool {
+	if st.hasDedupe && eventID <= st.dedupe {
+		return false
+	}
+	st.lastClear, st.dedupe, st.hasDedupe = eventID, eventID, true
+	for n := range st.nodes {
+		if o := n.owner(st); o != nil && eventID >= o.eventID && (o.eventID != eventID || o.active) {
+			o.eventID = eventID
+			s.setActive(n, st, o, false)
 		}
 	}
 	return true
 }
 
-// dropRank deletes every state of rank r (its fences live on in rankState)
-// and prunes nodes left with no owners and no children.
-func (s *Store) dropRank(r Rank, st *rankState) {
-	if len(st.nodes) == 0 {
+// clearAll is router_index_clear_all_worker: a Cleared event is
+// worker-wide; the emitting rank keeps the clear as its barrier, its
+// siblings are deactivated unconditionally.
+func (s *Store) clearAll(worker uint64, dpRank uint32, eventID uint64) bool {
+	emitter := s.rankState(Rank{worker, dpRank}, false)
+	changed := false
+	if emitter == nil {
+		emitter = s.rankState(Rank{worker, dpRank}, true)
+		changed = true
+	}
+	if emitter.hasDedupe && eventID <= emitter.dedupe {
+		return false
+	}
+	for _, st := range s.ranksOf(worker) {
+		if st == emitter {
+			changed = s.clearRank(st, eventID) || changed
+		} else {
+			changed = s.deactivate(st) || changed
+		}
+	}
+	return changed
+}
+
+// applyStore is router_index_apply_store on a validated event. complete
+// reports whether the module's reader reached the payload's end: a retired
+// rank returns before reading the blocks.
+func (s *Store) applyStore(ev *Event, st *rankState) (res applyResult, changed, complete bool) {
+	if st != nil && st.retired {
+		return applyOK, false, len(ev.Blocks) == 0
+	}
+	if ev.Parent != RootParent {
+		p := s.nodes[ev.Parent]
+		if p == nil || st == nil {
+			return applyMissingParent, false, false
+		}
+		if o := p.owner(st); o == nil || !o.active {
+			return applyMissingParent, false, false
+		}
+	}
+	seen := make(map[uint64]struct{}, len(ev.Blocks))
+	parent := ev.Parent
+	for _, b := range ev.Blocks {
+		if _, dup := seen[b.External]; dup {
+			return applyConflict, false, false
+		}
+		seen[b.External] = struct{}{}
+		if n := s.nodes[b.External]; n != nil && (n.parent != parent || n.local != b.Local) {
+			return applyConflict, false, false
+		}
+		if n := s.child(parent, b.Local); n != nil && n.hash != b.External {
+			return applyConflict, false, false
+		}
+		parent = b.External
+	}
+	if s.laneLimit > 0 && (st == nil || st.active == 0) && s.holding >= s.laneLimit && s.activates(ev, st) {
+		return applyInvalid, false, false
+	}
+	if st == nil {
+		st = s.rankState(ev.Rank, true)
+		changed = true
+	}
+	parent = ev.Parent
+	for _, b := range ev.Blocks {
+		n := s.nodes[b.External]
+		if n == nil {
+			n = s.addNode(b.External, parent, b.Local)
+			changed = true
+		}
+		if s.setOwner(n, st, ev.EventID, true) {
+			changed = true
+		}
+		parent = b.External
+	}
+	return applyOK, changed, true
+}
+
+// applyEvent is router_index_apply_event on a validated event: OK (and one
+// more mutation) when something changed, NOOP when not, or the failure.
+func (s *Store) applyEvent(ev *Event) applyResult {
+	st := s.rankState(ev.Rank, false)
+	var res applyResult
+	changed, complete := false, true
+	switch ev.Kind {
+	case KindStore:
+		res, changed, complete = s.applyStore(ev, st)
+	case KindRemove:
+		for _, h := range ev.Hashes {
+			if n := s.nodes[h]; n != nil && st != nil && s.setOwner(n, st, ev.EventID, false) {
+				changed = true
+			}
+		}
+	case KindClear:
+		changed = s.clearAll(ev.Rank.Worker, ev.Rank.DPRank, ev.EventID)
+	default:
+		return applyInvalid
+	}
+	if res != applyOK || !complete {
+		return res
+	}
+	if changed {
+		s.mutations++
+		return applyOK
+	}
+	return applyNoop
+}
+
+// Apply applies one decoded event as DYNKV.APPLY does (the module's
+// dynkv_apply_command after decoding): OK when the event changed an owner,
+// created the rank or, as a remove of blocks (even of none held), fences a
+// tree dump with a new ticket; NOOP when it changed nothing; or the error
+// (DYNKV_MISSING_PARENT, DYNKV_CONFLICTING_BLOCK, DYNKV_WORKER_CLEANUP_PENDING,
+// DYNKV_GENERATION_EXHAUSTED, and in ckf mode DYNKV_INVALID_EVENT for a
+// rank beyond the lanes), which changes nothing. A store for a retired rank
+// answers OK (it takes a ticket) and changes no owner, as in the module.
+func (s *Store) Apply(ev Event) (Changed, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cleanupPending(ev.Rank.Worker) {
+		return false, codeErr(CodeWorkerCleanupPending)
+	}
+	if !s.canAdvance() {
+		return false, codeErr(CodeGenerationExhausted)
+	}
+	res := s.applyEvent(&ev)
+	switch res {
+	case applyMissingParent:
+		return false, codeErr(CodeMissingParent)
+	case applyConflict:
+		return false, codeErr(CodeConflictingBlock)
+	}
+	// A remove that arrives before the store it undoes still fences a
+	// tree dump captured before it: it takes a ticket though no owner
+	// changed.
+	fence := res == applyNoop && ev.Kind == KindRemove && len(ev.Hashes) != 0
+	if res != applyOK && !fence {
+		if res == applyNoop {
+			var provenance bool
+			if ev.Kind == KindClear {
+				provenance = s.markLegacyWorker(ev.Rank.Worker)
+			} else {
+				provenance = s.markLegacyRank(ev.Rank)
+			}
+			if provenance {
+				s.mutations++
+			}
+			return false, nil
+		}
+		return false, codeErr(CodeInvalidEvent)
+	}
+	if !s.advanceForEvent(&ev) {
+		return false, codeErr(CodeGenerationExhausted)
+	}
+	if ev.Kind == KindClear {
+		s.markLegacyWorker(ev.Rank.Worker)
+	} else {
+		s.markLegacyRank(ev.Rank)
+	}
+	if fence {
+		s.mutations++
+	}
+	return true, nil
+}
+
+// canAdvance is router_index_generation_can_advance.
+func (s *Store) canAdvance() bool { return s.tickets != ^uint64(0) }
+
+// advanceRank gives the rank a new ticket.
+func (s *Store) advanceRank(st *rankState) bool {
+	if !s.canAdvance() {
+		return false
+	}
+	s.tickets++
+	st.generation = s.tickets
+	return true
+}
+
+// advanceWorker gives the worker's epoch (created if absent) a new ticket.
+func (s *Store) advanceWorker(worker uint64) bool {
+	if !s.canAdvance() {
+		return false
+	}
+	s.tickets++
+	s.epochOf(worker, true).generation = s.tickets
+	return true
+}
+
+// advanceForEvent is router_index_advance_for_event.
+func (s *Store) advanceForEvent(ev *Event) bool {
+	if ev.Kind == KindClear {
+		return s.advanceWorker(ev.Rank.Worker)
+	}
+	return s.advanceRank(s.rankState(ev.Rank, true))
+}
+
+// rankTicket is router_index_rank_generation.
+func (s *Store) rankTicket(r Rank) uint64 {
+	st, ep := s.ranks[r], s.epochs[r.Worker]
+	if st == nil && ep == nil {
+		return s.tickets
+	}
+	var rt, wt uint64
+	if st != nil {
+		rt = st.generation
+	}
+	if ep != nil {
+		wt = ep.generation
+	}
+	return max(rt, wt)
+}
+
+// markLegacyRank is router_index_mark_legacy_rank: a legacy (unfenced)
+// command touched the rank, so lifecycle GC must retain its state.
+func (s *Store) markLegacyRank(r Rank) bool {
+	changed := false
+	if st := s.ranks[r]; st != nil && !st.tainted {
+		st.tainted, changed = true, true
+	}
+	if ep := s.epochs[r.Worker]; ep != nil && !ep.tainted {
+		ep.tainted, changed = true, true
+	}
+	return changed
+}
+
+// markLegacyWorker is router_index_mark_legacy_worker.
+func (s *Store) markLegacyWorker(worker uint64) bool {
+	changed := false
+	for _, st := range s.ranksOf(worker) {
+		if !st.tainted {
+			st.tainted, changed = true, true
+		}
+	}
+	if ep := s.epochs[worker]; ep != nil && !ep.tainted {
+		ep.tainted, changed = true, true
+	}
+	return changed
+}
+
+// live is worker_registration_is_live: a worker under an owner lease counts
+// only while the lease runs and no cleanup is pending.
+func (s *Store) live(worker, nowMs uint64) bool {
+	ep := s.epochs[worker]
+	return ep == nil || !ep.ownerSet || (!ep.pending && ep.expiresMs > nowMs)
+}
+
+// ownerLive is worker_registration_owner_is_live.
+func (s *Store) ownerLive(worker, nonce, nowMs uint64) bool {
+	ep := s.epochs[worker]
+	return ep != nil && ep.ownerSet && !ep.pending && ep.nonce == nonce && ep.expiresMs > nowMs
+}
+
+func (s *Store) cleanupPending(worker uint64) bool {
+	ep := s.epochs[worker]
+	return ep != nil && ep.pending
+}
+
+// compactRank is router_index_compact_direct_worker_owners: an owner-fenced
+// rank's inactive owners are deleted (its tickets stay the recovery fence)
+// and the nodes left without owners or children are pruned.
+func (s *Store) compactRank(st *rankState) {
+	if st == nil || !st.managed || st.tainted || len(st.nodes) == 0 {
 		return
 	}
-	if st.active > 0 {
-		s.activate(st, -st.active)
-		if s.proj != nil {
-			s.proj.dropped(r)
-		}
-	}
+	var removed []uint64
 	for n := range st.nodes {
-		if i := n.ownerIndex(r); i >= 0 {
-			n.owners = slices.Delete(n.owners, i, i+1)
-			s.states--
+		if o := n.owner(st); o != nil && !o.active {
+			removed = append(removed, n.hash)
+			s.removeOwner(n, st)
 		}
 	}
-	for n := range st.nodes {
-		s.prune(n)
-	}
-	clear(st.nodes)
-	st.generation++
-}
-
-// prune deletes n and its ancestors while they have no owners and no children.
-func (s *Store) prune(n *node) {
-	for n != nil && n != s.root && len(n.owners) == 0 && len(n.children) == 0 {
-		if s.byHash[n.hash] != n {
-			return // already pruned
-		}
-		delete(s.byHash, n.hash)
-		delete(n.parent.children, n.local)
-		n = n.parent
+	for _, h := range removed {
+		s.pruneOwnerless(h)
 	}
 }
 
-func (n *node) ownerIndex(r Rank) int {
-	for i := range n.owners {
-		if n.owners[i].rank == r {
-			return i
-		}
+// compactRemove is router_index_compact_direct_remove.
+func (s *Store) compactRemove(st *rankState, hashes []uint64) {
+	if st == nil || !st.managed || st.tainted {
+		return
 	}
-	return -1
-}
-
-func (n *node) activeFor(r Rank) bool {
-	i := n.ownerIndex(r)
-	return i >= 0 && n.owners[i].active
-}
-
-// Match returns every rank's contiguous active run from depth 0 along the
-// query's local hashes, with the external hash of its last matched block,
-// ordered by worker then rank. Ranks with no match are omitted.
-func (s *Store) Match(locals []uint64) []MatchEntry {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.match(locals)
-}
-
-func (s *Store) match(locals []uint64) []MatchEntry {
-	if s.proj != nil {
-		return s.matchCKF(locals)
-	}
-	var out []MatchEntry
-	n := s.root
-	for depth, l := range locals {
-		if n = n.children[l]; n == nil {
-			break
-		}
-		if depth == 0 {
-			for _, o := range n.owners {
-				if o.active {
-					out = append(out, MatchEntry{Rank: o.rank, Matched: 1, Last: n.hash})
-				}
-			}
+	for _, h := range hashes {
+		n := s.nodes[h]
+		if n == nil {
 			continue
 		}
-		alive := false
-		for i := range out {
-			if out[i].Matched == uint32(depth) && n.activeFor(out[i].Rank) {
-				out[i].Matched++
-				out[i].Last = n.hash
-				alive = true
-			}
+		if o := n.owner(st); o == nil || o.active || !s.removeOwner(n, st) {
+			continue
 		}
-		if !alive {
+		s.pruneOwnerless(h)
+	}
+}
+
+// match is router_index_collect_matches: each rank's contiguous active run
+// from depth 0, with the external hash of its last matched block, in the
+// owner order of the first block. Workers whose owner lease lapsed are
+// skipped.
+func (s *Store) match(locals []uint64, nowMs uint64) []MatchEntry {
+	if s.proj != nil {
+		return s.matchCKF(locals, nowMs)
+	}
+	var out []MatchEntry
+	pos := map[*rankState]int{}
+	parent := RootParent
+	for depth, l := range locals {
+		n := s.child(parent, l)
+		if n == nil {
 			break
 		}
+		for _, o := range n.owners {
+			if !o.active || !s.live(o.rank.rank.Worker, nowMs) {
+				continue
+			}
+			i, ok := pos[o.rank]
+			if depth == 0 {
+				if !ok {
+					i = len(out)
+					pos[o.rank] = i
+					out = append(out, MatchEntry{Rank: o.rank.rank})
+				}
+				out[i].Matched, out[i].Last = 1, n.hash
+			} else if ok && out[i].Matched == uint32(depth) {
+				out[i].Matched++
+				out[i].Last = n.hash
+			}
+		}
+		parent = n.hash
 	}
-	slices.SortFunc(out, func(a, b MatchEntry) int { return compareRank(a.Rank, b.Rank) })
 	return out
 }
 
-func compareRank(a, b Rank) int {
-	if a.Worker != b.Worker {
-		if a.Worker < b.Worker {
-			return -1
-		}
-		return 1
+// Match answers a MATCH at time nowMs (unix milliseconds; owner leases are
+// checked against it).
+func (s *Store) Match(locals []uint64, nowMs uint64) []MatchEntry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.match(locals, nowMs)
+}
+
+// Select is router_index_select: the best live candidate by longest
+// prefix, then lowest load, then lowest worker and rank; nil when no
+// candidate is live. A candidate with no match reports 0 blocks and the
+// root hash (0xFFFF…FFFF) as its last block.
+func (s *Store) Select(locals []uint64, cands []SelectCandidate, nowMs uint64) *MatchEntry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	matches := s.match(locals, nowMs)
+	byRank := make(map[Rank]MatchEntry, len(matches))
+	for _, m := range matches {
+		byRank[m.Rank] = m
 	}
+	var best *MatchEntry
+	var bestLoad uint64
+	for _, c := range cands {
+		if !s.live(c.Rank.Worker, nowMs) {
+			continue
+		}
+		m, ok := byRank[c.Rank]
+		if !ok {
+			m = MatchEntry{Last: RootParent}
+		}
+		m.Rank = c.Rank
+		if best == nil || m.Matched > best.Matched ||
+			(m.Matched == best.Matched && c.Load < bestLoad) ||
+			(m.Matched == best.Matched && c.Load == bestLoad && compareRank(c.Rank, best.Rank) < 0) {
+			best, bestLoad = &m, c.Load
+		}
+	}
+	return best
+}
+
+func compareRank(a, b Rank) int {
 	switch {
+	case a.Worker < b.Worker:
+		return -1
+	case a.Worker > b.Worker:
+		return 1
 	case a.DPRank < b.DPRank:
 		return -1
 	case a.DPRank > b.DPRank:
@@ -437,177 +676,22 @@ func compareRank(a, b Rank) int {
 	return 0
 }
 
-// Select returns the best candidate for the query: longest prefix, then
-// lowest load, then lowest worker and rank; nil with no candidates.
-func (s *Store) Select(locals []uint64, cands []SelectCandidate) *MatchEntry {
-	if len(cands) == 0 {
-		return nil
-	}
-	s.mu.RLock()
-	matches := s.match(locals)
-	s.mu.RUnlock()
-	byRank := make(map[Rank]MatchEntry, len(matches))
-	for _, m := range matches {
-		byRank[m.Rank] = m
-	}
-	best := -1
-	for i, c := range cands {
-		if best < 0 || better(byRank[c.Rank].Matched, c, byRank[cands[best].Rank].Matched, cands[best]) {
-			best = i
-		}
-	}
-	e := byRank[cands[best].Rank]
-	e.Rank = cands[best].Rank
-	return &e
-}
-
-func better(m uint32, c SelectCandidate, bm uint32, b SelectCandidate) bool {
-	if m != bm {
-		return m > bm
-	}
-	if c.Load != b.Load {
-		return c.Load < b.Load
-	}
-	return compareRank(c.Rank, b.Rank) < 0
-}
-
-// ResetWorker clears one rank, un-retires it and resets its event-id fences
-// (Dynamo sends it before replaying a tree dump).
-func (s *Store) ResetWorker(r Rank) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.settle(nil)
-	st := s.rank(r)
-	s.dropRank(r, st)
-	st.retired, st.hasClear, st.clearEvent = false, false, 0
-	st.generation++
-	s.mutations++
-}
-
-// RemoveWorker retires one rank: its blocks are dropped and its later events
-// ignored until ResetWorker.
-func (s *Store) RemoveWorker(r Rank) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.settle(nil)
-	st := s.rank(r)
-	s.dropRank(r, st)
-	st.retired = true
-	st.generation++
-	s.mutations++
-}
-
-// RemoveWorkerAll retires every rank of a worker and keeps a worker-wide
-// fence, so ranks that appear later start retired.
-func (s *Store) RemoveWorkerAll(worker uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.settle(nil)
-	s.workerState(worker).retired = true
-	for r, st := range s.ranks {
-		if r.Worker == worker {
-			s.dropRank(r, st)
-			st.retired = true
-			st.generation++
-		}
-	}
-	s.mutations++
-}
-
-func (s *Store) workerState(worker uint64) *workerState {
-	w := s.workers[worker]
-	if w == nil {
-		w = &workerState{registration: 1}
-		s.workers[worker] = w
-		s.freshWorkers = append(s.freshWorkers, worker)
-	}
-	return w
-}
-
-// RankGeneration returns the rank's replacement ticket.
-func (s *Store) RankGeneration(r Rank) uint64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if st := s.ranks[r]; st != nil {
-		return st.generation
-	}
-	return 1
-}
-
-// ReplaceRankIfGeneration atomically resets rank r and replays events when
-// the rank's ticket equals expected, returning the new ticket. Any failing
-// event aborts the replacement with the index unchanged.
-func (s *Store) ReplaceRankIfGeneration(r Rank, expected uint64, events []Event) (gen uint64, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer func() { s.settle(err) }()
-	st := s.rank(r)
-	if st.generation != expected {
-		return 0, errorf(CodeStaleGeneration, "rank %d/%d ticket is %d, not %d", r.Worker, r.DPRank, st.generation, expected)
-	}
-	if st.generation == ^uint64(0) {
-		return 0, errorf(CodeGenerationExhausted, "rank %d/%d ticket exhausted", r.Worker, r.DPRank)
-	}
-	// Validate on a scratch store holding the other ranks' structure: a
-	// replay that succeeds there succeeds here, because only r's states
-	// differ and r is reset first.
-	scratch := s.withoutRank(r)
-	for i, ev := range events {
-		if _, err := scratch.apply(ev); err != nil {
-			return 0, errorf(CodeInvalidReplace, "event %d: %v", i, err)
-		}
-	}
-	gen = st.generation
-	s.dropRank(r, st)
-	st.retired, st.hasClear, st.clearEvent = false, false, 0
-	for _, ev := range events {
-		if _, err := s.apply(ev); err != nil {
-			// Unreachable: the scratch replay proved every event applies.
-			return 0, errorf(CodeInvalidReplace, "event replay diverged: %v", err)
-		}
-	}
-	st.generation = gen + 1
-	s.mutations++
-	return st.generation, nil
-}
-
-// withoutRank returns a structural copy of the store without rank r's states
-// (used to validate a replacement). Other ranks keep their states; their
-// rankStates are not copied, only the count of those holding blocks, so
-// the copy enforces the lane limit. The copy is exact-backed.
-func (s *Store) withoutRank(r Rank) *Store {
-	c := NewStore()
-	c.laneLimit, c.holding = s.laneLimit, s.holding
-	if st := s.ranks[r]; st != nil && st.active > 0 {
-		c.holding--
-	}
-	var copyNode func(src, dstParent *node)
-	copyNode = func(src, dstParent *node) {
-		n := &node{hash: src.hash, local: src.local, canon: src.canon, parent: dstParent}
-		for _, o := range src.owners {
-			if o.rank != r {
-				n.owners = append(n.owners, o)
-			}
-		}
-		if dstParent.children == nil {
-			dstParent.children = map[uint64]*node{}
-		}
-		dstParent.children[n.local] = n
-		c.byHash[n.hash] = n
-		for _, ch := range src.children {
-			copyNode(ch, n)
-		}
-	}
-	for _, ch := range s.root.children {
-		copyNode(ch, c.root)
-	}
-	c.rank(r)
-	return c
-}
-
 // Stats returns the module's STATS triple: nodes, rank states, mutations.
 func (s *Store) Stats() (nodes, rankStates, mutations uint64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return uint64(len(s.byHash)), uint64(s.states), s.mutations
+	return uint64(len(s.nodes)), uint64(len(s.ranks)), s.mutations
+}
+
+// MemoryBytes estimates the index's memory (MEMORY USAGE): per node, its
+// owners and map entries; per rank, its state and node memberships.
+func (s *Store) MemoryBytes() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	const nodeBytes, ownerBytes, rankBytes, memberBytes, epochBytes = 120, 32, 160, 16, 120
+	b := uint64(len(s.nodes))*nodeBytes + uint64(len(s.ranks))*rankBytes + uint64(len(s.epochs))*epochBytes
+	for _, st := range s.ranks {
+		b += uint64(len(st.nodes)) * (ownerBytes + memberBytes)
+	}
+	return b
 }

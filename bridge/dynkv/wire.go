@@ -3,6 +3,7 @@ package dynkv
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // Wire limits of the module's binary payloads (dynamo-compat §5b).
@@ -162,7 +163,7 @@ func DecodeEvent(b []byte) (Event, error) {
 		err = r.end("event")
 	}
 	if err != nil {
-		return Event{}, errorf(CodeInvalidEvent, "%v", err)
+		return Event{}, codeErr(CodeInvalidEvent)
 	}
 	return ev, nil
 }
@@ -230,7 +231,7 @@ func DecodeMatch(b []byte) ([]uint64, error) {
 	r.version("match", payloadVersion)
 	hashes := r.hashes()
 	if err := r.end("match request"); err != nil {
-		return nil, errorf(CodeInvalidMatch, "%v", err)
+		return nil, codeErr(CodeInvalidMatch)
 	}
 	return hashes, nil
 }
@@ -288,7 +289,7 @@ func DecodeSelect(b []byte) ([]uint64, []SelectCandidate, error) {
 		}
 	}
 	if err := r.end("select request"); err != nil {
-		return nil, nil, errorf(CodeInvalidSelect, "%v", err)
+		return nil, nil, codeErr(CodeInvalidSelect)
 	}
 	return hashes, cands, nil
 }
@@ -319,26 +320,36 @@ func AppendSelectReply(dst []byte, chosen *MatchEntry) []byte {
 	return binary.BigEndian.AppendUint64(dst, chosen.Last)
 }
 
-// Registration is a decoded REGISTER_WORKER_RANKS payload. Version 3 adds an
-// owner nonce with a lease and the expected lifecycle generation.
+// Registration is a decoded REGISTER_WORKER_RANKS payload. Version 1
+// registers ranks; version 2 (the module's legacy leased form) adds an owner
+// nonce and a lease; version 3 adds the expected registration token, which
+// makes the registration replay-safe.
 type Registration struct {
 	Version            uint8
 	OwnerNonce         uint64
 	LeaseMs            uint64
 	ExpectedGeneration uint64
-	Ranks              []uint32
+	Ranks              []uint32 // sorted by DecodeRegistration
 }
 
-// DecodeRegistration decodes a REGISTER_WORKER_RANKS payload (v1 or v3).
+// Leased reports whether the registration claims the worker for an owner.
+func (r Registration) Leased() bool { return r.Version == 2 || r.Version == 3 }
+
+// DecodeRegistration decodes a REGISTER_WORKER_RANKS payload (version 1, 2
+// or 3): at least one rank, at most MaxRegisterRanks, none twice, exact
+// length; a leased form needs a non-zero nonce and a lease in [1,
+// MaxLeaseMs]. The ranks come back sorted.
 func DecodeRegistration(b []byte) (Registration, error) {
 	r := reader{b: b}
 	reg := Registration{Version: r.u8("registration version")}
 	switch {
 	case r.err != nil:
-	case reg.Version == 3:
+	case reg.Leased():
 		reg.OwnerNonce = r.u64("owner nonce")
 		reg.LeaseMs = r.u64("lease ms")
-		reg.ExpectedGeneration = r.u64("expected generation")
+		if reg.Version == 3 {
+			reg.ExpectedGeneration = r.u64("expected generation")
+		}
 		if r.err == nil && reg.OwnerNonce == 0 {
 			r.err = fmt.Errorf("owner nonce must be non-zero")
 		}
@@ -346,22 +357,26 @@ func DecodeRegistration(b []byte) (Registration, error) {
 			r.err = fmt.Errorf("lease %d ms outside [1, %d]", reg.LeaseMs, MaxLeaseMs)
 		}
 	case reg.Version != 1:
-		r.err = fmt.Errorf("registration version %d, want 1 or 3", reg.Version)
+		r.err = fmt.Errorf("registration version %d, want 1, 2 or 3", reg.Version)
 	}
 	n := r.count("rank count", MaxRegisterRanks, 4)
+	if r.err == nil && n == 0 {
+		r.err = fmt.Errorf("no ranks")
+	}
 	if r.err == nil {
 		reg.Ranks = make([]uint32, n)
-		seen := make(map[uint32]bool, n)
 		for i := range reg.Ranks {
 			reg.Ranks[i] = r.u32("rank")
-			if seen[reg.Ranks[i]] && r.err == nil {
+		}
+		slices.Sort(reg.Ranks)
+		for i := 1; i < n && r.err == nil; i++ {
+			if reg.Ranks[i] == reg.Ranks[i-1] {
 				r.err = fmt.Errorf("rank %d listed twice", reg.Ranks[i])
 			}
-			seen[reg.Ranks[i]] = true
 		}
 	}
 	if err := r.end("registration"); err != nil {
-		return Registration{}, errorf(CodeInvalidRegistration, "%v", err)
+		return Registration{}, codeErr(CodeInvalidRegistration)
 	}
 	return reg, nil
 }
@@ -369,9 +384,11 @@ func DecodeRegistration(b []byte) (Registration, error) {
 // AppendRegistration appends a REGISTER_WORKER_RANKS payload to dst.
 func AppendRegistration(dst []byte, reg Registration) []byte {
 	dst = append(dst, reg.Version)
-	if reg.Version == 3 {
+	if reg.Leased() {
 		dst = binary.BigEndian.AppendUint64(dst, reg.OwnerNonce)
 		dst = binary.BigEndian.AppendUint64(dst, reg.LeaseMs)
+	}
+	if reg.Version == 3 {
 		dst = binary.BigEndian.AppendUint64(dst, reg.ExpectedGeneration)
 	}
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(reg.Ranks)))
@@ -385,29 +402,46 @@ func AppendRegistration(dst []byte, reg Registration) []byte {
 type LeasePayload struct {
 	Worker     uint64
 	OwnerNonce uint64
-	HasLease   bool
-	LeaseMs    uint64
+	LeaseMs    uint64 // RENEW_WORKER_LEASE only
 }
 
-// DecodeLease decodes u8 1, u64 worker, u64 nonce [, u64 lease_ms].
-func DecodeLease(b []byte) (LeasePayload, error) {
+// DecodeLease decodes u8 1, u64 worker, u64 non-zero nonce and, when
+// withLease (RENEW_WORKER_LEASE), u64 lease_ms in [1, MaxLeaseMs]; exact
+// length (DYNKV_INVALID_WORKER_LEASE).
+func DecodeLease(b []byte, withLease bool) (LeasePayload, error) {
 	r := reader{b: b}
 	r.version("lease", payloadVersion)
 	p := LeasePayload{Worker: r.u64("worker"), OwnerNonce: r.u64("owner nonce")}
-	if r.err == nil && len(r.b) > 0 {
-		p.HasLease, p.LeaseMs = true, r.u64("lease ms")
+	if r.err == nil && p.OwnerNonce == 0 {
+		r.err = fmt.Errorf("owner nonce must be non-zero")
+	}
+	if withLease {
+		p.LeaseMs = r.u64("lease ms")
 		if r.err == nil && (p.LeaseMs < 1 || p.LeaseMs > MaxLeaseMs) {
 			r.err = fmt.Errorf("lease %d ms outside [1, %d]", p.LeaseMs, MaxLeaseMs)
 		}
 	}
 	if err := r.end("lease payload"); err != nil {
-		return LeasePayload{}, errorf(CodeInvalidArgument, "%v", err)
+		return LeasePayload{}, codeErr(CodeInvalidWorkerLease)
 	}
 	return p, nil
 }
 
-// DecodeSnapshot decodes a REPLACE_RANK_IF_GENERATION snapshot: u8 1, u32 n,
-// n × (u32 len, STORE event). Each event must be a store of exactly rank.
+// AppendLease appends a RENEW_WORKER_LEASE (withLease) or UNREGISTER_WORKER
+// payload to dst.
+func AppendLease(dst []byte, p LeasePayload, withLease bool) []byte {
+	dst = append(dst, payloadVersion)
+	dst = binary.BigEndian.AppendUint64(dst, p.Worker)
+	dst = binary.BigEndian.AppendUint64(dst, p.OwnerNonce)
+	if withLease {
+		dst = binary.BigEndian.AppendUint64(dst, p.LeaseMs)
+	}
+	return dst
+}
+
+// DecodeSnapshot decodes a REPLACE_RANK_IF_GENERATION snapshot: u8 1, u32
+// n ≤ MaxSnapshotEvents, n × (u32 len ≠ 0, APPLY event), exact length. Each
+// event must be a store of exactly rank (DYNKV_INVALID_REPLACE).
 func DecodeSnapshot(b []byte, rank Rank) ([]Event, error) {
 	r := reader{b: b}
 	r.version("snapshot", payloadVersion)
@@ -415,8 +449,8 @@ func DecodeSnapshot(b []byte, rank Rank) ([]Event, error) {
 	var events []Event
 	for i := 0; i < n && r.err == nil; i++ {
 		size := r.u32("event length")
-		if r.err == nil && uint64(size) > uint64(len(r.b)) {
-			r.err = fmt.Errorf("event %d: length %d exceeds the %d bytes left", i, size, len(r.b))
+		if r.err == nil && (size == 0 || uint64(size) > uint64(len(r.b))) {
+			r.err = fmt.Errorf("event %d: length %d of the %d bytes left", i, size, len(r.b))
 		}
 		if r.err != nil {
 			break
@@ -434,7 +468,7 @@ func DecodeSnapshot(b []byte, rank Rank) ([]Event, error) {
 		events = append(events, ev)
 	}
 	if err := r.end("snapshot"); err != nil {
-		return nil, errorf(CodeInvalidReplace, "%v", err)
+		return nil, codeErr(CodeInvalidReplace)
 	}
 	return events, nil
 }
@@ -451,17 +485,17 @@ func AppendSnapshot(dst []byte, events []Event) []byte {
 	return dst
 }
 
-// u64Arg and u32Arg parse fixed-width big-endian command arguments.
-func u64Arg(b []byte, what string) (uint64, error) {
+// be64 and be32 read exact-width big-endian command arguments.
+func be64(b []byte) (uint64, bool) {
 	if len(b) != 8 {
-		return 0, errorf(CodeInvalidArgument, "%s: %d bytes, want 8 (big-endian u64)", what, len(b))
+		return 0, false
 	}
-	return binary.BigEndian.Uint64(b), nil
+	return binary.BigEndian.Uint64(b), true
 }
 
-func u32Arg(b []byte, what string) (uint32, error) {
+func be32(b []byte) (uint32, bool) {
 	if len(b) != 4 {
-		return 0, errorf(CodeInvalidArgument, "%s: %d bytes, want 4 (big-endian u32)", what, len(b))
+		return 0, false
 	}
-	return binary.BigEndian.Uint32(b), nil
+	return binary.BigEndian.Uint32(b), true
 }

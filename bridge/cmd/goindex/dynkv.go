@@ -5,75 +5,65 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"time"
 
 	"github.com/goindex/goindex/bridge/dynkv"
 )
 
 const dynkvSynopsis = `Usage: goindex dynkv [--listen ADDR] [--log FILE [--fsync]] [--password PW]
                     [--index exact|ckf [--ckf-expected-blocks N]]
+                    [--command-timeout D] [--write-timeout D] [--idle-timeout D]
 
-Serves Dynamo's Valkey-module command set (DYNKV.APPLY, DYNKV.MATCH, ...) over
-RESP2, so an unmodified Dynamo frontend keeps its KV index in goindex:
+Answers Dynamo's Valkey module dynkv reply for reply (DYNKV.APPLY,
+DYNKV.MATCH, ... every command the module registers) over RESP2, so an
+unmodified Dynamo frontend keeps its KV index in goindex:
 
   goindex dynkv --listen 0.0.0.0:6379 --log /var/lib/goindex/dynkv.aof
-  python -m dynamo.frontend --router-mode kv --router-valkey-urls redis://HOST:6379 \
-      --router-valkey-allow-insecure-plaintext
+  python -m dynamo.frontend --router-mode kv \
+      --router-valkey-urls valkey://HOST:6379 --router-valkey-allow-insecure-plaintext \
+      [--router-valkey-index-scope SCOPE [--router-valkey-worker-events]]
 
-Every key (namespace, component, scope, block size) is an independent index
-with the module's semantics. With --log, every successful mutation is
-appended to a log that a restarted server replays.
+Every key is an independent index with the module's semantics. With --log,
+every write command (accepted or rejected) is appended to a log that a
+restarted server replays, whatever the crash.
 
 Backing index (--index):
   exact  (default) MATCH, MATCH_PRIMARY and SELECT read the module's own
-         exact nodes.
+         exact nodes: the module's replies.
   ckf    they read a CKF projection kept beside them: one cuckoo filter lane
          per rank holding blocks. Never below the exact depth of a block the
          filter holds; above it only by a 16-bit fingerprint collision
-         (about 8α/65535 per probed position at slot occupancy α). All the
-         bookkeeping stays exact, so every mutation replies as in exact mode,
-         except: at most %d ranks of one key may hold blocks at once (a
-         store for one more fails with DYNKV_INVALID_EVENT); a filter sized
-         by --ckf-expected-blocks (blocks per rank; at the default each key
-         allocates a %d-lane table of 16 MiB) that fills up leaves blocks
-         out of the filter, and MATCH stops before them until space frees.
-         DYNKV.STATS KEY DETAIL shows the backing and the CKF's counters
-         (capacity omissions, load, memory); DYNKV.STATS KEY keeps the
+         (about 8α/65535 per probed position at slot occupancy α); MATCH
+         lists ranks sorted. All the bookkeeping stays exact, so every
+         mutation replies as in exact mode, except: at most %d ranks of one
+         key may hold blocks at once (a store for one more fails with
+         DYNKV_INVALID_EVENT); a filter sized by --ckf-expected-blocks
+         (blocks per rank; at the default each key allocates a %d-lane table
+         of 16 MiB) that fills up leaves blocks out of the filter, and MATCH
+         stops before them until space frees. DYNKV.STATS KEY DETAIL shows
+         the backing and the CKF's counters; DYNKV.STATS KEY keeps the
          module's triple. A --log replays into either backing.
 
-Accepted but not implemented:
-  %s
-    answer DYNKV_UNSUPPORTED: admission and lifecycle GC, used only with the
-    module's admission or direct-worker-events modes;
-  %s
-    answer DYNKV_INTERNAL_COMMAND: replication and AOF internals the module
-    refuses from normal clients too.`
+Not implemented:
+  DYNKV.SELECT_RESERVE, DYNKV.RELEASE, DYNKV.RENEW (authoritative admission)
+    answer "ERR goindex dynkv does not implement authoritative admission ...":
+    run the frontend without --router-valkey-authoritative-admission.
+  Replication is out of scope: DYNKV.APPLY_OWNED_AT, DYNKV.ADMIT_APPLY,
+    DYNKV.WORKER_LEASE_APPLY, DYNKV.GC_APPLY and DYNKV.RESTORE answer the
+    module's internal-only errors as for any client; ROLE answers master,
+    WAIT 0 (no replica), REPLICAOF/SLAVEOF/SYNC/PSYNC an ERR line. Leave
+    --router-valkey-required-replica-acks unset (or 0).
+  DYNKV.GC fences expired owner leases and drains pending lease cleanups
+    (what a successor worker waits for) but does not reclaim tombstones,
+    ownerless nodes or worker epochs.
 
-// dynkvUsage is the synopsis with the commands the server accepts but does
-// not implement, listed from the server's own table.
-func dynkvUsage() string {
-	unsupported, internal := dynkv.Unimplemented()
-	return fmt.Sprintf(dynkvSynopsis, dynkv.CKFLanes, dynkv.CKFLanes, wrapWords(unsupported, 76, "\n  "), wrapWords(internal, 76, "\n  "))
-}
+Slow or hostile clients: a command must arrive within --command-timeout of
+its first byte, a reply must be read within --write-timeout, or the
+connection is closed; --idle-timeout (default 0: never, as Valkey) also
+closes silent connections; at most --max-conns connections.`
 
-// wrapWords joins words with spaces into lines of at most width bytes,
-// separated by sep.
-func wrapWords(words []string, width int, sep string) string {
-	var b strings.Builder
-	line := 0
-	for i, w := range words {
-		if i > 0 && line+1+len(w) > width {
-			b.WriteString(sep)
-			line = 0
-		} else if i > 0 {
-			b.WriteByte(' ')
-			line++
-		}
-		b.WriteString(w)
-		line += len(w)
-	}
-	return b.String()
-}
+// dynkvUsage is the synopsis with the ckf lane limit filled in.
+func dynkvUsage() string { return fmt.Sprintf(dynkvSynopsis, dynkv.CKFLanes, dynkv.CKFLanes) }
 
 func runDynkv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dynkv", dynkvUsage(), stderr)
@@ -84,6 +74,9 @@ func runDynkv(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	password := fs.String("password", "", "password clients must AUTH with (empty: none)")
 	index := fs.String("index", string(dynkv.IndexExact), "backing index of MATCH, MATCH_PRIMARY and SELECT: exact or ckf")
 	expected := fs.Uint64("ckf-expected-blocks", dynkv.DefaultCKFExpectedBlocks, "ckf: blocks one rank is expected to hold; sizes every lane's filter at ≤ 80% load")
+	commandTimeout := fs.Duration("command-timeout", dynkv.DefaultCommandTimeout, "longest time from a command's first byte to its last; a client stalling mid-command is disconnected (0: none)")
+	writeTimeout := fs.Duration("write-timeout", dynkv.DefaultWriteTimeout, "longest time one reply may wait for a client that does not read (0: none)")
+	idleTimeout := fs.Duration("idle-timeout", 0, "disconnect a client silent this long between commands (0: never)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -91,7 +84,8 @@ func runDynkv(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if backing.Index != dynkv.IndexExact && backing.Index != dynkv.IndexCKF {
 		return fmt.Errorf("goindex dynkv: --index %q: want %s or %s: %w", *index, dynkv.IndexExact, dynkv.IndexCKF, errUsage)
 	}
-	srv, err := dynkv.NewServer(dynkv.Config{Addr: *listen, LogPath: *logPath, Fsync: *fsync, MaxConns: *maxConns, Password: *password, Backing: backing})
+	srv, err := dynkv.NewServer(dynkv.Config{Addr: *listen, LogPath: *logPath, Fsync: *fsync, MaxConns: *maxConns, Password: *password, Backing: backing,
+		CommandTimeout: orNegative(*commandTimeout), WriteTimeout: orNegative(*writeTimeout), IdleTimeout: *idleTimeout})
 	if err != nil {
 		if errors.Is(err, dynkv.ErrBadBacking) {
 			return fmt.Errorf("goindex dynkv: %v: %w", err, errUsage)
@@ -119,6 +113,14 @@ func runDynkv(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		srv.Close()
 		return err
 	}
+}
+
+// orNegative maps a flag's 0 ("none") to the Config's negative "none".
+func orNegative(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func orNone(s string) string {

@@ -1,0 +1,212 @@
+package dynkv
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Lifecycle GC and the lifecycle counters (the module's dynkv_gc_*.c and
+// dynkv_stats.c). goindex implements the part of DYNKV.GC a worker-events
+// deployment depends on: a lease that expired is fenced (its worker takes
+// a new ticket and registration token and its cleanup becomes pending), and
+// pending cleanups are drained — each owner of the worker's ranks removed
+// (owner-managed, untainted ranks) or reset to inactive at event 0, each
+// rank unregistered and made a tombstone, then the lease released — one
+// transition per unit of budget, so a successor's registration
+// (DYNKV_WORKER_CLEANUP_PENDING until then) goes through once GC has run.
+// It does not reclaim tombstones, ownerless nodes or epochs (the module's
+// other GC phases): STATS keeps counting them.
+
+// gcPhasePending is the module's GC phase of worker epochs, the one it
+// prioritizes while a lease cleanup is pending.
+const gcPhasePending = 3
+
+// maxGCItems is the module's budget limit (DYNKV_MAX_GC_ITEMS).
+const maxGCItems = 1 << 20
+
+// gcResult is the reply of DYNKV.GC.
+type gcResult struct {
+	examined, reclaimed, owners, ranks, epochs uint64
+}
+
+func cmdGC(c *call) reply {
+	useCurrent := string(c.args[2]) == "CURRENT"
+	watermark, okW := be64(c.args[2])
+	budget, okB := be32(c.args[3])
+	if (!useCurrent && !okW) || !okB || budget == 0 || budget > maxGCItems {
+		return errCode(CodeInvalidGCRequest)
+	}
+	s := c.e.lookup(c.key())
+	if s == nil {
+		if !useCurrent && watermark > 0 {
+			return errCode(CodeGCFutureWatermark)
+		}
+		return ints(0, 0, 0, 0, 0, 0, 0, 0)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !useCurrent && watermark > s.tickets {
+		return errCode(CodeGCFutureWatermark)
+	}
+	res := s.gc(c.nowMs, uint64(budget))
+	if res.reclaimed != 0 {
+		s.mutations++
+	}
+	return ints(res.examined, res.reclaimed, res.owners, 0, 0, res.ranks, res.epochs, s.gcPhase())
+}
+
+// gcPhase is the phase the module's cursor would report: pending cleanups
+// first, otherwise the start.
+func (s *Store) gcPhase() uint64 {
+	for _, ep := range s.epochs {
+		if ep.pending {
+			return gcPhasePending
+		}
+	}
+	return 0
+}
+
+// sortedEpochs returns the epochs by worker id (GC's deterministic order:
+// a replayed log must make the same transitions).
+func (s *Store) sortedEpochs() []*epoch {
+	eps := make([]*epoch, 0, len(s.epochs))
+	for _, ep := range s.epochs {
+		eps = append(eps, ep)
+	}
+	slices.SortFunc(eps, func(a, b *epoch) int { return cmp.Compare(a.worker, b.worker) })
+	return eps
+}
+
+func (s *Store) sortedRanksOf(worker uint64) []*rankState {
+	out := s.ranksOf(worker)
+	slices.SortFunc(out, func(a, b *rankState) int { return cmp.Compare(a.rank.DPRank, b.rank.DPRank) })
+	return out
+}
+
+// gc makes at most budget lifecycle transitions at time nowMs.
+func (s *Store) gc(nowMs, budget uint64) gcResult {
+	var res gcResult
+	step := func() bool {
+		if res.examined >= budget {
+			return false
+		}
+		res.examined++
+		res.reclaimed++
+		return true
+	}
+	for _, ep := range s.sortedEpochs() {
+		if ep.ownerSet && !ep.pending && ep.expiresMs <= nowMs && s.canAdvance() && s.lifecycle != ^uint64(0) {
+			if !step() {
+				return res
+			}
+			s.beginCleanup(ep)
+		}
+	}
+	for _, ep := range s.sortedEpochs() {
+		if !ep.pending {
+			continue
+		}
+		direct := ep.managed && !ep.tainted
+		for _, st := range s.sortedRanksOf(ep.worker) {
+			if st.cleanupGen == ep.cleanupGen {
+				continue
+			}
+			nodes := make([]*node, 0, len(st.nodes))
+			for n := range st.nodes {
+				nodes = append(nodes, n)
+			}
+			slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(a.hash, b.hash) })
+			for _, n := range nodes {
+				o := n.owner(st)
+				if o == nil || o.cleanupGen == ep.cleanupGen {
+					continue
+				}
+				if !step() {
+					return res
+				}
+				res.owners++
+				if direct && st.managed && !st.tainted {
+					s.removeOwner(n, st)
+				} else {
+					o.eventID, o.cleanupGen = 0, ep.cleanupGen
+					s.setActive(n, st, o, false)
+				}
+			}
+			if !step() {
+				return res
+			}
+			res.ranks++
+			st.lastClear, st.dedupe, st.hasDedupe = 0, 0, false
+			st.registered, st.tombstone, st.tombGen, st.cleanupGen = false, true, ep.cleanupGen, ep.cleanupGen
+		}
+		if !step() {
+			return res
+		}
+		res.epochs++
+		ep.pending, ep.cleanupGen = false, 0
+		ep.ownerSet, ep.nonce, ep.expiresMs = false, 0, 0
+	}
+	return res
+}
+
+func cmdGCStats(c *call) reply {
+	return c.read(ints(0, 0, 0, 0, 0, 0, 0, 0), func(s *Store) reply { return s.gcStats(c.nowMs) })
+}
+
+// gcStats is DYNKV.GC_STATS: [tickets, direct tombstones, retained legacy
+// ranks, direct ownerless epochs, retained legacy epochs, inactive owners,
+// ownerless nodes, GC phase].
+func (s *Store) gcStats(nowMs uint64) reply {
+	var directTombstones, legacyRanks, directEpochs, legacyEpochs, inactiveOwners, ownerless uint64
+	for _, st := range s.ranks {
+		switch {
+		case st.tombstone && st.managed && !st.tainted:
+			directTombstones++
+		case st.tombstone || st.tainted:
+			legacyRanks++
+		}
+	}
+	for _, ep := range s.epochs {
+		inactive := !ep.ownerSet || ep.pending || ep.expiresMs <= nowMs
+		switch {
+		case inactive && ep.managed && !ep.tainted:
+			directEpochs++
+		case inactive && ep.tainted:
+			legacyEpochs++
+		}
+	}
+	for _, n := range s.nodes {
+		if len(n.owners) == 0 {
+			ownerless++
+		}
+		for _, o := range n.owners {
+			if !o.active {
+				inactiveOwners++
+			}
+		}
+	}
+	return ints(s.tickets, directTombstones, legacyRanks, directEpochs, legacyEpochs, inactiveOwners, ownerless, s.gcPhase())
+}
+
+func cmdLifecycleStats(c *call) reply {
+	return c.read(ints(0, 0, 0), func(s *Store) reply { return s.lifecycleStats(c.nowMs) })
+}
+
+// lifecycleStats is DYNKV.LIFECYCLE_STATS: [live owner leases, rank
+// tombstones, epochs without a live owner].
+func (s *Store) lifecycleStats(nowMs uint64) reply {
+	var leases, tombstones, ownerless uint64
+	for _, st := range s.ranks {
+		if st.tombstone {
+			tombstones++
+		}
+	}
+	for _, ep := range s.epochs {
+		if ep.ownerSet && !ep.pending && ep.expiresMs > nowMs {
+			leases++
+		} else {
+			ownerless++
+		}
+	}
+	return ints(leases, tombstones, ownerless)
+}
