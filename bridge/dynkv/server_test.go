@@ -329,3 +329,54 @@ func TestServer_ConnectionsOverTheLimitGetAnError(t *testing.T) {
 		t.Errorf("first connection after the refused one: PING = %q, want +PONG", got)
 	}
 }
+
+// TestServer_StalledClientsLoseTheirConnections: 200 clients stop in the
+// middle of a command and 10 pipeline replies they never read; each loses
+// its connection (the server frees the descriptor) once CommandTimeout or
+// WriteTimeout passes, while a normal client is served all along.
+func TestServer_StalledClientsLoseTheirConnections(t *testing.T) {
+	s := startServer(t, Config{CommandTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
+	addr := s.Addr().String()
+	var stalled []net.Conn
+	for i := 0; i < 200; i++ {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err, "dial stalled client %d", i)
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "*3\r\n$11\r\nDYNKV.MATCH\r\n$3\r\nkey\r\n$100\r\npartial") // 93 bytes never come
+		stalled = append(stalled, c)
+	}
+	echo := strings.Repeat("x", 4096)
+	var pipeline strings.Builder
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&pipeline, "*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n", len(echo), echo)
+	}
+	for i := 0; i < 10; i++ {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err, "dial non-reading client %d", i)
+		t.Cleanup(func() { c.Close() })
+		go func() {
+			for j := 0; j < 10; j++ { // 80 MiB of replies, never read
+				if _, err := c.Write([]byte(pipeline.String())); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	normal := client(t, s)
+	ctx := context.Background()
+	served := 0
+	require.Eventually(t, func() bool {
+		if got, err := normal.Do(ctx, "DYNKV.STATS", testKey).Int64Slice(); err != nil || len(got) != 3 {
+			t.Errorf("STATS while clients stall = %v, %v", got, err)
+		}
+		served++
+		return s.conns.Load() == 1
+	}, 60*time.Second, 20*time.Millisecond, "connections held: %d (want only the normal client's)", s.conns.Load())
+	for i, c := range stalled {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err == nil {
+			t.Errorf("stalled client %d read %d bytes, want its connection closed", i, n)
+		}
+	}
+	t.Logf("normal client served %d commands while the stalled ones were cut", served)
+}
