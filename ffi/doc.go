@@ -125,6 +125,8 @@
 //   - plugin_replica.go: a plugin state's replica: lazy attach with a
 //     retry interval, its DC's lane readiness and load freshness, the
 //     measured rates.
+//   - plugin_costs.go: goindex_worker_costs's Go side: a plugin state's
+//     per-worker costs for Dynamo's compile-time scorer (dynamo/rust/goindex-scorer).
 //   - benchexport.go: goindex_bench_inprocess, only in the benchmark build
 //     (-tags goindex_bench): the in-process Go probe tests/c/bench.c times
 //     next to the ABI calls in one process, 64 probes per crossing or one.

@@ -57,6 +57,13 @@ static int32_t ws_required(void *state, uint64_t *inputs_out, dynamo_ws_error_bu
 	return dynamoSelectorRequiredInputs((uint64_t)(uintptr_t)state, inputs_out, err);
 }
 
+int goindex_worker_costs(void *state, uint32_t block_size, uint64_t isl_tokens, goindex_in_worker *workers, size_t n, double *costs,
+                         uint32_t *degraded, dynamo_ws_error_buffer *note) {
+	return pluginWorkerCosts((uint64_t)(uintptr_t)state, block_size, isl_tokens, (goindex_worker *)workers, n, costs, degraded, note);
+}
+
+_Static_assert(sizeof(goindex_worker) == 40 && offsetof(goindex_worker, flags) == 32, "goindex_worker");
+
 static const dynamo_ws_descriptor_v1 descriptor = {
     .abi_version = DYNAMO_WS_ABI_VERSION,
     .struct_size = sizeof(dynamo_ws_descriptor_v1),

@@ -676,6 +676,42 @@ typedef struct dynamo_ws_descriptor_v1 {
  * states never mix. */
 const dynamo_ws_descriptor_v1* dynamo_worker_selector_plugin_v1(void);
 
+/* ---- Per-worker costs for Dynamo's compile-time extension point ----
+ *
+ * Dynamo v1.5 and later link WorkerScorer / WorkerPicker implementations
+ * into a custom frontend (dynamo/rust/goindex-scorer is goindex's). A scorer
+ * writes one cost per worker, so it asks the library for every worker's
+ * cost at once, under a plugin state's policy and rates (created with the
+ * descriptor's create and the same JSON config; destroyed with its
+ * destroy). */
+
+/* goindex_worker is one worker of a selection inside one DC. 40 bytes. */
+typedef struct goindex_worker {
+	uint64_t cached_tokens;         /* prompt tokens the worker already holds */
+	uint64_t active_prefill_tokens; /* tokens queued or running prefill (GOINDEX_CAND_LOAD) */
+	uint64_t active_decode_blocks;  /* KV blocks of running decodes (GOINDEX_CAND_LOAD) */
+	uint64_t capacity_blocks;       /* KV capacity in blocks (GOINDEX_CAND_CAPACITY) */
+	uint32_t flags;                 /* GOINDEX_CAND_LOAD | GOINDEX_CAND_CAPACITY; RTT is 0 inside a DC */
+	uint32_t reserved;              /* zero */
+} goindex_worker;
+
+/* goindex_worker_costs writes costs[i], the cost of workers[i] under the
+ * state's policy (ms for ttft; blocks for credit, prefix-then-load and
+ * load-only), or NaN for a worker missing a signal the policy needs (load;
+ * for every policy but load-only, cached tokens are always present here).
+ * A state configured with a replica takes its DC's measured rates from it;
+ * when the replica is missing or stale it uses the config's rates instead,
+ * sets *degraded to 1 (else 0) and writes the reason into note (optional,
+ * as the plugin's error buffers). block_size is tokens per KV block (> 0).
+ * Threading: any thread; calls on one state serialize. Ownership: workers,
+ * costs and note are used during the call only. Returns: GOINDEX_OK;
+ * GOINDEX_EINVAL (NULL pointers with n > 0 or NULL degraded, block_size 0,
+ * reserved not zero); GOINDEX_ETOOBIG (n over GOINDEX_MAX_CANDIDATES);
+ * GOINDEX_EHANDLE (not a live plugin state); GOINDEX_EINTERNAL. */
+typedef const goindex_worker goindex_in_worker;
+int goindex_worker_costs(void* state, uint32_t block_size, uint64_t isl_tokens, goindex_in_worker* workers, size_t n, double* costs,
+                         uint32_t* degraded, dynamo_ws_error_buffer* note);
+
 #ifdef __cplusplus
 }
 #endif

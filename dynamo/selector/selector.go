@@ -245,35 +245,15 @@ func (s *Selector) Select(req Request, cands []Candidate) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	need := s.RequiredInputs()
 	s.cands = s.cands[:0]
-	for i, c := range cands {
-		switch {
-		case !c.HasLoad:
-			return useDefault("candidate %d has no load", i), nil
-		case need&InputCachedTokens != 0 && !c.HasCachedTokens:
-			return useDefault("candidate %d has no cached tokens", i), nil
+	for i := range cands {
+		c, why := s.candidate(&cands[i], req.BlockSize, rates)
+		if why != "" {
+			return useDefault("candidate %d has %s", i, why), nil
 		}
-		cand := score.Candidate{
-			ID: c.WorkerID, Rank: c.DPRank,
-			CachedBlocks:        int(c.CachedTokens / uint64(req.BlockSize)),
-			HasLoad:             true,
-			ActivePrefillTokens: c.ActivePrefillTokens,
-			ActiveDecodeBlocks:  c.ActiveDecodeBlocks + c.AdditionalActiveBlocks,
-			HasRTT:              true, // one DC: the router is next door
-			PrefillTokensPerMs:  rates.PrefillTokensPerMs,
-		}
-		if w := float64(rates.LiveWorkers); w > 0 {
-			// The DC-wide rates, shared by its live workers.
-			cand.QueueTokensPerMs, cand.DecodeBlocksPerMs = rates.QueueTokensPerMs/w, rates.DecodeBlocksPerMs/w
-		}
-		if c.HasCapacity && c.TotalKVBlocks != Unavailable {
-			cand.HasCapacity, cand.CapacityBlocks = true, c.TotalKVBlocks
-		}
-		s.cands = append(s.cands, cand)
+		s.cands = append(s.cands, c)
 	}
-	isl := int(min(req.ISLTokens, uint64(1)<<40))
-	r, err := sc.Score(score.Request{ISLTokens: isl}, s.cands, nil)
+	r, err := sc.Score(score.Request{ISLTokens: isl(req)}, s.cands, nil)
 	if errors.Is(err, score.ErrNoCandidate) {
 		return useDefault("no candidate is eligible under policy %s", s.policy), nil
 	}
@@ -281,4 +261,70 @@ func (s *Selector) Select(req Request, cands []Candidate) (Decision, error) {
 		return Decision{}, err
 	}
 	return Decision{Index: r.Index}, nil
+}
+
+// Costs writes each candidate's cost under the policy into dst (ms for
+// ttft; blocks for the others), NaN for a candidate missing a signal the
+// policy needs. A failing Source does not stop it: the config's rates are
+// used and degraded says why. dst must hold len(cands) entries.
+func (s *Selector) Costs(req Request, cands []Candidate, dst []float64) (degraded, err error) {
+	if req.BlockSize == 0 {
+		return nil, fmt.Errorf("%w: block size 0", ErrBadInput)
+	}
+	if len(dst) < len(cands) {
+		return nil, fmt.Errorf("%w: %d costs for %d candidates", ErrBadInput, len(dst), len(cands))
+	}
+	var rates DCRates
+	if s.src != nil {
+		if rates, degraded = s.src.DCRates(); degraded != nil {
+			rates = DCRates{}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc, err := s.scorer(req.BlockSize)
+	if err != nil {
+		return degraded, err
+	}
+	for i := range cands {
+		dst[i] = math.NaN()
+		if c, why := s.candidate(&cands[i], req.BlockSize, rates); why == "" {
+			if v, ok := sc.Cost(score.Request{ISLTokens: isl(req)}, c); ok {
+				dst[i] = v
+			}
+		}
+	}
+	return degraded, nil
+}
+
+// isl is the request's prompt length for the scorer, capped far above any
+// real prompt so it fits an int.
+func isl(req Request) int { return int(min(req.ISLTokens, uint64(1)<<40)) }
+
+// candidate turns c into the scorer's candidate with the DC's rates, or
+// names the signal it lacks that the policy needs.
+func (s *Selector) candidate(c *Candidate, blockSize uint32, rates DCRates) (score.Candidate, string) {
+	switch {
+	case !c.HasLoad:
+		return score.Candidate{}, "no load"
+	case s.RequiredInputs()&InputCachedTokens != 0 && !c.HasCachedTokens:
+		return score.Candidate{}, "no cached tokens"
+	}
+	cand := score.Candidate{
+		ID: c.WorkerID, Rank: c.DPRank,
+		CachedBlocks:        int(c.CachedTokens / uint64(blockSize)),
+		HasLoad:             true,
+		ActivePrefillTokens: c.ActivePrefillTokens,
+		ActiveDecodeBlocks:  c.ActiveDecodeBlocks + c.AdditionalActiveBlocks,
+		HasRTT:              true, // one DC: the router is next door
+		PrefillTokensPerMs:  rates.PrefillTokensPerMs,
+	}
+	if w := float64(rates.LiveWorkers); w > 0 {
+		// The DC-wide rates, shared by its live workers.
+		cand.QueueTokensPerMs, cand.DecodeBlocksPerMs = rates.QueueTokensPerMs/w, rates.DecodeBlocksPerMs/w
+	}
+	if c.HasCapacity && c.TotalKVBlocks != Unavailable {
+		cand.HasCapacity, cand.CapacityBlocks = true, c.TotalKVBlocks
+	}
+	return cand, ""
 }

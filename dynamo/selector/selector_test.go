@@ -2,7 +2,12 @@ package selector
 
 import (
 	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -177,5 +182,50 @@ func TestSelector_ScorerCacheIsBounded(t *testing.T) {
 	}
 	if len(s.byBS) > maxScorers {
 		t.Errorf("%d scorers cached after %d block sizes, want at most %d", len(s.byBS), 4*maxScorers, maxScorers)
+	}
+}
+
+// Costs agrees with Select: the lowest cost is the chosen candidate's (ties
+// aside), on random candidates under every policy; a candidate missing a
+// needed signal costs NaN; a failing Source degrades to the config's rates
+// instead of failing.
+func TestSelector_CostsAgreeWithSelect(t *testing.T) {
+	seed := testseed.For(t, 17)
+	rng := rand.New(rand.NewPCG(seed, 5))
+	for _, policy := range []string{"ttft", "credit", "load-only", "prefix-then-load"} {
+		s, err := New(Config{Policy: policy, PrefillTokensPerMs: 8}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 300 {
+			cands := make([]Candidate, 1+rng.IntN(10))
+			for i := range cands {
+				cands[i] = Candidate{WorkerID: uint64(i), HasCachedTokens: true, CachedTokens: uint64(rng.IntN(4096)), HasLoad: true,
+					ActivePrefillTokens: uint64(rng.IntN(8192)), ActiveDecodeBlocks: uint64(rng.IntN(3000)),
+					HasCapacity: rng.IntN(2) == 0, TotalKVBlocks: uint64(500 + rng.IntN(3000))}
+			}
+			req := Request{BlockSize: 16, ISLTokens: uint64(1 + rng.IntN(8192))}
+			d, err := s.Select(req, cands)
+			costs := make([]float64, len(cands))
+			if _, cerr := s.Costs(req, cands, costs); err != nil || cerr != nil || d.UseDefault {
+				t.Fatalf("%s: Select = %+v, %v; Costs err %v", policy, d, err, cerr)
+			}
+			if low := slices.Min(costs); costs[d.Index] != low {
+				t.Errorf("%s: Select chose %d (cost %v), the lowest cost is %v: %v (GOINDEX_SEED=%d)", policy, d.Index, costs[d.Index], low, costs, seed)
+			}
+		}
+	}
+	s, _ := New(Config{}, nil)
+	costs := []float64{7, 7}
+	if _, err := s.Costs(Request{BlockSize: 16, ISLTokens: 64}, []Candidate{{HasLoad: true, HasCachedTokens: true}, {HasCachedTokens: true}}, costs); err != nil ||
+		math.IsNaN(costs[0]) || !math.IsNaN(costs[1]) {
+		t.Errorf("Costs with one candidate lacking load = %v, %v; want a number then NaN", costs, err)
+	}
+	dc := uint64(1)
+	stale := errors.New("stale")
+	s, _ = New(Config{Replica: "/r", DC: &dc}, fixedRates{err: stale})
+	if degraded, err := s.Costs(Request{BlockSize: 16, ISLTokens: 64}, []Candidate{{HasLoad: true, HasCachedTokens: true}}, costs); err != nil ||
+		!errors.Is(degraded, stale) || math.IsNaN(costs[0]) {
+		t.Errorf("Costs with a failing source = %v, degraded %v, %v; want a cost and the source's error", costs, degraded, err)
 	}
 }

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # tests/rust/run.sh: the Rust host suite of libgoindex.so, through the
-# goindex-dynamo crate (dynamo/rust/goindex-dynamo, std only, offline).
+# crates of dynamo/rust (std only, offline): goindex-dynamo, goindex-scorer
+# with its Dynamo module (feature "dynamo") built against
+# dynamo-kv-router-shim, the local stand-in for Dynamo's trait signatures.
 #   1. cargo fmt --check and cargo clippy -D warnings (when installed; a
 #      missing one is reported, not skipped silently);
 #   2. cargo doc with warnings as errors (broken doc links, missing docs);
-#   3. cargo test: unit tests (header constants and struct sizes, the code
-#      table), §3.5 scenarios, every error path, threads, the differential
-#      against the reference model, the doc example, and tests/lifecycle.rs,
-#      which ends by checking that no handle is left open;
+#   3. cargo test --all-features: goindex-dynamo's unit tests (header
+#      constants and struct sizes, the code table), §3.5 scenarios, every
+#      error path, threads, the differential against the reference model,
+#      the doc example, and tests/lifecycle.rs, which ends by checking that
+#      no handle is left open; goindex-scorer's costs, fail-open cases and
+#      its Dynamo scorer/picker run by the shim's host;
 #   4. the test binaries loaded $GOINDEX_BUILD's library, not another one.
 # Everything builds into $GOINDEX_BUILD/rust-target, so the tree stays clean.
 # Needs GOINDEX_BUILD (./build.sh test sets it). GOINDEX_SEED, GOINDEX_SEEDS
@@ -37,16 +41,17 @@ fi
 
 step="cargo clippy"
 if cargo clippy --version >/dev/null 2>&1; then
-	"${cargo[@]}" clippy --manifest-path "$manifest" --all-targets -- -D warnings || fail "clippy reported warnings"
+	"${cargo[@]}" clippy --manifest-path "$manifest" --all-targets --all-features -- -D warnings || fail "clippy reported warnings"
 else
 	echo "tests/rust: note: clippy is not installed; lints not checked"
 fi
 
 step="cargo doc"
-RUSTDOCFLAGS="-D warnings" "${cargo[@]}" doc --manifest-path "$manifest" --no-deps || fail "rustdoc reported warnings"
+RUSTDOCFLAGS="-D warnings" "${cargo[@]}" doc --manifest-path "$manifest" --all-features --no-deps || fail "rustdoc reported warnings"
 
 step="cargo test"
-"${cargo[@]}" test --manifest-path "$manifest" || fail "cargo test failed (rerun: GOINDEX_LIB_DIR=$build LD_LIBRARY_PATH=$build cargo test --manifest-path dynamo/rust/Cargo.toml)"
+"${cargo[@]}" test --manifest-path "$manifest" --all-features ||
+	fail "cargo test failed (rerun: GOINDEX_LIB_DIR=$build LD_LIBRARY_PATH=$build cargo test --manifest-path dynamo/rust/Cargo.toml --all-features)"
 
 step="the tests loaded $build's library"
 # A test binary's DT_NEEDED entry resolves through LD_LIBRARY_PATH; ldd
