@@ -1,10 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/ckfindex"
+	"github.com/goindex/goindex/goindex/hostindex"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/radix"
 	"github.com/goindex/goindex/goindex/score"
@@ -99,38 +100,6 @@ func lastError(h cU64) string {
 	return string(buf[:strings.IndexByte(string(buf), 0)])
 }
 
-func TestConfig_DefaultsAndEveryKey(t *testing.T) {
-	def, err := parseConfig(nil)
-	if err != nil || !reflect.DeepEqual(def, defaultConfig()) {
-		t.Errorf("parseConfig(nil) = %+v, %v; want the defaults", def, err)
-	}
-	got, err := parseConfig([]byte(`{"mode":"global","lanes":8,"expected_blocks_per_lane":4096,"buckets":1024,"block_size":64,
-		"clear_scope":"worker","seed":18446744073709551615,"max_kicks":7,"domain":7,"consumer_instance":9,"dcs":[5,3,11],
-		"max_staleness_ms":250.5,"replica_check_ms":0,"policy":"credit","prefill_tokens_per_ms":5.5,"queue_tokens_per_ms":80,
-		"decode_blocks_per_ms":2}`))
-	want := config{Mode: "global", Lanes: 8, ExpectedBlocksPerLane: 4096, Buckets: 1024, BlockSize: 64, ClearScope: "worker",
-		Seed: 1<<64 - 1, MaxKicks: 7, Domain: 7, ConsumerInstance: 9, DCs: []uint64{5, 3, 11}, MaxStalenessMs: 250.5,
-		ReplicaCheckMs: 0, Policy: "credit", PrefillTokensPerMs: 5.5, QueueTokensPerMs: 80, DecodeBlocksPerMs: 2}
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("parseConfig(every key) = %+v, %v; want %+v", got, err, want)
-	}
-}
-
-func TestConfig_RejectsUnknownKeysTrailingDataAndRanges(t *testing.T) {
-	for _, src := range []string{
-		`{`, `[]`, `null x`, `{} {}`, `{"Mode":"exact","mdoe":1}`, `{"mode":"fuzzy"}`, `{"lanes":0}`, `{"lanes":65}`,
-		`{"expected_blocks_per_lane":0}`, `{"expected_blocks_per_lane":1e12}`, `{"block_size":0}`, `{"block_size":65537}`,
-		`{"clear_scope":"pool"}`, `{"seed":-1}`, `{"max_kicks":0}`, `{"max_kicks":4097}`, `{"policy":"single-dc"}`,
-		`{"prefill_tokens_per_ms":0}`, `{"decode_blocks_per_ms":-1}`, `{"queue_tokens_per_ms":-1}`, `{"buckets":1000}`,
-		`{"buckets":1}`, `{"buckets":33554432}`, `{"dcs":[1,2,1]}`, `{"dcs":[-1]}`, `{"dcs":[` + strings.Repeat("1,", 64) + `65]}`,
-		`{"max_staleness_ms":0}`, `{"max_staleness_ms":1e12}`, `{"replica_check_ms":-1}`, `{"replica_check_ms":1e12}`,
-	} {
-		if _, err := parseConfig([]byte(src)); !errors.Is(err, errConfig) {
-			t.Errorf("parseConfig(%s) = %v, want errConfig", src, err)
-		}
-	}
-}
-
 func TestCode_MapsEverySentinelThroughWrapping(t *testing.T) {
 	for _, row := range codes {
 		if got := code(fmt.Errorf("call: %w", row.err)); got != row.code {
@@ -189,21 +158,6 @@ func TestHandles_NeverReusedAndClosedMeansEHANDLE(t *testing.T) {
 	}
 	if rc := store(a, 0, nil, []uint64{1}); rc != code(errHandle) {
 		t.Errorf("insert on a closed handle = %d, want GOINDEX_EHANDLE", rc)
-	}
-}
-
-func TestHandle_CallsRacingCloseSeeEHANDLE(t *testing.T) {
-	h := &handle{cfg: defaultConfig()}
-	h.ix.Store(&index{exact: radix.New(radix.Config{})})
-	h.close()
-	if err := h.probeOne(new(scratch), []uint64{1}); !errors.Is(err, errHandle) {
-		t.Errorf("probe on a closed handle = %v, want errHandle", err)
-	}
-	if err := h.update(func(kv.Index) error { return nil }); !errors.Is(err, errHandle) {
-		t.Errorf("update on a closed handle = %v, want errHandle", err)
-	}
-	if _, err := h.counters(); !errors.Is(err, errHandle) {
-		t.Errorf("counters on a closed handle = %v, want errHandle", err)
 	}
 }
 
@@ -381,14 +335,14 @@ func TestRegistry_GrowsAndForgetsClosedHandles(t *testing.T) {
 }
 
 // putSorted, goindex_probe's sort while copying into the host's buffer, is
-// checked against its slow reference (sortMembers, then putOverlaps) on
+// checked against its slow reference (SortMembers, then putOverlaps) on
 // random results of distinct members, short (insertion) and long
 // (fallback), with runs already in order as Match tends to emit them.
 func TestPutSorted_MatchesSortThenCopy(t *testing.T) {
 	s := testseed.For(t, 5)
 	rng := rand.New(rand.NewPCG(s, 3))
 	for trial := 0; trial < 500; trial++ {
-		n := rng.IntN(2*insertionSortMax + 1)
+		n := rng.IntN(2*hostindex.InsertionSortMax + 1)
 		o := make([]kv.Overlap, n)
 		for i, m := range rng.Perm(4 * n)[:n] {
 			o[i] = kv.Overlap{Member: kv.Member{Worker: uint64(m / 4), Rank: uint32(m % 4)}, Blocks: 1 + rng.IntN(64)}
@@ -397,7 +351,7 @@ func TestPutSorted_MatchesSortThenCopy(t *testing.T) {
 			slices.SortFunc(o[:n/2], byMember)
 		}
 		ref := slices.Clone(o)
-		sortMembers(ref)
+		hostindex.SortMembers(ref)
 		want, got := make([]overlapC, n+1), make([]overlapC, n+1)
 		putOverlaps(&want[0], ref)
 		putSorted(&got[0], o)
@@ -439,28 +393,9 @@ func btoi(b bool) int {
 	return 0
 }
 
-// sortMembers is checked against slices.SortFunc on random results, short
-// (insertion) and long (fallback), with runs already in order as Match
-// tends to emit them.
-func TestSortMembers_MatchesSlicesSort(t *testing.T) {
-	s := testseed.For(t, 3)
-	rng := rand.New(rand.NewPCG(s, 2))
-	for trial := 0; trial < 500; trial++ {
-		n := rng.IntN(2 * insertionSortMax)
-		o := make([]kv.Overlap, n)
-		for i := range o {
-			o[i] = kv.Overlap{Member: kv.Member{Worker: uint64(rng.IntN(8)), Rank: uint32(rng.IntN(4))}, Blocks: i}
-		}
-		if rng.IntN(2) == 0 {
-			slices.SortFunc(o[:n/2], byMember)
-		}
-		want := slices.Clone(o)
-		slices.SortStableFunc(want, byMember)
-		sortMembers(o)
-		for i := range o {
-			if o[i].Member != want[i].Member {
-				t.Fatalf("sortMembers(%d entries)[%d] = %v, want %v (GOINDEX_SEED=%d)", n, i, o[i].Member, want[i].Member, s)
-			}
-		}
+func byMember(a, b kv.Overlap) int {
+	if a.Member.Worker != b.Member.Worker {
+		return cmp.Compare(a.Member.Worker, b.Member.Worker)
 	}
+	return cmp.Compare(a.Member.Rank, b.Member.Rank)
 }

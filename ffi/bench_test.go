@@ -1,11 +1,14 @@
 package main
 
 import (
+	"path/filepath"
 	"runtime"
 	"slices"
 	"testing"
 
+	"github.com/goindex/goindex/goindex/hostindex"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/tests/c/fixture"
 )
 
 // The workload of tests/c/bench.c, built the same way so that the C
@@ -71,12 +74,12 @@ func checkBlocks(b *testing.B, n int, blocks func(i int) int) {
 func BenchmarkProbe(b *testing.B) {
 	h, queries := benchIndex(b)
 	b.Run("impl=radix/blocks=64", func(b *testing.B) {
-		ix := handles.get(uint64(h)).ix.Load().exact
+		ix := handles.get(uint64(h)).ix
 		dst := make([]kv.Overlap, 0, benchMembers)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			dst = ix.Match(dst[:0], queries[i%benchDocs])
-			sortMembers(dst)
+			hostindex.SortMembers(dst)
 			checkBlocks(b, len(dst), func(j int) int { return dst[j].Blocks })
 		}
 	})
@@ -101,11 +104,11 @@ func BenchmarkProbeMiss(b *testing.B) {
 	h, _ := benchIndex(b)
 	miss := []uint64{12345}
 	b.Run("impl=radix", func(b *testing.B) {
-		ix := handles.get(uint64(h)).ix.Load().exact
+		ix := handles.get(uint64(h)).ix
 		dst := make([]kv.Overlap, 0, benchMembers)
 		for b.Loop() {
 			dst = ix.Match(dst[:0], miss)
-			sortMembers(dst)
+			hostindex.SortMembers(dst)
 		}
 		if len(dst) != 0 {
 			b.Fatalf("the miss matched %d members", len(dst))
@@ -126,7 +129,7 @@ func BenchmarkProbeMiss(b *testing.B) {
 	b.Run("impl=counter", func(b *testing.B) {
 		hd := handles.get(uint64(h))
 		for b.Loop() {
-			hd.probes.Add(1)
+			hd.ix.CountProbe()
 		}
 	})
 }
@@ -137,7 +140,7 @@ func BenchmarkProbeBatch(b *testing.B) {
 	h, queries := benchIndex(b)
 	flat := slices.Concat(queries...)
 	b.Run("impl=radix/blocks=64/batch=64", func(b *testing.B) {
-		ix := handles.get(uint64(h)).ix.Load().exact
+		ix := handles.get(uint64(h)).ix
 		dst := make([]kv.Overlap, 0, benchMembers*benchBatch)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
@@ -146,7 +149,7 @@ func BenchmarkProbeBatch(b *testing.B) {
 			for q := first; q < first+benchBatch; q++ {
 				start := len(dst)
 				dst = ix.Match(dst, queries[q])
-				sortMembers(dst[start:])
+				hostindex.SortMembers(dst[start:])
 				checkBlocks(b, len(dst)-start, func(j int) int { return dst[start+j].Blocks })
 			}
 		}
@@ -190,17 +193,17 @@ func BenchmarkTrivialCall(b *testing.B) {
 }
 
 // BenchmarkSortMembers sorts one probe's 16 entries in Match's order:
-// impl=insertion is sortMembers, impl=slices is slices.SortFunc.
+// impl=insertion is hostindex.SortMembers, impl=slices is slices.SortFunc.
 func BenchmarkSortMembers(b *testing.B) {
 	h, queries := benchIndex(b)
-	ix := handles.get(uint64(h)).ix.Load().exact
+	ix := handles.get(uint64(h)).ix
 	unsorted := ix.Match(nil, queries[5])
 	work := make([]kv.Overlap, len(unsorted))
 	for _, c := range []struct {
 		name string
 		sort func([]kv.Overlap)
 	}{
-		{"impl=insertion", sortMembers},
+		{"impl=insertion", hostindex.SortMembers},
 		{"impl=slices", func(o []kv.Overlap) { slices.SortFunc(o, byMember) }},
 	} {
 		b.Run(c.name+"/members=16", func(b *testing.B) {
@@ -213,4 +216,35 @@ func BenchmarkSortMembers(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkProbeGlobal is one goindex_probe of a global handle over an
+// attached replica (tests/c/bench.c's global workload, smaller: 13 lanes
+// of 2^18 blocks): the view, the lane search and the sorted copy.
+func BenchmarkProbeGlobal(b *testing.B) {
+	cfg := fixture.BenchConfig{LaneBlocks: make([]int, fixture.BenchDCs), Docs: 1024}
+	for l := range cfg.LaneBlocks {
+		cfg.LaneBlocks[l] = 1 << 18
+	}
+	path := filepath.Join(b.TempDir(), "replica")
+	queries, _, err := fixture.WriteBenchReplica(path, cfg)
+	if err != nil {
+		b.Fatalf("WriteBenchReplica: %v", err)
+	}
+	h := openT(b, `{"mode": "global"}`)
+	if rc := attach(h, path); rc != 0 {
+		b.Fatalf("goindex_attach_replica = %d: %s", rc, lastError(h))
+	}
+	runtime.GC()
+	out := make([]overlapC, fixture.BenchDCs)
+	var n cSize
+	b.Run("impl=handle/lanes=13", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			q := &queries[i%len(queries)]
+			if rc := goindex_probe(h, u64p(q.Locals), cSize(len(q.Locals)), &out[0], fixture.BenchDCs, &n); rc != 0 || int(n) != q.Entries {
+				b.Fatalf("goindex_probe = %d, %d entries; want %d", rc, n, q.Entries)
+			}
+		}
+	})
 }

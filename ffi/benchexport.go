@@ -10,6 +10,7 @@ import "C"
 import (
 	"unsafe"
 
+	"github.com/goindex/goindex/goindex/hostindex"
 	"github.com/goindex/goindex/goindex/kv"
 )
 
@@ -32,75 +33,52 @@ import (
 //
 //export goindex_bench_inprocess
 func goindex_bench_inprocess(handle C.uint64_t, queries *C.goindex_in_u64, n, depth, wantEntries, wantBlocks C.size_t) (passed C.size_t) {
+	return benchProbes(handle, hostindex.Exact, queries, n, depth, func(int) (C.size_t, C.size_t) { return wantEntries, wantBlocks })
+}
+
+// goindex_bench_inprocess_global is goindex_bench_inprocess for a global
+// handle (tests/c/bench.c's global mode: 13 DC lanes of an attached replica
+// file): each probe is the one goindex_probe runs in global mode (acquire
+// the view, search every lane, one entry per lane with a positive depth)
+// plus the sort; query q's entries must number wantEntries[q] and their
+// depths sum to wantBlocks[q].
+//
+//export goindex_bench_inprocess_global
+func goindex_bench_inprocess_global(handle C.uint64_t, queries *C.goindex_in_u64, n, depth C.size_t,
+	wantEntries, wantBlocks *C.size_t) (passed C.size_t) {
+	if wantEntries == nil || wantBlocks == nil {
+		return 0
+	}
+	entries := unsafe.Slice((*C.size_t)(unsafe.Pointer(wantEntries)), int(n))
+	blocks := unsafe.Slice((*C.size_t)(unsafe.Pointer(wantBlocks)), int(n))
+	return benchProbes(handle, hostindex.Global, queries, n, depth, func(q int) (C.size_t, C.size_t) { return entries[q], blocks[q] })
+}
+
+// benchProbes runs the n probes of a handle in mode and counts those whose
+// answer is want(q); 0 for a bad handle, a handle of another mode or a
+// panic.
+func benchProbes(handle C.uint64_t, mode hostindex.Mode, queries *C.goindex_in_u64, n, depth C.size_t,
+	want func(q int) (entries, blocks C.size_t)) (passed C.size_t) {
 	defer func() {
 		if recover() != nil {
 			passed = 0
 		}
 	}()
 	h := handles.get(uint64(handle))
-	if h == nil || queries == nil {
-		return 0
-	}
-	ix := h.ix.Load()
-	if ix == nil || ix.exact == nil {
+	if h == nil || queries == nil || h.ix.Mode() != mode {
 		return 0
 	}
 	q := unsafe.Slice((*uint64)(unsafe.Pointer(queries)), int(n*depth))
 	// The size of goindex_probe's buffer, so that n = 1 zeroes what it does.
 	var buf [probeStackEntries]kv.Overlap
-	for off := 0; off < len(q); off += int(depth) {
-		dst := ix.exact.Match(buf[:0], q[off:off+int(depth)])
-		sortMembers(dst)
-		sum := 0
-		for _, o := range dst {
-			sum += o.Blocks
-		}
-		if len(dst) == int(wantEntries) && sum == int(wantBlocks) {
-			passed++
-		}
-	}
-	return passed
-}
-
-// goindex_bench_inprocess_global is goindex_bench_inprocess for a global
-// handle (tests/c/bench.c's global mode: 13 DC lanes of an attached replica
-// file). Each of the n probes is the one goindex_probe runs in global mode,
-// the replica Searcher over the handle's current view (globalIndex.Match:
-// acquire the view, chain the query, search every lane, one entry per lane
-// with a positive depth) plus the sort, into one reused buffer; and each
-// answer is checked as bench.c checks goindex_probe's: query q's entries
-// must number wantEntries[q] and their depths sum to wantBlocks[q]. It
-// returns how many probes passed (0 for a bad handle or a handle not in
-// global mode).
-//
-//export goindex_bench_inprocess_global
-func goindex_bench_inprocess_global(handle C.uint64_t, queries *C.goindex_in_u64, n, depth C.size_t,
-	wantEntries, wantBlocks *C.size_t) (passed C.size_t) {
-	defer func() {
-		if recover() != nil {
-			passed = 0
-		}
-	}()
-	h := handles.get(uint64(handle))
-	if h == nil || queries == nil || wantEntries == nil || wantBlocks == nil {
-		return 0
-	}
-	ix := h.ix.Load()
-	if ix == nil || ix.global == nil {
-		return 0
-	}
-	q := unsafe.Slice((*uint64)(unsafe.Pointer(queries)), int(n*depth))
-	entries := unsafe.Slice((*C.size_t)(unsafe.Pointer(wantEntries)), int(n))
-	blocks := unsafe.Slice((*C.size_t)(unsafe.Pointer(wantBlocks)), int(n))
-	var buf [probeStackEntries]kv.Overlap
 	for i, off := 0, 0; off < len(q); i, off = i+1, off+int(depth) {
-		dst := ix.global.Match(buf[:0], q[off:off+int(depth)])
-		sortMembers(dst)
+		dst := h.ix.Match(buf[:0], q[off:off+int(depth)])
+		hostindex.SortMembers(dst)
 		sum := 0
 		for _, o := range dst {
 			sum += o.Blocks
 		}
-		if len(dst) == int(entries[i]) && sum == int(blocks[i]) {
+		if e, b := want(i); len(dst) == int(e) && sum == int(b) {
 			passed++
 		}
 	}

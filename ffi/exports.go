@@ -14,13 +14,14 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/goindex/goindex/goindex/hostindex"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/score"
 )
 
 // Every export below runs the same four steps (STYLE.md): the deferred
-// guard, then the handle and argument checks, then one call into goindex/
-// (through the handle), then the error-to-code mapping of errors.go. The
+// guard, then the handle and argument checks, then one call into
+// goindex/hostindex, then the error-to-code mapping of errors.go. The
 // parameter types are the header's own (goindex_in_u64 and friends), so the
 // prototypes cgo writes are textually those of include/goindex.h.
 
@@ -126,15 +127,15 @@ func goindex_open(configJSON *C.goindex_in_char, configLen C.size_t, handleOut *
 	if err != nil {
 		return handles.failOpen(err)
 	}
-	cfg, err := parseConfig(src)
+	cfg, err := hostindex.ParseConfig(src)
 	if err != nil {
 		return handles.failOpen(err)
 	}
-	h, err := newHandle(cfg)
+	ix, err := hostindex.Open(cfg)
 	if err != nil {
 		return handles.failOpen(err)
 	}
-	*handleOut = C.uint64_t(handles.add(h))
+	*handleOut = C.uint64_t(handles.add(&handle{ix: ix}))
 	return C.GOINDEX_OK
 }
 
@@ -145,7 +146,7 @@ func goindex_close(handle C.uint64_t) (rc C.int) {
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
-	h.close()
+	h.ix.Close()
 	return C.GOINDEX_OK
 }
 
@@ -168,7 +169,7 @@ func goindex_insert(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, e
 		return h.fail(call, err)
 	}
 	ev := storedEvent(member(workerID, dpRank), uint64(eventID), (*uint64)(unsafe.Pointer(parentHash)), ext, locals)
-	return h.result(call, h.update(func(ix kv.Index) error { return ix.Apply(ev) }))
+	return h.result(call, h.ix.Apply(ev))
 }
 
 //export goindex_insert_tokens
@@ -191,16 +192,17 @@ func goindex_insert_tokens(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint
 	if err != nil {
 		return h.fail(call, err)
 	}
-	need := len(ext) * h.cfg.BlockSize
+	bs := h.ix.Config().BlockSize
+	need := len(ext) * bs
 	if len(toks) < need {
-		return h.fail(call, fmt.Errorf("%w: %d blocks of %d tokens need %d tokens, got %d", errInvalid, len(ext), h.cfg.BlockSize, need, len(toks)))
+		return h.fail(call, fmt.Errorf("%w: %d blocks of %d tokens need %d tokens, got %d", errInvalid, len(ext), bs, need, len(toks)))
 	}
-	locals, err := h.hashTokens(nil, toks[:need], lora, ns)
+	locals, err := h.ix.HashTokens(nil, toks[:need], lora, ns)
 	if err != nil {
 		return h.fail(call, err)
 	}
 	ev := storedEvent(member(workerID, dpRank), uint64(eventID), (*uint64)(unsafe.Pointer(parentHash)), ext, locals)
-	return h.result(call, h.update(func(ix kv.Index) error { return ix.Apply(ev) }))
+	return h.result(call, h.ix.Apply(ev))
 }
 
 // tokenArgs checks and views the token array and the two salt names.
@@ -247,7 +249,7 @@ func goindex_remove(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, e
 		return h.fail(call, err)
 	}
 	ev := &kv.Event{Member: member(workerID, dpRank), EventID: uint64(eventID), Kind: kv.Removed, Removed: slices.Clone(ext)}
-	return h.result(call, h.update(func(ix kv.Index) error { return ix.Apply(ev) }))
+	return h.result(call, h.ix.Apply(ev))
 }
 
 //export goindex_clear
@@ -259,7 +261,7 @@ func goindex_clear(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, ev
 		return C.GOINDEX_EHANDLE
 	}
 	ev := &kv.Event{Member: member(workerID, dpRank), EventID: uint64(eventID), Kind: kv.Cleared}
-	return h.result(call, h.update(func(ix kv.Index) error { return ix.Apply(ev) }))
+	return h.result(call, h.ix.Apply(ev))
 }
 
 //export goindex_remove_worker
@@ -270,7 +272,7 @@ func goindex_remove_worker(handle C.uint64_t, workerID C.uint64_t) (rc C.int) {
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
-	return h.result(call, h.update(func(ix kv.Index) error { return ix.RemoveWorker(uint64(workerID)) }))
+	return h.result(call, h.ix.RemoveWorker(uint64(workerID)))
 }
 
 //export goindex_remove_rank
@@ -281,7 +283,7 @@ func goindex_remove_rank(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
-	return h.result(call, h.update(func(ix kv.Index) error { return ix.RemoveMember(member(workerID, dpRank)) }))
+	return h.result(call, h.ix.RemoveMember(member(workerID, dpRank)))
 }
 
 //export goindex_hash_tokens
@@ -300,12 +302,12 @@ func goindex_hash_tokens(handle C.uint64_t, tokens *C.goindex_in_u32, nTokens C.
 		err = output(out, capacity, written, "out")
 	}
 	if err == nil {
-		err = room(len(toks)/h.cfg.BlockSize, capacity, written, "out")
+		err = room(len(toks)/h.ix.Config().BlockSize, capacity, written, "out")
 	}
 	if err != nil {
 		return h.fail(call, err)
 	}
-	locals, err := h.hashTokens(nil, toks, lora, ns)
+	locals, err := h.ix.HashTokens(nil, toks, lora, ns)
 	if err != nil {
 		return h.fail(call, err)
 	}
@@ -325,15 +327,15 @@ func putOverlaps(p *overlapC, overlaps []kv.Overlap) {
 }
 
 // putSorted writes o into the host's buffer p, which has room, in (id,
-// rank) order. Up to insertionSortMax entries it is sortMembers's insertion
+// rank) order. Up to InsertionSortMax entries it is SortMembers's insertion
 // sort done while converting, into p: one pass over the entries instead of a
 // sort and a copy (goindex_probe, BenchmarkProbe impl=abi).
 func putSorted(p *overlapC, o []kv.Overlap) {
 	if len(o) == 0 {
 		return
 	}
-	if len(o) > insertionSortMax {
-		sortMembers(o)
+	if len(o) > hostindex.InsertionSortMax {
+		hostindex.SortMembers(o)
 		putOverlaps(p, o)
 		return
 	}
@@ -366,10 +368,7 @@ func goindex_probe(handle C.uint64_t, localHashes *C.goindex_in_u64, n C.size_t,
 	if localHashes == nil && n != 0 || uint64(n) > C.GOINDEX_MAX_BLOCKS || written == nil || out == nil && capacity != 0 {
 		return h.fail(call, probeArgsError(localHashes, n, out, capacity, written))
 	}
-	ix := h.ix.Load()
-	if ix == nil {
-		return h.fail(call, errHandle)
-	}
+	ix := h.ix
 	// A view of the host's query (Match only reads it during the call). The
 	// entries go to a stack buffer; once one result has outgrown it (Match
 	// then allocated), the handle's probes use the pooled scratch instead.
@@ -379,12 +378,12 @@ func goindex_probe(handle C.uint64_t, localHashes *C.goindex_in_u64, n C.size_t,
 	var s *scratch
 	if h.wideProbes.Load() {
 		s = h.getScratch()
-		s.overlaps = ix.match(s.overlaps[:0], locals)
+		s.overlaps = ix.Match(s.overlaps[:0], locals)
 		found = s.overlaps // found must never flow into s: stack would move to the heap
-	} else if found = ix.match(stack[:0], locals); len(found) > probeStackEntries {
+	} else if found = ix.Match(stack[:0], locals); len(found) > probeStackEntries {
 		h.wideProbes.Store(true)
 	}
-	h.probes.Add(1)
+	ix.CountProbe()
 	if err := room(len(found), capacity, written, "out"); err != nil {
 		return h.fail(call, err)
 	}
@@ -448,9 +447,7 @@ func goindex_probe_batch(handle C.uint64_t, localHashes *C.goindex_in_u64, lengt
 	if err != nil {
 		return h.fail(call, err)
 	}
-	if err := h.probe(s, locals, s.lens); err != nil {
-		return h.fail(call, err)
-	}
+	s.overlaps, s.ends = h.ix.ProbeBatch(s.overlaps[:0], s.ends[:0], locals, s.lens)
 	if len(lens) > 0 {
 		cs, start := unsafe.Slice(counts, len(lens)), 0
 		for q, end := range s.ends {
@@ -465,36 +462,36 @@ func goindex_probe_batch(handle C.uint64_t, localHashes *C.goindex_in_u64, lengt
 }
 
 // scoreQueryOf checks a goindex_score_request and converts it to Go memory.
-func scoreQueryOf(h *handle, r *C.goindex_in_score_request) (*scoreQuery, error) {
+func scoreQueryOf(h *handle, r *C.goindex_in_score_request) (*hostindex.ScoreQuery, error) {
 	if uint64(r.struct_size) < C.sizeof_goindex_score_request {
 		return nil, fmt.Errorf("%w: request struct_size %d, want %d", errInvalid, uint32(r.struct_size), C.sizeof_goindex_score_request)
 	}
-	q := &scoreQuery{policy: abiPolicies[h.cfg.Policy], temperature: float64(r.temperature), seed: uint64(r.random_seed)}
+	q := &hostindex.ScoreQuery{Policy: h.ix.DefaultPolicy(), Temperature: float64(r.temperature), Seed: uint64(r.random_seed)}
 	switch p := uint32(r.policy); {
 	case p > C.GOINDEX_POLICY_CREDIT:
 		return nil, fmt.Errorf("%w: policy %d", errInvalid, p)
 	case p != C.GOINDEX_POLICY_DEFAULT:
-		q.policy = score.Policy(p) // score's numbers are the header's
+		q.Policy = score.Policy(p) // score's numbers are the header's
 	}
-	if math.IsNaN(q.temperature) || math.IsInf(q.temperature, 0) || q.temperature < 0 {
-		return nil, fmt.Errorf("%w: temperature %g must be finite and >= 0", errInvalid, q.temperature)
+	if math.IsNaN(q.Temperature) || math.IsInf(q.Temperature, 0) || q.Temperature < 0 {
+		return nil, fmt.Errorf("%w: temperature %g must be finite and >= 0", errInvalid, q.Temperature)
 	}
 	if uint64(r.isl_tokens) > C.GOINDEX_MAX_TOKENS {
 		return nil, fmt.Errorf("%w: isl_tokens %d over %d", errTooBig, uint64(r.isl_tokens), C.GOINDEX_MAX_TOKENS)
 	}
-	q.islTokens = int(r.isl_tokens)
+	q.ISLTokens = int(r.isl_tokens)
 	var err error
-	if q.locals, err = view[uint64](r.local_hashes, r.n_hashes, C.GOINDEX_MAX_BLOCKS, "local_hashes"); err != nil {
+	if q.Locals, err = view[uint64](r.local_hashes, r.n_hashes, C.GOINDEX_MAX_BLOCKS, "local_hashes"); err != nil {
 		return nil, err
 	}
 	cands, err := view[C.goindex_candidate](r.candidates, r.n_candidates, C.GOINDEX_MAX_CANDIDATES, "candidates")
 	if err != nil {
 		return nil, err
 	}
-	q.members = r.candidates == nil
-	q.cands = make([]score.Candidate, len(cands))
+	q.Members = r.candidates == nil
+	q.Cands = make([]score.Candidate, len(cands))
 	for i := range cands {
-		if q.cands[i], err = candidateOf(&cands[i]); err != nil {
+		if q.Cands[i], err = candidateOf(&cands[i]); err != nil {
 			return nil, fmt.Errorf("candidates[%d]: %w", i, err)
 		}
 	}
@@ -543,19 +540,17 @@ func goindex_score(handle C.uint64_t, request *C.goindex_in_score_request, resul
 	if err != nil {
 		return h.fail(call, err)
 	}
-	s := h.getScratch()
-	defer h.putScratch(s)
-	sc, err := h.score(s, q)
+	sc, err := h.ix.Score(q)
 	if err != nil {
 		return h.fail(call, err)
 	}
-	result.chosen = C.int32_t(sc.res.Index)
-	result.id, result.rank = C.uint64_t(sc.id), C.uint32_t(sc.rank)
-	result.eligible = C.uint32_t(sc.res.Eligible)
-	result.cached_blocks = C.uint64_t(sc.cachedBlocks)
-	result.cached_tokens = C.uint64_t(sc.res.CachedTokens)
-	result.cost = C.double(sc.res.Cost)
-	result.rtt_ms, result.queue_ms, result.prefill_ms = C.double(sc.res.Parts.RTTms), C.double(sc.res.Parts.QueueMs), C.double(sc.res.Parts.PrefillMs)
+	result.chosen = C.int32_t(sc.Index)
+	result.id, result.rank = C.uint64_t(sc.ID), C.uint32_t(sc.Rank)
+	result.eligible = C.uint32_t(sc.Eligible)
+	result.cached_blocks = C.uint64_t(sc.CachedBlocks)
+	result.cached_tokens = C.uint64_t(sc.CachedTokens)
+	result.cost = C.double(sc.Cost)
+	result.rtt_ms, result.queue_ms, result.prefill_ms = C.double(sc.Parts.RTTms), C.double(sc.Parts.QueueMs), C.double(sc.Parts.PrefillMs)
 	return C.GOINDEX_OK
 }
 
@@ -568,19 +563,10 @@ func goindex_apply_frame(handle C.uint64_t, frame *C.goindex_in_u8, frameLen C.s
 		return C.GOINDEX_EHANDLE
 	}
 	src, err := view[byte](frame, frameLen, C.GOINDEX_MAX_FRAME_BYTES, "frame")
-	if err == nil {
-		err = h.needMode(true)
-	}
 	if err != nil {
 		return h.fail(call, err)
 	}
-	return h.result(call, h.locked(func(ix *index) error {
-		f, err := ix.global.feed()
-		if err != nil {
-			return err
-		}
-		return f.apply(src, ix.global.now())
-	}))
+	return h.result(call, h.ix.ApplyFrame(src))
 }
 
 //export goindex_set_rtt
@@ -592,23 +578,10 @@ func goindex_set_rtt(handle C.uint64_t, dcID C.uint64_t, rttMs C.double) (rc C.i
 		return C.GOINDEX_EHANDLE
 	}
 	ms := float64(rttMs)
-	var err error
-	if math.IsNaN(ms) || math.IsInf(ms, 0) || ms < 0 || ms > maxIntervalMs {
-		err = fmt.Errorf("%w: rtt_ms %g must be finite and in [0, %d]", errInvalid, ms, maxIntervalMs)
+	if math.IsNaN(ms) || math.IsInf(ms, 0) || ms < 0 || ms > hostindex.MaxIntervalMs {
+		return h.fail(call, fmt.Errorf("%w: rtt_ms %g must be finite and in [0, %d]", errInvalid, ms, hostindex.MaxIntervalMs))
 	}
-	if err == nil {
-		err = h.needMode(true)
-	}
-	if err != nil {
-		return h.fail(call, err)
-	}
-	return h.result(call, h.locked(func(ix *index) error {
-		f, err := ix.global.feed()
-		if err != nil {
-			return err
-		}
-		return f.setRTT(uint64(dcID), time.Duration(ms*float64(time.Millisecond)), ix.global.now())
-	}))
+	return h.result(call, h.ix.SetRTT(uint64(dcID), time.Duration(ms*float64(time.Millisecond))))
 }
 
 //export goindex_attach_replica
@@ -626,14 +599,10 @@ func goindex_attach_replica(handle C.uint64_t, path *C.goindex_in_char, pathLen 
 	if err == nil && bytes.IndexByte(p, 0) >= 0 {
 		err = fmt.Errorf("%w: path holds a NUL byte", errInvalid)
 	}
-	if err == nil {
-		err = h.needMode(true)
-	}
 	if err != nil {
 		return h.fail(call, err)
 	}
-	name := string(p)
-	return h.result(call, h.locked(func(ix *index) error { return ix.global.attach(name) }))
+	return h.result(call, h.ix.AttachReplica(string(p)))
 }
 
 //export goindex_stats
@@ -651,16 +620,13 @@ func goindex_stats(handle C.uint64_t, stats *C.goindex_counters) (rc C.int) {
 	if size < 8 {
 		return h.fail(call, fmt.Errorf("%w: stats struct_size %d is under 8", errInvalid, size))
 	}
-	c, err := h.counters()
-	if err != nil {
-		return h.fail(call, err)
-	}
+	c := h.ix.Counters()
 	img := C.goindex_counters{
-		mode: C.uint32_t(c.mode), blocks: cU64(c.blocks), members: cU64(c.members), lanes_ready: cU64(c.lanesReady),
-		memory_bytes: cU64(c.memoryBytes), capacity_omissions: cU64(c.capacityOmissions),
-		events_applied: cU64(c.eventsApplied), events_rejected: cU64(c.eventsRejected), probes: cU64(c.probes),
-		frames_applied: cU64(c.framesApplied), frames_rejected: cU64(c.framesRejected), frames_ignored: cU64(c.framesIgnored),
-		replica_generation: cU64(c.replicaGeneration),
+		mode: C.uint32_t(c.Mode), blocks: cU64(c.Blocks), members: cU64(c.Members), lanes_ready: cU64(c.LanesReady),
+		memory_bytes: cU64(c.MemoryBytes), capacity_omissions: cU64(c.CapacityOmissions),
+		events_applied: cU64(c.EventsApplied), events_rejected: cU64(c.EventsRejected), probes: cU64(c.Probes),
+		frames_applied: cU64(c.FramesApplied), frames_rejected: cU64(c.FramesRejected), frames_ignored: cU64(c.FramesIgnored),
+		replica_generation: cU64(c.ReplicaGeneration),
 	}
 	// Fill bytes [4, size) only: struct_size stays the caller's, and an
 	// older, shorter struct gets the fields it has.

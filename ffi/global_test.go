@@ -14,8 +14,9 @@ import (
 	"unsafe"
 
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/follow"
+	"github.com/goindex/goindex/goindex/hostindex"
 	"github.com/goindex/goindex/goindex/kv"
-	"github.com/goindex/goindex/goindex/score"
 	"github.com/goindex/goindex/internal/testseed"
 	"github.com/goindex/goindex/tests/c/fixture"
 )
@@ -157,7 +158,7 @@ func TestGlobal_GenerationChangesUnderConcurrentProbes(t *testing.T) {
 func TestGlobal_ModeMismatchesAreEMODE(t *testing.T) {
 	exact := openT(t, "{}")
 	frame := []byte("frame")
-	emode := code(errMode)
+	emode := code(hostindex.ErrMode)
 	for _, c := range []struct {
 		name string
 		rc   status
@@ -188,7 +189,7 @@ func TestGlobal_ModeMismatchesAreEMODE(t *testing.T) {
 				t.Errorf("%s on a global handle = %d, want GOINDEX_EMODE", name, rc)
 			}
 		}
-		if c := stats(t, h); c.events_rejected != 0 || c.mode != modeGlobal {
+		if c := stats(t, h); c.events_rejected != 0 || c.mode != cU32(hostindex.Global) {
 			t.Errorf("stats after refused events: mode %d, events_rejected %d; want 3 and 0 (a mode error is no event)", c.mode, c.events_rejected)
 		}
 	}
@@ -250,11 +251,11 @@ func TestGlobal_AttachRejectsBadPathsAndFiles(t *testing.T) {
 		path, detail string
 		want         status
 	}{
-		{filepath.Join(dir, "missing"), "no such file", code(errReplica)},
-		{dir, "", code(errReplica)},
-		{foreign, "not a replica file", code(errReplica)},
-		{corrupt, "checksum", code(errReplica)},
-		{short, "corrupt", code(errReplica)},
+		{filepath.Join(dir, "missing"), "no such file", code(follow.ErrNoReplica)},
+		{dir, "", code(follow.ErrNoReplica)},
+		{foreign, "not a replica file", code(follow.ErrNoReplica)},
+		{corrupt, "checksum", code(follow.ErrNoReplica)},
+		{short, "corrupt", code(follow.ErrNoReplica)},
 		{"", "empty", code(errInvalid)},
 		{good + "\x00x", "NUL", code(errInvalid)},
 	} {
@@ -270,86 +271,6 @@ func TestGlobal_AttachRejectsBadPathsAndFiles(t *testing.T) {
 	}
 	if got := probe(t, h, fixture.DocA); got != before {
 		t.Errorf("probe after failed attaches = %q, want %q as before", got, before)
-	}
-}
-
-// A fed lane's load report and RTT age out after max_staleness_ms: score
-// then finds the lane ineligible, never reads the signals as zero. Explicit
-// candidates name lanes as (DC id, lane) and get their depths.
-func TestGlobal_ScoreUsesFreshSignalsOnlyAndNamesLanes(t *testing.T) {
-	format, err := ckf.NewFormat(ckf.DefaultSeed, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := openT(t, `{"mode": "global", "dcs": [8, 9], "buckets": 64, "max_staleness_ms": 20}`)
-	// The handle's clock is the test's: signals age only when it says so.
-	clock := time.Now()
-	handles.get(uint64(h)).ix.Load().global.clock = func() time.Time { return clock }
-	var dcs []*fixture.DC
-	for _, id := range []uint64{8, 9} {
-		d, err := fixture.NewDC(0, id, 1, format, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Extend(kv.Member{}, fixture.DocA[:8*id-56]); err != nil { // DC 8: 8 blocks, DC 9: 16
-			t.Fatal(err)
-		}
-		snap, err := d.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fr := range snap {
-			if rc := applyFrame(h, fr); rc != 0 {
-				t.Fatalf("snapshot of DC %d = %d: %s", id, rc, lastError(h))
-			}
-		}
-		dcs = append(dcs, d)
-	}
-	fresh := func() {
-		for _, d := range dcs {
-			lr, err := d.LoadReport(uint64(time.Now().UnixNano()), 0, 0, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rc := applyFrame(h, lr); rc != 0 {
-				t.Fatalf("load report = %d: %s", rc, lastError(h))
-			}
-			if rc := goindex_set_rtt(h, cU64(d.ID()), 1); rc != 0 {
-				t.Fatalf("set_rtt = %d: %s", rc, lastError(h))
-			}
-		}
-	}
-	fresh()
-	if c := stats(t, h); c.blocks != 8+16 || c.lanes_ready != 2 || c.frames_applied != 4 {
-		t.Errorf("stats after snapshots and load reports: blocks %d, lanes_ready %d, frames_applied %d; want 24 (the DCs' reported active blocks), 2, 4",
-			c.blocks, c.lanes_ready, c.frames_applied)
-	}
-	if res, rc := scoreLanes(h, 1, fixture.DocA); rc != 0 || res.chosen != 1 || res.id != 9 || res.cached_blocks != 16 {
-		t.Errorf("score with fresh signals = %d, lane %d DC %d cached %d; want lane 1, DC 9, 16 blocks", rc, res.chosen, res.id, res.cached_blocks)
-	}
-	clock = clock.Add(20 * time.Millisecond) // exactly max_staleness_ms: still fresh
-	if _, rc := scoreLanes(h, 1, fixture.DocA); rc != 0 {
-		t.Errorf("score with signals max_staleness_ms old = %d, want OK: %s", rc, lastError(h))
-	}
-	clock = clock.Add(time.Millisecond) // past it
-	if _, rc := scoreLanes(h, 1, fixture.DocA); rc != code(score.ErrNoCandidate) {
-		t.Errorf("score with stale signals = %d, want GOINDEX_ENOCANDIDATE: %s", rc, lastError(h))
-	}
-	fresh()
-	if _, rc := scoreLanes(h, 1, fixture.DocA); rc != 0 {
-		t.Errorf("score after refreshing = %d: %s", rc, lastError(h))
-	}
-
-	cands := []candidateC{
-		{id: 8, rank: 0, flags: 1 | 4, rtt_ms: 1},
-		{id: 9, rank: 1, flags: 1 | 4, rtt_ms: 1},
-		{id: 9, rank: 0, flags: 1 | 4, rtt_ms: 0}, // DC 9 is not lane 0: no cached blocks
-	}
-	req := requestC{struct_size: cU32(unsafe.Sizeof(requestC{})), policy: 1, local_hashes: (*cU64)(unsafe.Pointer(&fixture.DocA[0])),
-		n_hashes: cSize(len(fixture.DocA)), candidates: &cands[0], n_candidates: 3, random_seed: 1}
-	res := resultC{struct_size: cU32(unsafe.Sizeof(resultC{}))}
-	if rc := goindex_score(h, &req, &res); rc != 0 || res.chosen != 1 || res.cached_blocks != 16 {
-		t.Errorf("score over explicit candidates = %d, chose %d with %d blocks; want candidate 1 with 16: %s", rc, res.chosen, res.cached_blocks, lastError(h))
 	}
 }
 
@@ -452,12 +373,12 @@ func TestGlobal_RandomFramesMatchTheExactModel(t *testing.T) {
 				case r == 0:
 					st.gap = true // lost on the way
 				case foreign(st, laned):
-					feed("delta of a restarted relay", fr, code(errFrame))
+					feed("delta of a restarted relay", fr, code(follow.ErrFrameRejected))
 					st.ready = false
 				case !laned || !st.ready:
 					feed("delta for a lane that is not ready", fr, 0)
 				case st.gap:
-					feed("delta after a gap", fr, code(errFrame))
+					feed("delta after a gap", fr, code(follow.ErrFrameRejected))
 					st.ready = false
 				default:
 					feed("delta", fr, 0)
@@ -487,7 +408,7 @@ func TestGlobal_RandomFramesMatchTheExactModel(t *testing.T) {
 			}
 			for _, fr := range st.d.TakeLog() {
 				if foreign(st, laned) {
-					feed("heartbeat of a restarted relay", fr, code(errFrame))
+					feed("heartbeat of a restarted relay", fr, code(follow.ErrFrameRejected))
 					st.ready = false
 				} else {
 					feed("heartbeat", fr, 0)
@@ -499,7 +420,7 @@ func TestGlobal_RandomFramesMatchTheExactModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			frame[len(frame)-1-rng.IntN(8)] ^= byte(1 + rng.IntN(255))
-			feed("corrupted frame", frame, code(errFrame))
+			feed("corrupted frame", frame, code(follow.ErrFrameRejected))
 		}
 		for _, q := range queries {
 			got := probeDepths(t, h, q)

@@ -95,11 +95,11 @@ func TestPlugin_ReplicaMissingOrStaleIsUseDefault(t *testing.T) {
 		t.Fatalf("select before the replica exists = %d, want USE_DEFAULT", rc)
 	}
 	writePluginReplica(t, late, true, time.Now())
-	g := handles.plugins.get(uint64(st)).replica.g
+	rp := handles.plugins.get(uint64(st)).replica
 	if rc, _, msg := selectOnce(st); rc != wsUseDefault || !strings.Contains(msg, "no such file") {
 		t.Errorf("select within the retry interval = %d (%s), want the remembered failure", rc, msg)
 	}
-	g.clock = func() time.Time { return time.Now().Add(replicaRetry) }
+	rp.clock = func() time.Time { return time.Now().Add(replicaRetry) }
 	if rc, idx, msg := selectOnce(st); rc != wsOK || idx != 1 {
 		t.Errorf("select after the retry interval = %d, index %d (%s); want OK, 1", rc, idx, msg)
 	}

@@ -77,7 +77,7 @@ type laneRunner struct {
 	log   *slog.Logger // base plus the current subscription's lease and incarnation (ingestor only)
 	dec   relayproto.Decoder
 
-	mu      sync.Mutex // guards st and lastLoad
+	mu      sync.Mutex // guards st and lastRTT
 	st      LaneStatus
 	lastRTT time.Duration
 }
@@ -446,8 +446,6 @@ func (l *laneRunner) recordLoad(r *relayproto.LoadReport, now time.Time) {
 	}
 	kept := *r
 	l.st.Load = &kept
-	l.c.w.SetLoad(l.index, &shm.Load{At: time.Unix(0, int64(r.TimestampUnixNano)), ReceivedAt: now,
-		ActiveBlocks: r.ActiveBlocks, QueuedPrefillTokens: r.QueuedPrefillTokens, ActiveDecodeBlocks: r.ActiveDecodeBlocks,
-		LiveWorkers: uint64(r.LiveWorkers), CapacityBlocks: r.CapacityBlocks, PrefillTokensPerMs: r.PrefillTokensPerMs,
-		QueueTokensPerMs: r.QueueTokensPerMs, DecodeBlocksPerMs: r.DecodeBlocksPerMs})
+	ld := shm.LoadOf(r, now)
+	l.c.w.SetLoad(l.index, &ld)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/follow"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/score"
 )
@@ -104,28 +105,13 @@ func (rt *Router) Decide(p *Prompt) (*Decision, error) {
 // lane, or whose lane is not ready, has no cached blocks.
 func (rt *Router) candidates(obs []laneObs, now time.Time) []score.Candidate {
 	cands := make([]score.Candidate, len(obs))
-	fresh := func(at time.Time) bool { return !at.IsZero() && now.Sub(at) <= rt.cfg.MaxStaleness }
 	for i, o := range obs {
 		c := score.Candidate{ID: rt.cfg.DCs[i].ID, Rank: uint32(i)}
 		if o.lane >= 0 {
 			if o.ready {
 				c.CachedBlocks = int(o.depth)
 			}
-			ld := &o.info.Load
-			if fresh(ld.ReceivedAt) {
-				c.HasLoad = true
-				c.ActivePrefillTokens = ld.QueuedPrefillTokens
-				c.ActiveDecodeBlocks = ld.ActiveDecodeBlocks
-				c.HasCapacity = ld.CapacityBlocks > 0
-				c.CapacityBlocks = ld.CapacityBlocks
-				c.PrefillTokensPerMs = ld.PrefillTokensPerMs
-				c.QueueTokensPerMs = ld.QueueTokensPerMs
-				c.DecodeBlocksPerMs = ld.DecodeBlocksPerMs
-			}
-			if o.info.RTT > 0 && fresh(o.info.RTTAt) {
-				c.HasRTT = true
-				c.RTTms = float64(o.info.RTT) / float64(time.Millisecond)
-			}
+			follow.SetSignals(&c, &o.info, now, rt.cfg.MaxStaleness)
 		}
 		cands[i] = c
 	}

@@ -88,10 +88,12 @@
 // the attached generation, the consumer's heartbeat age and every DC's
 // lane, readiness, eligibility, RTT and load ages.
 //
-// Replica lifecycle. New attaches the file if it exists; Refresh (every
-// ReplicaPoll under Serve) attaches it when missing and attaches the new
-// generation when the consumer replaced it (shm.Reader.Stale). An old
-// mapping is unmapped only after the searches holding it end.
+// Replica lifecycle. The file is followed by goindex/follow, as every
+// reader of a replica does: New attaches the file if it exists; Refresh
+// (every ReplicaPoll under Serve, and at most that often from searches)
+// attaches it when missing and attaches the new generation when the
+// consumer replaced it. An old mapping is unmapped only after the searches
+// holding it end.
 //
 // # Invariants
 //
@@ -134,7 +136,7 @@
 //   - config.go: Config and its defaults, DC, ParseDC, DCID.
 //   - request.go: Endpoint, Request, ParseRequest (the OpenAI body forms).
 //   - tokenizer.go: the Tokenizer hook, its protocol, HTTPTokenizer, CommandTokenizer, DecodeTokenizerReply.
-//   - replica.go: attaching the replica file, following generations, searching the lanes.
+//   - replica.go: the replica's follower, the router DCs' lanes per generation, searching them.
 //   - decide.go: Prompt, Choice, Decision, Decide: candidates from lane signals, scoring, fallback order.
 //   - forward.go: the transport, outgoing requests, connect fallback, streaming relay, diagnostic headers.
 //   - router.go: Router, New, Serve, ServeHTTP, request deadlines, the endpoints, Ready, Stats.

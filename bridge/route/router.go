@@ -92,7 +92,7 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	rt := &Router{cfg: cfg, scorer: scorer, replica: newReplicaHolder(cfg.ReplicaPath, cfg.DCs), transport: newTransport(&cfg)}
+	rt := &Router{cfg: cfg, scorer: scorer, replica: newReplicaHolder(&cfg), transport: newTransport(&cfg)}
 	switch scorer.Config().Policy {
 	case score.TTFT, score.PrefixThenLoad, score.Credit:
 		lo := scorer.Config()
@@ -124,8 +124,7 @@ func New(cfg Config) (*Router, error) {
 func (rt *Router) Refresh() (bool, error) {
 	changed, err := rt.replica.refresh()
 	if changed {
-		gen, _ := rt.replica.status()
-		rt.cfg.Logger.Info("replica attached", "path", rt.cfg.ReplicaPath, "generation", gen)
+		rt.cfg.Logger.Info("replica attached", "path", rt.cfg.ReplicaPath, "generation", rt.replica.health().Generation)
 	}
 	return changed, err
 }
@@ -236,7 +235,7 @@ func (rt *Router) Ready() Readiness {
 			rd.Eligible = append(rd.Eligible, rt.cfg.DCs[i].Name)
 		}
 	}
-	_, err := rt.replica.status()
+	err := rt.replica.health().Err
 	switch {
 	case gen == 0 && rt.cfg.ReplicaPath == "":
 		rd.Reason = "no replica file configured"

@@ -15,6 +15,8 @@
 // retired; readers poll Reader.Stale and Attach again, keeping the old
 // mapping until their in-flight searches end. A Reader (the router library)
 // attaches read-only after checking magic, version, checksum and sizes.
+// NewMemory builds the same image in process memory for a consumer whose
+// readers share its process (a library handle fed relay frames).
 //
 // # Layout (little-endian; offsets in bytes)
 //
@@ -89,10 +91,11 @@
 // # Files
 //
 //   - layout.go: Layout, the header byte offsets, header encoding and validation.
-//   - lane.go: LaneInfo, LaneState and Load, the lane record's atomic encoding.
+//   - lane.go: LaneInfo, LaneState and Load, the lane record's atomic encoding, LoadOf.
 //   - mapping.go: mapping a file and building the replica table over it; Info.
 //   - writer.go: Writer, Create (temporary file, rename, retire), Resize.
 //   - reader.go: Reader, Attach, Stale.
+//   - memory.go: NewMemory, the same image in process memory, and Writer.Reader.
 //   - errors.go: sentinels and FieldError.
 //
 // # Tests

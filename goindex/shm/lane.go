@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/goindex/goindex/goindex/relayproto"
 )
 
 // LaneInfo is one lane's metadata as the consumer last wrote it. Each field
@@ -40,6 +42,15 @@ type Load struct {
 	PrefillTokensPerMs  float64
 	QueueTokensPerMs    float64
 	DecodeBlocksPerMs   float64
+}
+
+// LoadOf returns the lane record's form of load report r, received at
+// receivedAt.
+func LoadOf(r *relayproto.LoadReport, receivedAt time.Time) Load {
+	return Load{At: time.Unix(0, int64(r.TimestampUnixNano)), ReceivedAt: receivedAt,
+		ActiveBlocks: r.ActiveBlocks, QueuedPrefillTokens: r.QueuedPrefillTokens, ActiveDecodeBlocks: r.ActiveDecodeBlocks,
+		LiveWorkers: uint64(r.LiveWorkers), CapacityBlocks: r.CapacityBlocks, PrefillTokensPerMs: r.PrefillTokensPerMs,
+		QueueTokensPerMs: r.QueueTokensPerMs, DecodeBlocksPerMs: r.DecodeBlocksPerMs}
 }
 
 func unixNano(t time.Time) uint64 {

@@ -23,6 +23,8 @@ type mapping struct {
 	format *ckf.Format
 	table  *replica.Table
 	inode  uint64
+	memory bool // an image in Go memory (NewMemory): nothing to unmap or close
+	closed bool
 }
 
 // mapFile maps f (size bytes) with prot and checks its header.
@@ -37,20 +39,10 @@ func mapFile(path string, f *os.File, size int64, prot int) (*mapping, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm: map %s: %w", path, err)
 	}
-	m := &mapping{path: path, file: f, data: data}
-	if m.hdr, err = parseHeader(path, data, size); err != nil {
-		m.unmap()
+	m, err := newMapping(path, f, data, size)
+	if err != nil {
+		_ = syscall.Munmap(data)
 		return nil, err
-	}
-	m.words = unsafe.Slice((*uint64)(unsafe.Pointer(&data[0])), len(data)/8)
-	if m.format, err = ckf.NewFormat(m.hdr.seed, m.hdr.buckets); err != nil {
-		m.unmap()
-		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
-	}
-	region := m.words[m.hdr.headerBytes/8 : (uint64(m.hdr.headerBytes)+m.hdr.regionBytes)/8]
-	if m.table, err = replica.NewInRegion(region, replica.Config{Lanes: m.hdr.lanes, Buckets: m.hdr.buckets}); err != nil {
-		m.unmap()
-		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
@@ -61,21 +53,42 @@ func mapFile(path string, f *os.File, size int64, prot int) (*mapping, error) {
 	return m, nil
 }
 
+// newMapping checks the header of the image data (size bytes: a file
+// mapping, or memory when f is nil) and builds the table over its region.
+func newMapping(path string, f *os.File, data []byte, size int64) (*mapping, error) {
+	m := &mapping{path: path, file: f, data: data, memory: f == nil}
+	var err error
+	if m.hdr, err = parseHeader(path, data, size); err != nil {
+		return nil, err
+	}
+	m.words = unsafe.Slice((*uint64)(unsafe.Pointer(&data[0])), len(data)/8)
+	if m.format, err = ckf.NewFormat(m.hdr.seed, m.hdr.buckets); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
+	}
+	region := m.words[m.hdr.headerBytes/8 : (uint64(m.hdr.headerBytes)+m.hdr.regionBytes)/8]
+	if m.table, err = replica.NewInRegion(region, replica.Config{Lanes: m.hdr.lanes, Buckets: m.hdr.buckets}); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
+	}
+	return m, nil
+}
+
 func (m *mapping) unmap() {
-	if m.data != nil {
+	if m.data != nil && !m.memory {
 		_ = syscall.Munmap(m.data)
 		m.data, m.words, m.table = nil, nil, nil
 	}
 }
 
 func (m *mapping) close() error {
-	if m.file == nil {
+	if m.closed {
 		return ErrClosed
 	}
+	m.closed = true
+	if m.memory {
+		return nil
+	}
 	m.unmap()
-	err := m.file.Close()
-	m.file = nil
-	return err
+	return m.file.Close()
 }
 
 func (m *mapping) lane(l int) []uint64 {

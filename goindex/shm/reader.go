@@ -15,7 +15,8 @@ import (
 // Stale now and then. All its methods are safe for concurrent use, except
 // Close, which must wait until no search uses the Table.
 type Reader struct {
-	m *mapping
+	m      *mapping
+	shared bool // Writer.Reader: the writer owns the mapping
 }
 
 // Attach maps the replica file at path read-only after checking its magic,
@@ -64,6 +65,9 @@ func (r *Reader) WriterHeartbeat() time.Time { return r.m.heartbeat() }
 // the writer marked it retired, or the path now names another file (a writer
 // that crashed before marking). Attach again to follow it.
 func (r *Reader) Stale() (bool, error) {
+	if r.m.memory {
+		return false, nil
+	}
 	if r.m.retired() {
 		return true, nil
 	}
@@ -74,5 +78,10 @@ func (r *Reader) Stale() (bool, error) {
 	return st.Ino != r.m.inode, nil
 }
 
-// Close unmaps the file.
-func (r *Reader) Close() error { return r.m.close() }
+// Close unmaps the file. A reader from Writer.Reader has nothing to close.
+func (r *Reader) Close() error {
+	if r.shared {
+		return nil
+	}
+	return r.m.close()
+}

@@ -407,3 +407,42 @@ func TestChildProcess_ReadsWriterUpdates(t *testing.T) {
 		t.Errorf("child process: %v; stderr: %s", err, stderr.String())
 	}
 }
+
+// An in-memory image reads as a file does: the writer's lanes, records and
+// ready bits through Writer.Reader, generation 0, no path; Resize refuses.
+func TestNewMemory_ReadsAsAFile(t *testing.T) {
+	l := testLayout(3, 64)
+	w, err := NewMemory(l)
+	if err != nil {
+		t.Fatalf("NewMemory: %v", err)
+	}
+	words := laneWords(testseed.For(t, shmSeed), 1, l.Buckets)
+	if err := w.Table().Install(1, words); err != nil {
+		t.Fatalf("Install: %v", err)
+	}
+	storeInfo(w, 1, sampleInfo(1))
+	r := w.Reader()
+	want := sampleInfo(1)
+	want.DC = l.DCs[1]
+	if got := r.Lane(1); got != want {
+		t.Errorf("Lane(1) = %+v, want %+v", got, want)
+	}
+	if got := r.Table().AppendLane(nil, 1); r.Ready() != 2 || !slices.Equal(got, words) {
+		t.Errorf("Ready() = %#x and lane 1's words differ, want 0x2 and the installed words", r.Ready())
+	}
+	if info := r.Info(); info.Generation != 0 || info.Path != "" || !slices.Equal(info.DCs, l.DCs) {
+		t.Errorf("Info() = %+v, want generation 0, no path, the layout's DCs", info)
+	}
+	if stale, err := r.Stale(); stale || err != nil {
+		t.Errorf("Stale() = %v, %v; want false, nil", stale, err)
+	}
+	if _, err := w.Resize(l); !errors.Is(err, ErrBadLayout) {
+		t.Errorf("Resize of an in-memory image = %v, want ErrBadLayout", err)
+	}
+	if err := r.Close(); err != nil || w.Close() != nil || w.Close() != ErrClosed {
+		t.Errorf("closing the shared reader and the writer twice: want nil, nil, ErrClosed")
+	}
+	if _, err := NewMemory(Layout{Buckets: 64}); !errors.Is(err, ErrBadLayout) {
+		t.Errorf("NewMemory(no lanes) = %v, want ErrBadLayout", err)
+	}
+}

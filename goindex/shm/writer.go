@@ -106,8 +106,11 @@ func openPrevious(path string) (*mapping, error) {
 // bucket count or lane set) and closes w; readers see w's file retired and
 // Attach the new one. On error w stays open and unchanged.
 func (w *Writer) Resize(l Layout) (*Writer, error) {
-	if w.m.file == nil {
+	switch {
+	case w.m.closed:
 		return nil, ErrClosed
+	case w.m.memory:
+		return nil, fmt.Errorf("%w: an in-memory image has no path to replace", ErrBadLayout)
 	}
 	nw, err := Create(w.m.path, l)
 	if err != nil {

@@ -753,11 +753,11 @@ static void bad_misc(void) {
 	CHECK_RC(goindex_apply_frame(h, NULL, 4), GOINDEX_EINVAL);
 	CHECK_RC(goindex_apply_frame(h, frame, (size_t)GOINDEX_MAX_FRAME_BYTES + 1), GOINDEX_ETOOBIG);
 	CHECK_RC(goindex_apply_frame(h, frame, 4), GOINDEX_EMODE);
-	EXPECT_ERROR(h, "goindex_apply_frame: ffi: not available in this mode: the handle is in exact mode");
+	EXPECT_ERROR(h, "goindex_apply_frame: hostindex: not available in this mode: the index is in exact mode");
 	CHECK_RC(goindex_attach_replica(h, NULL, 4), GOINDEX_EINVAL);
 	CHECK_RC(goindex_attach_replica(h, "/dev/shm/x", (size_t)GOINDEX_MAX_NAME_BYTES + 1), GOINDEX_ETOOBIG);
 	CHECK_RC(goindex_attach_replica(h, "/dev/shm/x", 10), GOINDEX_EMODE);
-	EXPECT_ERROR(h, "goindex_attach_replica: ffi: not available in this mode");
+	EXPECT_ERROR(h, "goindex_attach_replica: hostindex: not available in this mode");
 	CHECK_RC(goindex_set_rtt(h, 1, NAN), GOINDEX_EINVAL);
 	CHECK_RC(goindex_set_rtt(h, 1, 1.0), GOINDEX_EMODE);
 

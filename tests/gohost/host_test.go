@@ -316,7 +316,7 @@ func (h *host) badArguments() {
 	for _, cfg := range []string{`{`, `{"mdoe":1}`, `{"lanes":0}`, `{"block_size":0}`, `{"clear_scope":"x"}`, `{"policy":"x"}`, `{"max_kicks":9999}`, `{} []`} {
 		h.rc(L.Open(pstr(cfg), uintptr(len(cfg)), &hd0), eConfig, step+" "+cfg)
 	}
-	assert.Contains(h.t, h.lastError(0), "goindex_open: ffi: bad config", "%s: last_error(0)", step)
+	assert.Contains(h.t, h.lastError(0), "goindex_open: hostindex: bad config", "%s: last_error(0)", step)
 	global := `{"mode":"global","dcs":[2,2]}`
 	h.rc(L.Open(pstr(global), uintptr(len(global)), &hd0), eConfig, step+" "+global)
 	assert.Contains(h.t, h.lastError(0), "dcs lists DC 2 twice", "%s: last_error(0)", step)

@@ -1,4 +1,4 @@
-package main
+package hostindex
 
 import (
 	"bytes"
@@ -14,9 +14,10 @@ import (
 	"github.com/goindex/goindex/goindex/score"
 )
 
-// config is goindex_open's JSON config (include/goindex.h documents every
-// key). Every field is optional; parseConfig starts from defaultConfig.
-type config struct {
+// Config is an Index's JSON config, goindex_open's (include/goindex.h
+// documents every key). Every field is optional; ParseConfig starts from
+// DefaultConfig.
+type Config struct {
 	Mode                  string   `json:"mode"`                     // optional; default: "exact"
 	Lanes                 int      `json:"lanes"`                    // optional; default: 64 (ckf only)
 	ExpectedBlocksPerLane uint64   `json:"expected_blocks_per_lane"` // optional; default: 1048576
@@ -34,25 +35,31 @@ type config struct {
 	PrefillTokensPerMs    float64  `json:"prefill_tokens_per_ms"`    // optional; default: 20
 	QueueTokensPerMs      float64  `json:"queue_tokens_per_ms"`      // optional; default: 0 (the prefill rate)
 	DecodeBlocksPerMs     float64  `json:"decode_blocks_per_ms"`     // optional; default: 50
+
+	// Clock is the time a global index stamps and ages signals with (not
+	// in the JSON: for tests); optional; default: time.Now.
+	Clock func() time.Time `json:"-"`
 }
 
 // Config ranges from include/goindex.h.
 const (
 	maxLanes    = 64   // one bit per lane in the ckf and replica lane masks
 	maxMaxKicks = 4096 // bounds the worst-case insertion time
-	// maxIntervalMs bounds max_staleness_ms and replica_check_ms (one day),
-	// so that both fit a time.Duration with room to spare.
-	maxIntervalMs = 24 * 3600 * 1000
+	// MaxIntervalMs bounds max_staleness_ms, replica_check_ms and a
+	// measured RTT (one day), so that each fits a time.Duration with room
+	// to spare.
+	MaxIntervalMs = 24 * 3600 * 1000
 )
 
-// abiPolicies maps the config's policy names to score policies; the ABI
+// policies maps the config's policy names to score policies; the ABI
 // offers these four (GOINDEX_POLICY_TTFT .. GOINDEX_POLICY_CREDIT).
-var abiPolicies = map[string]score.Policy{
+var policies = map[string]score.Policy{
 	"ttft": score.TTFT, "prefix-then-load": score.PrefixThenLoad, "load-only": score.LoadOnly, "credit": score.Credit,
 }
 
-func defaultConfig() config {
-	return config{
+// DefaultConfig returns the config of an empty JSON object.
+func DefaultConfig() Config {
+	return Config{
 		Mode:                  "exact",
 		Lanes:                 maxLanes,
 		ExpectedBlocksPerLane: 1 << 20,
@@ -68,78 +75,78 @@ func defaultConfig() config {
 	}
 }
 
-// parseConfig decodes and checks a config. Empty input means every default.
-// Unknown keys, trailing data and out-of-range values are errors (errConfig).
-func parseConfig(src []byte) (config, error) {
-	cfg := defaultConfig()
+// ParseConfig decodes and checks a config. Empty input means every default.
+// Unknown keys, trailing data and out-of-range values are ErrConfig.
+func ParseConfig(src []byte) (Config, error) {
+	cfg := DefaultConfig()
 	if len(src) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(src))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&cfg); err != nil {
-			return config{}, fmt.Errorf("%w: %v", errConfig, err)
+			return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
 		}
 		if _, err := dec.Token(); err != io.EOF {
-			return config{}, fmt.Errorf("%w: data after the config object", errConfig)
+			return Config{}, fmt.Errorf("%w: data after the config object", ErrConfig)
 		}
 	}
-	if err := cfg.check(); err != nil {
-		return config{}, err
+	if err := cfg.Check(); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }
 
-// check validates every field, whatever the mode, so that a config stays
+// Check validates every field, whatever the mode, so that a config stays
 // valid when only its mode changes.
-func (c *config) check() error {
+func (c *Config) Check() error {
 	switch c.Mode {
 	case "exact", "ckf", "global":
 	default:
-		return fmt.Errorf("%w: mode %q (want exact, ckf or global)", errConfig, c.Mode)
+		return fmt.Errorf("%w: mode %q (want exact, ckf or global)", ErrConfig, c.Mode)
 	}
 	if c.Lanes < 1 || c.Lanes > maxLanes {
-		return fmt.Errorf("%w: lanes %d out of range [1, %d]", errConfig, c.Lanes, maxLanes)
+		return fmt.Errorf("%w: lanes %d out of range [1, %d]", ErrConfig, c.Lanes, maxLanes)
 	}
 	if _, err := ckf.BucketCount(c.ExpectedBlocksPerLane); err != nil {
-		return fmt.Errorf("%w: expected_blocks_per_lane: %v", errConfig, err)
+		return fmt.Errorf("%w: expected_blocks_per_lane: %v", ErrConfig, err)
 	}
 	if c.Buckets != 0 {
 		if _, err := ckf.NewFormat(c.Seed, c.Buckets); err != nil {
-			return fmt.Errorf("%w: buckets: %v", errConfig, err)
+			return fmt.Errorf("%w: buckets: %v", ErrConfig, err)
 		}
 	}
 	if c.BlockSize < 1 || c.BlockSize > dynamo.MaxBlockSize {
-		return fmt.Errorf("%w: block_size %d out of range [1, %d]", errConfig, c.BlockSize, dynamo.MaxBlockSize)
+		return fmt.Errorf("%w: block_size %d out of range [1, %d]", ErrConfig, c.BlockSize, dynamo.MaxBlockSize)
 	}
 	if c.ClearScope != "rank" && c.ClearScope != "worker" {
-		return fmt.Errorf("%w: clear_scope %q (want rank or worker)", errConfig, c.ClearScope)
+		return fmt.Errorf("%w: clear_scope %q (want rank or worker)", ErrConfig, c.ClearScope)
 	}
 	if c.MaxKicks < 1 || c.MaxKicks > maxMaxKicks {
-		return fmt.Errorf("%w: max_kicks %d out of range [1, %d]", errConfig, c.MaxKicks, maxMaxKicks)
+		return fmt.Errorf("%w: max_kicks %d out of range [1, %d]", ErrConfig, c.MaxKicks, maxMaxKicks)
 	}
 	if len(c.DCs) > replica.MaxLanes {
-		return fmt.Errorf("%w: dcs lists %d DCs, at most %d", errConfig, len(c.DCs), replica.MaxLanes)
+		return fmt.Errorf("%w: dcs lists %d DCs, at most %d", ErrConfig, len(c.DCs), replica.MaxLanes)
 	}
 	for i, dc := range c.DCs {
 		for j := range i {
 			if c.DCs[j] == dc {
-				return fmt.Errorf("%w: dcs lists DC %d twice (lanes %d and %d)", errConfig, dc, j, i)
+				return fmt.Errorf("%w: dcs lists DC %d twice (lanes %d and %d)", ErrConfig, dc, j, i)
 			}
 		}
 	}
-	if !(c.MaxStalenessMs > 0 && c.MaxStalenessMs <= maxIntervalMs) {
-		return fmt.Errorf("%w: max_staleness_ms %g out of range (0, %d]", errConfig, c.MaxStalenessMs, maxIntervalMs)
+	if !(c.MaxStalenessMs > 0 && c.MaxStalenessMs <= MaxIntervalMs) {
+		return fmt.Errorf("%w: max_staleness_ms %g out of range (0, %d]", ErrConfig, c.MaxStalenessMs, MaxIntervalMs)
 	}
-	if !(c.ReplicaCheckMs >= 0 && c.ReplicaCheckMs <= maxIntervalMs) {
-		return fmt.Errorf("%w: replica_check_ms %g out of range [0, %d]", errConfig, c.ReplicaCheckMs, maxIntervalMs)
+	if !(c.ReplicaCheckMs >= 0 && c.ReplicaCheckMs <= MaxIntervalMs) {
+		return fmt.Errorf("%w: replica_check_ms %g out of range [0, %d]", ErrConfig, c.ReplicaCheckMs, MaxIntervalMs)
 	}
-	if _, ok := abiPolicies[c.Policy]; !ok {
-		return fmt.Errorf("%w: policy %q (want ttft, prefix-then-load, load-only or credit)", errConfig, c.Policy)
+	if _, ok := policies[c.Policy]; !ok {
+		return fmt.Errorf("%w: policy %q (want ttft, prefix-then-load, load-only or credit)", ErrConfig, c.Policy)
 	}
 	if !(c.PrefillTokensPerMs > 0) || !(c.DecodeBlocksPerMs > 0) || math.IsInf(c.PrefillTokensPerMs, 0) || math.IsInf(c.DecodeBlocksPerMs, 0) {
-		return fmt.Errorf("%w: prefill_tokens_per_ms %g and decode_blocks_per_ms %g must be finite and > 0", errConfig, c.PrefillTokensPerMs, c.DecodeBlocksPerMs)
+		return fmt.Errorf("%w: prefill_tokens_per_ms %g and decode_blocks_per_ms %g must be finite and > 0", ErrConfig, c.PrefillTokensPerMs, c.DecodeBlocksPerMs)
 	}
 	if !(c.QueueTokensPerMs >= 0) || math.IsInf(c.QueueTokensPerMs, 0) {
-		return fmt.Errorf("%w: queue_tokens_per_ms %g must be finite and >= 0 (0: the prefill rate)", errConfig, c.QueueTokensPerMs)
+		return fmt.Errorf("%w: queue_tokens_per_ms %g must be finite and >= 0 (0: the prefill rate)", ErrConfig, c.QueueTokensPerMs)
 	}
 	return nil
 }
@@ -147,18 +154,18 @@ func (c *config) check() error {
 // buckets returns the global mode's bucket count: "buckets" when set, else
 // the sizing of expected_blocks_per_lane (what `goindex relay` does with
 // its expected blocks, so the defaults of both agree).
-func (c *config) buckets() uint64 {
+func (c *Config) buckets() uint64 {
 	if c.Buckets != 0 {
 		return c.Buckets
 	}
-	n, _ := ckf.BucketCount(c.ExpectedBlocksPerLane) // check accepted it
+	n, _ := ckf.BucketCount(c.ExpectedBlocksPerLane) // Check accepted it
 	return n
 }
 
-func (c *config) maxStaleness() time.Duration {
+func (c *Config) maxStaleness() time.Duration {
 	return time.Duration(c.MaxStalenessMs * float64(time.Millisecond))
 }
 
-func (c *config) replicaCheck() time.Duration {
+func (c *Config) replicaCheck() time.Duration {
 	return time.Duration(c.ReplicaCheckMs * float64(time.Millisecond))
 }

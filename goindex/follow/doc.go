@@ -1,0 +1,89 @@
+// Package follow is the one reader of a replica: it follows the router-site
+// consumer's shared-memory replica file (goindex/shm) for every process
+// that routes on it — `goindex route`, libgoindex.so's global handles and
+// the worker-selector plugin — and offers the same lanes for frames a host
+// feeds in process. It attaches the file, maps each new generation and
+// retires the old mapping once its last search ends, judges the replica's
+// health (missing, damaged, stale writer), and turns lane records into
+// scorer signals that are never read as zero when stale or missing.
+//
+// # Concepts
+//
+// A View is one set of lanes a search reads: one generation of an attached
+// file, or a Feed's in-process lanes. Searches (Match, Search,
+// SearchLocals) and lane reads take a View from Acquire and Release it
+// after use; the View counts its users, so a retired generation is
+// unmapped by its last user, never under a search.
+//
+// A Follower owns the views of one path. Attach maps the file now; Refresh
+// checks it (shm.Reader.Stale: the consumer retired it, or another file
+// is at the path) and maps the new generation; Acquire runs that check at
+// most every CheckEvery, on one caller at a time while the others go on
+// with the current view. Health says whether routing on the replica is
+// degraded and why: Missing (nothing attached: no file, unreadable),
+// Damaged (the file at the path is not a valid replica), Stale (the
+// consumer's heartbeat is older than MaxStaleness). A failed check keeps
+// the current view serving, and DCs keeps the last known lane list.
+//
+// A Feed is the lanes a host feeds relay frames to (goindex_apply_frame):
+// relayproto's Consumer over an in-process replica image (shm.NewMemory),
+// with the fan-out transport's consumer-local leases stamped on frames that
+// carry none, load reports recorded in the lane records (shm.LoadOf, the
+// consumer's conversion too) and RTTs from the host. Its View reads
+// exactly as an attached file's does.
+//
+// SetSignals turns a lane record into a score.Candidate's load and RTT,
+// each only when younger than the caller's staleness limit (or whatever its
+// age, for degraded routing): the one place route and the library age
+// signals.
+//
+// # Invariants
+//
+//   - A View is unmapped only after it is retired and its last user
+//     released it; a search that loads a retired view backs off and loads
+//     its successor.
+//   - Generations only move forward: a view is replaced only by a file that
+//     attached successfully.
+//   - Every depth a search reports is ≤ the query's length, and only ready
+//     lanes report one.
+//
+// # Errors
+//
+// Attach and Refresh return ErrNoReplica for a file that cannot be opened
+// and shm's sentinels (ErrForeign, ErrVersion, ErrCorrupt) for one that is
+// not a valid replica; either leaves the current view serving. NewFeed
+// returns ErrBadConfig; Feed.Apply a *relayproto.FrameError,
+// *relayproto.LaneError or ErrFrameRejected (the lane's state is what
+// relayproto says); SetRTT ErrUnknownDC.
+//
+// # Concurrency
+//
+// Acquire, Health, DCs and every View method may run from any number of
+// goroutines, concurrently with the consumer writing the file (reads are
+// weak: spec §5.4, no seqlock). Attach and Refresh serialize among
+// themselves; Close must not race with them. A Feed has one ingestor:
+// Apply and SetRTT are serialized by the caller; Acquire and Counts may run
+// concurrently with them.
+//
+// Non-goals: no writing (the consumer owns the file), no retry of a search
+// that raced a generation change (the next search sees the new one).
+//
+// # Files
+//
+//   - view.go: View: reference counting, retirement, searches, lane reads.
+//   - follower.go: Config, State, Health, Follower: attach, refresh, acquire, health.
+//   - feed.go: FeedConfig, Feed: relay frames into in-process lanes, lease stamping, loads, RTTs.
+//   - signals.go: SetSignals, lane records into scorer signals.
+//   - errors.go: sentinels.
+//
+// # Tests
+//
+// The tests prove that a follower attaches a file written by shm.Writer,
+// follows new generations (also when only the path changed) while views
+// held across the change keep answering until released, and never unmaps
+// a view in use; that Health reports Missing, Damaged, Stale and Healthy
+// as the file and its heartbeat say; that a Feed's lanes answer probes of
+// the DCs' published blocks, stamp leases, record load reports and RTTs,
+// and refuse unknown DCs; and that SetSignals keeps stale and missing
+// signals out.
+package follow

@@ -1,0 +1,228 @@
+package follow
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/score"
+	"github.com/goindex/goindex/goindex/shm"
+	"github.com/goindex/goindex/tests/c/fixture"
+)
+
+const buckets = 64
+
+// writeFile creates (or replaces, one generation up) a replica file at path
+// whose lane l holds the first depths[l] blocks of fixture.DocA, ready.
+func writeFile(t *testing.T, path string, dcs []uint64, depths []int) *shm.Writer {
+	t.Helper()
+	format, err := ckf.NewFormat(ckf.DefaultSeed, buckets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := shm.Create(path, shm.Layout{Seed: ckf.DefaultSeed, Buckets: buckets, Domain: 1, ConsumerInstance: 2, DCs: dcs})
+	if err != nil {
+		t.Fatalf("shm.Create(%s): %v", path, err)
+	}
+	t.Cleanup(func() { w.Close() })
+	for l, dc := range dcs {
+		d, err := fixture.NewDC(1, dc, 1, format, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Extend(kv.Member{}, fixture.DocA[:depths[l]]); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Table().Install(l, d.Words()); err != nil {
+			t.Fatalf("Install(lane %d): %v", l, err)
+		}
+	}
+	return w
+}
+
+func depths(t *testing.T, v *View) map[uint64]int {
+	t.Helper()
+	got := map[uint64]int{}
+	for _, o := range v.Match(nil, fixture.DocA) {
+		if uint64(o.Member.Rank) >= uint64(len(v.DCs())) || v.DCs()[o.Member.Rank] != o.Member.Worker {
+			t.Errorf("Match entry %+v does not name a lane (DCs %v)", o, v.DCs())
+		}
+		got[o.Member.Worker] = o.Blocks
+	}
+	return got
+}
+
+// A follower attaches the file, follows a new generation at the next
+// check, and a view held across the change keeps answering from the old
+// generation until it is released (and only then is unmapped).
+func TestFollower_FollowsGenerationsAndKeepsHeldViews(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replica")
+	writeFile(t, path, []uint64{10, 20}, []int{4, 9})
+	f := New(path, Config{CheckEvery: -1})
+	defer f.Close()
+	if err := f.Attach(); err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	old := f.Acquire()
+	if got := depths(t, old); got[10] != 4 || got[20] != 9 || old.Generation() != 1 {
+		t.Fatalf("generation %d depths = %v, want 1 and 10:4 20:9", old.Generation(), got)
+	}
+	writeFile(t, path, []uint64{30, 10, 20}, []int{2, 5, 7})
+	v := f.Acquire()
+	if got := depths(t, v); v.Generation() != 2 || got[30] != 2 || got[10] != 5 || got[20] != 7 {
+		t.Errorf("after a new generation: generation %d depths %v, want 2 and 30:2 10:5 20:7", v.Generation(), got)
+	}
+	v.Release()
+	if got := depths(t, old); got[10] != 4 || got[20] != 9 || old.closed.Load() {
+		t.Errorf("the held old view answers %v (closed %v), want 10:4 20:9 and mapped", got, old.closed.Load())
+	}
+	old.Release()
+	if !old.closed.Load() {
+		t.Errorf("the old view is still mapped after its last release")
+	}
+	if got := f.DCs(); !slices.Equal(got, []uint64{30, 10, 20}) {
+		t.Errorf("DCs() = %v, want the new generation's", got)
+	}
+}
+
+// Health tells a missing file, a damaged one, a stopped writer and a
+// healthy replica apart; a failed attach keeps the current view.
+func TestFollower_HealthSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "replica")
+	now := time.Unix(1_800_000_000, 0)
+	f := New(path, Config{CheckEvery: -1, MaxStaleness: time.Second, Clock: func() time.Time { return now }})
+	defer f.Close()
+	if h := f.Health(); h.State != Missing || !errors.Is(h.Err, ErrNoReplica) || !h.Degraded() {
+		t.Errorf("Health without a file = %v (%v), want %v with ErrNoReplica", h.State, h.Err, Missing)
+	}
+	if err := os.WriteFile(path, make([]byte, 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if h := f.Health(); h.State != Damaged || !errors.Is(h.Err, shm.ErrForeign) {
+		t.Errorf("Health of a zeroed file = %v (%v), want %v with shm.ErrForeign", h.State, h.Err, Damaged)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	w := writeFile(t, path, []uint64{1}, []int{3})
+	if h := f.Health(); h.State != Stale || !errors.Is(h.Err, ErrStale) {
+		t.Errorf("Health of a file never touched = %v (%v), want %v", h.State, h.Err, Stale)
+	}
+	w.Touch(now.Add(-time.Second))
+	if h := f.Health(); h.State != Healthy || h.Err != nil || h.Generation != 1 || h.Degraded() {
+		t.Errorf("Health with a heartbeat MaxStaleness old = %+v, want healthy generation 1", h)
+	}
+	w.Touch(now.Add(-time.Second - time.Millisecond))
+	if h := f.Health(); h.State != Stale {
+		t.Errorf("Health with a heartbeat past MaxStaleness = %v, want %v", h.State, Stale)
+	}
+	if err := f.Attach(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".bad", []byte("not a replica"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".bad", path); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := f.Refresh(); changed || !errors.Is(err, shm.ErrForeign) {
+		t.Errorf("Refresh onto a foreign file = %v, %v; want no change and shm.ErrForeign", changed, err)
+	}
+	if v := f.Acquire(); v == nil || depths(t, v)[1] != 3 {
+		t.Errorf("after a failed refresh the old view is gone or changed")
+	} else {
+		v.Release()
+	}
+}
+
+func TestSetSignals_KeepsStaleAndMissingSignalsOut(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	info := shm.LaneInfo{RTT: 3 * time.Millisecond, RTTAt: now.Add(-2 * time.Second),
+		Load: shm.Load{ReceivedAt: now.Add(-time.Second), QueuedPrefillTokens: 7, ActiveDecodeBlocks: 8, CapacityBlocks: 9, PrefillTokensPerMs: 1.5}}
+	for _, c := range []struct {
+		name            string
+		info            shm.LaneInfo
+		maxAge          time.Duration
+		hasLoad, hasRTT bool
+	}{
+		{"both fresh", info, 2 * time.Second, true, true},
+		{"RTT stale", info, 1500 * time.Millisecond, true, false},
+		{"both stale", info, 500 * time.Millisecond, false, false},
+		{"last known, whatever its age", info, 0, true, true},
+		{"never measured", shm.LaneInfo{}, 0, false, false},
+	} {
+		var got score.Candidate
+		SetSignals(&got, &c.info, now, c.maxAge)
+		if got.HasLoad != c.hasLoad || got.HasRTT != c.hasRTT {
+			t.Errorf("%s: SetSignals(maxAge %v) load %v RTT %v, want %v %v", c.name, c.maxAge, got.HasLoad, got.HasRTT, c.hasLoad, c.hasRTT)
+		}
+		if got.HasLoad && (got.ActivePrefillTokens != 7 || got.ActiveDecodeBlocks != 8 || got.CapacityBlocks != 9 || !got.HasCapacity || got.PrefillTokensPerMs != 1.5) {
+			t.Errorf("%s: load signals = %+v, want the record's", c.name, got)
+		}
+		if got.HasRTT && got.RTTms != 3 {
+			t.Errorf("%s: RTTms = %g, want 3", c.name, got.RTTms)
+		}
+	}
+}
+
+// A Feed's lanes answer probes of what its DCs' snapshots hold, record load
+// reports and RTTs in their records, and refuse an unknown DC's RTT.
+func TestFeed_LanesAnswerAsFramesSay(t *testing.T) {
+	f, err := NewFeed(FeedConfig{DCs: []uint64{5, 6}, Seed: ckf.DefaultSeed, Buckets: buckets})
+	if err != nil {
+		t.Fatalf("NewFeed: %v", err)
+	}
+	format, _ := ckf.NewFormat(ckf.DefaultSeed, buckets)
+	now := time.Unix(1_800_000_000, 0)
+	for i, dc := range []uint64{5, 6} {
+		d, err := fixture.NewDC(0, dc, 1, format, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Extend(kv.Member{}, fixture.DocA[:3+i*5]); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := d.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range snap {
+			if err := f.Apply(fr, now); err != nil {
+				t.Fatalf("Apply(snapshot chunk of DC %d): %v", dc, err)
+			}
+		}
+		lr, err := d.LoadReport(uint64(now.UnixNano()), 11*uint64(dc), 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Apply(lr, now); err != nil {
+			t.Fatalf("Apply(load report of DC %d): %v", dc, err)
+		}
+	}
+	if err := f.SetRTT(6, 4*time.Millisecond, now); err != nil {
+		t.Fatalf("SetRTT(6): %v", err)
+	}
+	if err := f.SetRTT(7, time.Millisecond, now); !errors.Is(err, ErrUnknownDC) {
+		t.Errorf("SetRTT(7) = %v, want ErrUnknownDC", err)
+	}
+	v := f.Acquire()
+	defer v.Release()
+	if got := depths(t, v); got[5] != 3 || got[6] != 8 {
+		t.Errorf("fed depths = %v, want 5:3 6:8", got)
+	}
+	if info := v.Lane(1); info.Load.QueuedPrefillTokens != 66 || !info.Load.ReceivedAt.Equal(now) || info.RTT != 4*time.Millisecond {
+		t.Errorf("lane 1 record = %+v, want the load report (66 queued, received now) and RTT 4ms", info)
+	}
+	if c := f.Counts(); c.Rejected != 0 || c.Applied == 0 {
+		t.Errorf("Counts() = %+v, want frames applied and none rejected", c)
+	}
+	if err := f.Apply([]byte("garbage"), now); err == nil || f.Counts().Rejected != 1 {
+		t.Errorf("Apply(garbage) = %v, rejected %d; want an error counted once", err, f.Counts().Rejected)
+	}
+}

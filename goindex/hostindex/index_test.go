@@ -1,0 +1,137 @@
+package hostindex
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/score"
+	"github.com/goindex/goindex/tests/c/fixture"
+)
+
+func open(t *testing.T, src string) *Index {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(src))
+	if err != nil {
+		t.Fatalf("ParseConfig(%s): %v", src, err)
+	}
+	ix, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", src, err)
+	}
+	t.Cleanup(ix.Close)
+	return ix
+}
+
+// Event calls after Close are ErrClosed (the ABI's GOINDEX_EHANDLE), and
+// Close twice is harmless.
+func TestIndex_CallsAfterCloseAreErrClosed(t *testing.T) {
+	for _, src := range []string{`{}`, `{"mode":"ckf","lanes":2,"expected_blocks_per_lane":64}`, `{"mode":"global","dcs":[1],"buckets":64}`} {
+		ix := open(t, src)
+		ix.Close()
+		ix.Close()
+		ev := &kv.Event{Kind: kv.Stored, Blocks: []kv.Block{{External: 1, Local: 1}}}
+		for name, err := range map[string]error{
+			"Apply": ix.Apply(ev), "RemoveWorker": ix.RemoveWorker(1), "RemoveMember": ix.RemoveMember(kv.Member{}),
+			"ApplyFrame": ix.ApplyFrame([]byte{1}), "SetRTT": ix.SetRTT(1, time.Millisecond), "AttachReplica": ix.AttachReplica("/x"),
+		} {
+			if ix.NeedMode(name == "ApplyFrame" || name == "SetRTT" || name == "AttachReplica") != nil {
+				continue // the mode's refusal comes first
+			}
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("%s: %s after Close = %v, want ErrClosed", src, name, err)
+			}
+		}
+	}
+}
+
+// A fed lane's load report and RTT age out after max_staleness_ms: score
+// then finds the lane ineligible, never reads the signals as zero. Explicit
+// candidates name lanes as (DC id, lane) and get their depths.
+func TestGlobal_ScoreUsesFreshSignalsOnlyAndNamesLanes(t *testing.T) {
+	format, err := ckf.NewFormat(ckf.DefaultSeed, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(`{"mode": "global", "dcs": [8, 9], "buckets": 64, "max_staleness_ms": 20}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The index's clock is the test's: signals age only when it says so.
+	clock := time.Now()
+	cfg.Clock = func() time.Time { return clock }
+	ix, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	var dcs []*fixture.DC
+	for _, id := range []uint64{8, 9} {
+		d, err := fixture.NewDC(0, id, 1, format, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Extend(kv.Member{}, fixture.DocA[:8*id-56]); err != nil { // DC 8: 8 blocks, DC 9: 16
+			t.Fatal(err)
+		}
+		snap, err := d.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range snap {
+			if err := ix.ApplyFrame(fr); err != nil {
+				t.Fatalf("snapshot of DC %d: %v", id, err)
+			}
+		}
+		dcs = append(dcs, d)
+	}
+	fresh := func() {
+		for _, d := range dcs {
+			lr, err := d.LoadReport(uint64(time.Now().UnixNano()), 0, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ix.ApplyFrame(lr); err != nil {
+				t.Fatalf("load report: %v", err)
+			}
+			if err := ix.SetRTT(d.ID(), time.Millisecond); err != nil {
+				t.Fatalf("SetRTT: %v", err)
+			}
+		}
+	}
+	lanes := func() (Scored, error) {
+		return ix.Score(&ScoreQuery{Policy: score.TTFT, Locals: fixture.DocA, Members: true, Seed: 1})
+	}
+	fresh()
+	if c := ix.Counters(); c.Blocks != 8+16 || c.LanesReady != 2 || c.FramesApplied != 4 {
+		t.Errorf("Counters after snapshots and load reports: blocks %d, lanes ready %d, frames applied %d; want 24 (the DCs' reported active blocks), 2, 4",
+			c.Blocks, c.LanesReady, c.FramesApplied)
+	}
+	if res, err := lanes(); err != nil || res.Index != 1 || res.ID != 9 || res.CachedBlocks != 16 {
+		t.Errorf("Score with fresh signals = lane %d DC %d cached %d, %v; want lane 1, DC 9, 16 blocks", res.Index, res.ID, res.CachedBlocks, err)
+	}
+	clock = clock.Add(20 * time.Millisecond) // exactly max_staleness_ms: still fresh
+	if _, err := lanes(); err != nil {
+		t.Errorf("Score with signals max_staleness_ms old = %v, want a choice", err)
+	}
+	clock = clock.Add(time.Millisecond) // past it
+	if _, err := lanes(); !errors.Is(err, score.ErrNoCandidate) {
+		t.Errorf("Score with stale signals = %v, want score.ErrNoCandidate", err)
+	}
+	fresh()
+	if _, err := lanes(); err != nil {
+		t.Errorf("Score after refreshing = %v", err)
+	}
+
+	cands := []score.Candidate{
+		{ID: 8, Rank: 0, HasLoad: true, HasRTT: true, RTTms: 1},
+		{ID: 9, Rank: 1, HasLoad: true, HasRTT: true, RTTms: 1},
+		{ID: 9, Rank: 0, HasLoad: true, HasRTT: true}, // DC 9 is not lane 0: no cached blocks
+	}
+	res, err := ix.Score(&ScoreQuery{Policy: score.TTFT, Locals: fixture.DocA, Cands: cands, Seed: 1})
+	if err != nil || res.Index != 1 || res.CachedBlocks != 16 {
+		t.Errorf("Score over explicit candidates chose %d with %d blocks, %v; want candidate 1 with 16", res.Index, res.CachedBlocks, err)
+	}
+}
