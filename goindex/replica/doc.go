@@ -30,11 +30,12 @@
 // (SearchLocals), or their probes (SearchProbes); it loads the ready mask
 // once, searches M = ready ∧ asked lanes, and writes each lane's depth in
 // blocks into the caller's buffer. Three modes: Chunked (the default), a
-// linear scan that hashes and prefetches row A a batch or more ahead,
-// tests row A one batch ahead, fetches and tests row B only for the lanes
-// row A did not hold, and stops when no lane is left (two row kernels do
-// the line work: on amd64 a PREFETCHT1 loop and an AVX-512 line test when
-// the CPU has it, a pure-Go touch pass and SWAR test elsewhere); Bisect,
+// linear scan that hashes the query and prefetches both rows of every
+// position a chunk or more ahead of the chunk it tests, tests rows A and B
+// of a chunk for every active lane at once, and stops when no lane is left
+// (two row kernels do the line work: on amd64 a PREFETCHT1 loop and an
+// AVX-512 test of both rows' lines when the CPU has it, a pure-Go touch
+// pass and SWAR test elsewhere); Bisect,
 // upstream's galloping + grouped binary search + verification window +
 // terminal-branch fallback, with its counters; and Linear, the plain
 // reference. Chunked is the default because it measured
@@ -87,10 +88,10 @@
 //
 // # Files
 //
-//   - table.go: Config, RegionWords, New, NewInRegion, the Table and its lane ops, Probe, the row and line tests.
+//   - table.go: Config, RegionWords, New, NewInRegion, the Table and its lane ops, Probe, the pair and word tests.
 //   - search.go: Mode, SearchConfig, Searcher, Search, SearchLocals and SearchProbes, the A-first chunked scan.
 //   - bisect.go: Stats, the membership seam, the Linear reference and upstream's bisection.
-//   - rows.go: the row kernels' contract and their pure-Go versions (touch pass, SWAR test).
+//   - rows.go: the row kernels' contract and their pure-Go versions (touch pass, SWAR pair test).
 //   - rows_amd64.go: the assembly kernels' declarations and the CPU feature check.
 //   - rows_amd64.s: PREFETCHT1 and AVX-512 row kernels, CPUID and XGETBV, the package's only assembly.
 //   - rows_other.go: the pure-Go kernels as the native ones elsewhere.
@@ -110,11 +111,12 @@
 // lanes, random ready and asked masks and windows, each query given as
 // hashes, locals or probes) where Bisect, Linear, Chunked and Chunked on the
 // pure-Go kernels all return the exact depth; both row-test kernels against
-// ckf.Contains per lane on random words with the fingerprint in any slot; random
-// static membership with holes and false hits where Chunked equals the
+// ckf.Contains per lane in either row on random words with the fingerprint
+// in any slot; random static membership with holes and false hits where Chunked equals the
 // longest run and Bisect is never below it (the inflation rate is logged);
-// Bisect's depth as the smallest observed miss; Probe and the line and word
-// tests against one ckf.Contains per lane; the lane ops against a plain
+// Bisect's depth as the smallest observed miss; Probe, pairHits and wordHit
+// against ckf.Contains per lane (the spec's adversarial words included);
+// the lane ops against a plain
 // model; regions (size, alignment, a second view seeing a writer's state);
 // zero allocations per search; and, under -race, searches running while
 // per-lane producers' images, clears and re-installs land, ending with

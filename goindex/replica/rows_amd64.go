@@ -3,24 +3,25 @@ package replica
 import "github.com/goindex/goindex/goindex/ckf"
 
 // prefetchRowsT1 is the prefetch row kernel with one PREFETCHT1 (into L2) a
-// line: unlike a load it retires at once, so the test pass overlaps with the
-// next batch's misses (BenchmarkProbe, impl=replica-fast vs
-// impl=replica-fast-go). It never faults and the race detector does not see
-// it.
+// line: unlike a load it retires at once, so the chunk under test keeps
+// running while the next chunks' misses are in flight (BenchmarkProbe,
+// impl=replica-fast vs impl=replica-fast-go). It never faults and the race
+// detector does not see it.
 //
 //go:noescape
-func prefetchRowsT1(rows []uint64, ps []ckf.Probe, field rowField, stride uint64, groups []uint32, masks []uint64)
+func prefetchRowsT1(rows []uint64, ps []ckf.Probe, stride uint64, groups []uint32)
 
-// testRowsAVX512 is the test row kernel with one AVX-512 compare a line:
-// VPCMPEQW of the 32 slots against the broadcast fingerprint, then a
-// per-word any-match (VPMOVM2W, VPTESTMQ) that yields the group's 8 lane
-// bits at once; about 1 ns a line against 10 ns for the SWAR lineHits.
-// Each 8-byte word of a 64-byte-aligned vector load is read atomically, as
-// the weak-read contract needs (spec §5.4). It needs AVX512F, AVX512BW and
-// BMI2 with the OS saving the vector state (hasAVX512).
+// testRowsAVX512 is the test row kernel with AVX-512: a group of 8 lanes
+// is one VPCMPEQW of its 32 slots in row A and one in row B against the
+// broadcast fingerprint, their masks ORed (a lane's word sits at the same
+// position in both lines), then a per-word any-match (VPMOVM2W, VPTESTMQ)
+// that yields the group's 8 lane bits at once. Each 8-byte word of a
+// 64-byte-aligned vector load is read atomically, as the weak-read
+// contract needs (spec §5.4). It needs AVX512F, AVX512BW and BMI2 with the
+// OS saving the vector state (hasAVX512).
 //
 //go:noescape
-func testRowsAVX512(rows []uint64, ps []ckf.Probe, field rowField, stride uint64, groups []uint32, masks []uint64)
+func testRowsAVX512(rows []uint64, ps []ckf.Probe, stride uint64, groups []uint32, need uint64, hits []uint64)
 
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 

@@ -15,8 +15,8 @@ type Mode uint8
 
 const (
 	// Chunked is the default: a linear scan whose row loads are issued in
-	// chunks ahead of the tests (row A prefetched a chunk ahead, row B only
-	// for the lanes row A did not hold), stopping as soon as no lane is
+	// chunks ahead of the tests (both rows of a position prefetched a
+	// chunk or more ahead, then tested at once), stopping as soon as no lane is
 	// left. Its depths equal Linear's on any table state, and it measured
 	// fastest on Mooncake-shaped requests (BenchmarkProbe, BENCHMARKS.md).
 	Chunked Mode = iota
@@ -70,10 +70,8 @@ type Searcher struct {
 	stats  Stats
 	probes []ckf.Probe // the query's probes, computed as the search reaches them
 	canon  []uint64    // SearchLocals: the query's canonical hashes, chained as reached
-	hitA   []uint64    // per position, the lanes found in row A
-	hitB   []uint64    // per position, the lanes whose row B is tested, then found there
+	hits   []uint64    // per position, the active lanes found in row A or B
 	groups groupList   // the lane groups the current search still reads
-	one    [1]uint64   // a one-probe mask batch for the reference modes' prefetch
 	bis    bisector
 	tp     tableProbes // the reference modes' membership, kept here so it does not escape
 	// The query of the search in progress (nil outside one): its
@@ -218,29 +216,21 @@ func (tp *tableProbes) probe(pos int, lanes uint64) uint64 {
 func (tp *tableProbes) prefetch(pos int, lanes uint64) {
 	s := tp.s
 	s.groups.set(lanes)
-	s.one[0] = lanes
-	ps, stride := tp.probes[pos:pos+1], uint64(s.t.stride)
-	s.kern.prefetch(s.t.rows, ps, rowA, stride, s.groups.list(), s.one[:])
-	s.kern.prefetch(s.t.rows, ps, rowB, stride, s.groups.list(), s.one[:])
+	s.kern.prefetch(s.t.rows, tp.probes[pos:pos+1], uint64(s.t.stride), s.groups.list())
 }
 
 // Chunked scan pipeline distances, in positions (BenchmarkProbe tuned them
 // on Mooncake-shaped requests).
 const (
-	// chunkPositions is the batch of every stage: row B is tested and
-	// depths resolved this many positions at a time, row A tested one
-	// batch ahead.
+	// chunkPositions is the batch every stage works on: the query is
+	// hashed, prefetched and tested this many positions at a time.
 	chunkPositions = 8
-	// eagerPositions is how many leading positions prefetch row B together
-	// with row A, so that a short query waits for one round of misses, not
-	// two.
-	eagerPositions = 8
-	// fetchAhead caps how far beyond the batch under test the query is
-	// hashed and row A prefetched; a farther lookahead mostly hashes
+	// fetchAhead caps how far beyond the chunk under test the query is
+	// hashed and its rows prefetched; a farther lookahead mostly hashes
 	// positions past the early exit.
 	fetchAhead = 24
-	// prefetchBudgetLines bounds the row-A lines prefetched ahead
-	// (positions × lane groups). On the measured machine (Zen 4, 2 vCPU) a
+	// prefetchBudgetLines bounds the lines prefetched ahead (positions ×
+	// lane groups × 2 rows). On the measured machine (Zen 4, 2 vCPU) a
 	// random line costs ~190 ns alone and ~7–12 ns when overlapped with
 	// others; PREFETCHT1 sustained ~96 lines in flight.
 	prefetchBudgetLines = 96
@@ -250,59 +240,40 @@ const (
 // progress. It hashes the query (fill) only as far as it reads, so an
 // early exit also saves the hashing.
 //
-// It runs three cursors over the positions. fetched: the query is hashed
-// and row A's lines (for the lanes still active) prefetched, up to
-// fetchAhead positions or prefetchBudgetLines lines beyond the next batch.
-// tested, one batch ahead of i: row A is tested, and row B is prefetched
-// only for the lanes A did not hold. i: row B is tested for those lanes,
-// one batch at a time, and the running mask updated position by position.
-// The producer puts a fingerprint in A whenever A has room, so at 50–60%
-// load ~96% of hits are in A and most positions never read row B: 2.1
-// instead of 3.7 lines a position at 16 lanes, 8.3 instead of 14.7 at 64
-// (p99 −20% at 16 lanes, p50 −18% at 64, BenchmarkProbe). The result is
-// exactly the linear scan's: each lane's hit at a position is A ∨ B, and B
-// is tested for every lane A did not hold while the lane was still active.
+// It runs two cursors over the positions. fetched: the query is hashed
+// and both rows' lines (for the lane groups still active) prefetched, up
+// to fetchAhead positions or prefetchBudgetLines lines beyond the chunk
+// under test, a chunk at a time so that the first misses start after
+// hashing one chunk. i: a chunk's rows A and B are tested for the active
+// lanes at once, and the running mask updated position by position; the
+// scan stops when no lane is left. Every address is computed and every
+// load issued before the lines are tested, so a query waits for about one
+// round of misses, not one per position; testing both rows in one pass
+// costs 1.6 more lines a position at 16 lanes than fetching row B only for
+// the lanes row A lacks, but removes that second round trip
+// (BenchmarkProbe). The result is exactly the linear scan's: each lane's
+// hit at a position is A ∨ B, tested for every lane still active.
 func (s *Searcher) scan(depth []uint32, L int, active uint64) {
-	if cap(s.hitA) < L {
-		s.hitA = make([]uint64, L)
-		s.hitB = make([]uint64, L)
+	if cap(s.hits) < L {
+		s.hits = make([]uint64, L)
 	}
-	ps, hitA, hitB := s.probes[:L], s.hitA[:L], s.hitB[:L]
+	ps, hits := s.probes[:L], s.hits[:L]
 	rows, stride := s.t.rows, uint64(s.t.stride)
 	gs := &s.groups
 	gs.set(active)
-	fetched, tested := 0, 0
+	fetched := 0
 	for i := 0; i < L && active != 0; {
-		// A batch at a time, so the first misses start after hashing one
-		// batch, not the whole lookahead.
-		for ahead := min(L, i+chunkPositions+min(fetchAhead, prefetchBudgetLines/gs.n)); fetched < ahead; {
+		for ahead := min(L, i+chunkPositions+min(fetchAhead, prefetchBudgetLines/(2*gs.n))); fetched < ahead; {
 			end := min(ahead, fetched+chunkPositions)
 			s.fill(fetched, end)
-			masks := hitB[fetched:end] // scratch until the batch is tested
-			fill(masks, active)
-			s.kern.prefetch(rows, ps[fetched:end], rowA, stride, gs.list(), masks)
-			if e := min(end, eagerPositions); fetched < e {
-				s.kern.prefetch(rows, ps[fetched:e], rowB, stride, gs.list(), masks[:e-fetched])
-			}
+			s.kern.prefetch(rows, ps[fetched:end], stride, gs.list())
 			fetched = end
 		}
-		if end := min(fetched, i+2*chunkPositions); tested < end {
-			a, b := hitA[tested:end], hitB[tested:end]
-			fill(a, active)
-			s.kern.test(rows, ps[tested:end], rowA, stride, gs.list(), a)
-			for j := range a {
-				b[j] = active &^ a[j]
-			}
-			if from := max(tested, eagerPositions); from < end {
-				s.kern.prefetch(rows, ps[from:end], rowB, stride, gs.list(), hitB[from:end])
-			}
-			tested = end
-		}
 		end := min(L, i+chunkPositions)
-		s.kern.test(rows, ps[i:end], rowB, stride, gs.list(), hitB[i:end])
+		s.kern.test(rows, ps[i:end], stride, gs.list(), active, hits[i:end])
 		for ; i < end; i++ {
 			s.stats.count(active)
-			if next := active & (hitA[i] | hitB[i]); next != active {
+			if next := active & hits[i]; next != active {
 				setDepth(depth, active&^next, i)
 				if active = next; active == 0 {
 					return
@@ -312,13 +283,6 @@ func (s *Searcher) scan(depth []uint32, L int, active uint64) {
 		}
 	}
 	setDepth(depth, active, L)
-}
-
-// fill sets every element of m to v.
-func fill(m []uint64, v uint64) {
-	for i := range m {
-		m[i] = v
-	}
 }
 
 // groupList lists the word offsets within a row (8g) of the lane groups g

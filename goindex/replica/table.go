@@ -261,7 +261,7 @@ func (t *Table) Probe(p ckf.Probe, lanes uint64) uint64 {
 	return t.probe(p, lanes) & lanes
 }
 
-// sparseLanes is the most asked lanes of a group that rowHits tests one
+// sparseLanes is the most asked lanes of a group that probe tests one
 // by one instead of testing all 8: with 2 or fewer, per-lane tests cost
 // less than the whole line (10% off p50 at 16 lanes, BenchmarkProbe).
 const sparseLanes = 2
@@ -271,26 +271,21 @@ const sparseLanes = 2
 // outside lanes are undefined (callers mask).
 func (t *Table) probe(p ckf.Probe, lanes uint64) uint64 {
 	f := uint64(p.FP) * swarOnes
-	return t.rowHits(p.A, f, lanes) | t.rowHits(p.B, f, lanes)
-}
-
-// rowHits tests the fingerprint broadcast f (fp·0x0001000100010001)
-// against row b, like probe for one row.
-func (t *Table) rowHits(b uint32, f uint64, lanes uint64) uint64 {
-	r := int(b) * t.stride
+	ra, rb := int(p.A)*t.stride, int(p.B)*t.stride
 	var hits uint64
 	for gm := lanes; gm != 0; {
 		g := bits.TrailingZeros64(gm) &^ (GroupLanes - 1)
 		gm &^= 0xFF << uint(g)
-		line := (*[GroupLanes]uint64)(t.rows[r+g : r+g+GroupLanes])
+		a := (*[GroupLanes]uint64)(t.rows[ra+g : ra+g+GroupLanes])
+		b := (*[GroupLanes]uint64)(t.rows[rb+g : rb+g+GroupLanes])
 		in := uint8(lanes >> uint(g))
 		if bits.OnesCount8(in) > sparseLanes {
-			hits |= lineHits(line, f) << uint(g)
+			hits |= pairHits(a, b, f) << uint(g)
 			continue
 		}
 		for ; in != 0; in &= in - 1 {
 			i := bits.TrailingZeros8(in) & (GroupLanes - 1)
-			hits |= wordHit(atomic.LoadUint64(&line[i]), f) << uint(g+i)
+			hits |= (wordHit(atomic.LoadUint64(&a[i]), f) | wordHit(atomic.LoadUint64(&b[i]), f)) << uint(g+i)
 		}
 	}
 	return hits
@@ -314,22 +309,23 @@ func wordHit(w, f uint64) uint64 {
 	return (m | -m) >> 63
 }
 
-// lineHits returns bit i set iff line[i] holds the fingerprint broadcast
-// f: ckf.Contains for the 8 lanes of a group at once. Each word's marks
-// (bits 15, 31, 47, 63) are shifted down by 15−i so lane i's land on bits
-// i, 16+i, 32+i, 48+i; two folds gather them on bit i. That is 6
-// operations per lane plus 5 per line, instead of 9 per lane for a
-// separate non-zero test. TestLineHits_MatchesContains holds it equal to
+// pairHits returns bit i set iff a[i] or b[i] holds the fingerprint
+// broadcast f: ckf.Contains for the 8 lanes of a group in rows A and B at
+// once. A word's marks (bits 15, 31, 47, 63 of zeroSlots) are exact only as
+// "is any set", so a lane's A and B marks are ORed first; each lane's
+// marks are then shifted down by 15−i so they land on bits i, 16+i, 32+i,
+// 48+i, and two folds gather them on bit i. That is 8 operations per lane
+// plus 5 per group. TestPairHits_MatchesContains holds it equal to
 // ckf.Contains.
-func lineHits(line *[GroupLanes]uint64, f uint64) uint64 {
-	y := zeroSlots(atomic.LoadUint64(&line[0])^f)>>15 |
-		zeroSlots(atomic.LoadUint64(&line[1])^f)>>14 |
-		zeroSlots(atomic.LoadUint64(&line[2])^f)>>13 |
-		zeroSlots(atomic.LoadUint64(&line[3])^f)>>12 |
-		zeroSlots(atomic.LoadUint64(&line[4])^f)>>11 |
-		zeroSlots(atomic.LoadUint64(&line[5])^f)>>10 |
-		zeroSlots(atomic.LoadUint64(&line[6])^f)>>9 |
-		zeroSlots(atomic.LoadUint64(&line[7])^f)>>8
+func pairHits(a, b *[GroupLanes]uint64, f uint64) uint64 {
+	y := (zeroSlots(atomic.LoadUint64(&a[0])^f)|zeroSlots(atomic.LoadUint64(&b[0])^f))>>15 |
+		(zeroSlots(atomic.LoadUint64(&a[1])^f)|zeroSlots(atomic.LoadUint64(&b[1])^f))>>14 |
+		(zeroSlots(atomic.LoadUint64(&a[2])^f)|zeroSlots(atomic.LoadUint64(&b[2])^f))>>13 |
+		(zeroSlots(atomic.LoadUint64(&a[3])^f)|zeroSlots(atomic.LoadUint64(&b[3])^f))>>12 |
+		(zeroSlots(atomic.LoadUint64(&a[4])^f)|zeroSlots(atomic.LoadUint64(&b[4])^f))>>11 |
+		(zeroSlots(atomic.LoadUint64(&a[5])^f)|zeroSlots(atomic.LoadUint64(&b[5])^f))>>10 |
+		(zeroSlots(atomic.LoadUint64(&a[6])^f)|zeroSlots(atomic.LoadUint64(&b[6])^f))>>9 |
+		(zeroSlots(atomic.LoadUint64(&a[7])^f)|zeroSlots(atomic.LoadUint64(&b[7])^f))>>8
 	y |= y >> 32
 	y |= y >> 16
 	return y & 0xFF

@@ -262,53 +262,76 @@ func TestTable_PreconditionViolationsPanic(t *testing.T) {
 // slotAlphabet is spec §9 item 3's adversarial slot values.
 var slotAlphabet = []uint16{0, 1, 2, 0x7FFF, 0x8000, 0x8001, 0xFFFE, 0xFFFF}
 
-func TestLineHits_MatchesContains(t *testing.T) {
+// TestPairHits_MatchesContains holds pairHits (and wordHit) to
+// ckf.Contains on lane i of line a or line b: every word over the spec's
+// adversarial alphabet, absolute and XORed with the fingerprint, in every
+// lane of either line beside random words, then random lines with the
+// fingerprint planted in random slots of either.
+func TestPairHits_MatchesContains(t *testing.T) {
 	seed := testseed.For(t, 0x11AE)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	check := func(line *[GroupLanes]uint64, fp uint16) {
+	check := func(a, b *[GroupLanes]uint64, fp uint16) {
 		f := uint64(fp) * swarOnes
-		got := lineHits(line, f)
+		got := pairHits(a, b, f)
 		var want uint64
-		for i, w := range line {
-			if ckf.Contains(w, fp) {
+		for i := range a {
+			ca, cb := ckf.Contains(a[i], fp), ckf.Contains(b[i], fp)
+			if ca || cb {
 				want |= 1 << uint(i)
 			}
-			if wordHit(w, f) != want>>uint(i)&1 {
-				t.Fatalf("wordHit(%#x, fp %#x) = %d, want %d (seed %#x)", w, fp, wordHit(w, f), want>>uint(i)&1, seed)
+			if wordHit(a[i], f) != b2u(ca) || wordHit(b[i], f) != b2u(cb) {
+				t.Fatalf("wordHit(%#x / %#x, fp %#x) = %d / %d, want %v / %v (seed %#x)", a[i], b[i], fp, wordHit(a[i], f), wordHit(b[i], f), ca, cb, seed)
 			}
 		}
 		if got != want {
-			t.Fatalf("lineHits(%#x, fp %#x) = %#x, want %#x (seed %#x)", *line, fp, got, want, seed)
+			t.Fatalf("pairHits(%#x, %#x, fp %#x) = %#x, want %#x (seed %#x)", *a, *b, fp, got, want, seed)
 		}
 	}
-	var line [GroupLanes]uint64
-	// Every word over the alphabet in every lane position, absolute and
-	// XORed with the fingerprint, beside random words.
-	for code := 0; code < 1<<12; code++ {
+	var a, b [GroupLanes]uint64
+	random := func(line *[GroupLanes]uint64) {
+		for i := range line {
+			line[i] = rng.Uint64()
+		}
+	}
+	// Every word over the alphabet in every lane position of either line,
+	// absolute and XORed with the fingerprint, beside random words.
+	for code := 0; code < 1<<13; code++ {
 		var w uint64
 		for s := 0; s < 4; s++ {
 			w |= uint64(slotAlphabet[code>>(3*s)&7]) << (16 * s)
 		}
 		fp := uint16(1 + rng.IntN(0xFFFF))
-		for i := range line {
-			line[i] = rng.Uint64()
+		random(&a)
+		random(&b)
+		line := &a
+		if code>>12&1 == 1 {
+			line = &b
 		}
 		line[code%GroupLanes] = w
-		check(&line, fp)
+		check(&a, &b, fp)
 		line[code%GroupLanes] = w ^ uint64(fp)*swarOnes
-		check(&line, fp)
+		check(&a, &b, fp)
 	}
 	for i := 0; i < 200_000; i++ {
 		fp := uint16(1 + rng.IntN(0xFFFF))
-		for j := range line {
-			line[j] = rng.Uint64()
-			// Plant the fingerprint in a random slot a third of the time.
-			if rng.IntN(3) == 0 {
-				line[j] = uint64(ckf.Bucket(line[j]).WithSlot(rng.IntN(4), fp))
+		for _, line := range []*[GroupLanes]uint64{&a, &b} {
+			for j := range line {
+				line[j] = rng.Uint64()
+				// Plant the fingerprint in a random slot a sixth of the time.
+				if rng.IntN(6) == 0 {
+					line[j] = uint64(ckf.Bucket(line[j]).WithSlot(rng.IntN(4), fp))
+				}
 			}
 		}
-		check(&line, fp)
+		check(&a, &b, fp)
 	}
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // TestTable_ProbeMatchesSlowReference holds the grouped Probe (reading only
