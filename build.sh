@@ -34,12 +34,17 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # python3-msgpack (engine and Dynamo publishers), python3-redis (dynkv
 # clients) and etcd-server (Dynamo's discovery). Suites that need them call
 # /usr/bin/python3 and /usr/bin/etcd by path.
-DEBS="python3 python3-zmq python3-msgpack python3-redis etcd-server"
+# BUILD_DEBS are what building needs: libzmq's headers, since goindex
+# reads ZeroMQ through libzmq (cgo, bridge/zmqfeed); the binary then needs
+# libzmq5 at run time.
+BUILD_DEBS="libzmq3-dev"
+DEBS="$BUILD_DEBS python3 python3-zmq python3-msgpack python3-redis etcd-server"
 
-# debs installs whichever of DEBS is missing (as root, or through sudo).
+# debs installs whichever of the packages named is missing (as root, or
+# through sudo).
 debs() {
 	local p missing=()
-	for p in $DEBS; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+	for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 	[ ${#missing[@]} -eq 0 ] && return 0
 	have apt-get || die "missing Debian packages ${missing[*]} and no apt-get to install them"
 	local sudo=
@@ -60,6 +65,7 @@ deps() {
 }
 
 build() {
+	debs $BUILD_DEBS
 	deps
 	mkdir -p "$BUILD"
 	step "build goindex"
@@ -96,7 +102,7 @@ fuzz_all() {
 }
 
 test_all() {
-	debs
+	debs $DEBS
 	build
 	step "gofmt"
 	local unformatted

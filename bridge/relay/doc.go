@@ -91,7 +91,7 @@
 //
 // # Files
 //
-//   - config.go: Config, PoolConfig, defaults.
+//   - config.go: Config, PoolConfig, EventScopes, LoadSources, defaults.
 //   - names.go: Names (subjects, stream and bucket names), Info, WorkerLoad and their decoders.
 //   - relay.go: Relay: New, Run, Close, Status, AppendWords, Flush, Snapshot.
 //   - pool.go: one pool's setup, claim, writer loop, publication, fencing and shutdown.

@@ -67,6 +67,12 @@ type Source struct {
 	// PublisherID is the discovered publisher id (KindPlane); 0 accepts any
 	// (a static publisher list, broker mode).
 	PublisherID uint64
+	// Restarts marks a source of one publisher whose id is not known (a
+	// static endpoint): a KV-event message with another publisher id than
+	// the last one taken is a restart (Dynamo draws a new id per
+	// incarnation), and the members the old incarnation fed are cleared
+	// first, as for KindGone.
+	Restarts bool
 	// NamespaceLoad marks a publisher registered on namespace scope (older
 	// releases' kv_metrics): its ActiveLoad counts only for workers the
 	// pool already saw events from.

@@ -119,9 +119,11 @@ type pool struct {
 	req       chan func()
 	intake    *intake
 	evs       []kv.Event            // scratch: one message's events
+	restarted ckf.Step              // the step of clearing a restarted publisher\'s members while its message is handled
 	rev       []dynamo.RouterEvent  // scratch: one engine batch's normalized events
 	owners    map[kv.Member]*Source // which feed source last fed each member
 	engines   map[*Source]*engineSource
+	lastPub   map[*Source]uint64 // publisher id of a Restarts source\'s last KV-event message taken
 	stopFeeds context.CancelFunc
 	feeds     sync.WaitGroup
 	istats    IntakeStats
@@ -153,7 +155,7 @@ func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 		log: r.cfg.Logger.With(PoolLogKey, PoolLogValue(cfg.Domain, r.cfg.DC)),
 		in:  make(chan inbound, eventQueue), req: make(chan func()),
 		load: newLoadTracker(r.cfg.LiveWindow), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload()), wire: newWireStats(),
-		owners: map[kv.Member]*Source{}, engines: map[*Source]*engineSource{}}
+		owners: map[kv.Member]*Source{}, engines: map[*Source]*engineSource{}, lastPub: map[*Source]uint64{}}
 	p.intake = newIntake(&p.istats, r.cfg.LiveWindow)
 	if err := p.newProducer(); err != nil {
 		return nil, err
@@ -528,7 +530,9 @@ func (p *pool) handle(m inbound) ckf.Step {
 		src = m.feed.Source
 		switch m.feed.Kind {
 		case KindPlane:
+			p.restarted = ckf.StepContinue
 			p.plane(m.feed, now)
+			return max(p.restarted, p.apply(src, now))
 		case KindEngine:
 			p.engine(m.feed, now)
 		case KindResync, KindGone:
@@ -569,6 +573,13 @@ func (p *pool) plane(m *Message, now time.Time) {
 	}
 	switch {
 	case topic == dynamo.EventTopic:
+		if m.Source.Restarts {
+			if last, ok := p.lastPub[m.Source]; ok && last != pm.PublisherID {
+				p.log.Info("publisher restarted with a new id", "source", m.Source.Name, "publisher_id", pm.PublisherID)
+				p.restarted = p.clearSource(&Message{Kind: KindGone, Source: m.Source})
+			}
+			p.lastPub[m.Source] = pm.PublisherID
+		}
 		p.evs, _ = p.intake.sequenced(&pm.Envelope, now, p.evs)
 	case topic == dynamo.MetricsTopic && p.cfg.Loads&LoadDynamo != 0:
 		p.activeLoad(&pm.Envelope, now, m.Source.NamespaceLoad)
@@ -648,9 +659,12 @@ func (p *pool) apply(src *Source, now time.Time) ckf.Step {
 // clearSource drops every member whose latest events came from m.Source
 // (KindGone: the publisher left; KindResync: its stream lost batches).
 func (p *pool) clearSource(m *Message) ckf.Step {
-	if m.Kind == KindResync {
+	switch m.Kind {
+	case KindResync:
 		p.istats.Resyncs++
 		delete(p.engines, m.Source) // the next batch starts a new sequence
+	case KindGone:
+		delete(p.lastPub, m.Source)
 	}
 	step := ckf.StepContinue
 	for member, src := range p.owners {

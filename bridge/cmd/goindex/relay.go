@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/bridge/zmqfeed"
+	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,6 +40,19 @@ default, the payload shape is detected, no release is named):
   <P>.<D>.<DC>.worker-load                     goindex's JSON {worker_id, queued_prefill_tokens,
                                                active_decode_blocks, capacity_blocks}
   Names are percent-encoded as Dynamo does (a dot in a name becomes %2E).
+
+Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
+  --zmq-publisher tcp://H:P[,…]   direct mode: a SUB socket per worker PUB socket
+                                  (4 parts: topic, publisher id, sequence, 5-byte
+                                  header + msgpack EventEnvelope; kv-events and
+                                  kv_metrics); a new publisher id on an endpoint is a
+                                  restart: the old incarnation's blocks are dropped
+  --zmq-broker xsub=…,xpub=…      broker mode, DYN_ZMQ_BROKER_URL's syntax (its default):
+                                  one SUB socket on every broker's XPUB side,
+                                  subscribed to the pool's scoped subjects; copies
+                                  heard through several brokers are taken once
+  Frames, envelope and identity are checked; bad messages are dropped and counted
+  (relay_rejected_total{reason=bad_frames|identity|…}).
 Output (P = --prefix; D, DC decimal ids):
   <P>.<D>.<DC>.delta      JetStream stream <P>-<D>-<DC>-delta: the ordered delta log
                           (deltas, heartbeats, drain marker), bounded by --max-age/--max-bytes
@@ -84,6 +101,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	queue := fs.Float64("queue-tokens-per-ms", 0, "load model: DC-wide queued prefill drain rate (0: unknown)")
 	decode := fs.Float64("decode-blocks-per-ms", 0, "load model: DC-wide KV release rate of decodes (0: unknown)")
 	capacity := fs.Uint64("worker-capacity-blocks", 0, "load model: KV capacity per worker without load samples (0: unknown)")
+	zmqPublishers := fs.String("zmq-publisher", "", "ZMQ event plane: comma-separated worker PUB endpoints (tcp://host:port) to subscribe to")
+	zmqBroker := fs.String("zmq-broker", os.Getenv("DYN_ZMQ_BROKER_URL"), "ZMQ event plane: broker mode, xsub=<url>[;<url>…],xpub=<url>[;<url>…] (default: $DYN_ZMQ_BROKER_URL)")
+	zmqMaxBytes := fs.Int64("zmq-max-message-bytes", zmqfeed.DefaultMaxMessageBytes, "ZMQ: largest message part taken; a peer sending more is disconnected")
 	statusEvery := fs.Duration("status-every", 10*time.Second, "log a status line this often (0: never)")
 	asJSON := fs.Bool("json", false, "print the final status as one JSON object")
 	if err := parseFlags(fs, args); err != nil {
@@ -114,6 +134,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	scope := dynamo.Scope{Namespace: *namespace, Component: *component, Endpoint: *endpoint}
+	feeds, err := relayFeeds(scope, *zmqPublishers, *zmqBroker, *zmqMaxBytes, log)
+	if err != nil {
+		return err
+	}
 	nc, closeNATS, err := nf.connect(fmt.Sprintf("goindex relay dc %d", *dc), log)
 	if err != nil {
 		return err
@@ -125,7 +150,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	r, err := relay.New(relay.Config{Conn: nc, Prefix: *nf.prefix, DC: relayproto.DCID(*dc), Name: *name, JSDomain: *jsDomain,
 		Pools: []relay.PoolConfig{{Domain: relayproto.DomainID(*domain), Namespace: *namespace, Component: *component,
-			Endpoint: *endpoint, Scopes: scopes, Loads: loads, ExpectedBlocks: *expected, Seed: *seed}},
+			Endpoint: *endpoint, Scopes: scopes, Loads: loads, Feeds: feeds, ExpectedBlocks: *expected, Seed: *seed}},
 		BatchEvents: *batch, FlushAfter: *flush, MaxAge: *maxAge, MaxBytes: *maxBytes, Storage: storage, Encoding: enc,
 		SnapshotEvery: *snapEvery, LoadEvery: *loadEvery, HeartbeatEvery: *hbEvery,
 		PrefillTokensPerMs: *prefill, QueueTokensPerMs: *queue, DecodeBlocksPerMs: *decode, WorkerCapacityBlocks: *capacity,
@@ -175,6 +200,31 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 	}
+}
+
+// relayFeeds builds the pool's ZMQ feeds from the flags.
+func relayFeeds(scope dynamo.Scope, publishers, broker string, maxBytes int64, log *slog.Logger) ([]relay.Feed, error) {
+	cfg := zmqfeed.PlaneConfig{Scope: scope, MaxMessageBytes: maxBytes, Logger: log}
+	for _, ep := range strings.Split(publishers, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			cfg.Publishers = append(cfg.Publishers, zmqfeed.Publisher{Endpoint: ep})
+		}
+	}
+	if broker != "" {
+		_, xpub, err := zmqfeed.ParseBrokerURL(broker)
+		if err != nil {
+			return nil, fmt.Errorf("relay: --zmq-broker: %v: %w", err, errUsage)
+		}
+		cfg.Brokers = xpub
+	}
+	if len(cfg.Publishers) == 0 && len(cfg.Brokers) == 0 {
+		return nil, nil
+	}
+	plane, err := zmqfeed.NewPlane(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %v: %w", err, errUsage)
+	}
+	return []relay.Feed{plane}, nil
 }
 
 // parseChoice maps a flag's value through choices, or fails naming them.

@@ -1,0 +1,73 @@
+// Package zmqfeed feeds the relay from ZeroMQ: Dynamo's ZMQ event plane
+// (the default transport since Dynamo v1.3) and the vLLM/SGLang engines'
+// own KV-event publishers. Its feeds are relay.Feeds; they only move
+// messages, whole, from sockets to the relay, which decodes, checks and
+// counts them on its writer goroutine.
+//
+// # ZeroMQ implementation
+//
+// libzmq (Debian's libzmq5, 4.3) through github.com/pebbe/zmq4 (cgo; the
+// build needs libzmq3-dev). The pure-Go github.com/go-zeromq/zmq4 (v0.17.0)
+// would keep the goindex binary cgo-free, but it allocates whatever part
+// length a peer announces before reading it: nine bytes from a peer end
+// the process with an unrecoverable out-of-memory error
+// (TestHostile_HugeFrameClaimIsRefusedWithoutAllocating plays them), and
+// its automatic reconnect redials the socket's last endpoint only. libzmq
+// is what Dynamo (Rust zmq/tmq) and vLLM (pyzmq) run: MAXMSGSIZE drops an
+// oversized peer before buffering the part, RCVHWM bounds the queue,
+// reconnects back off from 100 ms to 5 s as Dynamo's sockets do, and
+// XSUB/XPUB brokers interoperate by construction. The tests drive it
+// against Debian's python3-zmq publishers, never against itself.
+//
+// # Concepts
+//
+// Plane (plane.go) subscribes, in direct mode, one SUB socket per
+// publisher (Dynamo's KV ingress keeps one validated socket per
+// publisher): static ones (Publishers, an endpoint each) and those a
+// Discovery reports (etcd or Kubernetes records, bridge/discovery), whose
+// publisher id the relay then requires in every message. A discovered
+// publisher that leaves is answered with relay.KindGone; a static
+// publisher's new id (a restart) is noticed by the relay. In broker mode
+// (Brokers: the XPUB side of Dynamo's stateless XSUB/XPUB brokers,
+// DYN_ZMQ_BROKER_URL's xpub part) one SUB socket connects to every broker
+// and subscribes to the pool's scoped subjects; a message heard through
+// two brokers is taken once (the relay's per-publisher sequence
+// watermark).
+//
+// # Limits and failure
+//
+// Every part is bounded by MaxMessageBytes (libzmq MAXMSGSIZE), every
+// socket's queue by RecvHWM messages, every message by maxParts parts
+// kept. libzmq gives an endpoint up after a protocol error (an oversized
+// part); every disconnect is therefore answered by a fresh connect
+// (socket.go). A feed never stops the relay: a socket that cannot be made
+// is logged and its publisher skipped.
+//
+// # Concurrency
+//
+// One goroutine per socket (libzmq sockets are not thread-safe); the
+// feed's Run owns the publisher table.
+//
+// # Files
+//
+//   - doc.go: this overview.
+//   - errors.go: ErrBadConfig.
+//   - socket.go: libzmq socket set-up, limits, receive loop and re-connects.
+//   - plane.go: Plane (direct and broker mode), Publisher, Discovery,
+//     ParseBrokerURL.
+//   - support_test.go: the Python publisher driver, relay and reference
+//     producer helpers.
+//   - plane_test.go: late publisher, batches and single events, gaps,
+//     identity and frame rejections, load; restart with a new id; brokers.
+//   - hostile_test.go: a peer announcing a 1 TiB part; a part over the
+//     limit.
+//   - testdata/dynamo_pub.py: a Dynamo event-plane publisher and brokers
+//     built field by field from the spec with python3-zmq and
+//     python3-msgpack.
+//
+// # Tests
+//
+// Each test runs a relay with a feed against Debian's python3-zmq
+// publishers and compares the relay's filter words with a producer fed
+// the events the publishers stored.
+package zmqfeed

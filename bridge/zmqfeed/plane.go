@@ -1,0 +1,334 @@
+package zmqfeed
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/dynamo"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// Publisher is one publisher of Dynamo's ZMQ event plane in direct mode: a
+// PUB socket the feed connects a SUB socket of its own to.
+type Publisher struct {
+	// Key names the publisher across updates (its discovery key; the
+	// endpoint for a static one).
+	Key string
+	// Endpoint is the PUB socket's address, "tcp://host:port".
+	Endpoint string
+	// PublisherID is the id the publisher registered; every message must
+	// carry it. 0 accepts any (a static publisher), and a change of id
+	// then marks a restart.
+	PublisherID uint64
+	// Scope is the scope the publisher registered; the zero Scope takes the
+	// feed's.
+	Scope dynamo.Scope
+	// Topic is the topic the channel carries (kv-events or kv_metrics);
+	// "" subscribes to both.
+	Topic string
+}
+
+// Update is one change of the publisher set: a publisher that appeared,
+// or (Gone) one that left.
+type Update struct {
+	Publisher Publisher
+	Gone      bool
+}
+
+// Discovery streams the set of event-plane publishers: Watch calls fn
+// with every publisher present, then with every change, until ctx ends
+// (fn is called from one goroutine at a time). A Watch that fails returns
+// its error.
+type Discovery interface {
+	Watch(ctx context.Context, fn func(Update)) error
+	String() string
+}
+
+// PlaneConfig configures a Plane feed.
+type PlaneConfig struct {
+	// Scope is the pool's endpoint scope (namespace, component, endpoint):
+	// what static publishers are checked against, and in broker mode the
+	// subjects subscribed (its endpoint and component scopes for KV
+	// events, its endpoint and namespace scopes for load). Required.
+	Scope dynamo.Scope
+	// Publishers are connected for the feed's whole life; optional.
+	Publishers []Publisher
+	// Discovery adds and removes publishers; optional.
+	Discovery Discovery
+	// Brokers are the XPUB endpoints of Dynamo's ZMQ brokers (broker mode,
+	// DYN_ZMQ_BROKER_URL's xpub part): one SUB socket connects to all.
+	// Optional.
+	Brokers []string
+	// MaxMessageBytes bounds one inbound part; optional; default:
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int64
+	// RecvHWM bounds the messages queued per socket; optional; default:
+	// DefaultRecvHWM.
+	RecvHWM int
+	// Logger receives connection logs; optional; default: discard.
+	Logger *slog.Logger
+}
+
+// Plane is a relay.Feed of Dynamo's ZMQ event plane: one SUB socket per
+// publisher (as Dynamo's own KV ingress keeps one validated socket per
+// publisher), static or discovered, or one SUB socket on the brokers.
+// Messages go to the relay whole; the relay checks their frames and
+// identity.
+type Plane struct {
+	cfg PlaneConfig
+}
+
+// NewPlane checks cfg and returns the feed; it does no I/O.
+func NewPlane(cfg PlaneConfig) (*Plane, error) {
+	if cfg.Scope.Namespace == "" || cfg.Scope.Component == "" || cfg.Scope.Endpoint == "" {
+		return nil, fmt.Errorf("%w: the pool's namespace, component and endpoint are required", ErrBadConfig)
+	}
+	if len(cfg.Publishers) == 0 && cfg.Discovery == nil && len(cfg.Brokers) == 0 {
+		return nil, fmt.Errorf("%w: no publishers, discovery or brokers", ErrBadConfig)
+	}
+	for _, ep := range append(endpointsOf(cfg.Publishers), cfg.Brokers...) {
+		if err := checkEndpoint(ep); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.RecvHWM <= 0 {
+		cfg.RecvHWM = DefaultRecvHWM
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Plane{cfg: cfg}, nil
+}
+
+func endpointsOf(ps []Publisher) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Endpoint
+	}
+	return out
+}
+
+// checkEndpoint accepts the transports a relay can reach a publisher on.
+func checkEndpoint(ep string) error {
+	for _, t := range []string{"tcp://", "ipc://"} {
+		if strings.HasPrefix(ep, t) && len(ep) > len(t) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: endpoint %q: want tcp://host:port or ipc://path", ErrBadConfig, ep)
+}
+
+// String names the feed in logs.
+func (p *Plane) String() string {
+	switch {
+	case len(p.cfg.Brokers) > 0:
+		return "zmq event plane via brokers " + strings.Join(p.cfg.Brokers, ",")
+	case p.cfg.Discovery != nil:
+		return "zmq event plane via " + p.cfg.Discovery.String()
+	}
+	return "zmq event plane from " + strings.Join(endpointsOf(p.cfg.Publishers), ",")
+}
+
+// conn is one running publisher subscription.
+type conn struct {
+	src    *relay.Source
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Run serves the feed until ctx ends: it connects to the static
+// publishers and the brokers, follows discovery, and delivers every
+// message; a publisher that leaves gets a KindGone.
+func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error {
+	zctx, err := zmq.NewContext()
+	if err != nil {
+		return fmt.Errorf("zmq context: %w", err)
+	}
+	conns := map[string]*conn{}
+	var wg sync.WaitGroup
+	defer func() {
+		for _, c := range conns {
+			c.cancel()
+		}
+		wg.Wait()
+		_ = zctx.Term()
+	}()
+	for _, pub := range p.cfg.Publishers {
+		if pub.Key == "" {
+			pub.Key = pub.Endpoint
+		}
+		p.start(ctx, zctx, &wg, conns, pub, deliver)
+	}
+	if len(p.cfg.Brokers) > 0 {
+		if err := p.startBrokers(ctx, zctx, &wg, deliver); err != nil {
+			return err
+		}
+	}
+	if p.cfg.Discovery == nil {
+		<-ctx.Done()
+		return nil
+	}
+	updates := make(chan Update)
+	watchErr := make(chan error, 1)
+	go func() {
+		watchErr <- p.cfg.Discovery.Watch(ctx, func(u Update) {
+			select {
+			case updates <- u:
+			case <-ctx.Done():
+			}
+		})
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-watchErr:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", p.cfg.Discovery, err)
+		case u := <-updates:
+			if u.Gone {
+				p.stop(conns, u.Publisher.Key, deliver)
+				continue
+			}
+			if old, ok := conns[u.Publisher.Key]; ok {
+				if old.src.Name == u.Publisher.Endpoint && old.src.PublisherID == u.Publisher.PublisherID {
+					continue // the same record again (a re-list)
+				}
+				p.stop(conns, u.Publisher.Key, deliver)
+			}
+			p.start(ctx, zctx, &wg, conns, u.Publisher, deliver)
+		}
+	}
+}
+
+// start subscribes to one publisher.
+func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup, conns map[string]*conn, pub Publisher, deliver func(relay.Message) bool) {
+	scope := pub.Scope
+	if scope.Namespace == "" {
+		scope = p.cfg.Scope
+	}
+	src := &relay.Source{Scope: scope, PublisherID: pub.PublisherID, Restarts: pub.PublisherID == 0,
+		NamespaceLoad: scope.Component == "", Name: pub.Endpoint}
+	topics := []string{pub.Topic}
+	if pub.Topic == "" {
+		topics = []string{dynamo.EventTopic, dynamo.MetricsTopic}
+	}
+	// Frame 0 is the bare topic in direct mode; the scoped subject is
+	// subscribed too, since which one older direct publishers sent is
+	// [unverified] (the relay's identity check takes both).
+	var prefixes []string
+	for _, t := range topics {
+		prefixes = append(prefixes, t, scope.Subject(t))
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	c := &conn{src: src, cancel: cancel, done: make(chan struct{})}
+	conns[pub.Key] = c
+	log := p.cfg.Logger.With("publisher", pub.Endpoint, "publisher_id", pub.PublisherID)
+	wg.Go(func() {
+		defer close(c.done)
+		s, err := newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: []string{pub.Endpoint}, subscribe: prefixes,
+			maxMessageBytes: p.cfg.MaxMessageBytes, recvHWM: p.cfg.RecvHWM})
+		if err != nil {
+			log.Error("zmq publisher not subscribed", "err", err)
+			return
+		}
+		log.Info("zmq publisher subscribed")
+		if err := s.readLoop(cctx, func(parts [][]byte) bool {
+			return deliver(relay.Message{Kind: relay.KindPlane, Frames: parts, Source: src})
+		}); err != nil && cctx.Err() == nil {
+			log.Error("zmq publisher subscription ended", "err", err)
+		}
+	})
+}
+
+// stop ends one publisher's subscription and tells the relay it is gone.
+func (p *Plane) stop(conns map[string]*conn, key string, deliver func(relay.Message) bool) {
+	c, ok := conns[key]
+	if !ok {
+		return
+	}
+	delete(conns, key)
+	c.cancel()
+	<-c.done
+	p.cfg.Logger.Info("zmq publisher gone", "publisher", c.src.Name, "publisher_id", c.src.PublisherID)
+	deliver(relay.Message{Kind: relay.KindGone, Source: c.src})
+}
+
+// startBrokers subscribes one socket to every broker's XPUB side for the
+// pool's subjects. Messages of one publisher arriving through several
+// brokers are deduplicated by the relay, whose per-publisher sequence
+// watermark drops what it has seen: each broker forwards a publisher's
+// messages in order, so this equals Dynamo's LRU of (publisher id,
+// sequence) pairs.
+func (p *Plane) startBrokers(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup, deliver func(relay.Message) bool) error {
+	sc := p.cfg.Scope
+	component := dynamo.Scope{Namespace: sc.Namespace, Component: sc.Component}
+	namespace := dynamo.Scope{Namespace: sc.Namespace}
+	subjects := map[string]*relay.Source{
+		sc.Subject(dynamo.EventTopic):          {Scope: sc, Name: "brokers"},
+		component.Subject(dynamo.EventTopic):   {Scope: component, Name: "brokers"},
+		sc.Subject(dynamo.MetricsTopic):        {Scope: sc, Name: "brokers"},
+		namespace.Subject(dynamo.MetricsTopic): {Scope: namespace, NamespaceLoad: true, Name: "brokers"},
+	}
+	var prefixes []string
+	for s := range subjects {
+		prefixes = append(prefixes, s)
+	}
+	s, err := newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: p.cfg.Brokers, subscribe: prefixes,
+		maxMessageBytes: p.cfg.MaxMessageBytes, recvHWM: p.cfg.RecvHWM})
+	if err != nil {
+		return err
+	}
+	fallback := subjects[sc.Subject(dynamo.EventTopic)]
+	wg.Go(func() {
+		if err := s.readLoop(ctx, func(parts [][]byte) bool {
+			src := subjects[string(parts[0])]
+			if src == nil {
+				src = fallback // a longer subject under a prefix: the identity check refuses it
+			}
+			return deliver(relay.Message{Kind: relay.KindPlane, Frames: parts, Source: src})
+		}); err != nil && ctx.Err() == nil {
+			p.cfg.Logger.Error("zmq broker subscription ended", "err", err)
+		}
+	})
+	return nil
+}
+
+// ParseBrokerURL parses Dynamo's DYN_ZMQ_BROKER_URL value,
+// "xsub=<url>[;<url>…],xpub=<url>[;<url>…]" (exactly two comma-separated
+// parts, in either order), into its XSUB and XPUB endpoints.
+func ParseBrokerURL(v string) (xsub, xpub []string, err error) {
+	parts := strings.Split(v, ",")
+	if len(parts) != 2 {
+		return nil, nil, fmt.Errorf("%w: broker url %q: want xsub=<url>[;<url>…],xpub=<url>[;<url>…]", ErrBadConfig, v)
+	}
+	for _, part := range parts {
+		k, urls, ok := strings.Cut(strings.TrimSpace(part), "=")
+		var dst *[]string
+		switch {
+		case ok && k == "xsub" && xsub == nil:
+			dst = &xsub
+		case ok && k == "xpub" && xpub == nil:
+			dst = &xpub
+		default:
+			return nil, nil, fmt.Errorf("%w: broker url %q: part %q is not xsub=… or xpub=…", ErrBadConfig, v, part)
+		}
+		for _, u := range strings.Split(urls, ";") {
+			u = strings.TrimSpace(u)
+			if err := checkEndpoint(u); err != nil {
+				return nil, nil, err
+			}
+			*dst = append(*dst, u)
+		}
+	}
+	return xsub, xpub, nil
+}

@@ -1,0 +1,153 @@
+package zmqfeed
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/goindex/kv"
+)
+
+const pubA = 1<<53 - 11 // publisher ids are masked to 53 bits upstream
+
+func newPlane(t *testing.T, cfg PlaneConfig) *Plane {
+	t.Helper()
+	if cfg.Scope.Namespace == "" {
+		cfg.Scope = testScope
+	}
+	cfg.Logger = testLogger()
+	p, err := NewPlane(cfg)
+	if err != nil {
+		t.Fatalf("NewPlane: %v", err)
+	}
+	return p
+}
+
+// TestPlane_LatePythonPublisherIsTrackedAndBadMessagesCounted starts the
+// relay first, then a libzmq publisher (Debian's python3-zmq) on the
+// endpoint it connects to: its batches, single events, a gap and a load
+// sample are taken, and frames or identities that disagree are dropped and
+// counted by reason. The relay's filter equals a producer fed the events.
+func TestPlane_LatePythonPublisherIsTrackedAndBadMessagesCounted(t *testing.T) {
+	ep := freeEndpoint(t)
+	r := startRelay(t, newPlane(t, PlaneConfig{Publishers: []Publisher{{Endpoint: ep}}}))
+	py := startPy(t, "dynamo_pub.py", "--bind", ep)
+	py.do("warm", msg{"pub": pubA, "seq": 0, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11}, [2]uint64{0xA2, 0x12})}})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Intake.Events == 0 {
+			return errors.New("the publisher's first message not taken yet")
+		}
+		return nil
+	})
+	steps := []msg{
+		// v1.4 batch: a child run and a removal.
+		{"pub": pubA, "seq": 1, "payload": []any{storedMap(1, 2, 0, ptr(0xA2), [2]uint64{0xA3, 0x13}), removedMap(1, 3, 0, 0xA1)}},
+		// One event, not in a list (v1.3), after a lost message (gap 1).
+		{"pub": pubA, "seq": 3, "payload": storedMap(2, 1, 1, nil, [2]uint64{0xB1, 0x21})},
+		// Identity: frame publisher, envelope topic; frames: 3 parts, version 2.
+		{"pub": pubA, "seq": 4, "frame_pub": pubA + 1, "payload": []any{storedMap(9, 1, 0, nil, [2]uint64{0xC1, 0x31})}},
+		{"pub": pubA, "seq": 5, "env_topic": "kv_metrics", "payload": []any{storedMap(9, 1, 0, nil, [2]uint64{0xC1, 0x31})}},
+		{"pub": pubA, "seq": 6, "parts": 3, "payload": []any{storedMap(9, 1, 0, nil, [2]uint64{0xC1, 0x31})}},
+		{"pub": pubA, "seq": 7, "version": 2, "payload": []any{storedMap(9, 1, 0, nil, [2]uint64{0xC1, 0x31})}},
+		// A load sample on the same socket (Dynamo uses another publisher id).
+		{"pub": pubA + 2, "seq": 0, "topic": "kv_metrics", "payload": map[string]any{"worker_id": 1, "dp_rank": 0,
+			"active_decode_blocks": nil, "active_prefill_tokens": nil, "kv_used_blocks": 55}},
+		{"pub": pubA, "seq": 8, "payload": []any{storedMap(2, 2, 1, ptr(0xB1), [2]uint64{0xB2, 0x22})}},
+	}
+	for _, m := range steps {
+		py.do("send", m)
+	}
+	st := waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Intake.Events < 5 || st.Intake.LoadSamples < 1 {
+			return fmt.Errorf("intake %+v: want 5 events and a load sample", st.Intake)
+		}
+		return nil
+	})
+	in := st.Intake
+	// Seqs 4–7 were dropped before the sequence check: 3 → 8 misses four,
+	// 1 → 3 one.
+	if in.Identity != 2 || in.BadFrames != 2 || in.Gaps != 5 || in.Malformed != 0 || st.Rejected != 0 {
+		t.Errorf("intake = %+v, rejected %d; want 2 identity mismatches, 2 bad frames, 5 gaps, nothing malformed or rejected", in, st.Rejected)
+	}
+	checkWords(t, r, []kv.Event{
+		storedKV(1, 1, 0, nil, [2]uint64{0xA1, 0x11}, [2]uint64{0xA2, 0x12}),
+		storedKV(1, 2, 0, ptr(0xA2), [2]uint64{0xA3, 0x13}), removedKV(1, 3, 0, 0xA1),
+		storedKV(2, 1, 1, nil, [2]uint64{0xB1, 0x21}),
+		storedKV(2, 2, 1, ptr(0xB1), [2]uint64{0xB2, 0x22}),
+	})
+	if got := status(t, r).Producer.TrackedBlocks; got != 4 {
+		t.Errorf("tracked blocks = %d, want 4 (A2, A3, B1, B2)", got)
+	}
+}
+
+// TestPlane_PublisherRestartWithANewIDReplacesItsBlocks kills a static
+// publisher and starts another on the same endpoint with a new publisher
+// id (a worker restart): libzmq reconnects, the first worker's blocks are
+// cleared, and the new incarnation's blocks are tracked.
+func TestPlane_PublisherRestartWithANewIDReplacesItsBlocks(t *testing.T) {
+	ep := freeEndpoint(t)
+	r := startRelay(t, newPlane(t, PlaneConfig{Publishers: []Publisher{{Endpoint: ep}}}))
+	first := startPy(t, "dynamo_pub.py", "--bind", ep)
+	first.do("warm", msg{"pub": pubA, "seq": 0, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11}, [2]uint64{0xA2, 0x12})}})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 2 {
+			return fmt.Errorf("tracked %d blocks, want the first incarnation's 2", st.Producer.TrackedBlocks)
+		}
+		return nil
+	})
+	first.kill()
+	second := startPy(t, "dynamo_pub.py", "--bind", ep)
+	second.do("warm", msg{"pub": pubA + 100, "seq": 0, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xD1, 0x41})}})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 1 || st.Intake.Events != 2 {
+			return fmt.Errorf("tracked %d blocks after %d events, want only the second incarnation's 1", st.Producer.TrackedBlocks, st.Intake.Events)
+		}
+		return nil
+	})
+	checkWords(t, r, []kv.Event{storedKV(1, 1, 0, nil, [2]uint64{0xD1, 0x41})})
+}
+
+// TestPlane_BrokerModeDeduplicatesAcrossBrokers runs two XSUB/XPUB
+// brokers (libzmq's proxy) with a publisher connected to both, as
+// Dynamo's HA brokers run: the relay hears every message twice, takes it
+// once, and counts the copies as duplicates.
+func TestPlane_BrokerModeDeduplicatesAcrossBrokers(t *testing.T) {
+	py := startPy(t, "dynamo_pub.py", "--brokers", "2")
+	r := startRelay(t, newPlane(t, PlaneConfig{Brokers: py.Endpoints}))
+	subject := testScope.Subject("kv-events")
+	py.do("warm", msg{"pub": pubA, "seq": 0, "frame_topic": subject, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11})}})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Intake.Events == 0 {
+			return errors.New("no event through the brokers yet")
+		}
+		return nil
+	})
+	for seq := uint64(1); seq <= 20; seq++ {
+		py.do("send", msg{"pub": pubA, "seq": seq, "frame_topic": subject, "payload": []any{storedMap(1, 1+seq, 0, ptr(0xA0+seq), [2]uint64{0xA1 + seq, 0x11 + seq})}})
+	}
+	// Another scope's subject under a subscribed prefix is refused.
+	py.do("send", msg{"pub": pubA, "seq": 21, "frame_topic": subject + "-x", "payload": []any{storedMap(1, 99, 0, nil, [2]uint64{0xFF, 0xFF})}})
+	st := waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Intake.Events != 21 || st.Intake.Duplicates < 20 {
+			return fmt.Errorf("intake %+v: want 21 events once each, 20 duplicates at least", st.Intake)
+		}
+		return nil
+	})
+	if st.Intake.Gaps != 0 || st.Producer.TrackedBlocks != 21 {
+		t.Errorf("through two brokers: intake %+v, tracked %d; want no gap and 21 blocks", st.Intake, st.Producer.TrackedBlocks)
+	}
+}
+
+func TestParseBrokerURL(t *testing.T) {
+	xsub, xpub, err := ParseBrokerURL("xsub=tcp://a:5555;tcp://b:5555 , xpub=tcp://a:5556;tcp://b:5556")
+	if err != nil || fmt.Sprint(xsub) != "[tcp://a:5555 tcp://b:5555]" || fmt.Sprint(xpub) != "[tcp://a:5556 tcp://b:5556]" {
+		t.Errorf("ParseBrokerURL = %v, %v, %v", xsub, xpub, err)
+	}
+	for _, bad := range []string{"", "tcp://a:1", "xsub=tcp://a:1", "xsub=tcp://a:1,xpub=", "xpub=tcp://a:1,xpub=tcp://b:1",
+		"xsub=tcp://a:1,xpub=udp://b:1", "xsub=tcp://a:1,xpub=tcp://b:1,xpub=tcp://c:1"} {
+		if _, _, err := ParseBrokerURL(bad); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("ParseBrokerURL(%q) = %v, want ErrBadConfig", bad, err)
+		}
+	}
+}

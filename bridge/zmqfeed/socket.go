@@ -1,0 +1,209 @@
+package zmqfeed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/goindex/goindex/dynamo"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// Socket settings, as Dynamo sets its own (dynamo-current §1.2) where it
+// names them.
+const (
+	// DefaultMaxMessageBytes bounds one inbound part (libzmq's MAXMSGSIZE:
+	// a peer that sends more is disconnected before the part is buffered):
+	// the decoders' limit plus the 5-byte frame header.
+	DefaultMaxMessageBytes = dynamo.MaxMessageBytes + 5
+	// DefaultRecvHWM bounds the messages libzmq queues per socket while the
+	// relay is behind; past it the publisher's messages are dropped, which
+	// the relay sees as a sequence gap. With DefaultMaxMessageBytes it
+	// bounds what one publisher can make the relay hold; Dynamo's batches
+	// (≤ 8,192 blocks, a few hundred KiB) stay far below.
+	DefaultRecvHWM = 1024
+	// maxParts bounds the parts kept of one message: the event plane sends
+	// four, engines three; the parts of a longer message are read and
+	// dropped, and the message is delivered with maxParts+1 parts, which
+	// the relay counts as bad frames.
+	maxParts = 6
+	// recvPoll is how often a waiting socket looks at its context.
+	recvPoll = 100 * time.Millisecond
+	// reconnectMin and reconnectMax are libzmq's reconnect backoff, the
+	// values Dynamo's readiness sockets use.
+	reconnectMin = 100 * time.Millisecond
+	reconnectMax = 5 * time.Second
+)
+
+// socketConfig is what newSocket needs.
+type socketConfig struct {
+	kind            zmq.Type // zmq.SUB or zmq.DEALER
+	endpoints       []string // connected, not bound
+	subscribe       []string // SUB prefixes
+	maxMessageBytes int64
+	recvHWM         int
+}
+
+// socket is a connected libzmq socket and the monitor that tells it when
+// a connection dropped. libzmq reconnects with backoff on its own after a
+// peer goes away, so a publisher that starts later or restarts on the same
+// endpoint is picked up; but after a protocol error (a part over
+// MAXMSGSIZE, a bad handshake) it gives the endpoint up for good
+// (libzmq 4.3). So every disconnect is answered, reconnectMin later, by a
+// fresh connect of that endpoint.
+type socket struct {
+	s, mon    *zmq.Socket
+	endpoints []string
+	poller    *zmq.Poller
+	redial    map[string]time.Time // endpoint → when to connect it again
+}
+
+// newSocket makes a connected socket of cfg on zctx.
+func newSocket(zctx *zmq.Context, cfg socketConfig) (*socket, error) {
+	s, err := zctx.NewSocket(cfg.kind)
+	if err != nil {
+		return nil, fmt.Errorf("zmq socket: %w", err)
+	}
+	sk := &socket{s: s, endpoints: cfg.endpoints, redial: map[string]time.Time{}}
+	fail := func(what string, err error) (*socket, error) {
+		sk.close()
+		return nil, fmt.Errorf("zmq %s: %w", what, err)
+	}
+	for _, o := range []struct {
+		what string
+		err  error
+	}{
+		{"linger", s.SetLinger(0)},
+		{"maxmsgsize", s.SetMaxmsgsize(cfg.maxMessageBytes)},
+		{"rcvhwm", s.SetRcvhwm(cfg.recvHWM)},
+		{"reconnect_ivl", s.SetReconnectIvl(reconnectMin)},
+		{"reconnect_ivl_max", s.SetReconnectIvlMax(reconnectMax)},
+		{"tcp_keepalive", s.SetTcpKeepalive(1)},
+	} {
+		if o.err != nil {
+			return fail(o.what, o.err)
+		}
+	}
+	for _, p := range cfg.subscribe {
+		if err := s.SetSubscribe(p); err != nil {
+			return fail("subscribe "+p, err)
+		}
+	}
+	// The socket's address names its monitor: unique while it lives.
+	addr := fmt.Sprintf("inproc://zmqfeed-monitor-%p", s)
+	if err := s.Monitor(addr, zmq.EVENT_DISCONNECTED); err != nil {
+		return fail("monitor", err)
+	}
+	if sk.mon, err = zctx.NewSocket(zmq.PAIR); err != nil {
+		return fail("monitor socket", err)
+	}
+	if err := sk.mon.SetLinger(0); err != nil {
+		return fail("monitor linger", err)
+	}
+	if err := sk.mon.Connect(addr); err != nil {
+		return fail("monitor connect", err)
+	}
+	for _, ep := range cfg.endpoints {
+		if err := s.Connect(ep); err != nil {
+			return fail("connect "+ep, err)
+		}
+	}
+	sk.poller = zmq.NewPoller()
+	sk.poller.Add(s, zmq.POLLIN)
+	sk.poller.Add(sk.mon, zmq.POLLIN)
+	return sk, nil
+}
+
+func (sk *socket) close() {
+	if sk.mon != nil {
+		sk.mon.Close()
+	}
+	sk.s.Close()
+}
+
+// interrupted reports a call cut short by a signal (retried).
+func interrupted(err error) bool {
+	return errors.Is(zmq.AsErrno(err), zmq.Errno(syscall.EINTR))
+}
+
+// recv reads one whole message from s, which has one waiting. At most
+// maxParts+1 parts are kept; the rest are read and dropped.
+func recv(s *zmq.Socket) ([][]byte, error) {
+	first, err := s.RecvBytes(0)
+	if err != nil {
+		return nil, fmt.Errorf("zmq receive: %w", err)
+	}
+	parts := [][]byte{first}
+	for {
+		more, err := s.GetRcvmore()
+		if err != nil {
+			return nil, fmt.Errorf("zmq receive: %w", err)
+		}
+		if !more {
+			return parts, nil
+		}
+		// The parts of one message arrive together (libzmq delivers a
+		// message whole), so this does not wait.
+		p, err := s.RecvBytes(0)
+		if err != nil {
+			return nil, fmt.Errorf("zmq receive part %d: %w", len(parts), err)
+		}
+		if len(parts) <= maxParts {
+			parts = append(parts, p)
+		}
+	}
+}
+
+// readLoop hands every message of the socket to fn until ctx ends or fn
+// returns false, and connects dropped endpoints again. It owns the socket
+// and closes it.
+func (sk *socket) readLoop(ctx context.Context, fn func(parts [][]byte) bool) error {
+	defer sk.close()
+	for ctx.Err() == nil {
+		polled, err := sk.poller.Poll(recvPoll)
+		if err != nil && !interrupted(err) {
+			return fmt.Errorf("zmq poll: %w", err)
+		}
+		for _, p := range polled {
+			if p.Socket == sk.mon {
+				ev, addr, _, err := sk.mon.RecvEvent(0)
+				if err == nil && ev == zmq.EVENT_DISCONNECTED {
+					sk.redial[addr] = time.Now().Add(reconnectMin)
+				}
+				continue
+			}
+			parts, err := recv(sk.s)
+			if err != nil {
+				return err
+			}
+			if !fn(parts) {
+				return nil
+			}
+		}
+		sk.redialDue(time.Now())
+	}
+	return nil
+}
+
+// redialDue connects again the dropped endpoints whose time came. The
+// monitor names an endpoint as libzmq resolved it; one the socket was not
+// given by that name makes every endpoint reconnect.
+func (sk *socket) redialDue(now time.Time) {
+	for addr, at := range sk.redial {
+		if now.Before(at) {
+			continue
+		}
+		delete(sk.redial, addr)
+		eps := []string{addr}
+		if !slices.Contains(sk.endpoints, addr) {
+			eps = sk.endpoints
+		}
+		for _, ep := range eps {
+			_ = sk.s.Disconnect(ep) // already gone after a protocol error
+			_ = sk.s.Connect(ep)
+		}
+	}
+}
