@@ -11,10 +11,15 @@ import (
 
 // The server commands clients, tests and operators send beside the
 // module's (Valkey's replies, as far as goindex has the state they
-// describe). Replication is out of scope: ROLE answers master, WAIT counts
-// no replica (0, as a Valkey primary without replicas), INFO replication
-// reports none, and REPLICAOF, SLAVEOF, SYNC, PSYNC, REPLCONF and FAILOVER
-// answer replicationText.
+// describe). Replication is out of scope: ROLE answers master, INFO
+// replication reports no replica, and REPLICAOF, SLAVEOF, SYNC, PSYNC,
+// REPLCONF and FAILOVER answer replicationText. WAIT differs from a Valkey
+// primary without replicas (which answers 0): with an append-only log the
+// log stands in for the replica a frontend waits for — every write it
+// acknowledged is in the log (on disk with --fsync) before WAIT runs — so
+// WAIT answers the count asked for; without a log it answers 0. A frontend
+// given a primary-first list of URLs infers one required acknowledgement and
+// would otherwise fail every write.
 
 // replicationText is the reply of the replication commands.
 const replicationText = "ERR goindex dynkv does not replicate (replication is out of scope): run one server, with --log for restarts"
@@ -94,7 +99,10 @@ func (s *Server) admin(name string, args [][]byte) (reply, afterReply) {
 		case n < 0:
 			return errText("ERR value is out of range, must be positive"), afterNothing
 		}
-		return integer(0), afterNothing
+		if s.log == nil {
+			return integer(0), afterNothing
+		}
+		return integer(n), afterNothing
 	case "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "REPLCONF", "FAILOVER":
 		return errText(replicationText), afterNothing
 	case "INFO":

@@ -2,7 +2,11 @@ package dynkv
 
 import (
 	"context"
+	"net"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -103,6 +107,71 @@ func roundTrips(b *testing.B, do func() error) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// redisServerEnv names a redis-server binary (Debian's redis-server) for
+// BenchmarkEcho's side-by-side; unset, that side is skipped.
+const redisServerEnv = "GOINDEX_BENCH_REDIS_SERVER"
+
+// BenchmarkEcho puts the same pipelined client (go-redis, 64 commands a
+// round trip) against goindex dynkv and, with GOINDEX_BENCH_REDIS_SERVER, a
+// redis-server on loopback, with ECHO of an APPLY-sized payload (a 32-block
+// store event, 538 bytes): the wire and server cost both pay per command,
+// without either's index. The dynkv module needs Valkey, which Debian does
+// not ship, so this is the C server side by side that can run here.
+func BenchmarkEcho(b *testing.B) {
+	payload := AppendEvent(nil, chainStore(Rank{1, 0}, 1, nil, make([]uint64, 32)))
+	run := func(b *testing.B, addr string) {
+		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true})
+		defer c.Close()
+		ctx := context.Background()
+		const pipeline = 64
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i += pipeline {
+			p := c.Pipeline()
+			for j := 0; j < pipeline; j++ {
+				p.Do(ctx, "ECHO", payload)
+			}
+			if _, err := p.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
+	}
+	b.Run("server=goindex-dynkv/pipeline=64", func(b *testing.B) {
+		s, err := NewServer(Config{Addr: "127.0.0.1:0"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		go s.Serve()
+		defer s.Close()
+		run(b, s.Addr().String())
+	})
+	bin := os.Getenv(redisServerEnv)
+	if bin == "" {
+		return
+	}
+	b.Run("server=redis-server/pipeline=64", func(b *testing.B) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", b.TempDir())
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true})
+		for c.Ping(context.Background()).Err() != nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		c.Close()
+		run(b, addr)
+	})
 }
 
 // BenchmarkStoreMatch times Store.Match alone (no wire) for each backing:

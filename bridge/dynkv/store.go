@@ -593,28 +593,31 @@ func (s *Store) match(locals []uint64, nowMs uint64) []MatchEntry {
 		return s.matchCKF(locals, nowMs)
 	}
 	var out []MatchEntry
-	pos := map[*rankState]int{}
+	var who []*rankState // out[i]'s rank
 	parent := RootParent
 	for depth, l := range locals {
 		n := s.child(parent, l)
 		if n == nil {
 			break
 		}
-		for _, o := range n.owners {
-			if !o.active || !s.live(o.rank.rank.Worker, nowMs) {
-				continue
-			}
-			i, ok := pos[o.rank]
-			if depth == 0 {
-				if !ok {
-					i = len(out)
-					pos[o.rank] = i
-					out = append(out, MatchEntry{Rank: o.rank.rank})
+		if depth == 0 {
+			// A rank owns a node once, so the first block lists each
+			// rank at most once, in owner order.
+			for _, o := range n.owners {
+				if o.active && s.live(o.rank.rank.Worker, nowMs) {
+					out = append(out, MatchEntry{Rank: o.rank.rank, Matched: 1, Last: n.hash})
+					who = append(who, o.rank)
 				}
-				out[i].Matched, out[i].Last = 1, n.hash
-			} else if ok && out[i].Matched == uint32(depth) {
-				out[i].Matched++
-				out[i].Last = n.hash
+			}
+		} else {
+			for i := range out {
+				if out[i].Matched != uint32(depth) {
+					continue
+				}
+				if o := n.owner(who[i]); o != nil && o.active {
+					out[i].Matched++
+					out[i].Last = n.hash
+				}
 			}
 		}
 		parent = n.hash

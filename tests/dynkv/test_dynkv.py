@@ -553,7 +553,7 @@ def server_commands(directory):
     check(c.cmd("BGREWRITEAOF").startswith(b"Background append only file rewriting"), "BGREWRITEAOF")
     role = c.cmd("ROLE")
     check(role[0] == b"master", "ROLE %r" % (role,))
-    check(c.cmd("WAIT", 0, 0) == 0, "WAIT")
+    check(c.cmd("WAIT", 1, 3000) == 1, "WAIT with a log: the log stands in for the replica")
     check(int(c.cmd("MEMORY", "USAGE", k)) > 0, "MEMORY USAGE")
     c.err("does not replicate", "REPLICAOF", "127.0.0.1", "1")
     check(c.cmd("DEL", k) == 1 and c.exists(k) == 0, "DEL")
@@ -605,7 +605,78 @@ def kill_restart(directory):
     s.stop()
 
 
-SUITES = [core, registration, leases, limits, fuzz, server_commands, slow_clients, kill_restart]
+def resp(*parts):
+    out = b"*%d\r\n" % len(parts)
+    for p in parts:
+        p = p if isinstance(p, bytes) else str(p).encode()
+        out += b"$%d\r\n%s\r\n" % (len(p), p)
+    return out
+
+
+def frontend(directory):
+    """What a Dynamo frontend and its workers send with --router-valkey-urls
+    (a primary-first list: one inferred replica acknowledgement),
+    --router-valkey-index-scope and --router-valkey-worker-events: plain
+    RESP on one socket, no HELLO, mutations followed by WAIT 1 3000,
+    owned events pipelined, MATCH_PRIMARY, tree-dump replacement, GC and
+    unregister."""
+    s = Server(directory).start()
+    key = b"dynamo:kv-router:dynamo:component-backend:scope-team-a:block-size-16"
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    f = sock.makefile("rb")
+
+    def reply():
+        line = f.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind in (b"+", b"-", b":"):
+            return kind + rest
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else f.read(n + 2)[:-2]
+        if kind == b"*":
+            return [reply() for _ in range(int(rest))]
+        raise Failure("unexpected reply %r" % line)
+
+    def send(*cmds):
+        sock.sendall(b"".join(resp(*c) for c in cmds))
+        return [reply() for _ in cmds]
+
+    w, owner = 7001, 0xABCDEF
+    gen = send(("DYNKV.REGISTRATION_GENERATION", key, q(w)))[0]
+    check(len(gen) == 8, "registration token %r" % gen)
+    got = send(("DYNKV.REGISTER_WORKER_RANKS", key, q(w), leased_payload(owner, 10000, [0, 1], struct.unpack("!Q", gen)[0])), ("WAIT", 1, 3000))
+    check(got == [b"+OK", b":1"], "leased registration and WAIT: %r" % got)
+    events = [("DYNKV.APPLY_OWNED", key, q(owner), event(STORE, w, r, 1, blocks=[(900, 90), (910, 91)])) for r in (0, 1)]
+    got = send(*events, ("WAIT", 1, 3000))
+    check(got == [b"+OK", b"+OK", b":1"], "pipelined owned events: %r" % got)
+    m = send(("DYNKV.MATCH_PRIMARY", key, match_request([90, 91])))[0]
+    check(m == struct.pack("!BI", WIRE, 2) + struct.pack("!QIIQ", w, 0, 2, 910) + struct.pack("!QIIQ", w, 1, 2, 910),
+          "MATCH_PRIMARY bytes (ranks in owner order) %r" % m)
+    got = send(("DYNKV.RENEW_WORKER_LEASE", key, struct.pack("!BQQQ", 1, w, owner, 10000)), ("WAIT", 1, 3000))
+    check(got == [b"+OK", b":1"], "renew %r" % got)
+    rg = send(("DYNKV.RANK_GENERATION", key, q(w), i(0)))[0]
+    dump = snapshot([event(STORE, w, 0, 1, blocks=[(800, 80)])])
+    got = send(("DYNKV.REPLACE_RANK_IF_GENERATION", key, q(w), i(0), rg, dump), ("WAIT", 1, 3000))
+    check(len(got[0]) == 8 and got[1] == b":1", "replacement %r" % got)
+    m = decode_match(send(("DYNKV.MATCH_PRIMARY", key, match_request([80])))[0])
+    check(m == {(w, 0): (1, 800)}, "MATCH_PRIMARY after the dump %r" % m)
+    gc = send(("DYNKV.GC", key, "CURRENT", i(64)), ("WAIT", 1, 3000))
+    check(len(gc[0]) == 8 and gc[1] == b":1", "GC %r" % gc)
+    got = send(("DYNKV.UNREGISTER_WORKER", key, struct.pack("!BQQ", 1, w, owner)), ("WAIT", 1, 3000))
+    check(got == [b"+OK", b":1"], "unregister %r" % got)
+    check(decode_match(send(("DYNKV.MATCH_PRIMARY", key, match_request([80])))[0]) == {}, "MATCH after unregister")
+    # The legacy (non-worker-events) frontend path: APPLY, RESET_WORKER,
+    # REMOVE_WORKER_ALL, BARRIER, STATS.
+    legacy = b"dynamo:kv-router:dynamo:component-backend:scope-backend:block-size-16"
+    got = send(("DYNKV.APPLY", legacy, event(STORE, 5, 0, 1, blocks=[(500, 50)])), ("WAIT", 1, 3000),
+               ("DYNKV.RESET_WORKER", legacy, q(5), i(0)), ("DYNKV.BARRIER", legacy), ("WAIT", 1, 3000),
+               ("DYNKV.REMOVE_WORKER_ALL", legacy, q(5)), ("DYNKV.STATS", legacy))
+    check(got == [b"+OK", b":1", b"+OK", b"+OK", b":1", b"+OK", [b":1", b":1", b":3"]], "legacy path %r" % got)
+    sock.close()
+    s.stop()
+
+
+SUITES = [frontend, core, registration, leases, limits, fuzz, server_commands, slow_clients, kill_restart]
 
 
 def main():
