@@ -338,8 +338,8 @@ func cmdApplyOwned(c *call) reply {
 		switch ev.Kind {
 		case KindClear:
 			// Ranks without an epoch are legacy state: retained.
-			if s.epochs[ev.Rank.Worker] != nil {
-				for _, st := range s.ranksOf(ev.Rank.Worker) {
+			if ep := s.epochs[ev.Rank.Worker]; ep != nil {
+				for _, st := range ep.ranks {
 					s.compactRank(st)
 				}
 			}

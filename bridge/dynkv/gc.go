@@ -77,12 +77,6 @@ func (s *Store) sortedEpochs() []*epoch {
 	return eps
 }
 
-func (s *Store) sortedRanksOf(worker uint64) []*rankState {
-	out := s.ranksOf(worker)
-	slices.SortFunc(out, func(a, b *rankState) int { return cmp.Compare(a.rank.DPRank, b.rank.DPRank) })
-	return out
-}
-
 // gc makes at most budget lifecycle transitions at time nowMs.
 func (s *Store) gc(nowMs, budget uint64) gcResult {
 	var res gcResult
@@ -107,7 +101,7 @@ func (s *Store) gc(nowMs, budget uint64) gcResult {
 			continue
 		}
 		direct := ep.managed && !ep.tainted
-		for _, st := range s.sortedRanksOf(ep.worker) {
+		for _, st := range ep.ranks {
 			if st.cleanupGen == ep.cleanupGen {
 				continue
 			}

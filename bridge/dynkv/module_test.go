@@ -3,6 +3,7 @@ package dynkv
 import (
 	"reflect"
 	"testing"
+	"time"
 )
 
 // The scenarios of the module's own test suites (upstream
@@ -155,4 +156,165 @@ func exerciseWorkerWideFences(t *testing.T, x *eng) {
 	if g := rankGen("zero-remove-fence-index", 3); g != 0 {
 		t.Errorf("ticket after an empty remove = %d, want 0", g)
 	}
+}
+
+func regRanks(ranks ...uint32) []byte {
+	return AppendRegistration(nil, Registration{Version: 1, Ranks: ranks})
+}
+
+// TestModule_Registration is registration.py: batch validation before the
+// key exists, one mutation per batch, compatibility with single-rank
+// registration, fences that reject a whole batch and create nothing.
+func TestModule_Registration(t *testing.T) {
+	x := newEng(t)
+	const k, w = "multi-rank-registration-index", 930
+	for i, bad := range [][]byte{
+		{}, append([]byte{2, 0, 0, 0, 1}, u32(0)...), {1, 0, 0, 0, 0}, append([]byte{1, 0, 0, 0, 2}, u32(0)...),
+		append(regRanks(0), "trailing"...), {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1}, append([]byte{1}, u32(MaxRegisterRanks+1)...),
+	} {
+		x.want("-DYNKV_INVALID_REGISTRATION", "DYNKV.REGISTER_WORKER_RANKS", k, u64(w), bad)
+		if x.e.Exists([]byte(k)) {
+			t.Fatalf("malformed registration %d created the key", i)
+		}
+	}
+	stats := func(want string) {
+		t.Helper()
+		x.want(want, "DYNKV.STATS", k)
+	}
+	x.want("+OK", "DYNKV.REGISTER_WORKER_RANKS", k, u64(w), regRanks(9, 1, 5))
+	stats("*[:0 :3 :1]")
+	x.want("+NOOP", "DYNKV.REGISTER_WORKER", k, u64(w), u32(1))
+	x.want("+OK", "DYNKV.REGISTER_WORKER", k, u64(w), u32(7))
+	stats("*[:0 :4 :2]")
+	x.want("+NOOP", "DYNKV.REGISTER_WORKER_RANKS", k, u64(w), regRanks(9, 7, 1, 5))
+	x.want("+OK", "DYNKV.REGISTER_WORKER_RANKS", k, u64(w), regRanks(5, 6, 7))
+	stats("*[:0 :5 :3]")
+	x.want("+OK", "DYNKV.REGISTER_WORKER", k, u64(w), u32(20))
+	x.want("+OK", "DYNKV.REMOVE_WORKER", k, u64(w), u32(20))
+	stats("*[:0 :6 :5]")
+	x.want("-DYNKV_WORKER_RETIRED", "DYNKV.REGISTER_WORKER_RANKS", k, u64(w), regRanks(10, 5, 20))
+	stats("*[:0 :6 :5]")
+	x.want("+NOOP", "DYNKV.REGISTER_WORKER", k, u64(w), u32(5))
+	x.want("+OK", "DYNKV.RESET_WORKER", k, u64(w), u32(20))
+	x.want("+OK", "DYNKV.REGISTER_WORKER_RANKS", k, u64(w), regRanks(10, 5, 20))
+	stats("*[:0 :7 :7]")
+	for _, r := range []uint32{5, 10, 20} {
+		x.want("+NOOP", "DYNKV.REGISTER_WORKER", k, u64(w), u32(r))
+	}
+	x.want("+OK", "DYNKV.REGISTER_WORKER", k, u64(931), u32(0))
+	x.want("+OK", "DYNKV.REMOVE_WORKER_ALL", k, u64(931))
+	stats("*[:0 :8 :9]")
+	x.want("-DYNKV_WORKER_RETIRED", "DYNKV.REGISTER_WORKER_RANKS", k, u64(931), regRanks(1, 2))
+	stats("*[:0 :8 :9]")
+}
+
+// leased registers worker's ranks for owner with the live registration
+// token, as the frontend's workers do.
+func (x *eng) leased(key string, worker, owner, leaseMs uint64, ranks ...uint32) string {
+	tok := x.ticketOf("DYNKV.REGISTRATION_GENERATION", key, u64(worker))
+	reg := Registration{Version: 3, OwnerNonce: owner, LeaseMs: leaseMs, ExpectedGeneration: tok, Ranks: ranks}
+	return render(x.do("DYNKV.REGISTER_WORKER_RANKS", key, u64(worker), AppendRegistration(nil, reg)))
+}
+
+func lease(worker, owner, leaseMs uint64) []byte {
+	return AppendLease(nil, LeasePayload{Worker: worker, OwnerNonce: owner, LeaseMs: leaseMs}, leaseMs != 0)
+}
+
+// TestModule_OwnerLeases is leases.py without authoritative admission:
+// owner fences, exact rank-set reconciliation, legacy registration under an
+// owner, rival owners, unregister into a cleanup that GC drains before a
+// successor registers, and a crashed owner whose lapsed lease MATCH skips
+// at once (the clock moves instead of the test sleeping).
+func TestModule_OwnerLeases(t *testing.T) {
+	x := newEng(t)
+	const ik = "invalid-worker-owner-lease-index"
+	for _, reg := range []Registration{
+		{Version: 3, OwnerNonce: 0, LeaseMs: 1000, Ranks: []uint32{0}}, {Version: 3, OwnerNonce: 1, LeaseMs: 0, Ranks: []uint32{0}},
+		{Version: 3, OwnerNonce: 1, LeaseMs: 1000, Ranks: []uint32{0, 0}}, {Version: 3, OwnerNonce: 1, LeaseMs: 1000},
+	} {
+		x.want("-DYNKV_INVALID_REGISTRATION", "DYNKV.REGISTER_WORKER_RANKS", ik, u64(939), AppendRegistration(nil, reg))
+	}
+	if x.e.Exists([]byte(ik)) {
+		t.Errorf("invalid leased registrations created their key")
+	}
+	const k, w, owner, rival = "worker-owner-lease-index", 940, 10001, 10002
+	if got := x.leased(k, w, owner, 5000, 0, 1); got != "+OK" {
+		t.Fatalf("leased registration = %s", got)
+	}
+	x.want("*[:1 :0 :0]", "DYNKV.LIFECYCLE_STATS", k)
+	owned := func(want string, nonce uint64, e Event) {
+		t.Helper()
+		x.want(want, "DYNKV.APPLY_OWNED", k, u64(nonce), AppendEvent(nil, e))
+	}
+	owned("-DYNKV_UNREGISTERED_WORKER_RANK", owner, ev(KindStore, w, 2, 1, root, [2]uint64{9400, 40}))
+	owned("+OK", owner, ev(KindStore, w, 0, 1, root, [2]uint64{9401, 41}))
+	owned("+OK", owner, ev(KindStore, w, 1, 1, root, [2]uint64{9401, 41}))
+	wantMatch(t, x, k, []uint64{41}, map[Rank][2]uint64{{w, 0}: {1, 9401}, {w, 1}: {1, 9401}})
+	if got := x.leased(k, w, owner, 5000, 0); got != "+OK" {
+		t.Fatalf("reconcile to [0] = %s", got)
+	}
+	wantMatch(t, x, k, []uint64{41}, map[Rank][2]uint64{{w, 0}: {1, 9401}})
+	x.want("*[:1 :1 :0]", "DYNKV.LIFECYCLE_STATS", k)
+	owned("-DYNKV_UNREGISTERED_WORKER_RANK", owner, ev(KindStore, w, 1, 2, root, [2]uint64{9402, 42}))
+	if got := x.leased(k, w, owner, 5000, 0, 1); got != "+OK" {
+		t.Fatalf("re-add rank 1 = %s", got)
+	}
+	owned("+OK", owner, ev(KindStore, w, 1, 1, root, [2]uint64{9401, 41}))
+	x.want("*[:1 :0 :0]", "DYNKV.LIFECYCLE_STATS", k)
+	x.want("+NOOP", "DYNKV.REGISTER_WORKER", k, u64(w), u32(0))
+	x.want("-DYNKV_WORKER_OWNED", "DYNKV.REGISTER_WORKER", k, u64(w), u32(2))
+	if got := x.leased(k, w, rival, 5000, 0, 1); got != "-DYNKV_WORKER_OWNED" {
+		t.Errorf("rival registration = %s, want -DYNKV_WORKER_OWNED", got)
+	}
+	x.want("-DYNKV_STALE_WORKER_OWNER", "DYNKV.RENEW_WORKER_LEASE", k, lease(w, rival, 5000))
+	x.want("-DYNKV_STALE_WORKER_OWNER", "DYNKV.UNREGISTER_WORKER", k, lease(w, rival, 0))
+	owned("-DYNKV_STALE_WORKER_OWNER", rival, ev(KindStore, w, 0, 2, root, [2]uint64{9402, 42}))
+	x.want("+OK", "DYNKV.RENEW_WORKER_LEASE", k, lease(w, owner, 5000))
+	owned("+OK", owner, ev(KindClear, w, 0, 100, 0))
+	x.want("+OK", "DYNKV.UNREGISTER_WORKER", k, lease(w, owner, 0))
+	wantMatch(t, x, k, []uint64{41}, map[Rank][2]uint64{})
+	x.want("*[:0 :0 :1]", "DYNKV.LIFECYCLE_STATS", k)
+	const successor = 10003
+	if got := x.leased(k, w, successor, 10000, 0, 1); got != "-DYNKV_WORKER_CLEANUP_PENDING" {
+		t.Fatalf("successor before GC = %s, want -DYNKV_WORKER_CLEANUP_PENDING", got)
+	}
+	// One transition per unit of budget. The owned CLEAR's compaction
+	// deleted rank 1's inactive owner but kept rank 0's: the legacy
+	// REGISTER_WORKER above tainted rank 0. Left: that owner, 2 rank
+	// cleanups and the release.
+	x.want("*[:2 :2 :1 :0 :0 :1 :0 :3]", "DYNKV.GC", k, "CURRENT", u32(2))
+	x.want("*[:2 :2 :0 :0 :0 :1 :1 :0]", "DYNKV.GC", k, "CURRENT", u32(64))
+	if got := x.leased(k, w, successor, 10000, 0, 1); got != "+OK" {
+		t.Fatalf("successor after GC = %s", got)
+	}
+	x.want("*[:1 :0 :0]", "DYNKV.LIFECYCLE_STATS", k)
+	owned("+OK", successor, ev(KindStore, w, 0, 1, root, [2]uint64{9401, 41}))
+	owned("+OK", successor, ev(KindClear, w, 0, 2, 0))
+	wantMatch(t, x, k, []uint64{41}, map[Rank][2]uint64{})
+	owned("-DYNKV_STALE_WORKER_OWNER", owner, ev(KindStore, w, 0, 2, root, [2]uint64{9402, 42}))
+
+	const cw, co = 941, 20001
+	if got := x.leased(k, cw, co, 80, 3); got != "+OK" {
+		t.Fatalf("short lease = %s", got)
+	}
+	owned("+OK", co, ev(KindStore, cw, 3, 50, root, [2]uint64{9411, 51}))
+	wantMatch(t, x, k, []uint64{51}, map[Rank][2]uint64{{cw, 3}: {1, 9411}})
+	x.now = x.now.Add(120 * time.Millisecond)
+	wantMatch(t, x, k, []uint64{51}, map[Rank][2]uint64{})
+	x.want("*[:1 :0 :1]", "DYNKV.LIFECYCLE_STATS", k)
+	x.want("-DYNKV_STALE_WORKER_OWNER", "DYNKV.RENEW_WORKER_LEASE", k, lease(cw, co, 5000))
+	owned("-DYNKV_STALE_WORKER_OWNER", co, ev(KindStore, cw, 3, 51, root, [2]uint64{9412, 52}))
+	tok := x.ticketOf("DYNKV.REGISTRATION_GENERATION", k, u64(cw))
+	if got := x.leased(k, cw, 20002, 10000, 3); got != "-DYNKV_WORKER_CLEANUP_PENDING" {
+		t.Fatalf("crash successor before GC = %s", got)
+	}
+	x.want("*[:4 :4 :1 :0 :0 :1 :1 :0]", "DYNKV.GC", k, "CURRENT", u32(64))
+	if after := x.ticketOf("DYNKV.REGISTRATION_GENERATION", k, u64(cw)); after != tok {
+		t.Errorf("registration token after the lapsed lease's cleanup = %d, want %d (announced while it lapsed)", after, tok)
+	}
+	if got := x.leased(k, cw, 20002, 10000, 3); got != "+OK" {
+		t.Fatalf("crash successor after GC = %s", got)
+	}
+	owned("+OK", 20002, ev(KindStore, cw, 3, 1, root, [2]uint64{9411, 51}))
+	wantMatch(t, x, k, []uint64{51}, map[Rank][2]uint64{{cw, 3}: {1, 9411}})
 }

@@ -1,6 +1,8 @@
 package dynkv
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 
 	"github.com/goindex/goindex/goindex/kv"
@@ -94,6 +96,11 @@ type epoch struct {
 	lastExp    uint64
 	pending    bool // lease cleanup pending (GC drains it)
 	cleanupGen uint64
+	// ranks are the worker's rank states in the module's epoch order
+	// (worker_states): those that existed when the epoch was created, by
+	// rank, then each rank as it is created. Compaction on an owned CLEAR
+	// walks them in this order, which decides the owner order it leaves.
+	ranks []*rankState
 }
 
 // NewStore returns an empty exact index.
@@ -125,6 +132,9 @@ func (s *Store) rankState(r Rank, create bool) *rankState {
 	if st == nil && create {
 		st = &rankState{rank: r, nodes: map[*node]struct{}{}}
 		s.ranks[r] = st
+		if ep := s.epochs[r.Worker]; ep != nil {
+			ep.ranks = append(ep.ranks, st)
+		}
 	}
 	return st
 }
@@ -132,7 +142,8 @@ func (s *Store) rankState(r Rank, create bool) *rankState {
 func (s *Store) epochOf(worker uint64, create bool) *epoch {
 	ep := s.epochs[worker]
 	if ep == nil && create {
-		ep = &epoch{worker: worker}
+		ep = &epoch{worker: worker, ranks: s.ranksOf(worker)}
+		slices.SortFunc(ep.ranks, func(a, b *rankState) int { return cmp.Compare(a.rank.DPRank, b.rank.DPRank) })
 		s.epochs[worker] = ep
 	}
 	return ep
