@@ -24,6 +24,7 @@ var benchmarks = []benchmark{
 	{"radix", "replay a Mooncake trace into the exact radix index: apply rate, match latency, memory", runBenchRadix},
 	{"ckf", "CKF replica vs exact radix vs per-lane filters: probe latency, producer ingest, memory", runBenchCKF},
 	{"relay", "the Relay over NATS on loopback: cold resync, bytes per block, steady frames/s, event→replica and delta apply latency", runBenchRelay},
+	{"chaos", "goindex's processes killed, partitioned, slowed and flooded: requests failed, time to recover", runBenchChaos},
 }
 
 func benchSynopsis() string {
