@@ -3,7 +3,9 @@ package dynkv
 import (
 	"encoding/hex"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 func mustHex(t testing.TB, s string) []byte {
@@ -169,5 +171,43 @@ func FuzzDecodeRequests(f *testing.F) {
 		DecodeLease(b, false)
 		DecodeSnapshot(b, Rank{1, 0})
 		decodeRecord(b)
+	})
+}
+
+// FuzzEngine runs command sequences decoded from the input (a command name
+// picked by the first byte, then length-prefixed arguments) through one
+// Engine at a clock that moves: no input may panic it, and every reply is
+// a well-formed value (errors name the module's codes or ERR).
+func FuzzEngine(f *testing.F) {
+	f.Add([]byte{0, 5, 'k', 'e', 'y', '0', 0})
+	store := mustHex(f, goldenStore)
+	f.Add(append([]byte{0, 3, 'k', 'e', 'y', byte(len(store))}, store...))
+	f.Add([]byte{7, 1, 'k', 8, 0, 0, 0, 0, 0, 0, 0, 1, 4, 0, 0, 0, 0, 12, 1, 'k', 7, 'C', 'U', 'R', 'R', 'E', 'N', 'T', 4, 0, 0, 0, 9})
+	names := CommandNames()
+	names = append(names, "DEL", "FLUSHALL")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e := NewEngine()
+		now := time.UnixMilli(1_000_000)
+		e.now = func() time.Time { return now }
+		for len(b) > 0 {
+			name := names[int(b[0])%len(names)]
+			b = b[1:]
+			args := [][]byte{[]byte(name)}
+			for len(b) > 0 && len(args) < 7 {
+				n := int(b[0])
+				b = b[1:]
+				if n == 0 {
+					break
+				}
+				n = min(n, len(b))
+				args = append(args, b[:n])
+				b = b[n:]
+			}
+			r := e.Exec(args)
+			if r.kind == replyError && !strings.HasPrefix(r.str, "DYNKV_") && !strings.HasPrefix(r.str, "ERR ") {
+				t.Fatalf("%s: error %q is neither a module code nor ERR", name, r.str)
+			}
+			now = now.Add(37 * time.Millisecond)
+		}
 	})
 }
