@@ -39,7 +39,7 @@ const (
 	CodeApplyOwnedAtInternalOnly  Code = "DYNKV_APPLY_OWNED_AT_INTERNAL_ONLY"   // APPLY_OWNED_AT from a client
 	CodeWorkerLeaseApplyInternal  Code = "DYNKV_WORKER_LEASE_APPLY_INTERNAL_ONLY"
 	CodeGCApplyInternalOnly       Code = "DYNKV_GC_APPLY_INTERNAL_ONLY"
-	CodeAdmitApplyInternalOnly    Code = "DYNKV_ADMIT_APPLY_INTERNAL_ONLY" // [unverified] name
+	CodeAdmitApplyInternalOnly    Code = "DYNKV_ADMIT_APPLY_INTERNAL_ONLY"
 	CodeAdmissionUnsupportedGoidx Code = "DYNKV_ADMISSION_UNSUPPORTED"     // goindex: authoritative admission is not implemented
 )
 
