@@ -40,7 +40,7 @@ const (
 	CodeWorkerLeaseApplyInternal  Code = "DYNKV_WORKER_LEASE_APPLY_INTERNAL_ONLY"
 	CodeGCApplyInternalOnly       Code = "DYNKV_GC_APPLY_INTERNAL_ONLY"
 	CodeAdmitApplyInternalOnly    Code = "DYNKV_ADMIT_APPLY_INTERNAL_ONLY"
-	CodeAdmissionUnsupportedGoidx Code = "DYNKV_ADMISSION_UNSUPPORTED"     // goindex: authoritative admission is not implemented
+	CodeAdmissionUnsupportedGoidx Code = "DYNKV_ADMISSION_UNSUPPORTED" // goindex: authoritative admission is not implemented
 )
 
 // ErrBadBacking reports an invalid Backing (an unknown index name, or a CKF
