@@ -1,0 +1,48 @@
+// Package kvrelay speaks Dynamo's Pool Relay contract,
+// dynamo.kvrelay.v1.KvEventRelay (dynamo-llm 1.6.x "KV DC Relay", 1.7.0
+// "Pool Relay"): a Server publishes a Source's pools in it, and Follow
+// keeps one of goindex's lanes in step with an upstream relay's pool, so
+// that either side can be goindex's.
+//
+// # The contract
+//
+// Every top-level message carries contract_marker (field 127) =
+// 0x4B565231; every response protocol_version 1 and the relay's identity.
+// A mismatch is FAILED_PRECONDITION with reason CONTRACT_MISMATCH in the
+// "kv-relay-error-reason" trailer, and Follow stops rather than retry.
+// WatchKvPoolCatalog sends complete catalogs (a pool absent from one is
+// withdrawn). SubscribeKvPool names an exact producer generation from the
+// catalog (another one is FAILED_PRECONDITION / PRODUCER_CHANGED, an
+// unknown pool NOT_FOUND / POOL_NOT_FOUND) and streams the CBI1 chunks of
+// one snapshot (package cbi1), then contiguous deltas (base = the
+// installed sequence, sequence = base + 1), heartbeats between that do not
+// advance the sequence. SubscribeKvPoolLoad sends complete load windows.
+// Subscriber ids are 1..128 bytes. Messages are bounded at 8 MiB.
+//
+// # Following
+//
+// Follow checks the relay, watches the catalog, subscribes to the current
+// producer of its DC, assembles and installs the snapshot into its Lane and
+// applies deltas. A gap (a delta off the installed sequence, a heartbeat
+// ahead of it), a frame of another producer or format, a CBI1 error, a
+// broken stream or a new producer generation retires the lane and starts
+// over from a snapshot; other lanes are untouched (spec §5.3's rule: a
+// fault is local to its lane).
+//
+// Non-goals: the serving-readiness and serving-load streams; TLS (the
+// contract is plaintext HTTP/2, behind a TLS-terminating proxy).
+//
+// Files:
+//   - contract.go: the envelope constants and the checks of markers,
+//     versions, subscriber ids, producers and catalog entries.
+//   - server.go: Source, Update, Server and its four RPCs.
+//   - follow.go: Lane, FollowConfig, Follow and the stream rules.
+//   - errors.go: sentinels, the reason trailer, Reason.
+//   - generate.sh (not Go): regenerates kvrelaypb from kvrelaypb/relay.proto.
+//
+// The tests run a Server and Follow against each other over loopback gRPC
+// (a chunked snapshot, random deltas, heartbeats, a lost delta, a new
+// producer generation, load windows: the lane ends byte-identical to the
+// pool), check every refusal's code and reason, a relay of another
+// protocol version, and every stream rule one frame at a time.
+package kvrelay

@@ -1,0 +1,70 @@
+package kvrelay
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/goindex/goindex/bridge/kvrelay/cbi1"
+	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
+)
+
+// Every stream rule of the contract, one frame at a time: what breaks one
+// is ErrInvalid or a CBI1 error, and never reaches the lane.
+func TestFollower_StepEnforcesTheStreamRules(t *testing.T) {
+	p := producerOf(3, 1)
+	h := header(p, 5)
+	words := make([]uint64, testBuckets)
+	chunk, _ := cbi1.AppendSnapshotChunk(nil, h, 0, 1, 0, words)
+	delta := func(base, seq uint64) []byte {
+		hd := h
+		hd.Epoch = seq
+		b, _ := cbi1.AppendDelta(nil, hd, base, []cbi1.Image{{Bucket: 1, Word: 9}})
+		return b
+	}
+	msg := func(kind pb.FilterUpdateKind, base, seq uint64, payload []byte) *pb.FilterUpdate {
+		return &pb.FilterUpdate{ProtocolVersion: ProtocolVersion, Relay: &pb.RelayIdentity{}, Producer: p, BaseSequence: base,
+			Sequence: seq, Kind: kind, Payload: payload, ContractMarker: ContractMarker}
+	}
+	snap := msg(pb.FilterUpdateKind_FILTER_UPDATE_KIND_SNAPSHOT_CHUNK, 5, 5, chunk)
+	otherDC := producerOf(4, 1)
+	wrongDC := msg(pb.FilterUpdateKind_FILTER_UPDATE_KIND_SNAPSHOT_CHUNK, 5, 5, chunk)
+	wrongDC.Producer = otherDC
+	for _, c := range []struct {
+		name string
+		msgs []*pb.FilterUpdate
+		want error
+	}{
+		{"delta before the snapshot", []*pb.FilterUpdate{msg(pb.FilterUpdateKind_FILTER_UPDATE_KIND_DELTA, 5, 6, delta(5, 6))}, ErrInvalid},
+		{"gap", []*pb.FilterUpdate{snap, msg(pb.FilterUpdateKind_FILTER_UPDATE_KIND_DELTA, 6, 7, delta(6, 7))}, ErrInvalid},
+		{"heartbeat past installed", []*pb.FilterUpdate{snap, msg(pb.FilterUpdateKind_FILTER_UPDATE_KIND_HEARTBEAT, 6, 6, nil)}, ErrInvalid},
+		{"another producer", []*pb.FilterUpdate{wrongDC}, ErrInvalid},
+		{"unspecified kind", []*pb.FilterUpdate{msg(pb.FilterUpdateKind_FILTER_UPDATE_KIND_UNSPECIFIED, 5, 5, chunk)}, ErrInvalid},
+		{"chunk after the snapshot", []*pb.FilterUpdate{snap, snap}, ErrInvalid},
+		{"payload of another sequence", []*pb.FilterUpdate{snap, msg(pb.FilterUpdateKind_FILTER_UPDATE_KIND_DELTA, 5, 6, delta(5, 7))}, ErrInvalid},
+		{"corrupt payload", []*pb.FilterUpdate{msg(pb.FilterUpdateKind_FILTER_UPDATE_KIND_SNAPSHOT_CHUNK, 5, 5, append([]byte(nil), chunk[:60]...))}, cbi1.ErrChecksum},
+		{"wrong marker", []*pb.FilterUpdate{{ProtocolVersion: 1, Relay: &pb.RelayIdentity{}, ContractMarker: 1}}, ErrContract},
+	} {
+		l := &lane{}
+		f := follower{producer: p, lane: l}
+		var err error
+		for _, m := range c.msgs {
+			if err = f.step(m); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: step = %v, want %v", c.name, err, c.want)
+		}
+	}
+	l := &lane{}
+	f := follower{producer: p, lane: l}
+	for _, m := range []*pb.FilterUpdate{snap, msg(pb.FilterUpdateKind_FILTER_UPDATE_KIND_HEARTBEAT, 5, 5, nil),
+		msg(pb.FilterUpdateKind_FILTER_UPDATE_KIND_DELTA, 5, 6, delta(5, 6))} {
+		if err := f.step(m); err != nil {
+			t.Fatalf("step(%v) = %v", m.GetKind(), err)
+		}
+	}
+	if l.seq != 6 || l.words[1] != 9 {
+		t.Errorf("lane at %d with word 1 = %d, want 6 and 9", l.seq, l.words[1])
+	}
+}

@@ -1,0 +1,205 @@
+package kvrelay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/goindex/goindex/bridge/kvrelay/cbi1"
+	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
+)
+
+// UpdateKind is the kind of one publication step a Source yields.
+type UpdateKind int
+
+// The kinds of Update.
+const (
+	Snapshot  UpdateKind = iota + 1 // Words is the whole lane at Sequence
+	Delta                           // Images take Base to Sequence (Sequence = Base+1)
+	Heartbeat                       // nothing changed; Sequence is the current one
+)
+
+// Update is one step of a pool's publication.
+type Update struct {
+	Kind     UpdateKind
+	Base     uint64
+	Sequence uint64
+	Words    []uint64
+	Images   []cbi1.Image
+}
+
+// Pool is one pool a Source publishes: its catalog descriptor
+// (producer identity, endpoint, models, query semantics, roles).
+type Pool = pb.KvPoolDescriptor
+
+// Load is one pool's KV occupancy window entry.
+type Load = pb.KvPoolLoadEntry
+
+// Source is what a Server publishes: goindex relay's pools, or a test's.
+type Source interface {
+	// Catalog returns the catalog's revision, every live pool, and a
+	// channel closed when either changes.
+	Catalog() (revision uint64, pools []*Pool, changed <-chan struct{})
+	// Follow streams one producer's publication: a Snapshot first, then
+	// contiguous Deltas, Heartbeats while idle. The channel closes when
+	// the producer ends or ctx is done. ErrPoolNotFound and
+	// ErrProducerChanged say why a producer cannot be followed.
+	Follow(ctx context.Context, producer *pb.ProducerIdentity) (<-chan Update, error)
+	// Loads returns every pool's current occupancy.
+	Loads() []*Load
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	Relay        *pb.RelayIdentity // required: this relay's identity
+	Source       Source            // required
+	LoadInterval time.Duration     // optional; default: 1s
+	// ChunkWords bounds the bucket words of one snapshot chunk.
+	ChunkWords int // optional; default: cbi1.MaxChunkWords
+}
+
+// Server serves dynamo.kvrelay.v1.KvEventRelay from a Source.
+type Server struct {
+	pb.UnimplementedKvEventRelayServer
+	cfg ServerConfig
+}
+
+// NewServer checks cfg and returns a Server; register it on a grpc.Server
+// with pb.RegisterKvEventRelayServer.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Relay == nil || cfg.Source == nil {
+		return nil, fmt.Errorf("%w: a server needs its relay identity and a source", ErrInvalid)
+	}
+	if cfg.LoadInterval <= 0 {
+		cfg.LoadInterval = time.Second
+	}
+	return &Server{cfg: cfg}, nil
+}
+
+// GRPCOptions are the server options the contract's message sizes need.
+func GRPCOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+}
+
+func (s *Server) refuse(stream grpc.ServerStream, err error) error {
+	switch {
+	case errors.Is(err, ErrContract):
+		return relayError(stream, codes.FailedPrecondition, pb.RelayErrorReason_RELAY_ERROR_REASON_CONTRACT_MISMATCH, "%v", err)
+	case errors.Is(err, ErrPoolNotFound):
+		return relayError(stream, codes.NotFound, pb.RelayErrorReason_RELAY_ERROR_REASON_POOL_NOT_FOUND, "%v", err)
+	case errors.Is(err, ErrProducerChanged):
+		return relayError(stream, codes.FailedPrecondition, pb.RelayErrorReason_RELAY_ERROR_REASON_PRODUCER_CHANGED, "%v", err)
+	default:
+		return relayError(stream, codes.InvalidArgument, pb.RelayErrorReason_RELAY_ERROR_REASON_INVALID_REQUEST, "%v", err)
+	}
+}
+
+// GetRelayInfo answers the protocol version and the relay's identity.
+func (s *Server) GetRelayInfo(_ context.Context, req *pb.RelayInfoRequest) (*pb.RelayInfo, error) {
+	if err := checkRequest(req); err != nil {
+		return nil, s.refuse(nil, err)
+	}
+	return &pb.RelayInfo{ProtocolVersion: ProtocolVersion, Relay: s.cfg.Relay, ContractMarker: ContractMarker}, nil
+}
+
+// WatchKvPoolCatalog sends the complete catalog now and after every change.
+func (s *Server) WatchKvPoolCatalog(req *pb.WatchKvPoolCatalogRequest, stream grpc.ServerStreamingServer[pb.KvPoolCatalogUpdate]) error {
+	if err := checkRequest(req); err != nil {
+		return s.refuse(stream, err)
+	}
+	if err := checkSubscriber(req.GetSubscriberId()); err != nil {
+		return s.refuse(stream, err)
+	}
+	for {
+		rev, pools, changed := s.cfg.Source.Catalog()
+		err := stream.Send(&pb.KvPoolCatalogUpdate{ProtocolVersion: ProtocolVersion, Relay: s.cfg.Relay, Revision: rev,
+			Snapshot: &pb.KvPoolCatalogSnapshot{Pools: pools}, ContractMarker: ContractMarker})
+		if err != nil {
+			return err
+		}
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// SubscribeKvPool streams the expected producer's snapshot chunks, then
+// its deltas, with heartbeats between.
+func (s *Server) SubscribeKvPool(req *pb.SubscribeKvPoolRequest, stream grpc.ServerStreamingServer[pb.FilterUpdate]) error {
+	if err := checkRequest(req); err != nil {
+		return s.refuse(stream, err)
+	}
+	want := req.GetExpectedProducer()
+	if err := errors.Join(checkSubscriber(req.GetSubscriberId()), checkProducer(want)); err != nil {
+		return s.refuse(stream, err)
+	}
+	updates, err := s.cfg.Source.Follow(stream.Context(), want)
+	if err != nil {
+		return s.refuse(stream, err)
+	}
+	var chunks [][]byte
+	for u := range updates {
+		msg := &pb.FilterUpdate{ProtocolVersion: ProtocolVersion, Relay: s.cfg.Relay, Producer: want, BaseSequence: u.Base,
+			Sequence: u.Sequence, SendTsUs: uint64(time.Now().UnixMicro()), ContractMarker: ContractMarker}
+		switch u.Kind {
+		case Snapshot:
+			chunks, err = cbi1.SnapshotChunks(chunks[:0], header(want, u.Sequence), u.Words, s.cfg.ChunkWords)
+			if err != nil {
+				return relayError(stream, codes.Internal, pb.RelayErrorReason_RELAY_ERROR_REASON_INVALID_PUBLICATION, "snapshot: %v", err)
+			}
+			msg.Kind, msg.BaseSequence = pb.FilterUpdateKind_FILTER_UPDATE_KIND_SNAPSHOT_CHUNK, u.Sequence
+			for _, c := range chunks {
+				msg.Payload = c
+				if err := stream.Send(msg); err != nil {
+					return err
+				}
+			}
+			continue
+		case Delta:
+			msg.Kind = pb.FilterUpdateKind_FILTER_UPDATE_KIND_DELTA
+			if msg.Payload, err = cbi1.AppendDelta(nil, header(want, u.Sequence), u.Base, u.Images); err != nil {
+				return relayError(stream, codes.Internal, pb.RelayErrorReason_RELAY_ERROR_REASON_INVALID_PUBLICATION, "delta: %v", err)
+			}
+		case Heartbeat:
+			msg.Kind, msg.BaseSequence = pb.FilterUpdateKind_FILTER_UPDATE_KIND_HEARTBEAT, u.Sequence
+		}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+	}
+	if stream.Context().Err() != nil {
+		return nil
+	}
+	return relayError(stream, codes.Unavailable, pb.RelayErrorReason_RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE, "the producer's publication ended")
+}
+
+// SubscribeKvPoolLoad sends a complete load window every LoadInterval.
+func (s *Server) SubscribeKvPoolLoad(req *pb.SubscribeKvPoolLoadRequest, stream grpc.ServerStreamingServer[pb.KvPoolLoadUpdate]) error {
+	if err := checkRequest(req); err != nil {
+		return s.refuse(stream, err)
+	}
+	if err := checkSubscriber(req.GetSubscriberId()); err != nil {
+		return s.refuse(stream, err)
+	}
+	tick := time.NewTicker(s.cfg.LoadInterval)
+	defer tick.Stop()
+	for window := uint64(1); ; window++ {
+		err := stream.Send(&pb.KvPoolLoadUpdate{ProtocolVersion: ProtocolVersion, Relay: s.cfg.Relay, WindowSequence: window,
+			ObservedMs: uint64(time.Now().UnixMilli()), WindowMs: uint64(s.cfg.LoadInterval.Milliseconds()),
+			Pools: s.cfg.Source.Loads(), ContractMarker: ContractMarker})
+		if err != nil {
+			return err
+		}
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
