@@ -318,3 +318,47 @@ func TestModule_OwnerLeases(t *testing.T) {
 	owned("+OK", 20002, ev(KindStore, cw, 3, 1, root, [2]uint64{9411, 51}))
 	wantMatch(t, x, k, []uint64{51}, map[Rank][2]uint64{{cw, 3}: {1, 9411}})
 }
+
+// TestStore_ManyOwnersKeepTheirPositions: nodes with more owners than
+// ownerScanMax find owners through each rank's position map; a GC that
+// removes half of them (swap-remove) must leave every position right and
+// MATCH the other half at full depth.
+func TestStore_ManyOwnersKeepTheirPositions(t *testing.T) {
+	x := newEng(t)
+	const k, leasedWorker, legacyWorker, owner = "many-owners", 1, 2, 77
+	ranks := make([]uint32, 40)
+	for i := range ranks {
+		ranks[i] = uint32(i)
+	}
+	if got := x.leased(k, leasedWorker, owner, 60_000, ranks...); got != "+OK" {
+		t.Fatalf("leased registration = %s", got)
+	}
+	chain := [][2]uint64{{101, 1}, {102, 2}, {103, 3}}
+	for _, r := range ranks {
+		x.want("+OK", "DYNKV.APPLY_OWNED", k, u64(owner), AppendEvent(nil, ev(KindStore, leasedWorker, r, 1, root, chain...)))
+		x.apply(k, ev(KindStore, legacyWorker, r, 1, root, chain...), "+OK")
+	}
+	x.want("+OK", "DYNKV.UNREGISTER_WORKER", k, lease(leasedWorker, owner, 0))
+	for i := 0; i < 10 && render(x.do("DYNKV.GC", k, "CURRENT", u32(16))) != "*[:0 :0 :0 :0 :0 :0 :0 :0]"; i++ {
+	}
+	s := x.e.lookup([]byte(k))
+	for r, st := range s.ranks {
+		for n, i := range st.nodes {
+			if i >= len(n.owners) || n.owners[i].rank != st {
+				t.Fatalf("rank %d/%d's position %d at node %#x is wrong", r.Worker, r.DPRank, i, n.hash)
+			}
+		}
+		if r.Worker == leasedWorker && len(st.nodes) != 0 {
+			t.Errorf("rank %d/%d still owns %d nodes after GC", r.Worker, r.DPRank, len(st.nodes))
+		}
+	}
+	got := x.match(k, 1, 2, 3)
+	if len(got) != len(ranks) {
+		t.Fatalf("MATCH after GC = %d ranks, want %d", len(got), len(ranks))
+	}
+	for r, m := range got {
+		if r.Worker != legacyWorker || m != [2]uint64{3, 103} {
+			t.Errorf("MATCH rank %d/%d = %v, want worker %d at depth 3", r.Worker, r.DPRank, m, legacyWorker)
+		}
+	}
+}
