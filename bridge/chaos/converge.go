@@ -29,6 +29,9 @@ const (
 	maxCheckHashes = 256
 	// maxSnapshotBytes bounds a relay snapshot the run reads back.
 	maxSnapshotBytes = 256 << 20
+	// freshEvents is how many events every DC publishes as a checkpoint
+	// starts: the system has recovered only once new data goes through.
+	freshEvents = 20
 )
 
 // dcState is one DC as a checkpoint sees it: still (its events paused).
@@ -38,8 +41,9 @@ type dcState struct {
 	paths   [][]uint64 // their local-hash paths from the root
 }
 
-// checkpoint stops the workload's events and waits until the whole
-// system holds the producers' state again, then lets the events resume:
+// checkpoint publishes freshEvents more events at every DC, stops the
+// workload's events and waits until the whole system holds the producers'
+// state again, then lets the events resume:
 //
 //   - every relay has received every event published since it started;
 //   - every lane of the replica file is ready and holds, word for word,
@@ -59,6 +63,9 @@ func (r *run) checkpoint(ctx context.Context, total time.Duration) (string, erro
 		stages = append(stages, name+" "+time.Since(since).Round(10*time.Millisecond).String())
 	}
 	for _, d := range r.dcs {
+		if err := d.feed.publish(freshEvents); err != nil {
+			return "", err
+		}
 		if err := d.feed.pause(); err != nil {
 			return "", err
 		}

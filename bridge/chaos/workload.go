@@ -45,7 +45,6 @@ type feeder struct {
 func (f *feeder) run(ctx context.Context) {
 	t := time.NewTicker(feedTick)
 	defer t.Stop()
-	subject := dynamo.EventSubject(namespace, f.d.component())
 	for {
 		select {
 		case <-ctx.Done():
@@ -53,17 +52,33 @@ func (f *feeder) run(ctx context.Context) {
 		case <-t.C:
 		}
 		f.mu.Lock()
-		for i := 0; i < f.perTick && !f.paused; i++ {
-			if err := f.d.nc.Publish(subject, f.gen.Next()); err != nil {
-				if f.err == nil {
-					f.err = fmt.Errorf("publish at %s: %w", f.d.name, err)
-				}
-				break
-			}
-			f.published++
-			f.total++
+		if !f.paused {
+			f.publishLocked(f.perTick)
 		}
 		f.mu.Unlock()
+	}
+}
+
+// publish publishes n events now, paused or not.
+func (f *feeder) publish(n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.publishLocked(n)
+	return f.err
+}
+
+// publishLocked publishes n events; the first error is kept in f.err.
+func (f *feeder) publishLocked(n int) {
+	subject := dynamo.EventSubject(namespace, f.d.component())
+	for range n {
+		if err := f.d.nc.Publish(subject, f.gen.Next()); err != nil {
+			if f.err == nil {
+				f.err = fmt.Errorf("publish at %s: %w", f.d.name, err)
+			}
+			return
+		}
+		f.published++
+		f.total++
 	}
 }
 
