@@ -13,16 +13,21 @@ import (
 	"text/tabwriter"
 )
 
-// simPolicyOrder is the order of the final policy table: the baselines,
-// upstream's selectors, goindex's policy, its exact-index twin and the
-// exact, current bound.
-var simPolicyOrder = []string{"single-dc", "round-robin", "load-only", "prefix-then-load", "credit", "ttft", "exact-oracle", "exact-now"}
+// simPolicyOrder is the order of the final policy table: the baselines
+// (single-dc with the grid's whole capacity in one DC, and the original
+// one-DC slice), upstream's selectors, GORGO's cost, goindex's policy, its
+// exact-index twin and the exact, current bound.
+var simPolicyOrder = []string{"single-dc", "single-dc-slice", "round-robin", "load-only", "prefix-then-load", "credit", "gorgo", "ttft", "exact-oracle", "exact-now"}
 
 // PolicyResult is one policy's figures from the simulation (`goindex sim
 // --json`, the fields the final table shows).
 type PolicyResult struct {
-	Policy        string  `json:"policy"`
-	Completed     int     `json:"completed"`
+	Policy    string `json:"policy"`
+	Completed int    `json:"completed"`
+	Capacity  struct {
+		DCs     int `json:"dcs"`
+		Workers int `json:"workers"`
+	} `json:"capacity"`
 	ThroughputRPS float64 `json:"throughput_rps"`
 	TTFTP50ms     float64 `json:"ttft_p50_ms"`
 	TTFTP95ms     float64 `json:"ttft_p95_ms"`
@@ -82,8 +87,9 @@ func (d *demo) simulate(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d policies on %d requests; report with charts in %s", len(d.sum.Policies), len(d.cfg.reqs), d.cfg.ReportDir), nil
 }
 
-// printPolicies prints the policy table: each policy's figures and its
-// throughput and TTFT p95 against single-dc's.
+// printPolicies prints the policy table: each policy's capacity and
+// figures, and its throughput and TTFT p95 against single-dc's, the
+// capacity-matched baseline (the grid's workers in one DC).
 func (d *demo) printPolicies() {
 	var base *PolicyResult
 	for i := range d.sum.Policies {
@@ -92,15 +98,15 @@ func (d *demo) printPolicies() {
 		}
 	}
 	tw := tabwriter.NewWriter(d.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  policy\treq/s\tTTFT p50 ms\tp95\tp99\thit rate\tWAN hops\tvs single-dc: req/s\tTTFT p95\t")
+	fmt.Fprintln(tw, "  policy\tworkers/DCs\treq/s\tTTFT p50 ms\tp95\tp99\thit rate\tWAN hops\tvs single-dc (same workers): req/s\tTTFT p95\t")
 	for _, p := range d.sum.Policies {
 		thr, p95 := "", ""
 		if base != nil && base.ThroughputRPS > 0 && base.TTFTP95ms > 0 {
 			thr = fmt.Sprintf("%.2f×", p.ThroughputRPS/base.ThroughputRPS)
 			p95 = fmt.Sprintf("%+.0f%%", 100*(p.TTFTP95ms/base.TTFTP95ms-1))
 		}
-		fmt.Fprintf(tw, "  %s\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f%%\t%d\t%s\t%s\t\n", p.Policy, p.ThroughputRPS, p.TTFTP50ms, p.TTFTP95ms,
-			p.TTFTP99ms, 100*p.HitRate, p.WANHops, thr, p95)
+		fmt.Fprintf(tw, "  %s\t%d/%d\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f%%\t%d\t%s\t%s\t\n", p.Policy, p.Capacity.Workers, p.Capacity.DCs,
+			p.ThroughputRPS, p.TTFTP50ms, p.TTFTP95ms, p.TTFTP99ms, 100*p.HitRate, p.WANHops, thr, p95)
 	}
 	tw.Flush()
 }

@@ -17,8 +17,16 @@ type Policy uint8
 // The policies, in the order reports list them. Every policy sees the same
 // model; they differ only in the rule and in where prefix depths come from.
 const (
-	// SingleDC sends every request to the router-site DC.
+	// SingleDC puts the whole grid's workers (WorkersPerDC × sites) in one
+	// DC at the site with the least mean client RTT and sends every
+	// request there: the same capacity as every other policy, no WAN
+	// choice.
 	SingleDC Policy = iota + 1
+	// SingleDCSlice sends every request to the DC at that site with its
+	// own WorkersPerDC workers only, the other DCs idle: 1/sites of the
+	// capacity the other policies have, so it measures capacity, not
+	// routing (the original single-DC baseline, kept under this name).
+	SingleDCSlice
 	// RoundRobin cycles through the DCs in grid order.
 	RoundRobin
 	// LoadOnly takes the DC with the lowest reported load (Dynamo's G2025
@@ -30,6 +38,10 @@ const (
 	// Credit is Dynamo's current block cost over CKF depths and reported
 	// load: max(0, prefill blocks − overlap) + decode blocks.
 	Credit
+	// GORGO is GORGO's static weighted cost (score.GORGO: RTT + queued
+	// tokens + uncached prefill, weights from its paper's router) over CKF
+	// depths and the same load signals: the closest published rival.
+	GORGO
 	// TTFT is goindex's cost: RTT + queue wait + uncached prefill time, with
 	// CKF replica depths.
 	TTFT
@@ -45,11 +57,11 @@ const (
 )
 
 // AllPolicies lists every policy in report order.
-var AllPolicies = []Policy{SingleDC, RoundRobin, LoadOnly, PrefixThenLoad, Credit, TTFT, ExactOracle, ExactNow}
+var AllPolicies = []Policy{SingleDC, SingleDCSlice, RoundRobin, LoadOnly, PrefixThenLoad, Credit, GORGO, TTFT, ExactOracle, ExactNow}
 
 var policyNames = map[Policy]string{
-	SingleDC: "single-dc", RoundRobin: "round-robin", LoadOnly: "load-only", PrefixThenLoad: "prefix-then-load",
-	Credit: "credit", TTFT: "ttft", ExactOracle: "exact-oracle", ExactNow: "exact-now",
+	SingleDC: "single-dc", SingleDCSlice: "single-dc-slice", RoundRobin: "round-robin", LoadOnly: "load-only",
+	PrefixThenLoad: "prefix-then-load", Credit: "credit", GORGO: "gorgo", TTFT: "ttft", ExactOracle: "exact-oracle", ExactNow: "exact-now",
 }
 
 // String returns the policy's command-line name.
@@ -63,8 +75,10 @@ func (p Policy) String() string {
 // scorePolicy is the score package's rule behind p.
 func (p Policy) scorePolicy() score.Policy {
 	switch p {
-	case SingleDC:
+	case SingleDC, SingleDCSlice:
 		return score.SingleDC
+	case GORGO:
+		return score.GORGO
 	case RoundRobin:
 		return score.RoundRobin
 	case LoadOnly:
@@ -184,8 +198,20 @@ const (
 type Config struct {
 	// Grid gives the DCs (one per site, in order) and their RTTs; required.
 	Grid *Grid
-	// RouterSite is where the clients and the global router are; it must be
-	// a site of Grid. // optional; default: "fra"
+	// ClientShares gives each site's share of the requests: every request
+	// originates at a site drawn from the shares (fixed by the seed, the
+	// same for every policy), and the router of that site routes it and
+	// pays the RTT between the two sites to the DC it picks. Sites left
+	// out have no clients. // optional; default: every site alike (no
+	// public per-metro demand figures exist for this footprint, so the
+	// neutral choice)
+	ClientShares map[string]float64
+	// OneSite puts every client, and the only router, at RouterSite (the
+	// original model, in which one local DC is the ideal).
+	// // optional; default: false (clients at every site)
+	OneSite bool
+	// RouterSite is the site of every client and of the only router in
+	// OneSite mode; it must be a site of Grid. // optional; default: "fra"
 	RouterSite string
 
 	// WorkersPerDC is the workers of every DC. // optional; default: 2

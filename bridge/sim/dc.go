@@ -20,9 +20,9 @@ const domain relayproto.DomainID = 1
 // the pool, a leased publisher whose frames travel the WAN link to the
 // router site, and periodic load reports on the same link.
 type dc struct {
-	idx   int
-	name  string
-	rttMs float64 // router ↔ DC round trip, the matrix mean
+	idx  int
+	site int // grid index of its site
+	name string
 
 	workers []*worker
 	index   *radix.Index  // exact and current: the local router's view
@@ -35,7 +35,7 @@ type dc struct {
 	images   []relayproto.Image // drain scratch
 	events   []kv.Event         // Engine.Serve scratch
 	window   []kv.Event         // events since the last boundary, delivered with its batch to the router's audit index
-	link     []linkItem         // frames on the WAN link to the router, oldest first
+	links    [][]linkItem       // per router, the frames on the WAN link to it, oldest first
 	released int64              // blocks released by finished requests since the last load report
 	active   int                // requests routed here and not finished
 	speed    float64            // its workers' prefill rate over the configured one
@@ -47,11 +47,12 @@ type dcStats struct {
 	requests     int
 	promptTokens int64
 	hitTokens    int64
+	rttMs        float64 // matrix RTTs of the requests served, summed
 	preemptions  int
 	relay        RelayStats
 }
 
-func newDC(idx int, name string, rttMs float64, workers int, c *Config, f *ckf.Format) (*dc, error) {
+func newDC(idx, site int, name string, workers int, c *Config, f *ckf.Format) (*dc, error) {
 	local, err := score.New(score.Config{Policy: score.Credit, BlockSize: c.BlockSize})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -60,7 +61,7 @@ func newDC(idx int, name string, rttMs float64, workers int, c *Config, f *ckf.F
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	d := &dc{idx: idx, name: name, rttMs: rttMs, index: radix.New(radix.Config{}), local: local, prod: prod, speed: 1}
+	d := &dc{idx: idx, site: site, name: name, index: radix.New(radix.Config{}), local: local, prod: prod, speed: 1}
 	d.identity = relayproto.ProducerIdentity{
 		Pool:        relayproto.PoolID{Domain: domain, DC: relayproto.DCID(idx + 1)},
 		Incarnation: 1, LayoutGeneration: 1, Format: relayproto.FormatOf(f),

@@ -6,9 +6,14 @@
 //
 // # Concepts
 //
-// The clients and the global router sit at the router site; every DC is a
-// site of a Grid (an RTT matrix, default testdata/wan's 13 sites), one
-// matrix RTT away. A DC has WorkersPerDC workers, each a paged KV pool of
+// Every DC is a site of a Grid (an RTT matrix, default testdata/wan's 13
+// sites). Clients are at every site by default (ClientShares, uniform
+// unless given; topology.go): each request's site is drawn once from the
+// shares, the same for every policy, and that site's own router routes
+// it, holding its own replica and seeing only its own sends; the request
+// pays the matrix RTT between its site and the DC chosen. OneSite keeps
+// the original model: every client and the only router at RouterSite.
+// A DC has WorkersPerDC workers, each a paged KV pool of
 // KVBlocksPerWorker blocks with prefix caching (kvpool.go: pinned blocks
 // of running requests, LRU eviction of the rest, real Stored and Removed
 // events) behind a model of vLLM's scheduler with chunked prefill
@@ -23,10 +28,11 @@
 // The global routing decision comes from the real engine path. Each DC's
 // events feed one ckf.Producer (one pool per DC); its cadence boundaries
 // (16 events or 1 ms) drain bucket images that a relayproto.Publisher
-// sends as Delta frames, encoded to bytes and carried over the DC's link,
-// which delivers them one way (RTT/2) later to a relayproto.Consumer
-// writing one replica.Table lane per DC. Every LoadReportInterval each DC
-// sends a LoadReport frame on the same link. For every request the router
+// sends as Delta frames, encoded to bytes and carried over the DC's link
+// to every router, which delivers them one way (half the RTT between the
+// two sites) later to that router's relayproto.Consumer writing one
+// replica.Table lane per DC. Every LoadReportInterval each DC sends a
+// LoadReport frame on the same links. For every request its router
 // runs one replica.Searcher probe over all lanes, builds one
 // score.Candidate per DC (probe depth, the lane's last load report plus the
 // router's own in-flight requests since it was sampled, its queue drained
@@ -44,8 +50,15 @@
 // steady state rather than the start-up burst; Result.AllRequests keeps
 // the whole run's headline figures beside them.
 //
+// Capacity: every policy runs on WorkersPerDC × sites workers. single-dc
+// puts them all in one DC at the site with the least mean client RTT;
+// single-dc-slice is the original baseline, that site's own DC alone
+// (1/sites of the capacity), kept under its own name. Result.Capacity
+// states each policy's.
+//
 // Times: a request leaves the client at its send time, reaches the DC after
-// half its RTT (the matrix mean plus a per-request jitter draw), waits for
+// half its RTT (the matrix mean plus a per-request jitter draw; the client
+// to its site's router is not modelled, a metro hop), waits for
 // admission and earlier prefills, is prefilled, and its first token reaches
 // the client half an RTT after the prefill ends (TTFT); its last token
 // follows (output − 1) decode steps later (end-to-end). Traffic starts once
@@ -62,14 +75,14 @@
 //     identical requests, arrivals and jitter.
 //   - Every request completes exactly once; a run whose queue empties
 //     first, or that completes a request twice, fails with ErrEngine.
-//   - A worker's cached prefix cannot change during its one running
-//     prefill, so the hit the prefill was timed with is the hit the engine
-//     records; a mismatch fails the run.
-//   - Every frame the router receives makes progress on its lane; at the
-//     end every lane acknowledges its drain marker and equals its
-//     producer's words byte for byte.
+//   - A running request's cached prefix is pinned: the blocks its prefill
+//     was timed with are still cached when it ends; a mismatch fails the
+//     run.
+//   - Every frame a router receives makes progress on its lane; at the
+//     end every lane of every router acknowledges its drain marker and
+//     equals its producer's words byte for byte.
 //   - Accuracy is audited on every decision: each ready lane's probe depth
-//     is compared with an exact radix index fed with exactly the events
+//     is compared with an exact index (blockSet) fed with exactly the events
 //     the lane has received; undercounts must stay 0 barring capacity
 //     omissions, which the producers count.
 //
@@ -101,6 +114,7 @@
 //   - errors.go: the sentinels.
 //   - grid.go: Grid, ReadGrid (the RTT matrix CSV, with size limits), Subset.
 //   - config.go: Policy, Config and its defaults, Progress.
+//   - topology.go: where the clients and routers are: request origins, the single-DC site.
 //   - workload.go: Request, Workload, NewWorkload (hash the trace once).
 //   - queue.go: the event kinds and the time-ordered event heap.
 //   - kvpool.go: a worker's paged KV memory with prefix caching: pins, LRU eviction, events.
@@ -118,26 +132,30 @@
 // malformed shape (and never panicking, by fuzzing); the event heap against
 // a sort; the KV pool against an exact radix index fed only its events
 // (under random admissions, prefills, growth and releases: same depths,
-// pins and memory bounds, evictions leaf-first); the worker model against hand-computed timelines (chunked
-// prefill and decode slowing each other, decode slowing with the KV it
-// reads, KV admission and preemption with recomputation, leaf-first LRU
-// eviction, cache hits capped at input − 1, a request larger than the KV)
-// and against the Pollaczek–Khinchine mean wait of an M/G/1 queue at three
-// loads, rising superlinearly towards saturation; determinism
-// (same seed, identical results; another seed, different jitter);
-// conservation (every request completes once, hits ≤ prompt tokens,
-// per-DC counts add up, workers end idle); that the engine path is used
-// and exact within the CKF's bounds (no undercounts, lanes converge, deltas
-// and load reports flow) and that a corrupted frame stops the run; the
-// policies' sanity on hand-made grids (single-dc stays home, round-robin
-// cycles, load-only spreads, a far DC holding a long prefix wins under
-// ttft only when the prefill saved exceeds the RTT while prefix-then-load
-// always goes there, a prefix still crossing the WAN is counted as stale
-// and as a decision exact, current depths would change, but not one the
-// CKF changed); the Ideal reference by hand, with and without warm-up;
-// that the figures leave out exactly the warm-up requests; that on one
-// FIFO worker the drained queue estimate equals the wait every request
-// then saw, to the token, while reports read as current overstate it;
-// open-loop arrival times; config validation; the report's files (PNG
-// headers); and that this file map matches the directory.
+// pins and memory bounds, evictions leaf-first); the worker model against
+// hand-computed timelines (chunked prefill and decode slowing each other,
+// decode slowing with the KV it reads, KV admission and preemption with
+// recomputation, leaf-first LRU eviction, cache hits capped at input − 1,
+// a request larger than the KV) and against the Pollaczek–Khinchine mean
+// wait of an M/G/1 queue at three loads, rising superlinearly towards
+// saturation; the clients' origins against their shares (binomial
+// bounds), the single-DC site by brute force, and bad shares refused;
+// determinism (same seed, identical results; another seed, different
+// jitter); conservation (every request completes once, hits ≤ prompt
+// tokens, per-DC counts add up, workers end idle); that the engine path is
+// used and exact within the CKF's bounds at every router (no undercounts,
+// lanes converge, deltas and load reports flow) and that a corrupted frame
+// stops the run; the policies' sanity on hand-made grids (single-dc holds
+// the grid's capacity at the best site and charges each client's RTT,
+// single-dc-slice stays home with one DC's share, round-robin cycles,
+// load-only spreads, a far DC holding a long prefix wins under ttft only
+// when the prefill saved exceeds the RTT while prefix-then-load always
+// goes there, a prefix still crossing the WAN is counted as stale and as a
+// decision exact, current depths would change, but not one the CKF
+// changed); the Ideal reference by hand, with and without warm-up; that
+// the figures leave out exactly the warm-up requests; that on one FIFO
+// worker the drained queue estimate equals the wait every request then
+// saw, to the token, while reports read as current overstate it; open-loop
+// arrival times; config validation; the report's files (PNG headers); and
+// that this file map matches the directory.
 package sim

@@ -46,6 +46,17 @@ func shippedGrid(t *testing.T) *Grid {
 	return g
 }
 
+// fourSites is the shipped matrix cut to four sites 8–239 ms apart, so that
+// tests with a router per site stay cheap.
+func fourSites(t *testing.T) *Grid {
+	t.Helper()
+	g, err := shippedGrid(t).Subset([]string{"fra", "lon", "iad", "nrt"})
+	if err != nil {
+		t.Fatalf("Subset: %v", err)
+	}
+	return g
+}
+
 // shippedWorkload hashes the first n requests of the shipped conversation
 // slice (fewer under -short).
 func shippedWorkload(t *testing.T, n, short int) *Workload {
@@ -126,31 +137,39 @@ func timedTrace(t *testing.T, lines ...string) *Workload {
 }
 
 // quiet is a small deterministic config on grid g: no jitter, the given
-// policies.
+// policies, every client and the only router at the grid's first site.
 func quiet(g *Grid, policies ...Policy) Config {
-	return Config{Grid: g, RouterSite: g.Sites[0], RTTJitter: -1, Policies: policies}
+	return Config{Grid: g, RouterSite: g.Sites[0], OneSite: true, RTTJitter: -1, Policies: policies}
 }
 
-// simulate runs one policy to the end and returns the finished simulation
-// for inspection, after its own end-of-run checks.
-func simulate(t *testing.T, c Config, w *Workload, p Policy, before func(*simulation)) *simulation {
+// newSim builds policy p's simulation of w under c, started (relays
+// connected, first sends scheduled) but not run.
+func newSim(t *testing.T, c Config, w *Workload, p Policy) *simulation {
 	t.Helper()
 	c.Policies = []Policy{p}
 	cc, err := c.withDefaults()
 	if err != nil {
 		t.Fatalf("withDefaults(%+v): %v", c, err)
 	}
-	f, err := newFormat(&cc)
+	topo, err := newTopology(&cc, len(w.Requests))
 	if err != nil {
-		t.Fatalf("newFormat: %v", err)
+		t.Fatalf("newTopology: %v", err)
 	}
-	s, err := newSimulation(&cc, w, p, f)
+	s, err := newSimulation(&cc, w, p, &topo)
 	if err != nil {
 		t.Fatalf("newSimulation(%v): %v", p, err)
 	}
 	if err := s.start(); err != nil {
 		t.Fatalf("start(%v): %v", p, err)
 	}
+	return s
+}
+
+// simulate runs one policy to the end and returns the finished simulation
+// for inspection, after its own end-of-run checks.
+func simulate(t *testing.T, c Config, w *Workload, p Policy, before func(*simulation)) *simulation {
+	t.Helper()
+	s := newSim(t, c, w, p)
 	if before != nil {
 		before(s)
 	}

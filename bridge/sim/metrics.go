@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"slices"
 )
@@ -21,6 +22,9 @@ type Result struct {
 	Policy    string `json:"policy"`
 	Requests  int    `json:"requests"`
 	Completed int    `json:"completed"`
+	// Capacity is what the policy ran on: every policy gets the same
+	// workers and KV except single-dc-slice.
+	Capacity Capacity `json:"capacity"`
 	// WarmupRequests is how many requests at the start of the trace the
 	// per-request figures leave out.
 	WarmupRequests int `json:"warmup_requests"`
@@ -66,7 +70,7 @@ type Result struct {
 	// chosen DC with what the request then saw.
 	Estimate Estimate `json:"estimate"`
 
-	// WANHops counts requests served outside the router-site DC.
+	// WANHops counts requests served outside their client's site.
 	WANHops int `json:"wan_hops"`
 	// MeanRTTms is the mean round trip the requests paid, jitter included.
 	MeanRTTms float64 `json:"mean_rtt_ms"`
@@ -114,6 +118,21 @@ type Estimate struct {
 	PrefillBiasMs float64 `json:"prefill_bias_ms"`
 }
 
+// Capacity is the serving capacity of one policy's run.
+type Capacity struct {
+	DCs      int   `json:"dcs"`
+	Workers  int   `json:"workers"`   // workers that served requests (single-dc-slice: one DC's)
+	KVBlocks int64 `json:"kv_blocks"` // their KV blocks in all
+}
+
+// String is "W workers in D DCs".
+func (c Capacity) String() string {
+	if c.DCs == 1 {
+		return fmt.Sprintf("%d workers in 1 DC", c.Workers)
+	}
+	return fmt.Sprintf("%d workers in %d DCs", c.Workers, c.DCs)
+}
+
 // Headline is a run's main figures over a set of requests.
 type Headline struct {
 	Requests      int     `json:"requests"`
@@ -125,7 +144,9 @@ type Headline struct {
 	HitRate       float64 `json:"hit_rate"`
 }
 
-// DCResult is one DC's share of a policy's run.
+// DCResult is one DC's share of a policy's run: its requests, the mean RTT
+// they paid (the matrix mean from their clients' sites, jitter aside),
+// their hit rate and the DC's busy seconds.
 type DCResult struct {
 	Name     string  `json:"name"`
 	RTTms    float64 `json:"rtt_ms"`
@@ -178,13 +199,22 @@ func (s *simulation) result(warm int) *Result {
 		res.Preemptions += d.stats.preemptions
 		busyMax, busySum = max(busyMax, busy), busySum+busy
 		res.Relay.add(d.stats.relay)
-		res.PerDC = append(res.PerDC, DCResult{Name: d.name, RTTms: d.rttMs, Requests: d.stats.requests,
+		res.PerDC = append(res.PerDC, DCResult{Name: d.name, RTTms: ratio(d.stats.rttMs, float64(d.stats.requests)), Requests: d.stats.requests,
 			HitRate: ratio(float64(d.stats.hitTokens), float64(d.stats.promptTokens)), BusyS: busy / 1000})
 		st := d.prod.Stats()
 		res.CKF.CapacityOmissions += st.CapacityOmissions
 		res.CKF.MaxLoadFactor = max(res.CKF.MaxLoadFactor, st.LoadFactor)
 	}
-	res.FleetUtilizationMean = ratio(s.rt.rhoSum, float64(s.acc.Decisions))
+	rhoSum := 0.0
+	for _, rt := range s.routers {
+		rhoSum += rt.rhoSum
+	}
+	res.FleetUtilizationMean = ratio(rhoSum, float64(s.acc.Decisions))
+	res.Capacity = Capacity{DCs: len(s.dcs), Workers: len(s.workers)}
+	if s.policy == SingleDCSlice {
+		res.Capacity = Capacity{DCs: 1, Workers: len(s.dcs[0].workers)}
+	}
+	res.Capacity.KVBlocks = int64(res.Capacity.Workers) * int64(s.cfg.KVBlocksPerWorker)
 	res.PrefillUtilization = ratio(prefillMs, float64(len(s.workers))*(all.last-s.startMs))
 	res.LoadImbalance = ratio(busyMax, busySum/float64(len(s.dcs)))
 	return res
@@ -226,7 +256,7 @@ func (s *simulation) summarize(from int) summary {
 		m.hit += int64(st.hitTokens)
 		m.firstSent = min(m.firstSent, st.sentMs)
 		m.last = max(m.last, st.doneMs)
-		if st.dc != s.home {
+		if s.dcs[st.dc].site != s.topo.origin[i] {
 			m.wanHops++
 		}
 	}

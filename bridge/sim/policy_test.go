@@ -9,16 +9,57 @@ import (
 	"github.com/goindex/goindex/goindex/ckf"
 )
 
-func TestPolicy_SingleDCStaysHome(t *testing.T) {
+// TestPolicy_SingleDCHoldsTheGridsCapacityAtTheBestSite: with clients at
+// every site, single-dc runs one DC holding every site's workers, at the
+// site whose mean RTT to the clients is least (found here by brute force),
+// serves everything there and pays each client's RTT to it.
+func TestPolicy_SingleDCHoldsTheGridsCapacityAtTheBestSite(t *testing.T) {
 	w := shippedWorkload(t, 200, 60)
-	c := Config{Grid: shippedGrid(t), RouterSite: "par", Concurrency: 64, Seed: testSeed(t)}
-	res := simulate(t, c, w, SingleDC, nil).result(0)
+	g := shippedGrid(t)
+	c := Config{Grid: g, Concurrency: 64, Seed: testSeed(t)}
+	s := simulate(t, c, w, SingleDC, nil)
+	best, bestMean := -1, math.Inf(1)
+	for d := range g.Sites {
+		mean := 0.0
+		for o := range g.Sites {
+			mean += g.RTTms[o][d] / float64(len(g.Sites))
+		}
+		if mean < bestMean {
+			best, bestMean = d, mean
+		}
+	}
+	if len(s.dcs) != 1 || s.dcs[0].site != best || len(s.dcs[0].workers) != len(g.Sites)*DefaultWorkersPerDC {
+		t.Fatalf("single-dc runs %d DCs, the first at %s with %d workers; want one at %s with %d",
+			len(s.dcs), g.Sites[s.dcs[0].site], len(s.dcs[0].workers), g.Sites[best], len(g.Sites)*DefaultWorkersPerDC)
+	}
+	res := s.result(0)
+	local := 0
+	for i := range s.reqs {
+		if s.topo.origin[i] == best {
+			local++
+		}
+		if want := g.RTTms[s.topo.origin[i]][best]; math.Abs(s.reqs[i].rttMs-want) > ms(DefaultRTTJitter)+1e-9 {
+			t.Errorf("request %d from %s paid %.1f ms RTT, want %.1f + jitter", i, g.Sites[s.topo.origin[i]], s.reqs[i].rttMs, want)
+		}
+	}
+	if res.PerDC[0].Requests != len(w.Requests) || res.WANHops != len(w.Requests)-local {
+		t.Errorf("single-dc: DC served %d of %d, %d WAN hops; want all, %d", res.PerDC[0].Requests, len(w.Requests), res.WANHops, len(w.Requests)-local)
+	}
+}
+
+// TestPolicy_SingleDCSliceUsesOneDCsShare: the original baseline keeps
+// every DC but sends everything to the router site's, with its own
+// workers only.
+func TestPolicy_SingleDCSliceUsesOneDCsShare(t *testing.T) {
+	w := shippedWorkload(t, 200, 60)
+	c := Config{Grid: shippedGrid(t), RouterSite: "par", OneSite: true, Concurrency: 64, Seed: testSeed(t)}
+	res := simulate(t, c, w, SingleDCSlice, nil).result(0)
 	home, _ := c.Grid.Index("par")
 	if res.WANHops != 0 || res.PerDC[home].Requests != len(w.Requests) {
-		t.Errorf("single-dc: %d WAN hops, home served %d of %d", res.WANHops, res.PerDC[home].Requests, len(w.Requests))
+		t.Errorf("single-dc-slice: %d WAN hops, home served %d of %d", res.WANHops, res.PerDC[home].Requests, len(w.Requests))
 	}
 	if res.LoadImbalance != float64(len(c.Grid.Sites)) {
-		t.Errorf("single-dc load imbalance = %v, want %d (all busy time in one of %d DCs)", res.LoadImbalance, len(c.Grid.Sites), len(c.Grid.Sites))
+		t.Errorf("single-dc-slice load imbalance = %v, want %d (all busy time in one of %d DCs)", res.LoadImbalance, len(c.Grid.Sites), len(c.Grid.Sites))
 	}
 }
 
@@ -128,8 +169,8 @@ func TestPolicy_StaleReplicaIsCountedAgainstTheExactChoice(t *testing.T) {
 }
 
 // TestRouter_DrainedQueueEstimateIsExactOnOneWorker sends a burst of
-// uncached prompts to one single-worker DC 40 ms away, with report ages of
-// up to 100 ms. One FIFO worker that admits everything and decodes nothing
+// uncached prompts to one single-worker DC (single-dc-slice at the router's
+// site), with report ages of up to 100 ms. One FIFO worker that admits everything and decodes nothing
 // (one output token each, so no decode takes a share of the token budget)
 // is exactly the work-conserving queue score.Backlog models, and without cache hits the
 // router's in-flight tokens are exact, so every request's queue estimate
@@ -146,7 +187,7 @@ func TestRouter_DrainedQueueEstimateIsExactOnOneWorker(t *testing.T) {
 	for _, noDrain := range []bool{false, true} {
 		cfg := quiet(lineGrid(0, 40))
 		cfg.RouterSite, cfg.WorkersPerDC, cfg.Concurrency, cfg.NoQueueDrain = "s1", 1, 6, noDrain
-		s := simulate(t, cfg, w, SingleDC, nil)
+		s := simulate(t, cfg, w, SingleDCSlice, nil)
 		worst := 0.0
 		for i := range s.reqs {
 			st := &s.reqs[i]
@@ -183,21 +224,8 @@ func TestPolicy_ForgedCollisionIsCountedAsCKFDisagreement(t *testing.T) {
 	}{{TTFT, true, 1}, {ExactOracle, false, 0}} {
 		cfg := quiet(lineGrid(0, 50), c.p)
 		cfg.Concurrency = 1
-		cc, err := cfg.withDefaults()
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := newFormat(&cc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := newSimulation(&cc, w, c.p, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.start(); err != nil {
-			t.Fatal(err)
-		}
+		s := newSim(t, cfg, w, c.p)
+		rt := s.routers[0]
 		// Run up to the first send: snapshots and load reports delivered.
 		for s.q.len() > 0 && s.q.h[0].at < s.startMs {
 			e := s.q.pop()
@@ -207,11 +235,11 @@ func TestPolicy_ForgedCollisionIsCountedAsCKFDisagreement(t *testing.T) {
 			}
 		}
 		for _, h := range w.Requests[0].Seqs[:40] {
-			p := f.Probe(h)
-			b := ckf.Bucket(s.rt.table.Word(1, uint64(p.A)))
-			s.rt.table.StoreWord(1, uint64(p.A), uint64(b.WithSlot(b.FirstEmpty(), p.FP)))
+			p := s.format.Probe(h)
+			b := ckf.Bucket(rt.table.Word(1, uint64(p.A)))
+			rt.table.StoreWord(1, uint64(p.A), uint64(b.WithSlot(b.FirstEmpty(), p.FP)))
 		}
-		dc, believed, err := s.decide(0, s.startMs)
+		dc, believed, err := s.decide(rt, 0, s.startMs)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,9 +31,10 @@ func (r *RelayStats) add(o RelayStats) {
 	r.DrainMarkers += o.DrainMarkers
 }
 
-// linkItem is one thing in flight on a DC's WAN link to the router: an
-// encoded frame, or (frame nil) the events of one publication window for
-// the router's audit index, which travel right behind their delta.
+// linkItem is one thing in flight on a DC's WAN link to one router: an
+// encoded frame (shared by every router's link, read-only), or (frame nil)
+// the events of one publication window for the router's audit index, which
+// travel right behind their delta.
 type linkItem struct {
 	frame  []byte
 	events []kv.Event
@@ -73,36 +74,40 @@ func (s *simulation) sendFrame(d *dc, now float64, m relayproto.Message) error {
 	return nil
 }
 
-// sendOnLink puts an item on d's link; it reaches the router one way later
-// (half the matrix RTT; the control plane has no jitter, so every link is
-// FIFO).
+// sendOnLink puts an item on d's link to every router; it reaches each one
+// way later (half the matrix RTT between the DC's site and the router's;
+// the control plane has no jitter, so every link is FIFO).
 func (s *simulation) sendOnLink(d *dc, now float64, frame []byte, events []kv.Event) {
-	d.link = append(d.link, linkItem{frame: frame, events: events})
-	s.q.push(now+d.rttMs/2, evDeliver, d.idx, 0)
+	for _, rt := range s.routers {
+		d.links[rt.idx] = append(d.links[rt.idx], linkItem{frame: frame, events: events})
+		s.q.push(now+s.rtt(rt.site, d)/2, evDeliver, d.idx, rt.idx)
+	}
 }
 
-// deliver hands the oldest item of d's link to the router: a frame goes
-// through the consumer (decode, lane rules, replica writes) and must make
+// deliver hands the oldest item of d's link to router rt: a frame goes
+// through rt's consumer (decode, lane rules, replica writes) and must make
 // progress; a window's events go to the lane's audit index.
-func (s *simulation) deliver(d *dc) error {
-	it := d.link[0]
-	d.link[0] = linkItem{}
-	d.link = d.link[1:]
+func (s *simulation) deliver(d *dc, rt *router) error {
+	link := d.links[rt.idx]
+	it := link[0]
+	link[0] = linkItem{}
+	d.links[rt.idx] = link[1:]
+	where := func() string { return fmt.Sprintf("router %s lane %d (%s)", s.cfg.Grid.Sites[rt.site], d.idx, d.name) }
 	if it.frame != nil {
-		o, rest, err := s.rt.consumer.Apply(it.frame)
+		o, rest, err := rt.consumer.Apply(it.frame)
 		if err != nil {
-			return fmt.Errorf("%w: lane %d (%s): %w", ErrEngine, d.idx, d.name, err)
+			return fmt.Errorf("%w: %s: %w", ErrEngine, where(), err)
 		}
 		switch {
 		case len(rest) != 0:
-			return fmt.Errorf("%w: lane %d (%s): %d bytes after one frame", ErrEngine, d.idx, d.name, len(rest))
+			return fmt.Errorf("%w: %s: %d bytes after one frame", ErrEngine, where(), len(rest))
 		case !progress(o):
-			return fmt.Errorf("%w: lane %d (%s): frame outcome %v", ErrEngine, d.idx, d.name, o)
+			return fmt.Errorf("%w: %s: frame outcome %v", ErrEngine, where(), o)
 		}
 	}
 	for k := range it.events {
-		if err := s.rt.audit[d.idx].Apply(&it.events[k]); err != nil {
-			return fmt.Errorf("%w: lane %d (%s) audit index: %w", ErrEngine, d.idx, d.name, err)
+		if err := rt.audit[d.idx].apply(&it.events[k]); err != nil {
+			return fmt.Errorf("%w: %s audit index: %w", ErrEngine, where(), err)
 		}
 	}
 	return nil
@@ -116,18 +121,23 @@ func progress(o relayproto.Outcome) bool {
 	return false
 }
 
-// connect binds every DC's publisher to its lane the way a consumer start
-// does: claim the lane, take a lease, assign the producer's identity, and
-// have the publisher snapshot after a barrier; the snapshot's chunks go
-// out on the link like any frame.
+// connect binds DC d's publisher to its lane at every router the way a
+// consumer start does: claim the lane, take a lease, assign the producer's
+// identity, and have the publisher snapshot after a barrier; the
+// snapshot's chunks go out on the links like any frame. Every router's
+// consumer is a fresh instance of the same manifest, so each offers the
+// same first lease and one stream serves them all (NATS fans it out).
 func (s *simulation) connect(d *dc) error {
-	lane := s.rt.consumer.Lane(d.idx)
-	if err := lane.Claim(); err != nil {
-		return fmt.Errorf("%w: lane %d: %w", ErrEngine, d.idx, err)
-	}
-	lease := lane.NextLease()
-	if err := lane.Assign(d.identity, lease); err != nil {
-		return fmt.Errorf("%w: lane %d: %w", ErrEngine, d.idx, err)
+	var lease relayproto.Lease
+	for _, rt := range s.routers {
+		lane := rt.consumer.Lane(d.idx)
+		if err := lane.Claim(); err != nil {
+			return fmt.Errorf("%w: lane %d: %w", ErrEngine, d.idx, err)
+		}
+		lease = lane.NextLease()
+		if err := lane.Assign(d.identity, lease); err != nil {
+			return fmt.Errorf("%w: lane %d: %w", ErrEngine, d.idx, err)
+		}
 	}
 	pub, err := relayproto.NewPublisher(relayproto.PublisherConfig{Identity: d.identity, Sink: linkSink{s: s, d: d}, Source: d.prod})
 	if err != nil {
@@ -162,17 +172,20 @@ func (s *simulation) drain(d *dc) error {
 	return s.sendFrame(d, s.now, m)
 }
 
-// verify checks, once every frame has been delivered, that DC d's lane
-// holds exactly its producer's words (the convergence guarantee of spec
-// §5.3: after snapshot N and deltas N+1..M, byte for byte).
+// verify checks, once every frame has been delivered, that DC d's lane at
+// every router holds exactly its producer's words (the convergence
+// guarantee of spec §5.3: after snapshot N and deltas N+1..M, byte for
+// byte).
 func (s *simulation) verify(d *dc) error {
-	if len(d.link) != 0 {
-		return fmt.Errorf("%w: lane %d (%s): %d items still on the link", ErrEngine, d.idx, d.name, len(d.link))
-	}
 	want := d.prod.AppendWords(nil)
-	got := s.rt.table.AppendLane(nil, d.idx)
-	if diff := countDiff(got, want); diff != 0 {
-		return fmt.Errorf("%w: lane %d (%s) differs from its producer in %d of %d buckets after the drain", ErrEngine, d.idx, d.name, diff, len(want))
+	for _, rt := range s.routers {
+		if n := len(d.links[rt.idx]); n != 0 {
+			return fmt.Errorf("%w: lane %d (%s): %d items still on the link to router %d", ErrEngine, d.idx, d.name, n, rt.idx)
+		}
+		got := rt.table.AppendLane(nil, d.idx)
+		if diff := countDiff(got, want); diff != 0 {
+			return fmt.Errorf("%w: router %d lane %d (%s) differs from its producer in %d of %d buckets after the drain", ErrEngine, rt.idx, d.idx, d.name, diff, len(want))
+		}
 	}
 	return nil
 }

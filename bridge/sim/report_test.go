@@ -12,7 +12,7 @@ var pngMagic = []byte("\x89PNG\r\n\x1a\n")
 
 func TestWriteReport_WritesMarkdownAndPNGCharts(t *testing.T) {
 	w := shippedWorkload(t, 120, 60)
-	rep := runAll(t, Config{Grid: shippedGrid(t), Concurrency: 32, Seed: testSeed(t), Policies: []Policy{SingleDC, TTFT, ExactOracle}}, w)
+	rep := runAll(t, Config{Grid: fourSites(t), Concurrency: 32, Seed: testSeed(t), Policies: []Policy{SingleDC, TTFT, ExactOracle}}, w)
 	dir := filepath.Join(t.TempDir(), "report")
 	if err := WriteReport(dir, rep, "head.jsonl"); err != nil {
 		t.Fatalf("WriteReport: %v", err)

@@ -13,12 +13,17 @@ import (
 	"github.com/goindex/goindex/goindex/score"
 )
 
-// router is the global router at the router site: the consumer that keeps
-// one replica lane per DC from the relays' frames, the searcher that probes
-// every lane at once, and the policy's scorer. audit holds, per lane, an
-// exact radix index fed with exactly the events whose images the lane has
-// received, so every probe can be checked against the state it reflects.
+// router is the global router of one client site: the consumer that keeps
+// one replica lane per DC from the relays' frames (each DC's frames reach
+// it one way, half the RTT between the two sites, after they leave), the
+// searcher that probes every lane at once, and the policy's scorer. audit
+// holds, per lane, the exact set of blocks of the events whose images the
+// lane has received, so every probe can be checked against the state it
+// reflects. Routers share nothing: each sees only its own sends.
 type router struct {
+	idx  int // index in simulation.routers
+	site int // grid index of its site (and its clients')
+
 	table    *replica.Table
 	consumer *relayproto.Consumer
 	searcher *replica.Searcher
@@ -27,7 +32,7 @@ type router struct {
 	// configured alike): every policy's chosen DC gets its estimate, which
 	// the result compares with what the request then saw.
 	model *score.Scorer
-	audit []*radix.Index
+	audit []blockSet
 	all   uint64 // mask of every lane
 
 	// inflight lists, per DC, the requests routed there that its last load
@@ -115,7 +120,7 @@ func (a *Accuracy) observe(probe, delivered, current int) {
 	}
 }
 
-func newRouter(c *Config, p Policy, home uint64, f *ckf.Format, lanes []relayproto.PoolID) (*router, error) {
+func newRouter(c *Config, p Policy, idx, site int, home uint64, f *ckf.Format, lanes []relayproto.PoolID) (*router, error) {
 	t, err := replica.New(replica.Config{Lanes: len(lanes), Buckets: f.Buckets()})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -139,11 +144,11 @@ func newRouter(c *Config, p Policy, home uint64, f *ckf.Format, lanes []relaypro
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
-	rt := &router{table: t, consumer: cons, searcher: se, scorer: sc, model: model,
+	rt := &router{idx: idx, site: site, table: t, consumer: cons, searcher: se, scorer: sc, model: model,
 		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)), demand: score.NewDemand(0),
 		exact: make([]int, len(lanes)), delivered: make([]int, len(lanes))}
 	for range lanes {
-		rt.audit = append(rt.audit, radix.New(radix.Config{}))
+		rt.audit = append(rt.audit, blockSet{})
 	}
 	return rt, nil
 }
@@ -162,22 +167,23 @@ func (rt *router) deepest(x *radix.Index, locals []uint64) int {
 // lane is not ready lacks a signal it needs (ExactNow reads every DC's
 // own index and needs no lane).
 func (p Policy) prefixAware() bool {
-	return p == PrefixThenLoad || p == Credit || p == TTFT || p == ExactOracle
+	return p == PrefixThenLoad || p == Credit || p == GORGO || p == TTFT || p == ExactOracle
 }
 
 // readsCKF says whether the policy's depths are the replica's probe depths.
 func (p Policy) readsCKF() bool {
-	return p == PrefixThenLoad || p == Credit || p == TTFT
+	return p == PrefixThenLoad || p == Credit || p == GORGO || p == TTFT
 }
 
-// decide routes request i at now: it probes the replica (every policy does,
-// so every run audits the CKF), builds one candidate per DC from the
-// policy's depths, the lane's last load report plus the router's own
-// in-flight requests, and the matrix RTT, and asks the scorer. With no
-// eligible DC the request goes to the router site's DC (a fallback,
-// counted). It returns the DC and the prefix depth the router believed.
-func (s *simulation) decide(i int, now float64) (int, int, error) {
-	rt, r := s.rt, &s.w.Requests[i]
+// decide routes request i at now on router rt, its client site's: it
+// probes the replica (every policy does, so every run audits the CKF),
+// builds one candidate per DC from the policy's depths, the lane's last
+// load report plus the router's own in-flight requests, and the matrix RTT
+// from the router's site, and asks the scorer. With no eligible DC the
+// request goes to the DC nearest the router (a fallback, counted). It
+// returns the DC and the prefix depth the router believed.
+func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
+	r := &s.w.Requests[i]
 	depth, ready := rt.searcher.Search(rt.depth, r.Seqs, rt.all)
 	rt.depth = depth
 	s.acc.Decisions++
@@ -185,7 +191,7 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 		rt.exact[l] = rt.deepest(d.index, r.Locals)
 		rt.delivered[l] = 0
 		if ready&(1<<l) != 0 {
-			rt.delivered[l] = rt.deepest(rt.audit[l], r.Locals)
+			rt.delivered[l] = rt.audit[l].depth(r.Seqs)
 			s.acc.observe(int(depth[l]), rt.delivered[l], rt.exact[l])
 		}
 	}
@@ -201,14 +207,14 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 	}
 	cands := rt.cands[:0]
 	for l, d := range s.dcs {
-		c := score.Candidate{ID: uint64(l), HasRTT: true, RTTms: d.rttMs}
+		c := score.Candidate{ID: uint64(l), HasRTT: true, RTTms: s.rtt(rt.site, d)}
 		switch {
 		case s.policy == ExactNow || ready&(1<<l) != 0:
 			c.CachedBlocks = depthOf(l)
 		case s.policy.prefixAware():
 			continue
 		}
-		s.loadSignals(&c, l, now)
+		s.loadSignals(rt, &c, l, now)
 		cands = append(cands, c)
 	}
 	rt.cands = cands
@@ -218,7 +224,7 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 		rt.rhoSum += req.FleetUtilization
 	}
 	res, err := rt.scorer.Score(req, cands, s.draw(i, drawGlobal))
-	target := s.home
+	target := s.nearest[rt.site]
 	switch {
 	case errors.Is(err, score.ErrNoCandidate):
 		s.fallbacks++
@@ -226,12 +232,12 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 		return 0, 0, fmt.Errorf("%w: score: %w", ErrEngine, err)
 	default:
 		target = int(cands[res.Index].ID)
-		s.estimate(i, req, &cands[res.Index])
+		s.estimate(rt, i, req, &cands[res.Index])
 	}
-	if s.policy.prefixAware() && s.choiceWith(req, i, rt.exact) != target {
+	if s.policy.prefixAware() && s.choiceWith(rt, req, i, rt.exact) != target {
 		s.acc.ExactDisagreements++
 	}
-	if s.policy.readsCKF() && s.choiceWith(req, i, rt.delivered) != target {
+	if s.policy.readsCKF() && s.choiceWith(rt, req, i, rt.delivered) != target {
 		s.acc.CKFDisagreements++
 	}
 	believed := 0
@@ -243,8 +249,8 @@ func (s *simulation) decide(i int, now float64) (int, int, error) {
 
 // estimate records the TTFT model's parts for request i on its chosen
 // candidate c, when c has the signals the model needs.
-func (s *simulation) estimate(i int, req score.Request, c *score.Candidate) {
-	one, err := s.rt.model.Score(req, []score.Candidate{*c}, nil)
+func (s *simulation) estimate(rt *router, i int, req score.Request, c *score.Candidate) {
+	one, err := rt.model.Score(req, []score.Candidate{*c}, nil)
 	if err == nil {
 		s.reqs[i].est, s.reqs[i].hasEst = one.Parts, true
 	}
@@ -253,50 +259,50 @@ func (s *simulation) estimate(i int, req score.Request, c *score.Candidate) {
 // choiceWith is the DC the policy would pick for request i if every
 // candidate DC l carried depths[l] instead, with the same loads and
 // tie-break stream.
-func (s *simulation) choiceWith(req score.Request, i int, depths []int) int {
-	rt := s.rt
+func (s *simulation) choiceWith(rt *router, req score.Request, i int, depths []int) int {
 	rt.alt = append(rt.alt[:0], rt.cands...)
 	for k := range rt.alt {
 		rt.alt[k].CachedBlocks = depths[rt.alt[k].ID]
 	}
 	res, err := rt.scorer.Score(req, rt.alt, s.draw(i, drawGlobal))
 	if err != nil {
-		return s.home
+		return s.nearest[rt.site]
 	}
 	return int(rt.alt[res.Index].ID)
 }
 
-// loadSignals fills c's load from lane l's last load report, if it is
-// fresh (no older than the one-way delay plus loadStaleReports intervals),
-// plus the requests the router sent since that report was sampled.
-func (s *simulation) loadSignals(c *score.Candidate, l int, now float64) {
-	rep, ok := s.rt.consumer.Lane(l).LastLoad()
+// loadSignals fills c's load from router rt's lane l's last load report,
+// if it is fresh (no older than the one-way delay plus loadStaleReports
+// intervals), plus the requests rt sent since that report was sampled.
+func (s *simulation) loadSignals(rt *router, c *score.Candidate, l int, now float64) {
+	rep, ok := rt.consumer.Lane(l).LastLoad()
 	if !ok {
 		return
 	}
 	sampled := float64(rep.TimestampUnixNano) / 1e6
-	if now-sampled > s.dcs[l].rttMs/2+loadStaleReports*ms(s.cfg.LoadReportInterval) {
+	oneWay := s.rtt(rt.site, s.dcs[l]) / 2
+	if now-sampled > oneWay+loadStaleReports*ms(s.cfg.LoadReportInterval) {
 		return
 	}
 	c.HasLoad = true
 	c.ActiveDecodeBlocks = rep.ActiveDecodeBlocks
 	c.HasCapacity, c.CapacityBlocks = rep.CapacityBlocks > 0, rep.CapacityBlocks
 	c.PrefillTokensPerMs, c.QueueTokensPerMs, c.DecodeBlocksPerMs = rep.PrefillTokensPerMs, rep.QueueTokensPerMs, rep.DecodeBlocksPerMs
-	arrivals := s.rt.arrivals[:0]
+	arrivals := rt.arrivals[:0]
 	if !s.cfg.NoInflight {
-		fl := s.rt.inflight[l]
+		fl := rt.inflight[l]
 		k := 0
 		for k < len(fl) && fl[k].arriveMs <= sampled {
 			k++
 		}
 		fl = fl[k:]
-		s.rt.inflight[l] = fl
+		rt.inflight[l] = fl
 		for _, f := range fl {
 			c.ActiveDecodeBlocks += f.blocks
 			arrivals = append(arrivals, score.Arrival{AtMs: f.arriveMs, Tokens: float64(f.tokens)})
 		}
 	}
-	s.rt.arrivals = arrivals
+	rt.arrivals = arrivals
 	if s.cfg.NoQueueDrain {
 		// The report read as current: its queue plus every request sent since.
 		queued := float64(rep.QueuedPrefillTokens)
@@ -308,20 +314,63 @@ func (s *simulation) loadSignals(c *score.Candidate, l int, now float64) {
 	}
 	// The queue the request will find when it arrives (matrix one-way):
 	// the report's, plus the requests sent since, drained meanwhile.
-	arrive := now + s.dcs[l].rttMs/2
+	arrive := now + oneWay
 	c.ActivePrefillTokens = uint64(math.Round(score.Backlog(float64(rep.QueuedPrefillTokens), sampled, rep.QueueTokensPerMs, arrivals, arrive)))
 }
 
-// routed records request i, sent to DC l believing a cached prefix of
-// believed blocks, for the fleet's demand and the in-flight accounting.
-func (s *simulation) routed(i, l, believed int, now float64) {
+// routed records request i, sent by router rt to DC l believing a cached
+// prefix of believed blocks, for rt's demand and in-flight accounting.
+func (s *simulation) routed(rt *router, i, l, believed int, now float64) {
 	r := &s.w.Requests[i]
 	tokens := r.InputTokens - min(believed*s.w.BlockSize, r.InputTokens-1)
-	s.rt.demand.Add(now, float64(tokens))
+	rt.demand.Add(now, float64(tokens))
 	if s.cfg.NoInflight {
 		return
 	}
-	s.rt.inflight[l] = append(s.rt.inflight[l], inflight{
-		arriveMs: now + s.dcs[l].rttMs/2, tokens: uint64(tokens), blocks: uint64(s.reqs[i].blocks),
+	rt.inflight[l] = append(rt.inflight[l], inflight{
+		arriveMs: now + s.rtt(rt.site, s.dcs[l])/2, tokens: uint64(tokens), blocks: uint64(s.reqs[i].blocks),
 	})
+}
+
+// blockSet is an exact, cheap index of what a DC's events say it caches:
+// how many of its workers hold each block, by sequence hash. Every worker's
+// cache is prefix-closed (kvpool.go), so a prompt's longest prefix held by
+// one worker is its longest prefix of blocks held by any, which is what a
+// radix index's deepest overlap gives, without a radix index's arena per
+// (router, lane).
+type blockSet map[uint64]int32
+
+// apply counts one event's blocks in or out.
+func (b blockSet) apply(ev *kv.Event) error {
+	switch ev.Kind {
+	case kv.Stored:
+		for _, blk := range ev.Blocks {
+			b[blk.External]++
+		}
+	case kv.Removed:
+		for _, h := range ev.Removed {
+			n, ok := b[h]
+			if !ok {
+				return fmt.Errorf("removal of block %#x nobody holds", h)
+			}
+			if n == 1 {
+				delete(b, h)
+			} else {
+				b[h] = n - 1
+			}
+		}
+	default:
+		return fmt.Errorf("unexpected %v event", ev.Kind)
+	}
+	return nil
+}
+
+// depth is the number of leading blocks of seqs the set holds.
+func (b blockSet) depth(seqs []uint64) int {
+	for k, h := range seqs {
+		if b[h] == 0 {
+			return k
+		}
+	}
+	return len(seqs)
 }

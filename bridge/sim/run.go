@@ -26,6 +26,11 @@ type Report struct {
 	Results []*Result
 	Ideal   Ideal
 	Warmup  int
+	// Clients describes where the requests came from (sites and shares);
+	// SingleDCSite is the site of the single-DC baselines' DC, the one
+	// with the least mean client RTT.
+	Clients      string
+	SingleDCSite string
 }
 
 // Run simulates w once per policy of cfg, each on identical input (the
@@ -50,13 +55,14 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := newFormat(&c)
+	topo, err := newTopology(&c, len(w.Requests))
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rep := &Report{Config: c, Results: make([]*Result, len(c.Policies)), Ideal: ideal(w, c.PrefillTokensPerMs, warm), Warmup: warm}
+	rep := &Report{Config: c, Results: make([]*Result, len(c.Policies)), Ideal: ideal(w, c.PrefillTokensPerMs, warm), Warmup: warm,
+		Clients: topo.sharesText(c.Grid), SingleDCSite: c.Grid.Sites[topo.singleDC]}
 	errs := make([]error, len(c.Policies))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
@@ -70,7 +76,7 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 				errs[k] = ctx.Err()
 				return
 			}
-			rep.Results[k], errs[k] = runPolicy(ctx, &c, w, p, f, warm)
+			rep.Results[k], errs[k] = runPolicy(ctx, &c, w, p, &topo, warm)
 			if errs[k] != nil {
 				cancel()
 			}
@@ -134,16 +140,19 @@ func (st *reqState) ttftMs() float64 { return st.firstTokenMs + st.rttMs/2 - st.
 // simulation is one policy's run: its own DCs, engines, producers, links,
 // consumer and replica, driven by one event queue.
 type simulation struct {
-	cfg     *Config
-	w       *Workload
-	policy  Policy
-	home    int
-	dcs     []*dc
-	workers []*worker // every DC's workers, indexed by worker.id
-	rt      *router
-	q       queue
-	now     float64
-	reqs    []reqState
+	cfg      *Config
+	w        *Workload
+	policy   Policy
+	topo     *topology
+	format   *ckf.Format // every pool's and lane's
+	dcs      []*dc
+	workers  []*worker // every DC's workers, indexed by worker.id
+	routers  []*router // one per client site
+	routerAt []int     // per grid site, its router's index, or -1
+	nearest  []int     // per grid site, the index of the DC nearest it
+	q        queue
+	now      float64
+	reqs     []reqState
 
 	startMs   float64 // traffic starts once every lane is ready
 	next      int     // closed loop: the next request a free client sends
@@ -181,11 +190,11 @@ func (s *simulation) draw(i, stage int) *rand.Rand {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // newFormat returns the CKF format every pool and lane of a run shares,
-// sized for a full DC: WorkersPerDC × KVBlocksPerWorker blocks at ≤ 80%
-// load (ckf.BucketCount), the DC-wide distinct blocks never exceeding the
-// workers' capacity.
-func newFormat(c *Config) (*ckf.Format, error) {
-	buckets, err := ckf.BucketCount(uint64(c.WorkersPerDC) * uint64(c.KVBlocksPerWorker))
+// sized for a full DC of workers: workers × KVBlocksPerWorker blocks at
+// ≤ 80% load (ckf.BucketCount), the DC-wide distinct blocks never
+// exceeding the workers' capacity.
+func newFormat(c *Config, workers int) (*ckf.Format, error) {
+	buckets, err := ckf.BucketCount(uint64(workers) * uint64(c.KVBlocksPerWorker))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -196,15 +205,36 @@ func newFormat(c *Config) (*ckf.Format, error) {
 	return f, nil
 }
 
-func newSimulation(c *Config, w *Workload, p Policy, f *ckf.Format) (*simulation, error) {
+// layout returns the sites of policy p's DCs and the workers of each: one
+// DC at every grid site with WorkersPerDC workers, except for single-dc,
+// whose one DC at the single-DC site holds the whole grid's workers, so
+// that every policy has the same capacity.
+func (c *Config) layout(p Policy, t *topology) (sites []int, workers int) {
+	if p == SingleDC {
+		return []int{t.singleDC}, c.WorkersPerDC * len(c.Grid.Sites)
+	}
+	sites = make([]int, len(c.Grid.Sites))
+	for k := range sites {
+		sites[k] = k
+	}
+	return sites, c.WorkersPerDC
+}
+
+func newSimulation(c *Config, w *Workload, p Policy, t *topology) (*simulation, error) {
 	g := c.Grid
-	home, _ := g.Index(c.RouterSite)
-	s := &simulation{cfg: c, w: w, policy: p, home: home, reqs: make([]reqState, len(w.Requests)),
-		pcg: rand.NewPCG(0, 0), workerDepth: make([]int, c.WorkersPerDC)}
+	sites, workers := c.layout(p, t)
+	f, err := newFormat(c, workers)
+	if err != nil {
+		return nil, err
+	}
+	s := &simulation{cfg: c, w: w, policy: p, topo: t, format: f, reqs: make([]reqState, len(w.Requests)),
+		pcg: rand.NewPCG(0, 0), workerDepth: make([]int, workers), routerAt: make([]int, len(g.Sites)),
+		nearest: make([]int, len(g.Sites))}
 	s.rng = rand.New(s.pcg)
 	var pools []relayproto.PoolID
-	for k, name := range g.Sites {
-		d, err := newDC(k, name, g.RTTms[home][k], c.WorkersPerDC, c, f)
+	home := 0
+	for k, site := range sites {
+		d, err := newDC(k, site, g.Sites[site], workers, c, f)
 		if err != nil {
 			return nil, err
 		}
@@ -212,19 +242,40 @@ func newSimulation(c *Config, w *Workload, p Policy, f *ckf.Format) (*simulation
 			d.workers[j] = newWorker(d, len(s.workers), j, c)
 			s.workers = append(s.workers, d.workers[j])
 		}
+		if site == t.singleDC {
+			home = k
+		}
 		s.dcs = append(s.dcs, d)
 		pools = append(pools, d.identity.Pool)
 	}
-	var err error
-	if s.rt, err = newRouter(c, p, uint64(home), f, pools); err != nil {
-		return nil, err
+	for site := range g.Sites {
+		s.routerAt[site] = -1
+		for k, d := range s.dcs {
+			if g.RTTms[site][d.site] < g.RTTms[site][s.dcs[s.nearest[site]].site] {
+				s.nearest[site] = k
+			}
+		}
+	}
+	for _, site := range t.sites {
+		rt, err := newRouter(c, p, len(s.routers), site, uint64(home), f, pools)
+		if err != nil {
+			return nil, err
+		}
+		s.routerAt[site] = rt.idx
+		s.routers = append(s.routers, rt)
+	}
+	for _, d := range s.dcs {
+		d.links = make([][]linkItem, len(s.routers))
 	}
 	return s, nil
 }
 
-func runPolicy(ctx context.Context, c *Config, w *Workload, p Policy, f *ckf.Format, warm int) (*Result, error) {
+// rtt is the matrix round trip between grid site site and DC d.
+func (s *simulation) rtt(site int, d *dc) float64 { return s.cfg.Grid.RTTms[site][d.site] }
+
+func runPolicy(ctx context.Context, c *Config, w *Workload, p Policy, t *topology, warm int) (*Result, error) {
 	began := time.Now()
-	s, err := newSimulation(c, w, p, f)
+	s, err := newSimulation(c, w, p, t)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +310,9 @@ func (s *simulation) start() error {
 			return err
 		}
 		s.q.push(0, evLoadReport, d.idx, 0)
-		farthest = max(farthest, d.rttMs/2+ms(d.prod.FlushAfter()))
+		for _, rt := range s.routers {
+			farthest = max(farthest, s.rtt(rt.site, d)/2+ms(d.prod.FlushAfter()))
+		}
 	}
 	s.startMs = math.Ceil(farthest) + 1
 	s.q.push(s.startMs, evSample, 0, 0)
@@ -310,7 +363,7 @@ func (s *simulation) fire(e event) error {
 	case evWorker:
 		return s.step(s.workers[e.a], e.b, now)
 	case evDeliver:
-		return s.deliver(s.dcs[e.a])
+		return s.deliver(s.dcs[e.a], s.routers[e.b])
 	case evFlush:
 		if d := s.dcs[e.a]; e.b == d.timerGen && d.prod.PendingEvents() > 0 {
 			return s.boundary(d, now)
@@ -330,8 +383,9 @@ func (s *simulation) fire(e event) error {
 	return nil
 }
 
-// send is request i leaving the client: the global router picks its DC and
-// the request crosses the WAN, paying the matrix RTT plus its own jitter.
+// send is request i leaving its client: the router of the client's site
+// picks its DC and the request crosses the WAN, paying the matrix RTT
+// between the two sites plus its own jitter.
 func (s *simulation) send(i int, now float64) error {
 	st := &s.reqs[i]
 	st.sentMs = now
@@ -340,13 +394,15 @@ func (s *simulation) send(i int, now float64) error {
 	if j := s.cfg.PrefillJitter; j > 0 {
 		st.jitter = 1 + j*(2*s.draw(i, drawService).Float64()-1)
 	}
-	l, believed, err := s.decide(i, now)
+	rt := s.routers[s.routerAt[s.topo.origin[i]]]
+	l, believed, err := s.decide(rt, i, now)
 	if err != nil {
 		return err
 	}
 	st.dc, st.believed = l, believed
-	st.rttMs = s.dcs[l].rttMs + s.draw(i, drawJitter).Float64()*ms(s.cfg.RTTJitter)
-	s.routed(i, l, believed, now)
+	st.rttMs = s.rtt(rt.site, s.dcs[l]) + s.draw(i, drawJitter).Float64()*ms(s.cfg.RTTJitter)
+	s.dcs[l].stats.rttMs += s.rtt(rt.site, s.dcs[l])
+	s.routed(rt, i, l, believed, now)
 	s.q.push(now+st.rttMs/2, evArrive, i, l)
 	return nil
 }

@@ -25,7 +25,7 @@ func runAll(t *testing.T, c Config, w *Workload) *Report {
 
 func TestRun_SameSeedGivesIdenticalResults(t *testing.T) {
 	w := shippedWorkload(t, 300, 40)
-	c := Config{Grid: shippedGrid(t), Concurrency: 64, Seed: testSeed(t)}
+	c := Config{Grid: fourSites(t), Concurrency: 64, Seed: testSeed(t), Policies: []Policy{SingleDC, LoadOnly, GORGO, TTFT}}
 	a, b := runAll(t, c, w), runAll(t, c, w)
 	for k := range a.Results {
 		a.Results[k].WallSeconds, b.Results[k].WallSeconds = 0, 0
@@ -43,7 +43,7 @@ func TestRun_SameSeedGivesIdenticalResults(t *testing.T) {
 
 func TestRun_EveryRequestCompletesOnceWithinItsBounds(t *testing.T) {
 	w := shippedWorkload(t, 400, 100)
-	c := Config{Grid: shippedGrid(t), Concurrency: 128, Seed: testSeed(t)}
+	c := Config{Grid: fourSites(t), Concurrency: 128, Seed: testSeed(t)}
 	for _, p := range AllPolicies {
 		s := simulate(t, c, w, p, nil)
 		if s.completed != len(w.Requests) || s.next != len(w.Requests) {
@@ -83,7 +83,7 @@ func TestRun_EveryRequestCompletesOnceWithinItsBounds(t *testing.T) {
 
 func TestRun_EnginePathIsUsedAndExactWithinCKFBounds(t *testing.T) {
 	w := shippedWorkload(t, 400, 120)
-	c := Config{Grid: shippedGrid(t), Concurrency: 96, Seed: testSeed(t), Policies: []Policy{TTFT, PrefixThenLoad}}
+	c := Config{Grid: fourSites(t), Concurrency: 96, Seed: testSeed(t), Policies: []Policy{TTFT, PrefixThenLoad}}
 	rep := runAll(t, c, w)
 	lanes := len(c.Grid.Sites)
 	for _, r := range rep.Results {
@@ -112,32 +112,37 @@ func TestRun_EnginePathIsUsedAndExactWithinCKFBounds(t *testing.T) {
 	}
 }
 
-// TestRun_ProbeDepthsMatchTheDeliveredState checks the audit directly: at
-// every decision of a run, each ready lane's probe depth is at least the
-// exact depth of what the lane received, and over the run they agree on
-// nearly every check.
+// TestRun_ProbeDepthsMatchTheDeliveredState checks the audit directly:
+// after a run with a router at every site, each router's lane probe
+// depths are at least the exact depth of what the lane received, and
+// they agree on nearly every check.
 func TestRun_ProbeDepthsMatchTheDeliveredState(t *testing.T) {
 	w := shippedWorkload(t, 300, 100)
-	c := Config{Grid: shippedGrid(t), Concurrency: 64, Seed: testSeed(t)}
+	c := Config{Grid: fourSites(t), Concurrency: 64, Seed: testSeed(t)}
 	s := simulate(t, c, w, TTFT, nil)
+	if len(s.routers) != len(c.Grid.Sites) {
+		t.Fatalf("%d routers, want one per site (%d)", len(s.routers), len(c.Grid.Sites))
+	}
 	checks, equal := 0, 0
-	for i := range w.Requests {
-		r := &w.Requests[i]
-		depth, ready := s.rt.searcher.Search(nil, r.Seqs, s.rt.all)
-		for l := range s.dcs {
-			if ready&(1<<l) == 0 {
-				t.Fatalf("lane %d not ready after the run", l)
-			}
-			exact := s.rt.deepest(s.rt.audit[l], r.Locals)
-			if int(depth[l]) < exact {
-				t.Errorf("request %d lane %d: probe depth %d < exact %d", i, l, depth[l], exact)
-			}
-			if current := s.rt.deepest(s.dcs[l].index, r.Locals); current != exact {
-				t.Errorf("request %d lane %d: delivered exact %d ≠ current %d after the drain", i, l, exact, current)
-			}
-			checks++
-			if int(depth[l]) == exact {
-				equal++
+	for _, rt := range s.routers {
+		for i := range w.Requests {
+			r := &w.Requests[i]
+			depth, ready := rt.searcher.Search(nil, r.Seqs, rt.all)
+			for l := range s.dcs {
+				if ready&(1<<l) == 0 {
+					t.Fatalf("router %d lane %d not ready after the run", rt.idx, l)
+				}
+				exact := rt.audit[l].depth(r.Seqs)
+				if int(depth[l]) < exact {
+					t.Errorf("router %d request %d lane %d: probe depth %d < exact %d", rt.idx, i, l, depth[l], exact)
+				}
+				if current := rt.deepest(s.dcs[l].index, r.Locals); current != exact {
+					t.Errorf("router %d request %d lane %d: delivered exact %d ≠ current %d after the drain", rt.idx, i, l, exact, current)
+				}
+				checks++
+				if int(depth[l]) == exact {
+					equal++
+				}
 			}
 		}
 	}
@@ -150,25 +155,11 @@ func TestRun_CorruptFrameStopsTheRun(t *testing.T) {
 	w := shippedWorkload(t, 50, 50)
 	c := quiet(lineGrid(0, 20), TTFT)
 	c.Concurrency = 8
-	cc, err := c.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := newFormat(&cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSimulation(&cc, w, TTFT, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.start(); err != nil {
-		t.Fatal(err)
-	}
+	s := newSim(t, c, w, TTFT)
 	// The far DC's snapshot is still on its link: flip one body byte.
-	it := &s.dcs[1].link[0]
+	it := &s.dcs[1].links[0][0]
 	it.frame[len(it.frame)-1] ^= 0x40
-	err = s.loop(context.Background())
+	err := s.loop(context.Background())
 	var fe *relayproto.FrameError
 	if !errors.Is(err, ErrEngine) || !errors.As(err, &fe) {
 		t.Errorf("loop with a corrupt frame = %v, want ErrEngine wrapping a *relayproto.FrameError", err)
@@ -261,7 +252,7 @@ func TestParsePolicies(t *testing.T) {
 func TestRun_WarmupLeavesTheStartBurstOutOfTheFigures(t *testing.T) {
 	w := shippedWorkload(t, 200, 60)
 	n := len(w.Requests)
-	c := Config{Grid: shippedGrid(t), Concurrency: 24, Seed: testSeed(t), Policies: []Policy{TTFT}}
+	c := Config{Grid: fourSites(t), Concurrency: 24, Seed: testSeed(t), Policies: []Policy{TTFT}}
 	s := simulate(t, c, w, TTFT, nil)
 	const warm = 24
 	res, all := s.result(warm), s.result(0)
@@ -320,7 +311,7 @@ func TestRun_WarmupLeavesTheStartBurstOutOfTheFigures(t *testing.T) {
 // nothing.
 func TestRun_PriceOthersMeasuresTheFleetsUtilization(t *testing.T) {
 	w := shippedWorkload(t, 400, 120)
-	c := Config{Grid: shippedGrid(t), Concurrency: 128, Seed: testSeed(t)}
+	c := Config{Grid: shippedGrid(t), OneSite: true, Concurrency: 128, Seed: testSeed(t)}
 	if r := simulate(t, c, w, TTFT, nil).result(0); r.FleetUtilizationMean != 0 {
 		t.Errorf("without PriceOthers the router measured ρ = %v", r.FleetUtilizationMean)
 	}

@@ -23,6 +23,13 @@ func (s *Scorer) cost(c *Candidate, isl int, rho float64) (float64, bool) {
 			return 0, false
 		}
 		return s.loadBlocks(c), true
+	case GORGO:
+		if !c.HasLoad || !c.HasRTT {
+			return 0, false
+		}
+		uncached := float64(isl - s.cachedTokens(c, isl))
+		return c.RTTms + float64(c.ActivePrefillTokens)/orDefault(c.QueueTokensPerMs, s.cfg.QueueTokensPerMs) +
+			uncached/orDefault(c.PrefillTokensPerMs, s.cfg.PrefillTokensPerMs), true
 	case Credit:
 		if !c.HasLoad {
 			return 0, false

@@ -31,7 +31,9 @@
 // The other policies reproduce Dynamo's selectors so that every comparison can
 // run side by side: PrefixThenLoad (upstream's proof of concept: longest
 // prefix, then lowest load), LoadOnly, Credit (Dynamo's current block-cost
-// rule with overlap credit), plus the baselines RoundRobin and SingleDC.
+// rule with overlap credit), GORGO (the static weighted cost of the
+// closest published rival: RTT + queued tokens + uncached prefill, each
+// weighted 1 in time), plus the baselines RoundRobin and SingleDC.
 //
 // Missing signals are never read as zero: a candidate that lacks a signal its
 // policy needs (load for every load-aware policy, RTT for TTFT) is not

@@ -125,6 +125,25 @@ func TestScore_PrefixThenLoadAndLoadOnly(t *testing.T) {
 	}
 }
 
+// TestScore_GORGOWeighsRTTQueueAndPrefillAlike works GORGO's cost out by
+// hand: RTT + queued tokens at the candidate's drain rate + uncached
+// tokens at its prefill rate, with no KV-admission term (a full candidate
+// costs the same), and needs load and RTT.
+func TestScore_GORGOWeighsRTTQueueAndPrefillAlike(t *testing.T) {
+	g := mustNew(t, Config{Policy: GORGO, BlockSize: 16, PrefillTokensPerMs: 10, QueueTokensPerMs: 20})
+	// 320-token prompt, 10 blocks cached → 160 uncached tokens.
+	c := Candidate{CachedBlocks: 10, HasLoad: true, ActivePrefillTokens: 400, HasRTT: true, RTTms: 30,
+		HasCapacity: true, CapacityBlocks: 10, ActiveDecodeBlocks: 1000}
+	if got, ok := g.Cost(Request{ISLTokens: 320}, c); !ok || got != 30+400.0/20+160.0/10 {
+		t.Errorf("gorgo cost = %v, %v; want 30 + 20 + 16 = 66", got, ok)
+	}
+	for _, miss := range []Candidate{{HasRTT: true}, {HasLoad: true}} {
+		if _, ok := g.Cost(Request{ISLTokens: 320}, miss); ok {
+			t.Errorf("gorgo: candidate %+v without load or RTT is eligible", miss)
+		}
+	}
+}
+
 func TestScore_RoundRobinAndSingleDC(t *testing.T) {
 	cands := []Candidate{{ID: 7}, {ID: 8}, {ID: 9}}
 	rr := mustNew(t, Config{Policy: RoundRobin, BlockSize: 16})
@@ -189,7 +208,7 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 			t.Errorf("New(%+v) err = %v, want ErrBadConfig", cfg, err)
 		}
 	}
-	for _, name := range []string{"ttft", "prefix-then-load", "load-only", "credit", "round-robin", "single-dc"} {
+	for _, name := range []string{"ttft", "prefix-then-load", "load-only", "credit", "round-robin", "single-dc", "gorgo"} {
 		p, err := ParsePolicy(name)
 		if err != nil || p.String() != name {
 			t.Errorf("ParsePolicy(%q) = %v, %v", name, p, err)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/demo"
+	"github.com/goindex/goindex/bridge/sim"
 )
 
 // TestMain makes this test binary the goindex binary when it is run with
@@ -153,12 +154,17 @@ func TestDemo_ReducedRunEndToEnd(t *testing.T) {
 	if sum.Showcased != 3 {
 		t.Errorf("showcased %d requests, want 3", sum.Showcased)
 	}
-	if len(sum.Policies) != 8 {
-		t.Errorf("policies %+v, want 8", sum.Policies)
+	if len(sum.Policies) != len(sim.AllPolicies) {
+		t.Errorf("policies %+v, want %d", sum.Policies, len(sim.AllPolicies))
 	}
 	for _, p := range sum.Policies {
 		if p.Completed != 40 || !(p.ThroughputRPS > 0) || !(p.TTFTP95ms >= p.TTFTP50ms) {
 			t.Errorf("policy %s: %+v, want 40 completed, positive throughput, p95 ≥ p50", p.Policy, p)
+		}
+		// The table's baseline has the simulated grid's capacity (all 13
+		// sites) in one DC.
+		if p.Policy == "single-dc" && (p.Capacity.DCs != 1 || p.Capacity.Workers != 13*sim.DefaultWorkersPerDC) {
+			t.Errorf("single-dc capacity %+v, want the 13 DCs' %d workers in 1 DC", p.Capacity, 13*sim.DefaultWorkersPerDC)
 		}
 	}
 	for _, f := range []string{"report.md", "ttft_cdf.png", "throughput.png"} {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -16,7 +18,7 @@ import (
 	"github.com/goindex/goindex/bridge/trace"
 )
 
-const simSynopsis = `Usage: goindex sim [--trace FILE] [--dcs a,b,…] [--router-site fra] [--concurrency 256 | --open-loop] [--policies all] [--json] [--report DIR]
+const simSynopsis = `Usage: goindex sim [--trace FILE] [--dcs a,b,…] [--clients every-site | router-site] [--concurrency 256 | --open-loop] [--policies all] [--json] [--report DIR]
 
 Replays a Mooncake request trace across simulated data centers and compares
 global routing policies side by side, each on identical input (same
@@ -25,11 +27,21 @@ discrete-event simulation: every DC runs mock engines (LRU prefix caches
 emitting real KV events) behind Dynamo's in-DC KV router (credit rule over
 an exact radix index); every DC's events feed a real CKF producer whose
 deltas and load reports travel as relayproto frames over the WAN (one-way =
-RTT/2) into one replica table at the router site, which the router probes.
+RTT/2) into one replica table at each router site, which its router probes.
 
-Policies: single-dc (everything to the router site), round-robin, load-only,
-prefix-then-load, credit (Dynamo's selectors over CKF depths and load
-reports), ttft (goindex: RTT + queue wait + uncached prefill, CKF depths),
+Clients: by default requests originate at every site (shares configurable),
+each site's router routes its own clients' requests and every request pays
+the RTT between its client's site and the DC it is sent to;
+--clients router-site puts every client and the only router at
+--router-site (the original model).
+
+Policies: single-dc (one DC holding the whole grid's workers, at the site
+with the least mean client RTT: same capacity, no routing), single-dc-slice
+(the original baseline: one DC's own workers take every request, 1/sites of
+the capacity), round-robin, load-only, prefix-then-load, credit (Dynamo's
+selectors over CKF depths and load reports), gorgo (GORGO's static weighted
+cost: RTT + queued tokens + uncached prefill), ttft (goindex: RTT + queue
+wait + uncached prefill, CKF depths),
 exact-oracle (ttft with the CKF replaced by an exact index over the same
 delivered events: what the CKF's collisions cost), exact-now (ttft with
 every DC's exact, current depths: no CKF and no WAN delay, a bound).
@@ -64,7 +76,11 @@ Trace and workload:
 Data centers and WAN:
   --grid FILE                   RTT matrix CSV (default: ` + defaultSimGrid + `)
   --dcs a,b,…                   simulate only these sites (default: every site)
-  --router-site SITE            where the clients and the global router are
+  --clients MODE                every-site: requests from every site, one router per
+                                site; router-site: every client at --router-site
+  --client-shares a=W,b=W,…     every-site: each site's weight in the requests' origins
+                                (default: every site alike; sites left out: none)
+  --router-site SITE            router-site mode: the site of every client and the router
   --rtt-jitter DURATION         extra RTT per request, uniform in [0, jitter] (0: none)
   --load-report-interval DUR    how often each DC publishes its load
   --no-inflight                 do not add the router's own in-flight requests to
@@ -124,7 +140,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	warmup := fs.Int("warmup", -1, "requests at the start left out of the figures (-1: the closed loop's concurrency; 0: none)")
 	gridPath := fs.String("grid", "", "RTT matrix CSV in ms (default: "+defaultSimGrid+" found from the working directory up)")
 	dcs := fs.String("dcs", "", "comma-separated sites to simulate (default: every site of the grid)")
-	routerSite := fs.String("router-site", sim.DefaultRouterSite, "site of the clients and the global router")
+	clients := fs.String("clients", "every-site", "every-site (one router per site) or router-site (one site)")
+	shares := fs.String("client-shares", "", "every-site: site=weight,… of the requests' origins (default: every site alike)")
+	routerSite := fs.String("router-site", sim.DefaultRouterSite, "router-site mode: the site of every client and the router")
 	jitter := fs.Duration("rtt-jitter", sim.DefaultRTTJitter, "extra round trip per request, uniform in [0, jitter]; 0 for none")
 	reportEvery := fs.Duration("load-report-interval", sim.DefaultLoadReportInterval, "load report period of every DC")
 	noInflight := fs.Bool("no-inflight", false, "do not add the router's in-flight requests to stale load reports")
@@ -173,6 +191,21 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	oneSite := false
+	switch *clients {
+	case "every-site":
+	case "router-site":
+		oneSite = true
+	default:
+		return usageErr("--clients %q: want every-site or router-site", *clients)
+	}
+	clientShares, err := parseShares(*shares)
+	if err != nil {
+		return usageErr("--client-shares: %v", err)
+	}
+	if oneSite && clientShares != nil {
+		return usageErr("--client-shares needs --clients every-site")
+	}
 	if *jitter == 0 {
 		*jitter = -1 // the library's "off"; 0 there means the default
 	}
@@ -188,7 +221,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		*warmup = -1 // the library's "none"
 	}
 	cfg := sim.Config{
-		Grid: grid, RouterSite: *routerSite,
+		Grid: grid, RouterSite: *routerSite, OneSite: oneSite, ClientShares: clientShares,
 		WorkersPerDC: *workers, KVBlocksPerWorker: *kvBlocks, BlockSize: *blockSize,
 		PrefillTokensPerMs: *prefill, DecodeMsPerToken: *decode, DecodeMsPerKToken: *decodeKV, TokenBudget: *budget, BatchLimit: *batch, PrefillJitter: *jitterPrefill,
 		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale, Warmup: *warmup,
@@ -233,6 +266,29 @@ func policyNames() string {
 		names[i] = p.String()
 	}
 	return strings.Join(names, ",")
+}
+
+// parseShares parses "site=weight,…" (empty: nil, every site alike).
+func parseShares(s string) (map[string]float64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]float64{}
+	for _, kv := range strings.Split(s, ",") {
+		name, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not site=weight", kv)
+		}
+		w, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(w >= 0) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("%q: the weight must be a finite number ≥ 0", kv)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("site %q named twice", name)
+		}
+		out[name] = w
+	}
+	return out, nil
 }
 
 // loadGrid reads the RTT matrix (the default one found up from the
@@ -327,6 +383,7 @@ func simJSON(rep *sim.Report, in simInput) map[string]any {
 		"ideal":    rep.Ideal,
 		"config": map[string]any{
 			"policies": order, "trace": in.Trace, "requests": in.Requests, "sites": c.Grid.Sites, "router_site": c.RouterSite,
+			"one_site": c.OneSite, "clients": rep.Clients, "single_dc_site": rep.SingleDCSite,
 			"workers_per_dc": c.WorkersPerDC, "kv_blocks_per_worker": c.KVBlocksPerWorker, "block_size": c.BlockSize,
 			"prefill_tokens_per_ms": c.PrefillTokensPerMs, "decode_ms_per_token": c.DecodeMsPerToken,
 			"decode_ms_per_ktoken": c.DecodeMsPerKToken, "token_budget": c.TokenBudget, "prefill_jitter": c.PrefillJitter,
@@ -346,8 +403,8 @@ func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
 	if c.OpenLoop {
 		mode = fmt.Sprintf("open loop, time scale %g", c.TimeScale)
 	}
-	fmt.Fprintf(w, "goindex sim: %s, %d requests; %d DCs × %d workers, router at %s; %s\n",
-		in.Trace, in.Requests, len(c.Grid.Sites), c.WorkersPerDC, c.RouterSite, mode)
+	fmt.Fprintf(w, "goindex sim: %s, %d requests; %d DCs × %d workers; clients: %s; %s\n",
+		in.Trace, in.Requests, len(c.Grid.Sites), c.WorkersPerDC, rep.Clients, mode)
 	fmt.Fprintf(w, "model: %d KV blocks × %d tokens per worker, compute %g tokens/ms, iteration ≥ %g ms + %g ms per 1k context tokens, budget %d tokens, batch limit %d; load reports every %v, RTT jitter ≤ %v\n",
 		c.KVBlocksPerWorker, c.BlockSize, c.PrefillTokensPerMs, c.DecodeMsPerToken, c.DecodeMsPerKToken, c.TokenBudget, c.BatchLimit, c.LoadReportInterval, c.RTTJitter)
 	if rep.Warmup > 0 {
@@ -356,18 +413,19 @@ func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\treq/s\tTTFT p50 ms\tp95\tp99\te2e p95 ms\thit rate\tWAN hops\tmean RTT ms\timbalance\tCKF over/under\t≠exact\t≠ckf\t")
+	fmt.Fprintln(tw, "policy\tworkers/DCs\treq/s\tTTFT p50 ms\tp95\tp99\te2e p95 ms\thit rate\tWAN hops\tmean RTT ms\timbalance\tpreempt\tCKF over/under\t≠exact\t≠ckf\t")
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f%%\t%d\t%.1f\t%.2f\t%d/%d\t%d\t%d\t\n",
-			r.Policy, r.ThroughputRPS, r.TTFTp50Ms, r.TTFTp95Ms, r.TTFTp99Ms, r.E2Ep95Ms, 100*r.HitRate,
-			r.WANHops, r.MeanRTTms, r.LoadImbalance, r.CKF.Overcounts, r.CKF.Undercounts, r.CKF.ExactDisagreements, r.CKF.CKFDisagreements)
+		fmt.Fprintf(tw, "%s\t%d/%d\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f%%\t%d\t%.1f\t%.2f\t%d\t%d/%d\t%d\t%d\t\n",
+			r.Policy, r.Capacity.Workers, r.Capacity.DCs, r.ThroughputRPS, r.TTFTp50Ms, r.TTFTp95Ms, r.TTFTp99Ms, r.E2Ep95Ms, 100*r.HitRate,
+			r.WANHops, r.MeanRTTms, r.LoadImbalance, r.Preemptions, r.CKF.Overcounts, r.CKF.Undercounts, r.CKF.ExactDisagreements, r.CKF.CKFDisagreements)
 	}
 	tw.Flush()
 	checks := 0
 	if len(rep.Results) > 0 {
 		checks = rep.Results[0].CKF.LaneChecks
 	}
-	fmt.Fprintf(w, "\nCKF over/under: probe depth above/below the exact depth of the lane's delivered state, of %d lane checks per policy; every lane converged to its producer's bytes.\n", checks)
+	fmt.Fprintf(w, "\nworkers/DCs: the capacity each policy ran on (%d KV blocks per worker); single-dc is one DC at %s holding the grid's workers, single-dc-slice one DC's own share. WAN hops: requests served outside their client's site.\n", c.KVBlocksPerWorker, rep.SingleDCSite)
+	fmt.Fprintf(w, "CKF over/under: probe depth above/below the exact depth of the lane's delivered state, of %d lane checks per policy; every lane converged to its producer's bytes.\n", checks)
 	fmt.Fprintf(w, "≠exact: decisions a prefix-aware policy would have made differently with every DC's exact, current depth; ≠ckf: with each lane's exact depth of its delivered state (the CKF's own effect).\n")
 	fmt.Fprintf(w, "ideal (infinite shared cache, no queue, no RTT): TTFT p50 %.0f, p95 %.0f, p99 %.0f ms, hit rate %.1f%%\n",
 		rep.Ideal.TTFTp50Ms, rep.Ideal.TTFTp95Ms, rep.Ideal.TTFTp99Ms, 100*rep.Ideal.HitRate)

@@ -88,9 +88,26 @@ func TestSim_JSONIsOneObjectWithEveryPolicy(t *testing.T) {
 				t.Errorf("policies.%s.%s = %v, want a number", p, k, r[k])
 			}
 		}
+		// Every policy runs on the grid's 26 workers (single-dc in one DC),
+		// but single-dc-slice, on one DC's two.
+		capacity, _ := r["capacity"].(map[string]any)
+		dcs, workers := 13.0, 26.0
+		switch p {
+		case sim.SingleDC:
+			dcs = 1
+		case sim.SingleDCSlice:
+			dcs, workers = 1, 2
+		}
+		if capacity["dcs"] != dcs || capacity["workers"] != workers || capacity["kv_blocks"] != workers*sim.DefaultKVBlocksPerWorker {
+			t.Errorf("policies.%s.capacity = %v, want %v DCs, %v workers and their KV", p, capacity, dcs, workers)
+		}
+		lanes := 13.0
+		if p == sim.SingleDC {
+			lanes = 1
+		}
 		ckf, _ := r["ckf"].(map[string]any)
-		if ckf["undercounts"] != 0.0 || ckf["lanes_converged"] != 13.0 {
-			t.Errorf("policies.%s.ckf = %v, want 0 undercounts and 13 converged lanes", p, ckf)
+		if ckf["undercounts"] != 0.0 || ckf["lanes_converged"] != lanes {
+			t.Errorf("policies.%s.ckf = %v, want 0 undercounts and %v converged lanes", p, ckf, lanes)
 		}
 		if got := r["completed"]; got != 60.0 {
 			t.Errorf("policies.%s.completed = %v, want 60", p, got)
@@ -102,7 +119,7 @@ func TestSim_JSONIsOneObjectWithEveryPolicy(t *testing.T) {
 			t.Errorf("policies.%s: warmup_requests %v, all_requests %v; want 16 and 60 requests with their figures", p, r["warmup_requests"], all)
 		}
 	}
-	for _, k := range []string{"trace", "sites", "router_site", "workers_per_dc", "kv_blocks_per_worker", "prefill_tokens_per_ms", "decode_ms_per_token", "concurrency", "seed", "policies"} {
+	for _, k := range []string{"trace", "sites", "router_site", "one_site", "clients", "single_dc_site", "token_budget", "decode_ms_per_ktoken", "workers_per_dc", "kv_blocks_per_worker", "prefill_tokens_per_ms", "decode_ms_per_token", "concurrency", "seed", "policies"} {
 		if _, ok := out.Config[k]; !ok {
 			t.Errorf("config lacks %q: %v", k, out.Config)
 		}
@@ -145,6 +162,14 @@ func TestSim_BadFlagsAreUsageErrors(t *testing.T) {
 		{"--trace", path, "--time-scale", "-1"},
 		{"--trace", path, "--warmup", "-2"},
 		{"--trace", path, "--warmup", "5"},
+		{"--trace", path, "--clients", "everywhere"},
+		{"--trace", path, "--client-shares", "fra"},
+		{"--trace", path, "--client-shares", "fra=-1"},
+		{"--trace", path, "--client-shares", "atlantis=1"},
+		{"--trace", path, "--client-shares", "fra=0,lon=0"},
+		{"--trace", path, "--clients", "router-site", "--client-shares", "fra=1"},
+		{"--trace", path, "--token-budget", "100"},
+		{"--trace", path, "--prefill-jitter", "2"},
 		{"--trace", path, "stray"},
 	} {
 		if _, _, err := runSimArgs(t, append(args, "--quiet")...); !errors.Is(err, errUsage) {
