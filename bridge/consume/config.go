@@ -71,6 +71,13 @@ type Config struct {
 	ObserveDelta func(lane, images int, took time.Duration)
 	// Logger receives progress and health logs; optional; default: discard.
 	Logger *slog.Logger
+	// Upstream maps DCs (each also in DCs) to the address of a Dynamo Pool
+	// Relay (dynamo.kvrelay.v1, plaintext gRPC) whose pool of that dc_id
+	// the DC's lane follows instead of a goindex relay on NATS
+	// (bridge/kvrelay.Follow into the replica file; the pool's CKF format
+	// must be the consumer's, so give Seed and Buckets when every lane is
+	// upstream); optional; default: none.
+	Upstream map[relayproto.DCID]string
 }
 
 func (c *Config) setDefaults() error {
@@ -95,6 +102,11 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("%w: DC %d is zero or listed twice", ErrBadConfig, dc)
 		}
 		seen[dc] = true
+	}
+	for dc := range c.Upstream {
+		if !seen[dc] {
+			return fmt.Errorf("%w: upstream DC %d is not among the DCs", ErrBadConfig, dc)
+		}
 	}
 	if (c.Seed == 0) != (c.Buckets == 0) {
 		return fmt.Errorf("%w: give both the seed and the bucket count, or neither", ErrBadConfig)

@@ -37,6 +37,8 @@
 //     versions, subscriber ids, producers and catalog entries.
 //   - server.go: Source, Update, Server and its four RPCs.
 //   - follow.go: Lane, FollowConfig, Follow and the stream rules.
+//   - replica.go: ReplicaLane, the Lane of one lane of goindex's replica
+//     file (what `goindex consume --upstream-relay` follows into).
 //   - errors.go: sentinels, the reason trailer, Reason.
 //   - generate.sh (not Go): regenerates kvrelaypb from kvrelaypb/relay.proto.
 //

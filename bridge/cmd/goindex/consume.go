@@ -48,6 +48,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	readyLanes := fs.String("ready-lanes", obs.ReadyAnyLane, "/readyz: any (at least one lane READY) or all (every lane READY)")
 	domain := fs.Uint64("domain", 1, "indexer domain id")
 	dcsArg := fs.String("dcs", "", "comma-separated DC ids (empty: discover)")
+	upstreamArg := fs.String("upstream-relays", "", "DC=HOST:PORT,…: those DCs' lanes follow a Dynamo Pool Relay (dynamo.kvrelay.v1 gRPC) instead of NATS; each DC must be in --dcs")
 	discoverFor := fs.Duration("discover-for", consume.DefaultDiscoverFor, "how long discovery (or a first ping, for the format) waits")
 	seed := fs.Uint64("seed", 0, "addressing seed of every lane (0: learned from the relays)")
 	expected := fs.Uint64("expected-blocks", 0, "the relays' --expected-blocks, which gives the bucket count (0: learned)")
@@ -60,6 +61,10 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	duration := fs.Duration("duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	asJSON := fs.Bool("json", false, "print the final status as one JSON object")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	upstream, err := parseUpstream(*upstreamArg)
+	if err != nil {
 		return err
 	}
 	dcs, err := parseDCs(*dcsArg)
@@ -99,7 +104,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	c, err := consume.New(ctx, consume.Config{Conn: nc, Prefix: *nf.prefix, Domain: relayproto.DomainID(*domain), DCs: dcs,
 		DiscoverFor: *discoverFor, Seed: *seed, Buckets: buckets, Path: *path, Instance: *instance,
-		PingEvery: *pingEvery, RetryEvery: *retryEvery, PullMessages: *pull, Logger: log})
+		PingEvery: *pingEvery, RetryEvery: *retryEvery, PullMessages: *pull, Logger: log, Upstream: upstream})
 	if err != nil {
 		return err
 	}
@@ -132,6 +137,23 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 		}
 	}
+}
+
+// parseUpstream reads --upstream-relays: DC=ADDR pairs, comma-separated.
+func parseUpstream(s string) (map[relayproto.DCID]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := map[relayproto.DCID]string{}
+	for _, pair := range strings.Split(s, ",") {
+		dc, addr, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		id, err := strconv.ParseUint(dc, 10, 64)
+		if !ok || err != nil || id == 0 || addr == "" {
+			return nil, fmt.Errorf("--upstream-relays: %q is not DC=HOST:PORT with a nonzero DC id", pair)
+		}
+		m[relayproto.DCID(id)] = addr
+	}
+	return m, nil
 }
 
 func parseDCs(s string) ([]relayproto.DCID, error) {

@@ -1,0 +1,99 @@
+package consume
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/goindex/goindex/bridge/kvrelay"
+	"github.com/goindex/goindex/bridge/kvrelay/cbi1"
+	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
+	"github.com/goindex/goindex/bridge/natslink/natstest"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/shm"
+)
+
+// upstreamPool is a Dynamo Pool Relay's pool as a kvrelay.Source: one
+// producer of dc 3 whose snapshot and one delta it streams.
+type upstreamPool struct {
+	producer *pb.ProducerIdentity
+	words    []uint64
+}
+
+func (u *upstreamPool) Catalog() (uint64, []*kvrelay.Pool, <-chan struct{}) {
+	return 1, []*kvrelay.Pool{{Producer: u.producer, PoolRoles: []pb.WorkerRole{pb.WorkerRole_WORKER_ROLE_AGGREGATED},
+		QuerySemantics: &pb.KvQuerySemantics{KvBlockSize: 16, HashFormat: pb.KvQueryHashFormat_KV_QUERY_HASH_FORMAT_DYNAMO_STANDARD_V1}}}, nil
+}
+
+func (u *upstreamPool) Follow(ctx context.Context, _ *pb.ProducerIdentity) (<-chan kvrelay.Update, error) {
+	ch := make(chan kvrelay.Update, 2)
+	before := slices.Clone(u.words)
+	before[5] = 0
+	ch <- kvrelay.Update{Kind: kvrelay.Snapshot, Sequence: 4, Words: before}
+	ch <- kvrelay.Update{Kind: kvrelay.Delta, Base: 4, Sequence: 5, Images: []cbi1.Image{{Bucket: 5, Word: u.words[5]}}}
+	go func() { <-ctx.Done(); close(ch) }()
+	return ch, nil
+}
+
+func (u *upstreamPool) Loads() []*kvrelay.Load { return nil }
+
+// A consumer given --upstream-relays follows that DC's lane from a Dynamo
+// Pool Relay over dynamo.kvrelay.v1 into its replica file: the router's
+// reader sees the upstream pool's words and a ready lane.
+func TestConsumer_FollowsAnUpstreamPoolRelay(t *testing.T) {
+	const seed, buckets = 0x5DEECE66D1B54A33, 32
+	pool := &upstreamPool{producer: &pb.ProducerIdentity{
+		PoolId: &pb.KvPoolId{IdentityVersion: 1, DcId: 3, IndexerDomain: &pb.IndexerDomainId{
+			CacheSemantics: &pb.DigestIdentity{Digest: []byte{1}, Source: pb.IdentitySource_IDENTITY_SOURCE_EXPLICIT}}},
+		ProducerIncarnation: 2, LayoutGeneration: 1,
+		CkfFormat: &pb.CkfFormat{FormatVersion: 1, Seed: seed, BucketCount: buckets, FingerprintBits: 16, SlotsPerBucket: 4}}}
+	for i := range buckets {
+		pool.words = append(pool.words, uint64(i)*0x1_0001_0001_0001+1)
+	}
+	srv, err := kvrelay.NewServer(kvrelay.ServerConfig{Relay: &pb.RelayIdentity{RelayIncarnation: 1}, Source: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(kvrelay.GRPCOptions()...)
+	pb.RegisterKvEventRelayServer(g, srv)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+
+	_, nc := natstest.Start(t)
+	path := filepath.Join(t.TempDir(), "r.replica")
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := New(ctx, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{3}, Seed: seed, Buckets: buckets, Path: path,
+		RetryEvery: 10 * time.Millisecond, Upstream: map[relayproto.DCID]string{3: ln.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	r, err := shm.Attach(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if r.Ready()&1 != 0 && r.Lane(0).Installed == 5 && slices.Equal(r.Table().AppendLane(nil, 0), pool.words) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream pool never reached the replica: ready %b, installed %d", r.Ready(), r.Lane(0).Installed)
+		}
+	}
+	if _, err := New(ctx, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{3}, Seed: seed, Buckets: buckets, Path: path + "2",
+		Upstream: map[relayproto.DCID]string{4: "x:1"}}); err == nil {
+		t.Error("New accepted an upstream DC outside DCs")
+	}
+}

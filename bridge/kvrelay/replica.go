@@ -1,0 +1,97 @@
+package kvrelay
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/goindex/goindex/bridge/kvrelay/cbi1"
+	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/shm"
+)
+
+// ReplicaLane is a Lane of goindex's shared replica file: what Follow
+// installs and applies lands in one lane of the consumer's shm.Writer, so
+// the router reads an upstream relay's pool like any goindex DC. The
+// producer's CKF format must be the replica's (one format per consumer,
+// spec §1); its words are stored with the table's atomic stores (spec
+// §5.4), and the lane record tells the state, sequences and the producer.
+type ReplicaLane struct {
+	w    *shm.Writer
+	lane int
+
+	mu    sync.Mutex // Follow drives a lane from one goroutine; mu guards st against Retire from another
+	st    shm.LaneState
+	batch []ckf.Image
+}
+
+// NewReplicaLane returns the Lane of lane l of w.
+func NewReplicaLane(w *shm.Writer, l int) (*ReplicaLane, error) {
+	if l < 0 || l >= w.Table().Lanes() {
+		return nil, fmt.Errorf("%w: lane %d of a replica of %d lanes", ErrInvalid, l, w.Table().Lanes())
+	}
+	return &ReplicaLane{w: w, lane: l}, nil
+}
+
+// Install checks the producer's format against the replica's and installs
+// the snapshot (ready bit cleared first, set last).
+func (r *ReplicaLane) Install(p *pb.ProducerIdentity, seq uint64, words []uint64) error {
+	f, rf := p.GetCkfFormat(), r.w.Format()
+	if f.GetSeed() != rf.Seed() || f.GetBucketCount() != rf.Buckets() {
+		return fmt.Errorf("%w: the producer's CKF format (seed %#x, %d buckets) is not the replica's (seed %#x, %d buckets)",
+			ErrInvalid, f.GetSeed(), f.GetBucketCount(), rf.Seed(), rf.Buckets())
+	}
+	if err := r.w.Table().Install(r.lane, words); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st = shm.LaneState{State: uint8(relayproto.StateReady), Incarnation: p.GetProducerIncarnation(),
+		LayoutGeneration: p.GetLayoutGeneration(), Epoch: r.st.Epoch + 1, Installed: seq, Latest: seq, AppliedAt: time.Now(),
+		Faults: r.st.Faults, Snapshots: r.st.Snapshots + 1, Deltas: r.st.Deltas}
+	r.w.SetState(r.lane, &r.st)
+	return nil
+}
+
+// Apply stores the images and records the new sequence.
+func (r *ReplicaLane) Apply(_, seq uint64, images []cbi1.Image) error {
+	r.batch = r.batch[:0]
+	for _, im := range images {
+		r.batch = append(r.batch, ckf.Image{Bucket: im.Bucket, Word: im.Word})
+	}
+	if err := r.w.Table().Apply(r.lane, r.batch); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.Installed, r.st.Latest, r.st.AppliedAt = seq, seq, time.Now()
+	r.st.Deltas++
+	r.w.SetState(r.lane, &r.st)
+	return nil
+}
+
+// Retire clears the lane's ready bit and counts a fault; the words stay
+// until the next snapshot replaces them.
+func (r *ReplicaLane) Retire(error) {
+	r.w.Table().ClearReady(r.lane)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.State = uint8(relayproto.StateAwaiting)
+	r.st.Faults++
+	r.w.SetState(r.lane, &r.st)
+}
+
+// RecordLoad stores a load window's entry as the lane's load report: the
+// pool's KV blocks in use and its capacity, received now. The contract's
+// load carries no queue or rates, so those stay unmeasured (0).
+func (r *ReplicaLane) RecordLoad(e *Load) {
+	now := time.Now()
+	capacity := e.GetTotalKvBlocks()
+	if e.GetKvObservedRanks() < e.GetKvExpectedRanks() {
+		capacity = 0 // incomplete coverage is never read as a whole pool's capacity
+	}
+	r.w.SetLoad(r.lane, &shm.Load{At: now, ReceivedAt: now, ActiveBlocks: e.GetKvUsedBlocks(), CapacityBlocks: capacity,
+		LiveWorkers: uint64(e.GetKvObservedRanks())})
+}
