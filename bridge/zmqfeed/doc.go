@@ -53,10 +53,10 @@
 //   - doc.go: this overview.
 //   - errors.go: ErrBadConfig.
 //   - socket.go: libzmq socket set-up, limits, receive loop and re-connects.
-//   - plane.go: Plane (direct and broker mode), Publisher, Discovery,
-//     ParseBrokerURL.
+//   - plane.go: Plane (direct and broker mode), ParseBrokerURL.
 //   - support_test.go: the Python publisher driver, relay and reference
 //     producer helpers.
+//   - discovery_test.go: publishers registered in a real etcd come and go.
 //   - plane_test.go: late publisher, batches and single events, gaps,
 //     identity and frame rejections, load; restart with a new id; brokers.
 //   - hostile_test.go: a peer announcing a 1 TiB part; a part over the

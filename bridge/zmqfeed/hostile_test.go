@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/relay"
 )
 
@@ -53,7 +54,7 @@ func hostilePeer(t *testing.T, claim uint64) string {
 func TestHostile_HugeFrameClaimIsRefusedWithoutAllocating(t *testing.T) {
 	bad := hostilePeer(t, 1<<40)
 	good := freeEndpoint(t)
-	r := startRelay(t, newPlane(t, PlaneConfig{Publishers: []Publisher{{Endpoint: bad}, {Endpoint: good}}}))
+	r := startRelay(t, newPlane(t, PlaneConfig{Publishers: []discovery.Publisher{{Endpoint: bad}, {Endpoint: good}}}))
 	py := startPy(t, "dynamo_pub.py", "--bind", good)
 	py.do("warm", msg{"pub": pubA, "seq": 0, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11})}})
 	waitFor(t, r, func(st relay.PoolStatus) error {
@@ -66,7 +67,7 @@ func TestHostile_HugeFrameClaimIsRefusedWithoutAllocating(t *testing.T) {
 	// warm-up above ends first, so the second relay hears only what
 	// follows.
 	py.do("send", msg{"pub": pubA, "seq": 0, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11})}})
-	small := newPlane(t, PlaneConfig{Publishers: []Publisher{{Endpoint: good}}, MaxMessageBytes: 4096})
+	small := newPlane(t, PlaneConfig{Publishers: []discovery.Publisher{{Endpoint: good}}, MaxMessageBytes: 4096})
 	r2 := startRelay(t, small)
 	big := make([]map[string]any, 0, 200)
 	for i := range uint64(200) {

@@ -7,46 +7,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/dynamo"
 	zmq "github.com/pebbe/zmq4"
 )
-
-// Publisher is one publisher of Dynamo's ZMQ event plane in direct mode: a
-// PUB socket the feed connects a SUB socket of its own to.
-type Publisher struct {
-	// Key names the publisher across updates (its discovery key; the
-	// endpoint for a static one).
-	Key string
-	// Endpoint is the PUB socket's address, "tcp://host:port".
-	Endpoint string
-	// PublisherID is the id the publisher registered; every message must
-	// carry it. 0 accepts any (a static publisher), and a change of id
-	// then marks a restart.
-	PublisherID uint64
-	// Scope is the scope the publisher registered; the zero Scope takes the
-	// feed's.
-	Scope dynamo.Scope
-	// Topic is the topic the channel carries (kv-events or kv_metrics);
-	// "" subscribes to both.
-	Topic string
-}
-
-// Update is one change of the publisher set: a publisher that appeared,
-// or (Gone) one that left.
-type Update struct {
-	Publisher Publisher
-	Gone      bool
-}
-
-// Discovery streams the set of event-plane publishers: Watch calls fn
-// with every publisher present, then with every change, until ctx ends
-// (fn is called from one goroutine at a time). A Watch that fails returns
-// its error.
-type Discovery interface {
-	Watch(ctx context.Context, fn func(Update)) error
-	String() string
-}
 
 // PlaneConfig configures a Plane feed.
 type PlaneConfig struct {
@@ -56,9 +21,9 @@ type PlaneConfig struct {
 	// events, its endpoint and namespace scopes for load). Required.
 	Scope dynamo.Scope
 	// Publishers are connected for the feed's whole life; optional.
-	Publishers []Publisher
+	Publishers []discovery.Publisher
 	// Discovery adds and removes publishers; optional.
-	Discovery Discovery
+	Discovery discovery.Source
 	// Brokers are the XPUB endpoints of Dynamo's ZMQ brokers (broker mode,
 	// DYN_ZMQ_BROKER_URL's xpub part): one SUB socket connects to all.
 	// Optional.
@@ -107,7 +72,7 @@ func NewPlane(cfg PlaneConfig) (*Plane, error) {
 	return &Plane{cfg: cfg}, nil
 }
 
-func endpointsOf(ps []Publisher) []string {
+func endpointsOf(ps []discovery.Publisher) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
 		out[i] = p.Endpoint
@@ -175,10 +140,10 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 		<-ctx.Done()
 		return nil
 	}
-	updates := make(chan Update)
+	updates := make(chan discovery.Update)
 	watchErr := make(chan error, 1)
 	go func() {
-		watchErr <- p.cfg.Discovery.Watch(ctx, func(u Update) {
+		watchErr <- p.cfg.Discovery.Watch(ctx, func(u discovery.Update) {
 			select {
 			case updates <- u:
 			case <-ctx.Done():
@@ -211,7 +176,7 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 }
 
 // start subscribes to one publisher.
-func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup, conns map[string]*conn, pub Publisher, deliver func(relay.Message) bool) {
+func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup, conns map[string]*conn, pub discovery.Publisher, deliver func(relay.Message) bool) {
 	scope := pub.Scope
 	if scope.Namespace == "" {
 		scope = p.cfg.Scope

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/goindex/kv"
 )
@@ -31,7 +32,7 @@ func newPlane(t *testing.T, cfg PlaneConfig) *Plane {
 // counted by reason. The relay's filter equals a producer fed the events.
 func TestPlane_LatePythonPublisherIsTrackedAndBadMessagesCounted(t *testing.T) {
 	ep := freeEndpoint(t)
-	r := startRelay(t, newPlane(t, PlaneConfig{Publishers: []Publisher{{Endpoint: ep}}}))
+	r := startRelay(t, newPlane(t, PlaneConfig{Publishers: []discovery.Publisher{{Endpoint: ep}}}))
 	py := startPy(t, "dynamo_pub.py", "--bind", ep)
 	py.do("warm", msg{"pub": pubA, "seq": 0, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11}, [2]uint64{0xA2, 0x12})}})
 	waitFor(t, r, func(st relay.PoolStatus) error {
@@ -87,7 +88,7 @@ func TestPlane_LatePythonPublisherIsTrackedAndBadMessagesCounted(t *testing.T) {
 // cleared, and the new incarnation's blocks are tracked.
 func TestPlane_PublisherRestartWithANewIDReplacesItsBlocks(t *testing.T) {
 	ep := freeEndpoint(t)
-	r := startRelay(t, newPlane(t, PlaneConfig{Publishers: []Publisher{{Endpoint: ep}}}))
+	r := startRelay(t, newPlane(t, PlaneConfig{Publishers: []discovery.Publisher{{Endpoint: ep}}}))
 	first := startPy(t, "dynamo_pub.py", "--bind", ep)
 	first.do("warm", msg{"pub": pubA, "seq": 0, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11}, [2]uint64{0xA2, 0x12})}})
 	waitFor(t, r, func(st relay.PoolStatus) error {

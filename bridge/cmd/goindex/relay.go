@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/zmqfeed"
 	"github.com/goindex/goindex/dynamo"
@@ -42,6 +43,16 @@ default, the payload shape is detected, no release is named):
   Names are percent-encoded as Dynamo does (a dot in a name becomes %2E).
 
 Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
+  --etcd http://H:2379[,…]        direct mode, publishers discovered in etcd (Dynamo's
+                                  default discovery; $ETCD_ENDPOINTS by default):
+                                  v1/event_channels/… records of the pool's endpoint,
+                                  component and namespace scopes, followed as workers
+                                  come, restart (new publisher id) and go (lease expiry:
+                                  their blocks are dropped)
+  --kube                          direct mode, publishers discovered in the Kubernetes
+                                  DynamoWorkerMetadata resources (nvidia.com/v1alpha1) of
+                                  --kube-namespace (default: the pod's), in-cluster
+                                  credentials, list and watch
   --zmq-publisher tcp://H:P[,…]   direct mode: a SUB socket per worker PUB socket
                                   (4 parts: topic, publisher id, sequence, 5-byte
                                   header + msgpack EventEnvelope; kv-events and
@@ -101,6 +112,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	queue := fs.Float64("queue-tokens-per-ms", 0, "load model: DC-wide queued prefill drain rate (0: unknown)")
 	decode := fs.Float64("decode-blocks-per-ms", 0, "load model: DC-wide KV release rate of decodes (0: unknown)")
 	capacity := fs.Uint64("worker-capacity-blocks", 0, "load model: KV capacity per worker without load samples (0: unknown)")
+	etcdEndpoints := fs.String("etcd", os.Getenv("ETCD_ENDPOINTS"), "ZMQ event plane: discover publishers in etcd at these comma-separated URLs (default: $ETCD_ENDPOINTS)")
+	kube := fs.Bool("kube", false, "ZMQ event plane: discover publishers in Kubernetes DynamoWorkerMetadata resources (in-cluster)")
+	kubeNamespace := fs.String("kube-namespace", "", "Kubernetes namespace of the workers' resources (default: the pod's own)")
 	zmqPublishers := fs.String("zmq-publisher", "", "ZMQ event plane: comma-separated worker PUB endpoints (tcp://host:port) to subscribe to")
 	zmqBroker := fs.String("zmq-broker", os.Getenv("DYN_ZMQ_BROKER_URL"), "ZMQ event plane: broker mode, xsub=<url>[;<url>…],xpub=<url>[;<url>…] (default: $DYN_ZMQ_BROKER_URL)")
 	zmqMaxBytes := fs.Int64("zmq-max-message-bytes", zmqfeed.DefaultMaxMessageBytes, "ZMQ: largest message part taken; a peer sending more is disconnected")
@@ -135,7 +149,8 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	scope := dynamo.Scope{Namespace: *namespace, Component: *component, Endpoint: *endpoint}
-	feeds, err := relayFeeds(scope, *zmqPublishers, *zmqBroker, *zmqMaxBytes, log)
+	feeds, err := relayFeeds(feedFlags{scope: scope, etcd: *etcdEndpoints, kube: *kube, kubeNamespace: *kubeNamespace,
+		publishers: *zmqPublishers, broker: *zmqBroker, maxBytes: *zmqMaxBytes}, log)
 	if err != nil {
 		return err
 	}
@@ -202,29 +217,64 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 }
 
-// relayFeeds builds the pool's ZMQ feeds from the flags.
-func relayFeeds(scope dynamo.Scope, publishers, broker string, maxBytes int64, log *slog.Logger) ([]relay.Feed, error) {
-	cfg := zmqfeed.PlaneConfig{Scope: scope, MaxMessageBytes: maxBytes, Logger: log}
-	for _, ep := range strings.Split(publishers, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			cfg.Publishers = append(cfg.Publishers, zmqfeed.Publisher{Endpoint: ep})
+// feedFlags are the relay's ZMQ flags.
+type feedFlags struct {
+	scope         dynamo.Scope
+	etcd          string
+	kube          bool
+	kubeNamespace string
+	publishers    string
+	broker        string
+	maxBytes      int64
+}
+
+// relayFeeds builds the pool's ZMQ feeds from the flags: one Plane per
+// discovery source, one for the static publishers and brokers.
+func relayFeeds(f feedFlags, log *slog.Logger) ([]relay.Feed, error) {
+	usage := func(err error) error { return fmt.Errorf("relay: %v: %w", err, errUsage) }
+	var sources []discovery.Source
+	if eps := splitList(f.etcd); len(eps) > 0 {
+		e, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: eps, Scope: f.scope, Logger: log})
+		if err != nil {
+			return nil, usage(err)
 		}
+		sources = append(sources, e)
 	}
-	if broker != "" {
-		_, xpub, err := zmqfeed.ParseBrokerURL(broker)
+	if f.kube {
+		k, err := discovery.NewKube(discovery.KubeConfig{Namespace: f.kubeNamespace, Scope: f.scope, Logger: log})
+		if err != nil {
+			return nil, usage(err)
+		}
+		sources = append(sources, k)
+	}
+	var configs []zmqfeed.PlaneConfig
+	for _, src := range sources {
+		configs = append(configs, zmqfeed.PlaneConfig{Discovery: src})
+	}
+	static := zmqfeed.PlaneConfig{}
+	for _, ep := range splitList(f.publishers) {
+		static.Publishers = append(static.Publishers, discovery.Publisher{Endpoint: ep})
+	}
+	if f.broker != "" {
+		_, xpub, err := zmqfeed.ParseBrokerURL(f.broker)
 		if err != nil {
 			return nil, fmt.Errorf("relay: --zmq-broker: %v: %w", err, errUsage)
 		}
-		cfg.Brokers = xpub
+		static.Brokers = xpub
 	}
-	if len(cfg.Publishers) == 0 && len(cfg.Brokers) == 0 {
-		return nil, nil
+	if len(static.Publishers) > 0 || len(static.Brokers) > 0 {
+		configs = append(configs, static)
 	}
-	plane, err := zmqfeed.NewPlane(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("relay: %v: %w", err, errUsage)
+	var feeds []relay.Feed
+	for _, cfg := range configs {
+		cfg.Scope, cfg.MaxMessageBytes, cfg.Logger = f.scope, f.maxBytes, log
+		plane, err := zmqfeed.NewPlane(cfg)
+		if err != nil {
+			return nil, usage(err)
+		}
+		feeds = append(feeds, plane)
 	}
-	return []relay.Feed{plane}, nil
+	return feeds, nil
 }
 
 // parseChoice maps a flag's value through choices, or fails naming them.

@@ -131,7 +131,7 @@ func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
 	}
 	for _, want := range []string{"<P>.<D>.<DC>.delta", "kv-events", "kv_events", "drain marker", "--max-age",
 		"endpoint.<EP>.kv-events", "kv_metrics", "--event-scope", "-load-source", "-endpoint string",
-		"--zmq-publisher", "--zmq-broker", "-zmq-max-message-bytes"} {
+		"--zmq-publisher", "--zmq-broker", "-zmq-max-message-bytes", "--etcd", "--kube", "-kube-namespace"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("relay --help lacks %q", want)
 		}
@@ -150,6 +150,7 @@ func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
 		"relay bad load source":   {"relay", "--dc", "1", "--load-source", "vllm"},
 		"relay bad zmq publisher": {"relay", "--dc", "1", "--zmq-publisher", "udp://x:1"},
 		"relay bad zmq broker":    {"relay", "--dc", "1", "--zmq-broker", "xpub=tcp://a:1"},
+		"relay kube outside k8s":  {"relay", "--dc", "1", "--kube"},
 		"relay bad log level":     {"relay", "--dc", "1", "--log-level", "loud"},
 		"consume bad dcs":         {"consume", "--dcs", "1,x"},
 		"consume seed alone":      {"consume", "--seed", "5"},

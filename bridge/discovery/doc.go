@@ -1,0 +1,47 @@
+// Package discovery follows which Dynamo workers publish KV events and load
+// over the ZMQ event plane, and where: the EventChannel records Dynamo's
+// discovery backends hold (dynamo-current §1.7). Etcd reads the etcd
+// backend (Dynamo's default outside Kubernetes: keys under
+// v1/event_channels/ on the workers' leases); Kube reads the
+// DynamoWorkerMetadata resources of the Kubernetes backend through the API
+// server's list and watch. Both are Sources of Updates that
+// bridge/zmqfeed's Plane turns into subscriptions.
+//
+// # Concepts
+//
+// A Publisher is one direct-mode PUB endpoint with the publisher id it
+// registered, the scope of its record and its topic. Only the pool's
+// scopes are followed: its endpoint scope (KV events and load, v1.4 on),
+// its component scope (KV events, older releases) and its namespace scope
+// (load, older releases). NATS and broker channels are skipped (the relay
+// reads NATS itself; broker mode is configured, not discovered, as in
+// Dynamo). A worker that dies disappears when its lease expires (etcd) or
+// its resource is deleted with its pod (Kubernetes); a restarted worker
+// registers a new publisher id under a new key.
+//
+// Record shapes marked [unverified] in the spec (the id's field name,
+// the transport's serde tagging, EndpointId, where Kubernetes data holds
+// the channels) are accepted in every plausible form and tested in each.
+//
+// # Errors
+//
+// A bad record is logged and skipped (ErrBadRecord); a lost connection or
+// a compacted or expired watch is retried by listing again, reporting what
+// vanished meanwhile as gone. Watch returns an error only for refused
+// credentials (Kubernetes) or a client that cannot be made.
+//
+// # Files
+//
+//   - doc.go: this overview.
+//   - errors.go: ErrBadConfig, ErrBadRecord, ErrNotChannel.
+//   - publisher.go: Publisher, Update, Source; EventChannel record parsing.
+//   - etcd.go: Etcd, the etcd backend's list and watch.
+//   - kube.go: Kube, the Kubernetes backend's list and watch.
+//   - etcd_test.go: against a real etcd (Debian's, etcdtest): records
+//     listed and followed, lease revocation and expiry, a restart, skipped
+//     scopes, transports and bad records; record forms.
+//   - kube_test.go: against a fake API server: data as an object and as a
+//     string, both EndpointId shapes, ADDED/MODIFIED/DELETED, a re-list
+//     after the stream ends, refused credentials.
+//   - etcdtest/: runs Debian's /usr/bin/etcd for tests.
+package discovery

@@ -1,0 +1,222 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goindex/goindex/dynamo"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// channelsRoot is the bucket of event channels in Dynamo's KV-store
+// discovery (dynamo-current §1.7).
+const channelsRoot = "v1/event_channels/"
+
+// DefaultDialTimeout bounds connecting to etcd.
+const DefaultDialTimeout = 5 * time.Second
+
+// retryEvery spaces the re-lists after etcd failed or compacted the watch.
+const retryEvery = time.Second
+
+// EtcdConfig configures Etcd.
+type EtcdConfig struct {
+	// Endpoints are etcd's client URLs ("http://host:2379"); required.
+	Endpoints []string
+	// Scope is the pool's endpoint scope (namespace, component,
+	// endpoint); required.
+	Scope dynamo.Scope
+	// DialTimeout bounds connecting; optional; default: 5s.
+	DialTimeout time.Duration
+	// Logger receives skipped records and retries; optional; default:
+	// discard.
+	Logger *slog.Logger
+}
+
+// Etcd follows the event channels Dynamo's workers register in etcd
+// (discovery backend etcd, the default outside Kubernetes): the pool's KV
+// events on endpoint scope (v1.4 on) and component scope (older), its load
+// on endpoint and namespace scope, each key
+// v1/event_channels/<scope path>/topic/<topic>/<publisher id, hex>, and
+// the pre-EventScope layout v1/event_channels/<ns>/<comp>/<topic>/<hex>
+// ([unverified], accepted). Keys live under their worker's lease: a worker
+// that dies is gone when its lease expires, and a restarted one registers
+// a new key with a new publisher id. Only direct-mode ZMQ channels become
+// publishers; NATS and broker channels are skipped.
+type Etcd struct {
+	cfg     EtcdConfig
+	watched []watchedPrefix
+}
+
+// watchedPrefix is one key prefix and what its channels are.
+type watchedPrefix struct {
+	prefix string
+	scope  dynamo.Scope
+	topic  string
+}
+
+// NewEtcd checks cfg; it does no I/O.
+func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, fmt.Errorf("%w: no etcd endpoints", ErrBadConfig)
+	}
+	sc := cfg.Scope
+	if sc.Namespace == "" || sc.Component == "" || sc.Endpoint == "" {
+		return nil, fmt.Errorf("%w: the pool's namespace, component and endpoint are required", ErrBadConfig)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	component := dynamo.Scope{Namespace: sc.Namespace, Component: sc.Component}
+	namespace := dynamo.Scope{Namespace: sc.Namespace}
+	e := &Etcd{cfg: cfg}
+	for _, w := range []struct {
+		scope dynamo.Scope
+		topic string
+	}{{sc, dynamo.EventTopic}, {component, dynamo.EventTopic}, {sc, dynamo.MetricsTopic}, {namespace, dynamo.MetricsTopic}} {
+		e.watched = append(e.watched, watchedPrefix{prefix: w.scope.ChannelPrefix(w.topic), scope: w.scope, topic: w.topic})
+	}
+	e.watched = append(e.watched, watchedPrefix{prefix: channelsRoot + sc.Namespace + "/" + sc.Component + "/" + dynamo.EventTopic + "/",
+		scope: component, topic: dynamo.EventTopic})
+	return e, nil
+}
+
+// String names the source in logs.
+func (e *Etcd) String() string { return "etcd " + strings.Join(e.cfg.Endpoints, ",") }
+
+// Watch lists the pool's channels, then follows their changes; after a
+// failed or compacted watch it lists again, reporting what vanished
+// meanwhile as gone.
+func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.cfg.Endpoints, DialTimeout: e.cfg.DialTimeout,
+		Context: ctx, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("etcd %v: %w", e.cfg.Endpoints, err)
+	}
+	defer cli.Close()
+	known := map[string]Publisher{}
+	for ctx.Err() == nil {
+		rev, err := e.list(ctx, cli, known, fn)
+		if err == nil {
+			err = e.follow(ctx, cli, rev, known, fn)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.cfg.Logger.Warn("etcd discovery interrupted; listing again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(retryEvery):
+		}
+	}
+	return nil
+}
+
+// list reads every channel under the root at one revision, reports new and
+// changed publishers and those known that are gone, and returns the
+// revision.
+func (e *Etcd) list(ctx context.Context, cli *clientv3.Client, known map[string]Publisher, fn func(Update)) (int64, error) {
+	resp, err := cli.Get(ctx, channelsRoot, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", channelsRoot, err)
+	}
+	seen := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		key := string(kv.Key)
+		if p, ok := e.publisher(key, kv.Value); ok {
+			seen[key] = true
+			if known[key] != p {
+				known[key] = p
+				fn(Update{Publisher: p})
+			}
+		}
+	}
+	for key, p := range known {
+		if !seen[key] {
+			delete(known, key)
+			fn(Update{Publisher: p, Gone: true})
+		}
+	}
+	return resp.Header.Revision, nil
+}
+
+// errWatchEnded reports a watch channel that closed (compaction, a lost
+// connection past the client's retries).
+var errWatchEnded = errors.New("etcd watch ended")
+
+// follow applies the root's changes after revision rev until the watch
+// ends.
+func (e *Etcd) follow(ctx context.Context, cli *clientv3.Client, rev int64, known map[string]Publisher, fn func(Update)) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range cli.Watch(wctx, channelsRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if err := resp.Err(); err != nil {
+			return fmt.Errorf("watch %s: %w", channelsRoot, err)
+		}
+		for _, ev := range resp.Events {
+			key := string(ev.Kv.Key)
+			if ev.Type == clientv3.EventTypeDelete {
+				if p, ok := known[key]; ok {
+					delete(known, key)
+					fn(Update{Publisher: p, Gone: true})
+				}
+				continue
+			}
+			p, ok := e.publisher(key, ev.Kv.Value)
+			if !ok {
+				if old, had := known[key]; had { // rewritten as something else
+					delete(known, key)
+					fn(Update{Publisher: old, Gone: true})
+				}
+				continue
+			}
+			if known[key] != p {
+				known[key] = p
+				fn(Update{Publisher: p})
+			}
+		}
+	}
+	return errWatchEnded
+}
+
+// publisher turns one key and record into a Publisher, if the key is one
+// of the pool's channels and the record a direct-mode ZMQ channel.
+func (e *Etcd) publisher(key string, value []byte) (Publisher, bool) {
+	for _, w := range e.watched {
+		rest, ok := strings.CutPrefix(key, w.prefix)
+		if !ok || rest == "" || strings.Contains(rest, "/") {
+			continue
+		}
+		c, err := parseChannel(value)
+		if err != nil {
+			if !errors.Is(err, ErrNotChannel) {
+				e.cfg.Logger.Warn("discovery record skipped", "key", key, "err", err)
+			}
+			return Publisher{}, false
+		}
+		if c.endpoint == "" {
+			return Publisher{}, false // NATS or broker channel
+		}
+		id := c.id
+		if !c.hasID {
+			if id, err = strconv.ParseUint(rest, 16, 64); err != nil {
+				e.cfg.Logger.Warn("discovery record skipped: no publisher id", "key", key)
+				return Publisher{}, false
+			}
+		}
+		if c.topic != "" && c.topic != w.topic {
+			e.cfg.Logger.Warn("discovery record skipped: topic differs from its key", "key", key, "topic", c.topic)
+			return Publisher{}, false
+		}
+		return Publisher{Key: key, Endpoint: c.endpoint, PublisherID: id, Scope: w.scope, Topic: w.topic}, true
+	}
+	return Publisher{}, false
+}

@@ -1,0 +1,161 @@
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/goindex/goindex/dynamo"
+)
+
+// fakeAPI serves DynamoWorkerMetadata list and watch requests from a
+// script: the list's items, then the watch's events (one stream, then
+// 410 Gone so the client lists again).
+type fakeAPI struct {
+	mu      sync.Mutex
+	items   map[string]any // name → resource
+	events  chan string    // watch lines
+	lists   int
+	tokenOK bool
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/apis/nvidia.com/v1alpha1/namespaces/dyn/dynamoworkermetadatas" {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer sekrit" {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	f.mu.Lock()
+	if r.URL.Query().Get("watch") == "" {
+		f.lists++
+		items := []any{}
+		for _, it := range f.items {
+			items = append(items, it)
+		}
+		f.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]any{"metadata": map[string]any{"resourceVersion": "10"}, "items": items})
+		return
+	}
+	f.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	for line := range f.events {
+		if line == "" { // end this stream
+			return
+		}
+		fmt.Fprintln(w, line)
+		w.(http.Flusher).Flush()
+	}
+}
+
+// resource builds a DynamoWorkerMetadata whose data holds channels, in one
+// of the plausible placements.
+func resource(name string, asString bool, channels ...string) map[string]any {
+	meta := fmt.Sprintf(`{"instances":{},"event_channels":{%s}}`, joinChannels(channels))
+	obj := map[string]any{"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoWorkerMetadata",
+		"metadata": map[string]any{"name": name, "namespace": "dyn"}}
+	if asString {
+		obj["spec"] = map[string]any{"data": meta}
+	} else {
+		obj["data"] = json.RawMessage(meta)
+	}
+	return obj
+}
+
+func joinChannels(cs []string) string {
+	out := ""
+	for i, c := range cs {
+		if i > 0 {
+			out += ","
+		}
+		out += fmt.Sprintf("%q:%s", fmt.Sprint(i), c)
+	}
+	return out
+}
+
+func event(typ string, obj any) string {
+	b, _ := json.Marshal(map[string]any{"type": typ, "object": obj})
+	return string(b)
+}
+
+// TestKube_FollowsWorkerMetadataThroughListAndWatch serves a fake API
+// server: channels in data (an object) and spec.data (a JSON string) are
+// found, endpoint ids in both plausible shapes are read, other scopes are
+// skipped, and ADDED, MODIFIED and DELETED events and a re-list after the
+// stream ends keep the set right.
+func TestKube_FollowsWorkerMetadataThroughListAndWatch(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("sekrit\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scope := dynamo.Scope{Namespace: "dyn", Component: "backend", Endpoint: "generate"}
+	endpointCh := func(id uint64, ep string) string {
+		return fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":"dyn","component":"backend","name":"generate"}},`+
+			`"topic":"kv-events","instance_id":%d,"transport":{"kind":"Zmq","config":{"endpoint":%q}}}`, id, ep)
+	}
+	stringIDCh := fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":"dyn.backend.generate"},"topic":"kv_metrics","instance_id":3,"transport":{"kind":"Zmq","config":{"endpoint":%q}}}`, "tcp://w2:3")
+	componentCh := `{"type":"EventChannel","scope":{"kind":"component","namespace":"dyn","component":"backend"},"topic":"kv-events","instance_id":4,"transport":{"kind":"Zmq","config":{"endpoint":"tcp://w3:4"}}}`
+	otherCh := `{"type":"EventChannel","scope":{"kind":"component","namespace":"dyn","component":"prefill"},"topic":"kv-events","instance_id":5,"transport":{"kind":"Zmq","config":{"endpoint":"tcp://w4:5"}}}`
+	f := &fakeAPI{items: map[string]any{
+		"w1": resource("w1", false, endpointCh(1, "tcp://w1:1")),
+		"w2": resource("w2", true, endpointCh(2, "tcp://w2:2"), stringIDCh),
+		"w4": resource("w4", false, otherCh),
+	}, events: make(chan string, 16)}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	k, err := NewKube(KubeConfig{APIServer: srv.URL, Namespace: "dyn", TokenFile: tok, Scope: scope, Client: srv.Client()})
+	if err != nil {
+		t.Fatalf("NewKube: %v", err)
+	}
+	c := &collector{set: map[string]Publisher{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Watch(ctx, c.add) }()
+	defer func() { cancel(); close(f.events); <-done }()
+	c.waitSet(t, map[uint64]string{1: "tcp://w1:1", 2: "tcp://w2:2", 3: "tcp://w2:3"})
+
+	w3 := resource("w3", false, componentCh)
+	f.events <- event("ADDED", w3)
+	c.waitSet(t, map[uint64]string{1: "tcp://w1:1", 2: "tcp://w2:2", 3: "tcp://w2:3", 4: "tcp://w3:4"})
+	f.events <- event("MODIFIED", resource("w1", false, endpointCh(11, "tcp://w1:11"))) // w1 restarted
+	f.events <- event("DELETED", f.items["w2"])
+	c.waitSet(t, map[uint64]string{11: "tcp://w1:11", 4: "tcp://w3:4"})
+
+	// The stream ends; meanwhile w3 left: the re-list reports it gone.
+	f.mu.Lock()
+	f.items = map[string]any{"w1": resource("w1", false, endpointCh(11, "tcp://w1:11"))}
+	f.mu.Unlock()
+	f.events <- ""
+	c.waitSet(t, map[uint64]string{11: "tcp://w1:11"})
+	f.mu.Lock()
+	lists := f.lists
+	f.mu.Unlock()
+	if lists < 2 {
+		t.Errorf("lists = %d, want a re-list after the watch ended", lists)
+	}
+}
+
+func TestKube_RefusedCredentialsEndTheWatch(t *testing.T) {
+	f := &fakeAPI{items: map[string]any{}, events: make(chan string)}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	tok := filepath.Join(t.TempDir(), "token")
+	_ = os.WriteFile(tok, []byte("wrong"), 0o600)
+	k, err := NewKube(KubeConfig{APIServer: srv.URL, Namespace: "dyn", TokenFile: tok,
+		Scope: dynamo.Scope{Namespace: "dyn", Component: "backend", Endpoint: "generate"}, Client: srv.Client()})
+	if err != nil {
+		t.Fatalf("NewKube: %v", err)
+	}
+	if err := k.Watch(context.Background(), func(Update) {}); err == nil {
+		t.Error("Watch with a refused token = nil, want an error")
+	}
+}

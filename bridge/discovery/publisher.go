@@ -1,0 +1,154 @@
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/goindex/goindex/dynamo"
+)
+
+// Publisher is one publisher of Dynamo's ZMQ event plane in direct mode: a
+// PUB socket a subscriber connects to.
+type Publisher struct {
+	// Key names the publisher across updates (its discovery key; the
+	// endpoint for a static one).
+	Key string
+	// Endpoint is the PUB socket's address, "tcp://host:port".
+	Endpoint string
+	// PublisherID is the id the publisher registered; every message must
+	// carry it. 0 accepts any (a static publisher), and a change of id
+	// then marks a restart.
+	PublisherID uint64
+	// Scope is the scope the publisher registered; the zero Scope means
+	// the subscriber's own.
+	Scope dynamo.Scope
+	// Topic is the topic the channel carries (kv-events or kv_metrics);
+	// "" means both.
+	Topic string
+}
+
+// Update is one change of the publisher set: a publisher that appeared or
+// changed, or (Gone) one that left.
+type Update struct {
+	Publisher Publisher
+	Gone      bool
+}
+
+// Source streams the set of event-plane publishers: Watch calls fn with
+// every publisher present, then with every change, until ctx ends (fn is
+// called from one goroutine at a time). Watch returns nil when ctx ends
+// and an error when it cannot go on.
+type Source interface {
+	Watch(ctx context.Context, fn func(Update)) error
+	String() string
+}
+
+// MaxRecordBytes bounds one discovery record (an etcd value, a resource's
+// data); Dynamo's are a few hundred bytes.
+const MaxRecordBytes = 64 << 10
+
+// channel is what an EventChannel record says.
+type channel struct {
+	topic    string
+	id       uint64
+	hasID    bool
+	endpoint string // "" when the transport is not direct-mode ZMQ
+	kind     string // the transport kind as written
+}
+
+// channelRecord mirrors DiscoveryInstance::EventChannel (dynamo-current
+// §1.7). Its exact serde shape is partly [unverified], so every plausible
+// form is accepted: the id as instance_id or publisher_id, a number or a
+// decimal string; the transport adjacently tagged
+// ({"kind":"Zmq","config":{"endpoint":…}}) or externally tagged
+// ({"Zmq":{"endpoint":…}}), its kind in any case.
+type channelRecord struct {
+	Type        string          `json:"type"`
+	Topic       string          `json:"topic"`
+	InstanceID  json.RawMessage `json:"instance_id"`
+	PublisherID json.RawMessage `json:"publisher_id"`
+	Transport   json.RawMessage `json:"transport"`
+}
+
+// parseChannel decodes an EventChannel record. A record of another type
+// returns ErrNotChannel; a malformed one ErrBadRecord.
+func parseChannel(b []byte) (channel, error) {
+	if len(b) > MaxRecordBytes {
+		return channel{}, fmt.Errorf("%w: %d bytes, limit %d", ErrBadRecord, len(b), MaxRecordBytes)
+	}
+	var r channelRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return channel{}, fmt.Errorf("%w: %v", ErrBadRecord, err)
+	}
+	if r.Type != "" && r.Type != "EventChannel" {
+		return channel{}, fmt.Errorf("%w: type %q", ErrNotChannel, r.Type)
+	}
+	c := channel{topic: r.Topic}
+	for _, raw := range []json.RawMessage{r.InstanceID, r.PublisherID} {
+		if len(raw) == 0 || c.hasID {
+			continue
+		}
+		id, err := parseID(raw)
+		if err != nil {
+			return channel{}, err
+		}
+		c.id, c.hasID = id, true
+	}
+	kind, endpoint, err := parseTransport(r.Transport)
+	if err != nil {
+		return channel{}, err
+	}
+	c.kind = kind
+	if strings.EqualFold(kind, "zmq") {
+		c.endpoint = endpoint
+	}
+	return c, nil
+}
+
+// parseID reads a publisher id: a JSON integer or a decimal string.
+func parseID(raw json.RawMessage) (uint64, error) {
+	s := string(bytes.Trim(bytes.TrimSpace(raw), `"`))
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: publisher id %s", ErrBadRecord, raw)
+	}
+	return id, nil
+}
+
+// parseTransport reads an EventTransport in either serde tagging.
+func parseTransport(raw json.RawMessage) (kind, endpoint string, err error) {
+	if len(raw) == 0 {
+		return "", "", fmt.Errorf("%w: no transport", ErrBadRecord)
+	}
+	type zmqConfig struct {
+		Endpoint string `json:"endpoint"`
+	}
+	var adjacent struct {
+		Kind   string          `json:"kind"`
+		Config json.RawMessage `json:"config"`
+	}
+	if err := json.Unmarshal(raw, &adjacent); err != nil {
+		return "", "", fmt.Errorf("%w: transport: %v", ErrBadRecord, err)
+	}
+	if adjacent.Kind != "" {
+		var cfg zmqConfig
+		if len(adjacent.Config) > 0 && json.Unmarshal(adjacent.Config, &cfg) != nil {
+			cfg = zmqConfig{} // another transport's config
+		}
+		return adjacent.Kind, cfg.Endpoint, nil
+	}
+	var external map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &external); err != nil || len(external) != 1 {
+		return "", "", fmt.Errorf("%w: transport %s", ErrBadRecord, raw)
+	}
+	for k, v := range external {
+		var cfg zmqConfig
+		_ = json.Unmarshal(v, &cfg)
+		return k, cfg.Endpoint, nil
+	}
+	return "", "", nil
+}

@@ -1,0 +1,85 @@
+package zmqfeed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/bridge/discovery"
+	"github.com/goindex/goindex/bridge/discovery/etcdtest"
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/goindex/kv"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// register writes a worker's EventChannel record under a new lease, as
+// Dynamo's KV-store discovery does, and returns the lease.
+func register(t *testing.T, cli *clientv3.Client, id uint64, endpoint string) clientv3.LeaseID {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatalf("Grant: %v", err)
+	}
+	key := testScope.ChannelPrefix("kv-events") + strconv.FormatUint(id, 16)
+	value := fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":%q,"component":%q,"name":%q}},`+
+		`"topic":"kv-events","instance_id":%d,"transport":{"kind":"Zmq","config":{"endpoint":%q}}}`,
+		testScope.Namespace, testScope.Component, testScope.Endpoint, id, endpoint)
+	if _, err := cli.Put(ctx, key, value, clientv3.WithLease(l.ID)); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	return l.ID
+}
+
+// TestPlane_PublishersDiscoveredInEtcdComeAndGo registers Python
+// publishers in a real etcd: the relay connects to each as its record
+// appears (one of them after the relay started), rejects and counts a
+// message whose publisher id is not the registered one, and drops a
+// worker's blocks when its lease is revoked.
+func TestPlane_PublishersDiscoveredInEtcdComeAndGo(t *testing.T) {
+	url, cli := etcdtest.Start(t)
+	a := startPy(t, "dynamo_pub.py", "--bind", "tcp://127.0.0.1:0")
+	leaseA := register(t, cli, pubA, a.Endpoints[0])
+	etcd, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: []string{url}, Scope: testScope, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("NewEtcd: %v", err)
+	}
+	r := startRelay(t, newPlane(t, PlaneConfig{Discovery: etcd}))
+	a.do("warm", msg{"pub": pubA, "seq": 0, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11})}})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 1 {
+			return errors.New("worker 1's block not tracked yet")
+		}
+		return nil
+	})
+	// The registered publisher id is pubA; a message claiming another one
+	// on that socket is refused.
+	a.do("send", msg{"pub": pubA + 5, "seq": 1, "payload": []any{storedMap(9, 1, 0, nil, [2]uint64{0xE1, 0x51})}})
+	// A worker that appears later.
+	b := startPy(t, "dynamo_pub.py", "--bind", "tcp://127.0.0.1:0")
+	register(t, cli, pubA+1, b.Endpoints[0])
+	b.do("warm", msg{"pub": pubA + 1, "seq": 0, "payload": []any{storedMap(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})}})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 3 || st.Intake.Identity != 1 {
+			return fmt.Errorf("tracked %d, identity mismatches %d; want 3 and 1", st.Producer.TrackedBlocks, st.Intake.Identity)
+		}
+		return nil
+	})
+	// Worker 1 leaves: its lease goes, and with it its blocks.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Revoke(ctx, leaseA); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 2 {
+			return fmt.Errorf("tracked %d after worker 1's lease went, want worker 2's 2", st.Producer.TrackedBlocks)
+		}
+		return nil
+	})
+	checkWords(t, r, []kv.Event{storedKV(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})})
+}
