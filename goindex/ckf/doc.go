@@ -68,6 +68,11 @@
 //   - dirty.go: Image and the dirty window: marking, net reversion, drain.
 //   - cadence.go: Step, the publication cadence, Drain.
 //   - flatmap.go: the open-addressing uint64 map behind lineages and owners.
+//   - xxh3inline.go: Hash8, the inlined XXH3 of 8-byte inputs, and the
+//     query path's ProbeFast and ProbesFast.
+//   - xxh3inline_amd64.go, xxh3inline_amd64.s: probes8, ProbesFast's
+//     AVX-512 batch of 8 probes, and the CPU check that selects it.
+//   - xxh3inline_other.go: the scalar ProbesFast only, elsewhere.
 //
 // # Tests
 //
@@ -78,7 +83,9 @@
 // after every event and a replica of the drained batches equal to the
 // filter byte for byte (§9 item 5), the capacity cases of §9 item 6, remap
 // rejection, fencing, owner overflow, cadence steps, ReplaceRanks against
-// a producer fed the same history directly, the file map above,
+// a producer fed the same history directly, Hash8 against zeebo/xxh3 and
+// the spec's raw hashes, ProbeFast and ProbesFast (vector and scalar, every
+// batch length and offset) against Probe, the file map above,
 // and zero allocations in steady ingest; a fuzz target feeds arbitrary
 // event streams through the same model and replica checks.
 package ckf

@@ -7,7 +7,5 @@ import (
 )
 
 // TestDoc_FileMapMatchesDirectory keeps doc.go's file map in step with the
-// package's non-test Go files.
-// Files named xxh3inline* belong to the replica work and are documented
-// in goindex/replica, so they are left out.
-func TestDoc_FileMapMatchesDirectory(t *testing.T) { doccheck.FileMap(t, ".", "xxh3inline") }
+// package's non-test Go and assembly files.
+func TestDoc_FileMapMatchesDirectory(t *testing.T) { doccheck.FileMap(t, ".") }

@@ -169,6 +169,12 @@ func BenchmarkProbesFast(b *testing.B) {
 		}
 		report(b)
 	})
+	b.Run("impl=batch-scalar", func(b *testing.B) {
+		for b.Loop() {
+			f.probesScalar(dst, hashes)
+		}
+		report(b)
+	})
 	b.Run("impl=single", func(b *testing.B) {
 		for b.Loop() {
 			for i, h := range hashes {
@@ -177,4 +183,46 @@ func BenchmarkProbesFast(b *testing.B) {
 		}
 		report(b)
 	})
+}
+
+// TestFormat_ProbesFastEqualsScalar holds the batch probe ProbesFast runs
+// (the AVX-512 probes8 on amd64 CPUs that have it) to the scalar loop on
+// every batch length 1–8 at every offset of a larger buffer, with the
+// fingerprint-0 vector and random hashes, and checks it writes nothing
+// past a batch.
+func TestFormat_ProbesFastEqualsScalar(t *testing.T) {
+	if !vectorProbes {
+		t.Log("this CPU runs the scalar loop only: ProbesFast is probesScalar")
+	}
+	seed := testseed.For(t, inlineSeed)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	for _, n := range []uint64{2, 8, 1 << 10, 1 << 22, MaxBuckets} {
+		f, err := NewFormat(rng.Uint64(), n)
+		if err != nil {
+			t.Fatalf("NewFormat(n=%d): %v", n, err)
+		}
+		hashes := make([]uint64, 40)
+		got, want := make([]Probe, 41), make([]Probe, 41)
+		for i := 0; i < 20_000; i++ {
+			for j := range hashes {
+				hashes[j] = rng.Uint64()
+				if rng.IntN(16) == 0 {
+					hashes[j] = 0x9222 // raw fingerprint 0 under DefaultSeed
+				}
+			}
+			from := rng.IntN(33)
+			to := from + rng.IntN(len(hashes)-from+1)
+			for j := range got {
+				got[j] = Probe{FP: 7, A: 7, B: 7}
+			}
+			copy(want, got)
+			f.ProbesFast(got[from:to], hashes[from:to])
+			f.probesScalar(want[from:to], hashes[from:to])
+			for j := range got {
+				if got[j] != want[j] {
+					t.Fatalf("ProbesFast(hashes[%d:%d]) on n=%d: probe %d = %+v, want %+v (test seed %#x)", from, to, n, j, got[j], want[j], seed)
+				}
+			}
+		}
+	}
 }

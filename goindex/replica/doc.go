@@ -92,8 +92,8 @@
 //   - search.go: Mode, SearchConfig, Searcher, Search, SearchLocals and SearchProbes, the A-first chunked scan.
 //   - bisect.go: Stats, the membership seam, the Linear reference and upstream's bisection.
 //   - rows.go: the row kernels' contract and their pure-Go versions (touch pass, SWAR pair test).
-//   - rows_amd64.go: the assembly kernels' declarations and the CPU feature check.
-//   - rows_amd64.s: PREFETCHT1 and AVX-512 row kernels, CPUID and XGETBV, the package's only assembly.
+//   - rows_amd64.go: the assembly kernels' declarations and the CPU feature check (x/sys/cpu).
+//   - rows_amd64.s: the PREFETCHT1 and AVX-512 row kernels, the package's only assembly.
 //   - rows_other.go: the pure-Go kernels as the native ones elsewhere.
 //   - huge_linux.go: the transparent huge page hint for New's region.
 //   - huge_other.go: no hint elsewhere.

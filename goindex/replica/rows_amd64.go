@@ -1,6 +1,10 @@
 package replica
 
-import "github.com/goindex/goindex/goindex/ckf"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/goindex/goindex/goindex/ckf"
+)
 
 // prefetchRowsT1 is the prefetch row kernel with one PREFETCHT1 (into L2) a
 // line: unlike a load it retires at once, so the chunk under test keeps
@@ -23,31 +27,10 @@ func prefetchRowsT1(rows []uint64, ps []ckf.Probe, stride uint64, groups []uint3
 //go:noescape
 func testRowsAVX512(rows []uint64, ps []ckf.Probe, stride uint64, groups []uint32, need uint64, hits []uint64)
 
-func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
-
-func xgetbv() (eax, edx uint32)
-
 // hasAVX512 reports whether the CPU has AVX512F, AVX512BW and BMI2 and the
-// OS saves the opmask and ZMM state (XCR0 bits 1, 2, 5, 6, 7).
+// OS saves the opmask and ZMM state (x/sys/cpu checks XCR0).
 func hasAVX512() bool {
-	const (
-		osxsave  = 1 << 27 // leaf 1 ECX
-		bmi2     = 1 << 8  // leaf 7 EBX
-		avx512f  = 1 << 16
-		avx512bw = 1 << 30
-		xcrZMM   = 1<<1 | 1<<2 | 1<<5 | 1<<6 | 1<<7
-	)
-	if maxLeaf, _, _, _ := cpuid(0, 0); maxLeaf < 7 {
-		return false
-	}
-	if _, _, ecx, _ := cpuid(1, 0); ecx&osxsave == 0 {
-		return false
-	}
-	if lo, _ := xgetbv(); lo&xcrZMM != xcrZMM {
-		return false
-	}
-	_, ebx, _, _ := cpuid(7, 0)
-	return ebx&(bmi2|avx512f|avx512bw) == bmi2|avx512f|avx512bw
+	return cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2
 }
 
 // nativeKernels returns the fastest row kernels this CPU runs.
