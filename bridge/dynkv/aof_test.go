@@ -2,6 +2,7 @@ package dynkv
 
 import (
 	"bufio"
+	"encoding/binary"
 	"context"
 	"fmt"
 	"os"
@@ -73,7 +74,12 @@ func TestServer_RestartReplaysLeasesAtTheirLoggedTime(t *testing.T) {
 	require.Equal(t, "-DYNKV_WORKER_CLEANUP_PENDING", render(register(2)), "REGISTER_WORKER_RANKS(owner 2) before GC")
 	require.Equal(t, "*[:5 :5 :2 :0 :0 :1 :1 :0]", render(run(s, "DYNKV.GC", testKey, "CURRENT", u32(64))), "GC: begin, 2 owners, 1 rank, finalize")
 	require.Equal(t, "+OK", render(register(2)), "REGISTER_WORKER_RANKS(owner 2) after GC")
+	granted := run(s, "DYNKV.SELECT_RESERVE", testKey, reserveRequest("prefill", 5, 6, 60_000, []uint64{4, 5}, [3]uint64{1, 0, 2}))
+	require.Equal(t, replyBulk, granted.kind, "SELECT_RESERVE = %s", render(granted))
+	require.Len(t, granted.bulk, 46, "SELECT_RESERVE grants (%s)", render(granted))
 	reads := [][]any{
+		{"DYNKV.ADMISSION_STATS", testKey},
+		{"DYNKV.RENEW", testKey, identity("prefill", 5, 6, binary.BigEndian.Uint64(granted.bulk[30:]), 90_000)},
 		{"DYNKV.STATS", testKey}, {"DYNKV.GC_STATS", testKey}, {"DYNKV.LIFECYCLE_STATS", testKey},
 		{"DYNKV.REGISTRATION_GENERATION", testKey, u64(1)}, {"DYNKV.RANK_GENERATION", testKey, u64(1), u32(0)},
 		{"DYNKV.MATCH", testKey, AppendMatchRequest(nil, []uint64{4, 5})},

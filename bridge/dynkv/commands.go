@@ -121,6 +121,16 @@ func (e *Engine) create(key []byte) (*Store, error) {
 	return s, nil
 }
 
+// drop deletes key's index s (SELECT_RESERVE deletes the key it created
+// for a request it then found malformed, as the module does).
+func (e *Engine) drop(key []byte, s *Store) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stores[string(key)] == s {
+		delete(e.stores, string(key))
+	}
+}
+
 // Keys returns how many indexes exist.
 func (e *Engine) Keys() int {
 	e.mu.RLock()
@@ -172,9 +182,9 @@ var commands = map[string]command{
 	"DYNKV.MATCH":                      {3, false, cmdMatch},
 	"DYNKV.MATCH_PRIMARY":              {3, false, cmdMatch},
 	"DYNKV.SELECT":                     {3, false, cmdSelect},
-	"DYNKV.SELECT_RESERVE":             {3, false, admissionUnsupported},
-	"DYNKV.RELEASE":                    {3, false, admissionUnsupported},
-	"DYNKV.RENEW":                      {3, false, admissionUnsupported},
+	"DYNKV.SELECT_RESERVE":             {3, true, cmdSelectReserve},
+	"DYNKV.RELEASE":                    {3, true, cmdRelease},
+	"DYNKV.RENEW":                      {3, true, cmdRenew},
 	"DYNKV.ADMIT_APPLY":                {3, false, internalOnly(CodeAdmitApplyInternalOnly)},
 	"DYNKV.WORKER_LEASE_APPLY":         {3, false, internalOnly(CodeWorkerLeaseApplyInternal)},
 	"DYNKV.GC_APPLY":                   {3, false, internalOnly(CodeGCApplyInternalOnly)},
@@ -195,11 +205,6 @@ var commands = map[string]command{
 	"DYNKV.GC_STATS":                   {2, false, cmdGCStats},
 	"DYNKV.STATS":                      {2, false, cmdStats},
 }
-
-// admissionText is the reply of the authoritative-admission commands.
-const admissionText = "ERR goindex dynkv does not implement authoritative admission (DYNKV.SELECT_RESERVE, RELEASE, RENEW): run the frontend without --router-valkey-authoritative-admission"
-
-func admissionUnsupported(*call) reply { return errText(admissionText) }
 
 // internalOnly answers a replication or AOF-load command from a client,
 // as the module does (goindex has no replication stream to obey).
@@ -502,7 +507,6 @@ func cmdStats(c *call) reply {
 	return ints(s.Stats())
 }
 
-func cmdAdmissionStats(*call) reply { return integer(0) }
 
 // isKeyspaceWrite reports whether name (upper case) is one of the plain
 // keyspace writes the engine runs (and the log records): DEL, UNLINK,

@@ -61,13 +61,17 @@
 // DYNKV_INVALID_EVENT, a replacement with DYNKV_INVALID_REPLACE. Otherwise
 // every mutation replies the same bytes in both modes.
 //
-// Not implemented. Authoritative admission (SELECT_RESERVE, RELEASE, RENEW)
-// answers an ERR line naming the frontend flag to drop, ADMISSION_STATS 0.
-// Lifecycle GC (gc.go) fences expired leases and drains pending lease
-// cleanups, one transition per unit of budget, but does not reclaim
-// tombstones, ownerless nodes or epochs. Replication is out of scope: the
-// replication-internal commands answer the module's internal-only errors,
-// ROLE master, WAIT 0, REPLICAOF and its kin an ERR line (admin.go).
+// Authoritative admission (admission.go): SELECT_RESERVE, RELEASE and RENEW
+// keep per-domain capacities and reservation leases as the module does,
+// revoked by every rank lifecycle change; a SELECT_RESERVE also ends, inline,
+// the first expired owner lease when that is little work.
+//
+// Not implemented. Lifecycle GC (gc.go) fences expired leases and drains
+// pending lease cleanups, one transition per unit of budget, but does not
+// reclaim tombstones, ownerless nodes or epochs. Replication is out of
+// scope: the replication-internal commands answer the module's
+// internal-only errors, ROLE master, REPLICAOF and its kin an ERR line, and
+// WAIT counts the log as the replica (admin.go).
 //
 // Errors. A failed command replies the module's error name and changes
 // nothing beyond what the module changes (a write may leave its key
@@ -98,6 +102,7 @@
 //   - store.go: the index model, events (APPLY), MATCH and SELECT.
 //   - rank.go: rank replacement, retirement, reset, worker-wide removal.
 //   - register.go: registrations, registration tokens, owner leases.
+//   - admission.go: authoritative admission (reservations, capacities).
 //   - gc.go: lifecycle GC and the lifecycle and GC counters.
 //   - ckf.go: the Backing choice, the CKF projection and its MATCH, and
 //     STATS DETAIL.

@@ -9,7 +9,8 @@ import (
 // dynkv_stats.c). goindex implements the part of DYNKV.GC a worker-events
 // deployment depends on: a lease that expired is fenced (its worker takes
 // a new ticket and registration token and its cleanup becomes pending), and
-// pending cleanups are drained — each owner of the worker's ranks removed
+// pending cleanups are drained — the worker's reservations revoked, its
+// admission ranks given a new incarnation, each owner of its ranks removed
 // (owner-managed, untainted ranks) or reset to inactive at event 0, each
 // rank unregistered and made a tombstone, then the lease released — one
 // transition per unit of budget, so a successor's registration
@@ -26,7 +27,7 @@ const maxGCItems = 1 << 20
 
 // gcResult is the reply of DYNKV.GC.
 type gcResult struct {
-	examined, reclaimed, owners, ranks, epochs uint64
+	examined, reclaimed, owners, admissions, ranks, epochs uint64
 }
 
 func cmdGC(c *call) reply {
@@ -52,7 +53,7 @@ func cmdGC(c *call) reply {
 	if res.reclaimed != 0 {
 		s.mutations++
 	}
-	return ints(res.examined, res.reclaimed, res.owners, 0, 0, res.ranks, res.epochs, s.gcPhase())
+	return ints(res.examined, res.reclaimed, res.owners, res.admissions, 0, res.ranks, res.epochs, s.gcPhase())
 }
 
 // gcPhase is the phase the module's cursor would report: pending cleanups
@@ -101,6 +102,42 @@ func (s *Store) gc(nowMs, budget uint64) gcResult {
 			continue
 		}
 		direct := ep.managed && !ep.tainted
+		// The worker's reservations, then its admission ranks (a new
+		// incarnation each), then its owners, ranks and the lease.
+		var held []*reservation
+		for _, r := range s.reservations {
+			if r.rank.Worker == ep.worker {
+				held = append(held, r)
+			}
+		}
+		slices.SortFunc(held, func(a, b *reservation) int { return cmp.Compare(a.seq, b.seq) })
+		for _, r := range held {
+			if !step() {
+				return res
+			}
+			s.removeReservation(r)
+		}
+		var adm []admissionKey
+		for k, a := range s.admissions {
+			if k.rank.Worker == ep.worker && a.cleanupGen != ep.cleanupGen {
+				adm = append(adm, k)
+			}
+		}
+		slices.SortFunc(adm, func(a, b admissionKey) int {
+			return cmp.Or(cmp.Compare(a.domain, b.domain), cmp.Compare(a.rank.DPRank, b.rank.DPRank))
+		})
+		for _, k := range adm {
+			if !step() {
+				return res
+			}
+			res.admissions++
+			if a := s.admissions[k]; a.incarnation == ^uint64(0) {
+				delete(s.admissions, k)
+			} else {
+				a.incarnation++
+				a.cleanupGen = ep.cleanupGen
+			}
+		}
 		for _, st := range ep.ranks {
 			if st.cleanupGen == ep.cleanupGen {
 				continue

@@ -72,6 +72,7 @@ func (s *Store) replaceRank(r Rank, events []Event) reply {
 		return errCode(CodeWorkerCleanupPending)
 	}
 	st := s.rankState(r, true)
+	s.revokeAdmission(r.Worker, false, r.DPRank)
 	wasRetired := st.retired
 	s.reset(st)
 	if wasRetired {
@@ -100,6 +101,7 @@ func (s *Store) removeRank(r Rank) reply {
 	if !s.canAdvance() {
 		return errCode(CodeGenerationExhausted)
 	}
+	s.revokeAdmission(r.Worker, false, r.DPRank)
 	s.deactivate(st)
 	st.retired, st.registered = true, false
 	s.advanceRank(st)
@@ -118,6 +120,7 @@ func (s *Store) resetRank(r Rank) reply {
 	if !s.canAdvance() {
 		return errCode(CodeGenerationExhausted)
 	}
+	s.revokeAdmission(r.Worker, false, r.DPRank)
 	wasRetired := st.retired
 	s.reset(st)
 	if wasRetired {
@@ -140,6 +143,7 @@ func (s *Store) removeWorkerAll(worker uint64) reply {
 	if !s.canAdvance() {
 		return errCode(CodeGenerationExhausted)
 	}
+	s.revokeAdmission(worker, true, 0)
 	for _, st := range s.ranksOf(worker) {
 		s.deactivate(st)
 		st.retired, st.registered = true, false

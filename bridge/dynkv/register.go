@@ -287,6 +287,7 @@ func (s *Store) applyRegister(nowMs, worker uint64, reg Registration, expires ui
 			}
 			s.deactivate(st)
 			st.registered, st.tombstone = false, true
+			s.revokeAdmission(worker, false, r.DPRank)
 		}
 		s.advanceWorker(worker)
 		for r, st := range s.ranks {

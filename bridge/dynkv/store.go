@@ -38,6 +38,10 @@ type Store struct {
 	tickets   uint64 // generation_counter: rank and worker tickets
 	lifecycle uint64 // lifecycle_generation_counter: registration tokens
 
+	admissions     map[admissionKey]*admissionRank
+	reservations   map[reservationKey]*reservation
+	reservationSeq uint64
+
 	holding   int         // ranks with an active owner
 	proj      *projection // ckf mode; nil in exact mode
 	laneLimit int         // ranks that may hold blocks at once; 0: no limit
@@ -113,6 +117,9 @@ func NewStore() *Store {
 		edges:  map[edge]*node{},
 		ranks:  map[Rank]*rankState{},
 		epochs: map[uint64]*epoch{},
+
+		admissions:   map[admissionKey]*admissionRank{},
+		reservations: map[reservationKey]*reservation{},
 	}
 }
 

@@ -487,8 +487,24 @@ def limits(directory):
     got = decode_select(c.cmd("DYNKV.SELECT", k, select_request([], cands)))
     check(got is not None and got[:3] == (1, 0, 0), "SELECT of the most candidates %r" % (got,))
     c.err("DYNKV_INVALID_SELECT", "DYNKV.SELECT", k, struct.pack("!BII", WIRE, 0, MAX_SELECT_CANDIDATES + 1))
-    # Authoritative admission is not implemented: a clear error.
-    c.err("authoritative admission", "DYNKV.SELECT_RESERVE", k, b"\x01")
+    max_domain, max_lease = 128, 600000
+
+    def reserve_request(domain, client, request, lease_ms, hashes, cands):
+        p = struct.pack("!BI", 1, len(domain)) + domain + struct.pack("!QQQI", client, request, lease_ms, len(hashes))
+        p += b"".join(q(h) for h in hashes) + i(len(cands))
+        for w, r, cap in cands:
+            p += struct.pack("!QII", w, r, cap)
+        return p
+
+    admission = reserve_request(b"d" * max_domain, 1, 1, max_lease, list(range(MAX_MATCH_HASHES)),
+                                [(w, 0, 1) for w in range(1, MAX_SELECT_CANDIDATES + 1)])
+    check(c.cmd("DYNKV.SELECT_RESERVE", k, admission) == bytes((1, 0)), "SELECT_RESERVE at the limits")
+    ident = struct.pack("!BI", 1, max_domain) + b"d" * max_domain + struct.pack("!QQ", 2, 2)
+    c.err("DYNKV_INVALID_RESERVE", "DYNKV.SELECT_RESERVE", k, ident + struct.pack("!QI", max_lease, MAX_MATCH_HASHES + 1))
+    c.err("DYNKV_INVALID_RESERVE", "DYNKV.SELECT_RESERVE", k, ident + struct.pack("!QII", max_lease, 0, MAX_SELECT_CANDIDATES + 1))
+    c.err("DYNKV_INVALID_RESERVE", "DYNKV.SELECT_RESERVE", k,
+          struct.pack("!BI", 1, max_domain + 1) + b"d" * (max_domain + 1) + struct.pack("!QQQII", 3, 3, max_lease, 0, 0))
+    c.err("DYNKV_INVALID_RESERVE", "DYNKV.SELECT_RESERVE", k, reserve_request(b"d", 4, 4, max_lease + 1, [], []))
     s.stop()
 
 

@@ -45,14 +45,11 @@ Backing index (--index):
          module's triple. A --log replays into either backing.
 
 Not implemented:
-  DYNKV.SELECT_RESERVE, DYNKV.RELEASE, DYNKV.RENEW (authoritative admission)
-    answer "ERR goindex dynkv does not implement authoritative admission ...":
-    run the frontend without --router-valkey-authoritative-admission.
   Replication is out of scope: DYNKV.APPLY_OWNED_AT, DYNKV.ADMIT_APPLY,
     DYNKV.WORKER_LEASE_APPLY, DYNKV.GC_APPLY and DYNKV.RESTORE answer the
     module's internal-only errors as for any client; ROLE answers master,
-    WAIT 0 (no replica), REPLICAOF/SLAVEOF/SYNC/PSYNC an ERR line. Leave
-    --router-valkey-required-replica-acks unset (or 0).
+    REPLICAOF/SLAVEOF/SYNC/PSYNC an ERR line. WAIT answers the count asked
+    for when --log is set (the log stands in for the replica), 0 without.
   DYNKV.GC fences expired owner leases and drains pending lease cleanups
     (what a successor worker waits for) but does not reclaim tombstones,
     ownerless nodes or worker epochs.
