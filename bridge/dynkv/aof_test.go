@@ -2,8 +2,8 @@ package dynkv
 
 import (
 	"bufio"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"

@@ -507,7 +507,6 @@ func cmdStats(c *call) reply {
 	return ints(s.Stats())
 }
 
-
 // isKeyspaceWrite reports whether name (upper case) is one of the plain
 // keyspace writes the engine runs (and the log records): DEL, UNLINK,
 // FLUSHALL and FLUSHDB.
