@@ -362,3 +362,27 @@ func TestStore_ManyOwnersKeepTheirPositions(t *testing.T) {
 		}
 	}
 }
+
+// TestModule_Limits is limits.py's MATCH and SELECT part at max and max + 1,
+// with a SELECT of a bad version byte (accepted before, the field report
+// found).
+func TestModule_Limits(t *testing.T) {
+	x := newEng(t)
+	const k = "wire-limit-index"
+	x.want("$0100000000", "DYNKV.MATCH", k, AppendMatchRequest(nil, make([]uint64, MaxMatchHashes)))
+	x.want("-DYNKV_INVALID_MATCH", "DYNKV.MATCH", k, append([]byte{1}, u32(MaxMatchHashes+1)...))
+	x.want("-DYNKV_INVALID_MATCH", "DYNKV.MATCH", k, AppendMatchRequest(nil, make([]uint64, MaxMatchHashes+1)))
+	cands := make([]SelectCandidate, MaxSelectCandidates)
+	for i := range cands {
+		cands[i] = SelectCandidate{Rank{uint64(i + 1), 0}, 1}
+	}
+	x.want(render(bulk(AppendSelectReply(nil, &MatchEntry{Rank{1, 0}, 0, RootParent}))), "DYNKV.SELECT", k, AppendSelectRequest(nil, nil, cands))
+	x.want("-DYNKV_INVALID_SELECT", "DYNKV.SELECT", k, append([]byte{1, 0, 0, 0, 0}, u32(MaxSelectCandidates+1)...))
+	bad := AppendSelectRequest(nil, []uint64{1}, cands[:1])
+	bad[0] = 2
+	x.want("-DYNKV_INVALID_SELECT", "DYNKV.SELECT", k, bad)
+	x.want("-DYNKV_INVALID_SELECT", "DYNKV.SELECT", k, []byte{1, 0, 0, 0})
+	if x.e.Exists([]byte(k)) {
+		t.Errorf("reads created the key")
+	}
+}
