@@ -36,7 +36,6 @@ type dc struct {
 	events   []kv.Event         // Engine.Serve scratch
 	window   []kv.Event         // events since the last boundary, delivered with its batch to the router's audit index
 	links    [][]linkItem       // per router, the frames on the WAN link to it, oldest first
-	released int64              // blocks released by finished requests since the last load report
 	active   int                // requests routed here and not finished
 	speed    float64            // its workers' prefill rate over the configured one
 	stats    dcStats
@@ -147,18 +146,20 @@ func (s *simulation) boundary(d *dc, now float64) error {
 }
 
 // loadReport samples DC d's load and sends it to the router as a
-// relayproto LoadReport frame: queued prefill work, the blocks of every
-// routed request not finished, capacity, and rates: the prefill rate the
-// workers would give queued work now (the token budget their decode
-// batches leave, over the iteration time; per worker and DC-wide) and the
-// blocks finished requests released over the last interval.
+// relayproto LoadReport frame, as the production relay does
+// (bridge/relay's pool.reportLoad): queued prefill work, the blocks of
+// every routed request not finished (Dynamo's active decode blocks),
+// capacity, and the throughput model's figures copied from the
+// configuration, not measured: one worker's compute rate and the DC's
+// (workers × that). The relay measures no rate, so decode interference,
+// a DC faster or slower than configured (Config.DCSpeed) and the KV's
+// release rate are the router's to estimate.
 func (s *simulation) loadReport(d *dc, now float64) error {
-	var queued, capacity float64
+	var queued float64
 	var routed, cached uint64
 	for _, w := range d.workers {
 		s.advance(w, now)
 		queued += w.queuedTokens(s)
-		capacity += w.prefillCapacity(s.cfg)
 		routed += uint64(w.routedBlocks)
 		cached += uint64(w.pool.cached())
 	}
@@ -174,10 +175,8 @@ func (s *simulation) loadReport(d *dc, now float64) error {
 		ActiveDecodeBlocks:  routed,
 		LiveWorkers:         uint32(n),
 		CapacityBlocks:      uint64(n * s.cfg.KVBlocksPerWorker),
-		PrefillTokensPerMs:  capacity / float64(n),
-		QueueTokensPerMs:    capacity,
-		DecodeBlocksPerMs:   float64(d.released) / interval,
+		PrefillTokensPerMs:  s.cfg.PrefillTokensPerMs,
+		QueueTokensPerMs:    float64(n) * s.cfg.PrefillTokensPerMs,
 	}
-	d.released = 0
 	return s.sendFrame(d, now, &r)
 }

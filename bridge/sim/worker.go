@@ -100,14 +100,6 @@ func (w *worker) queuedTokens(s *simulation) float64 {
 	return max(q, 0)
 }
 
-// prefillCapacity is the rate the worker would prefill at now, tokens/ms:
-// the budget the decoding sequences leave over the iteration time of a
-// full budget.
-func (w *worker) prefillCapacity(c *Config) float64 {
-	tIter := max(w.memMs(c), float64(c.TokenBudget)/(c.PrefillTokensPerMs*w.speed))
-	return max(float64(c.TokenBudget-w.decoding), 0) / tIter
-}
-
 // memMs is the memory-bound time of an iteration: the weights, and the KV
 // of every decoding sequence.
 func (w *worker) memMs(c *Config) float64 {
@@ -396,7 +388,6 @@ func (s *simulation) release(w *worker, i int, now float64) error {
 	w.order = removeValue(w.order, i)
 	w.pool.release(r.Seqs, st.pinned, st.private)
 	w.routedBlocks -= int64(st.blocks)
-	w.dc.released += int64(st.pinned + st.private)
 	st.pinned, st.private = 0, 0
 	return s.finish(i, now)
 }
