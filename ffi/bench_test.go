@@ -1,14 +1,12 @@
 package main
 
 import (
-	"path/filepath"
 	"runtime"
 	"slices"
 	"testing"
 
 	"github.com/goindex/goindex/goindex/hostindex"
 	"github.com/goindex/goindex/goindex/kv"
-	"github.com/goindex/goindex/tests/c/fixture"
 )
 
 // The workload of tests/c/bench.c, built the same way so that the C
@@ -216,35 +214,4 @@ func BenchmarkSortMembers(b *testing.B) {
 			}
 		})
 	}
-}
-
-// BenchmarkProbeGlobal is one goindex_probe of a global handle over an
-// attached replica (tests/c/bench.c's global workload, smaller: 13 lanes
-// of 2^18 blocks): the view, the lane search and the sorted copy.
-func BenchmarkProbeGlobal(b *testing.B) {
-	cfg := fixture.BenchConfig{LaneBlocks: make([]int, fixture.BenchDCs), Docs: 1024}
-	for l := range cfg.LaneBlocks {
-		cfg.LaneBlocks[l] = 1 << 18
-	}
-	path := filepath.Join(b.TempDir(), "replica")
-	queries, _, err := fixture.WriteBenchReplica(path, cfg)
-	if err != nil {
-		b.Fatalf("WriteBenchReplica: %v", err)
-	}
-	h := openT(b, `{"mode": "global"}`)
-	if rc := attach(h, path); rc != 0 {
-		b.Fatalf("goindex_attach_replica = %d: %s", rc, lastError(h))
-	}
-	runtime.GC()
-	out := make([]overlapC, fixture.BenchDCs)
-	var n cSize
-	b.Run("impl=handle/lanes=13", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			q := &queries[i%len(queries)]
-			if rc := goindex_probe(h, u64p(q.Locals), cSize(len(q.Locals)), &out[0], fixture.BenchDCs, &n); rc != 0 || int(n) != q.Entries {
-				b.Fatalf("goindex_probe = %d, %d entries; want %d", rc, n, q.Entries)
-			}
-		}
-	})
 }

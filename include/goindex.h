@@ -401,7 +401,11 @@ int goindex_apply_frame(uint64_t handle, goindex_in_u8* frame, size_t len);
  * consumer replaced the file with a new generation (a layout change) and maps
  * it; the old mapping stays until no probe on any thread still reads it. A
  * failed remap keeps the old generation serving. Attaching again (the same
- * or another path) replaces the mapping the same way.
+ * or another path) replaces the mapping the same way. Nothing done to the
+ * file crashes the host: if it is truncated, scribbled on or removed in
+ * place, the reads that find it so (a SIGBUS included) answer as if no
+ * lane were ready, the mapping is dropped, and the next valid file the
+ * consumer writes at the path is attached by a later probe or score.
  * Threading: event call. Ownership: path read during the call only.
  * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL with nonzero length, empty, or
  * holding a NUL byte); GOINDEX_ETOOBIG (over GOINDEX_MAX_NAME_BYTES);

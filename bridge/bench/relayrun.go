@@ -320,7 +320,7 @@ func (b *relayBench) checkSynthetic() error {
 	f := w.Format()
 	for l, t := range b.tables {
 		for _, h := range t.sample {
-			if w.Table().Probe(f.Probe(h), 1<<l) == 0 {
+			if w.Reader().Table().Probe(f.Probe(h), 1<<l) == 0 {
 				return fmt.Errorf("%w: lane %d misses synthetic hash %#x after the resync", ErrCheck, l, h)
 			}
 		}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/bridge/natslink/natstest"
@@ -19,7 +22,6 @@ import (
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/shm"
-	"github.com/nats-io/nats.go"
 )
 
 const wait = 30 * time.Second
@@ -400,5 +402,87 @@ func TestConsumer_StopsSafelyWhileLoadReportsArrive(t *testing.T) {
 			t.Fatalf("round %d: Run = %v", i, err)
 		}
 		done <- nil // for startConsumer's cleanup
+	}
+}
+
+// A consumer starts over a damaged file at its path, and when its live file
+// is truncated, grown, scribbled on, removed or replaced by garbage it
+// rebuilds a new generation at the path and its lanes converge into it
+// again, with their RTTs and load reports carried over.
+func TestConsumer_RebuildsADamagedReplicaFile(t *testing.T) {
+	seed := relaytest.Seed(t, 13)
+	_, nc := natstest.Start(t)
+	d := startRelay(t, nc, 4, seed)
+	path := filepath.Join(t.TempDir(), "replica")
+	if err := os.WriteFile(path, []byte("GOIXREPL but then garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{4}, Path: path, PingEvery: 20 * time.Millisecond,
+		RetryEvery: 10 * time.Millisecond})
+	d.feed(t, nc, 200)
+	// convergedAt waits for the file at the path (generation > after) to hold
+	// the producer's words with an RTT and a load report, and returns its
+	// generation.
+	convergedAt := func(step string, after uint64) uint64 {
+		t.Helper()
+		var gen uint64
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		start := time.Now()
+		defer func() { t.Logf("%s: generation %d converged in %v", step, gen, time.Since(start)) }()
+		relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+			r, err := shm.Attach(path)
+			if err != nil {
+				return fmt.Errorf("%s: %w", step, err)
+			}
+			defer r.Close()
+			if gen = r.Info().Generation; gen <= after {
+				return fmt.Errorf("%s: generation %d, want above %d", step, gen, after)
+			}
+			if li := r.Lane(0); li.RTTAt.IsZero() || li.Load.ReceivedAt.IsZero() {
+				return fmt.Errorf("%s: lane record %+v without an RTT or load report", step, li)
+			}
+			return converged(ctx, r, 0, d)
+		})
+		return gen
+	}
+	gen := convergedAt("started over a damaged file", 0)
+	for i, damage := range []struct {
+		name string
+		do   func() error
+	}{
+		{"truncated", func() error { return os.Truncate(path, 4096) }},
+		{"grown", func() error {
+			st, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			return os.Truncate(path, st.Size()+1)
+		}},
+		{"header scribbled", func() error {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.WriteAt([]byte{0xff, 0xff}, 30)
+			return err
+		}},
+		{"removed", func() error { return os.Remove(path) }},
+		{"replaced by garbage", func() error {
+			if err := os.WriteFile(path+".x", make([]byte, 100), 0o644); err != nil {
+				return err
+			}
+			return os.Rename(path+".x", path)
+		}},
+	} {
+		if err := damage.do(); err != nil {
+			t.Fatalf("%s: %v", damage.name, err)
+		}
+		d.feed(t, nc, 50)
+		gen = convergedAt(damage.name, gen)
+		if got := c.Rebuilds(); got != uint64(i+1) {
+			t.Errorf("%s: Rebuilds() = %d, want %d", damage.name, got, i+1)
+		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,7 +22,7 @@ import (
 )
 
 // touchEvery is how often the consumer refreshes the replica file's writer
-// heartbeat.
+// heartbeat and checks that the file is still whole (shm.Writer.Check).
 const touchEvery = 100 * time.Millisecond
 
 // Consumer is a router-site consumer: one lane per DC of its domain, each
@@ -28,24 +30,32 @@ const touchEvery = 100 * time.Millisecond
 // replica, with a continuous RTT probe and the DCs' load reports. Build it
 // with New, then Run it; Status may be called from any goroutine.
 type Consumer struct {
-	cfg   Config
-	core  *relayproto.Consumer
-	w     *shm.Writer
-	lanes []*laneRunner
+	cfg      Config
+	manifest relayproto.Manifest
+	layout   shm.Layout
+	lanes    []*laneRunner
 
 	jsMu sync.Mutex
 	js   map[string]jetstream.JetStream // by JetStream domain
 
-	// loadMu orders the load subscription's callbacks before the replica
-	// file is unmapped: onLoad writes the file only while unmapped is
-	// false (a callback may still run after its subscription is dropped).
-	loadMu   sync.Mutex
+	// mu guards the replica file and the protocol core over it, which a
+	// rebuild replaces while no lane goroutine runs; the load
+	// subscription's callbacks write the file under it, and only while
+	// unmapped is false (a callback may still run after its subscription is
+	// dropped).
+	mu       sync.Mutex
+	w        *shm.Writer
+	core     *relayproto.Consumer
 	unmapped bool
+
+	rebuilds atomic.Uint64
+	yielded  bool // the path names another live consumer's file (logged once); epoch goroutine only
 }
 
 // New resolves the DC list and format (discovering them when cfg does not
-// give them), creates the replica file (a new generation at cfg.Path) and
-// the lanes. Nothing is subscribed until Run.
+// give them), creates the replica file (a new generation at cfg.Path,
+// replacing whatever damaged file is there) and the lanes. Nothing is
+// subscribed until Run.
 func New(ctx context.Context, cfg Config) (*Consumer, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -62,26 +72,38 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	m := relayproto.Manifest{ConsumerInstance: cfg.Instance, Domain: cfg.Domain, Format: format}
-	layout := shm.Layout{Seed: cfg.Seed, Buckets: cfg.Buckets, Domain: uint64(cfg.Domain), ConsumerInstance: cfg.Instance}
+	c := &Consumer{cfg: cfg, js: map[string]jetstream.JetStream{},
+		manifest: relayproto.Manifest{ConsumerInstance: cfg.Instance, Domain: cfg.Domain, Format: format},
+		layout:   shm.Layout{Seed: cfg.Seed, Buckets: cfg.Buckets, Domain: uint64(cfg.Domain), ConsumerInstance: cfg.Instance}}
 	for _, dc := range cfg.DCs {
-		m.Lanes = append(m.Lanes, relayproto.PoolID{Domain: cfg.Domain, DC: dc})
-		layout.DCs = append(layout.DCs, uint64(dc))
+		c.manifest.Lanes = append(c.manifest.Lanes, relayproto.PoolID{Domain: cfg.Domain, DC: dc})
+		c.layout.DCs = append(c.layout.DCs, uint64(dc))
 	}
-	w, err := shm.Create(cfg.Path, layout)
+	w, err := shm.Create(cfg.Path, c.layout)
 	if err != nil {
 		return nil, err
 	}
-	core, err := relayproto.NewConsumer(m, w.Table(), relayproto.ConsumerConfig{OrderedHeartbeats: true})
-	if err != nil {
+	if err := w.Replaced(); err != nil {
+		cfg.Logger.Warn("replaced a damaged replica file", "path", cfg.Path, "err", err)
+	}
+	if err := c.bind(w); err != nil {
 		w.Close()
 		return nil, err
 	}
-	c := &Consumer{cfg: cfg, core: core, w: w, js: map[string]jetstream.JetStream{}}
 	for i, dc := range cfg.DCs {
 		c.lanes = append(c.lanes, newLaneRunner(c, i, dc))
 	}
 	return c, nil
+}
+
+// bind makes w the replica file and builds the protocol core over it.
+func (c *Consumer) bind(w *shm.Writer) error {
+	core, err := relayproto.NewConsumer(c.manifest, w.Table(), relayproto.ConsumerConfig{OrderedHeartbeats: true})
+	if err != nil {
+		return err
+	}
+	c.w, c.core = w, core
+	return nil
 }
 
 // jetStream returns the JetStream context for a relay's domain.
@@ -114,9 +136,18 @@ func (c *Consumer) Lanes() []relayproto.DCID { return append([]relayproto.DCID(n
 // Instance returns the consumer instance id its leases carry.
 func (c *Consumer) Instance() uint64 { return c.cfg.Instance }
 
+// Rebuilds returns how many times Run found the replica file damaged,
+// removed or replaced and wrote it again.
+func (c *Consumer) Rebuilds() uint64 { return c.rebuilds.Load() }
+
 // Run serves every lane until ctx is done: each lane syncs from its relay's
 // store and log, and resyncs (new lease) after any fault; RTT probes and the
-// load subscription run beside them. On return every lane is retired (its
+// load subscription run beside them. Every touchEvery it checks the
+// replica file: when it finds it truncated, grown, scribbled on, removed
+// or replaced (shm.Writer.Check), it stops the lanes, writes a new
+// generation at the path (keeping the lanes' RTTs and load reports) and
+// resyncs every lane into it; a file another live consumer writes at the
+// path is left alone (logged once). On return every lane is retired (its
 // ready bit clear) and the replica file is unmapped (it stays in place,
 // its heartbeat stopped); no load report writes it after that.
 func (c *Consumer) Run(ctx context.Context) error {
@@ -125,34 +156,108 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consume: subscribe %s: %w", names.LoadWildcard(), err)
 	}
+	for {
+		damage, err := c.epoch(ctx)
+		if err != nil || damage == nil || !c.rebuild(ctx, damage) {
+			_ = sub.Unsubscribe()
+			c.mu.Lock()
+			c.unmapped = true
+			c.mu.Unlock()
+			if cerr := c.w.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		}
+	}
+}
+
+// epoch runs the lanes over the current file until ctx ends (nil, nil) or
+// the file is found damaged (why, nil); err is an upstream relay that
+// cannot be followed.
+func (c *Consumer) epoch(ctx context.Context) (damage, err error) {
+	ectx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
 	for i, l := range c.lanes {
 		if addr, ok := c.cfg.Upstream[l.dc]; ok {
-			if err := c.followUpstream(ctx, &wg, i, l.dc, addr); err != nil {
-				return err
+			if err := c.followUpstream(ectx, &wg, i, l.dc, addr); err != nil {
+				return nil, err
 			}
 			continue
 		}
-		wg.Go(func() { l.run(ctx) })
-		wg.Go(func() { l.probe(ctx) })
+		wg.Go(func() { l.run(ectx) })
+		wg.Go(func() { l.probe(ectx) })
 	}
 	tick := time.NewTicker(touchEvery)
 	defer tick.Stop()
 	c.w.Touch(time.Now())
-	for done := false; !done; {
+	for damage == nil && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
-			done = true
 		case now := <-tick.C:
 			c.w.Touch(now)
+			damage = c.check()
 		}
 	}
-	wg.Wait()
-	_ = sub.Unsubscribe()
-	c.loadMu.Lock()
-	c.unmapped = true
-	c.loadMu.Unlock()
-	return c.w.Close()
+	return damage, nil
+}
+
+// check returns why the replica file needs rebuilding, or nil. A path that
+// names another consumer's replica file with a live heartbeat is that
+// consumer's now: this one keeps its own (unlinked) file and says so once.
+func (c *Consumer) check() error {
+	err := c.w.Check()
+	if !errors.Is(err, shm.ErrReplaced) {
+		return err
+	}
+	if r, aerr := shm.Attach(c.cfg.Path); aerr == nil {
+		info, hb := r.Info(), r.WriterHeartbeat()
+		r.Close()
+		if info.ConsumerInstance != c.cfg.Instance && time.Since(hb) < 10*touchEvery {
+			if !c.yielded {
+				c.cfg.Logger.Error("another consumer writes the replica path; leaving it to it", "path", c.cfg.Path,
+					"consumer", info.ConsumerInstance, "generation", info.Generation)
+				c.yielded = true
+			}
+			return nil
+		}
+	}
+	return err
+}
+
+// rebuild writes a new generation of the replica file at the path and binds
+// the lanes to it, retrying every RetryEvery until it succeeds (true) or
+// ctx ends (false). The lanes' last RTTs and load reports are written into
+// the new file, so routers keep their signals across the rebuild.
+func (c *Consumer) rebuild(ctx context.Context, damage error) bool {
+	c.cfg.Logger.Warn("replica file damaged; rebuilding it", "path", c.cfg.Path, "err", damage)
+	for {
+		c.mu.Lock()
+		nw, err := c.w.Resize(c.layout)
+		if err == nil {
+			// The manifest and layout are New's, which built a core over
+			// the same shape: bind cannot fail.
+			if err := c.bind(nw); err != nil {
+				panic(fmt.Sprintf("consume: core over a rebuilt replica: %v", err))
+			}
+			for _, l := range c.lanes {
+				l.rebind()
+			}
+		}
+		c.mu.Unlock()
+		if err == nil {
+			c.rebuilds.Add(1)
+			c.yielded = false
+			c.cfg.Logger.Info("replica file rebuilt", "path", c.cfg.Path, "generation", nw.Info().Generation)
+			return true
+		}
+		c.cfg.Logger.Error("rebuild replica file", "path", c.cfg.Path, "err", err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(c.cfg.RetryEvery):
+		}
+	}
 }
 
 // onLoad records a load report for the lane of its pool (NATS callback).
@@ -161,12 +266,9 @@ func (c *Consumer) onLoad(m *nats.Msg) {
 	if _, err := relayproto.DecodeLoadReport(&r, m.Data); err != nil {
 		return
 	}
-	if i, ok := c.core.LaneOf(r.Identity.Pool); ok {
-		c.loadMu.Lock()
-		defer c.loadMu.Unlock()
-		if c.unmapped {
-			return
-		}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i, ok := c.core.LaneOf(r.Identity.Pool); ok && !c.unmapped {
 		c.lanes[i].count(func(st *LaneStatus) { st.received(relayproto.FrameLoadReport.String(), len(m.Data)) })
 		c.lanes[i].recordLoad(&r, time.Now())
 	}
@@ -181,12 +283,16 @@ func (c *Consumer) Status() []LaneStatus {
 	return out
 }
 
-// Writer returns the replica file's writer (for tests and tools that read
-// the lanes' words).
-func (c *Consumer) Writer() *shm.Writer { return c.w }
+// Writer returns the replica file's current writer (for tests and tools
+// that read the lanes' words; a rebuild replaces it).
+func (c *Consumer) Writer() *shm.Writer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.w
+}
 
-// followUpstream runs lane i from a Dynamo Pool Relay at addr (hook for
-// bridge/kvrelay; the lane's NATS runner does not start).
+// followUpstream runs lane i from a Dynamo Pool Relay at addr until ctx
+// ends (hook for bridge/kvrelay; the lane's NATS runner does not start).
 func (c *Consumer) followUpstream(ctx context.Context, wg *sync.WaitGroup, i int, dc relayproto.DCID, addr string) error {
 	lane, err := kvrelay.NewReplicaLane(c.w, i)
 	if err != nil {

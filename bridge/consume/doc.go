@@ -31,6 +31,17 @@
 // a poison message forever. Frames of other pools and of superseded relay
 // incarnations are ignored (relayproto's ForeignIdentity).
 //
+// The replica file is the consumer's, whatever happens to it. New replaces
+// a damaged file at the path (shm.Create) instead of refusing to start.
+// Run checks the file every 100 ms with its heartbeat (shm.Writer.Check);
+// when it was truncated, grown, scribbled on, removed or replaced, Run
+// stops the lanes, writes a new generation at the path (Resize), carries
+// the lanes' RTTs and load reports into it, and resyncs every lane from its
+// relay's stored snapshot; routers follow the new generation. Every write
+// to the mapping is fault-guarded (shm), so a truncation under a lane is a
+// lost write, never a crash. A path that names another consumer's live
+// replica is left to it (logged once) rather than fought over.
+//
 // Each lane's status counts what it received by frame type (log frames,
 // stored snapshot chunks, load reports), its pending log messages (the
 // lag JetStream reports) and its catch-ups (subscriptions that started
@@ -49,8 +60,9 @@
 // # Errors
 //
 // New returns ErrBadConfig, ErrNoRelays, ErrFormatMismatch or a replica file
-// error and leaves nothing behind but, for a replica file error, what Create
-// leaves. A subscription ends with a *SyncError (wrapping the ping, store or
+// error (a path it cannot write, or a directory) and leaves nothing behind
+// but, for a replica file error, what Create leaves. A failed rebuild is
+// logged and retried every RetryEvery. A subscription ends with a *SyncError (wrapping the ping, store or
 // log error, ErrDeltasGone, ErrSnapshotTooLarge, ErrSnapshotIncomplete or a
 // *relayproto.LaneError); it is logged, counted and retried, never returned.
 //
@@ -59,12 +71,15 @@
 // Each lane's words, ready bit and protocol record are written only by its
 // ingestor; its RTT by its prober; its load by the load subscription, whose
 // callbacks Run orders before it unmaps the file (a callback can outlive
-// its subscription). Status may be called from any goroutine.
+// its subscription). A rebuild replaces the file and protocol core only
+// after every lane goroutine of the old file returned, under the lock the
+// load callbacks take. Status and Rebuilds may be called from any
+// goroutine.
 //
 // # Files
 //
 //   - config.go: Config and defaults.
-//   - consumer.go: Consumer: New (resolve, replica file, lanes), Run, Status.
+//   - consumer.go: Consumer: New (resolve, replica file, lanes), Run (epochs, file checks, rebuilds), Status.
 //   - discover.go: discovery, ping, resolving the DC list and format.
 //   - lane.go: a lane's ingestor (sync, install, follow, apply), prober and load record.
 //   - errors.go: sentinels and SyncError.
@@ -80,7 +95,9 @@
 // exactly the delta frames and bytes the relay published (ObserveDelta
 // seeing each applied delta and every image the producer emitted); that a
 // consumer stopped while load reports stream in never writes its unmapped
-// replica file; and that bad
-// configs and missing relays are refused. The end-to-end suite (tests/e2e) adds WAN latency,
+// replica file; that a consumer starts over a damaged file and rebuilds
+// its file after each of truncation, growth, a scribbled header, removal
+// and replacement by garbage, converging again with RTTs and load carried
+// over; and that bad configs and missing relays are refused. The end-to-end suite (tests/e2e) adds WAN latency,
 // relay and NATS restarts, cold restarts and slow consumers.
 package consume

@@ -77,9 +77,27 @@ type laneRunner struct {
 	log   *slog.Logger // base plus the current subscription's lease and incarnation (ingestor only)
 	dec   relayproto.Decoder
 
-	mu      sync.Mutex // guards st and lastRTT
+	mu      sync.Mutex // guards st, lastRTT, rttAt and loadAt
 	st      LaneStatus
 	lastRTT time.Duration
+	rttAt   time.Time // when lastRTT was measured; zero before the first
+	loadAt  time.Time // when st.Load arrived
+}
+
+// rebind points the lane at the consumer's new protocol core and writes its
+// last RTT and load report into the new file (Consumer.rebuild, with every
+// lane goroutine stopped).
+func (l *laneRunner) rebind() {
+	l.lane = l.c.core.Lane(l.index)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.rttAt.IsZero() {
+		l.c.w.SetRTT(l.index, l.lastRTT, l.rttAt)
+	}
+	if l.st.Load != nil {
+		ld := shm.LoadOf(l.st.Load, l.loadAt)
+		l.c.w.SetLoad(l.index, &ld)
+	}
 }
 
 func newLaneRunner(c *Consumer, i int, dc relayproto.DCID) *laneRunner {
@@ -403,7 +421,7 @@ func (l *laneRunner) probe(ctx context.Context) {
 			now := time.Now()
 			l.c.w.SetRTT(l.index, rtt, now)
 			l.mu.Lock()
-			l.lastRTT = rtt
+			l.lastRTT, l.rttAt = rtt, now
 			l.mu.Unlock()
 		}
 		select {
@@ -445,7 +463,7 @@ func (l *laneRunner) recordLoad(r *relayproto.LoadReport, now time.Time) {
 		return
 	}
 	kept := *r
-	l.st.Load = &kept
+	l.st.Load, l.loadAt = &kept, now
 	ld := shm.LoadOf(r, now)
 	l.c.w.SetLoad(l.index, &ld)
 }

@@ -18,11 +18,11 @@ var laneStates = []relayproto.State{relayproto.StateUnclaimed, relayproto.StateI
 type consumeCollector struct {
 	c *consume.Consumer
 
-	lanes, lanesReady, ready, state, epoch, identity      family
-	installed, latest, lag, pending, drained              family
-	frames, bytes, deltas, snapshots, requests, faults    family
-	resyncs, catchUps, rtt                                family
-	loadActive, loadQueued, loadDecode, loadLive, loadCap family
+	lanes, lanesReady, rebuilds, ready, state, epoch, identity family
+	installed, latest, lag, pending, drained                   family
+	frames, bytes, deltas, snapshots, requests, faults         family
+	resyncs, catchUps, rtt                                     family
+	loadActive, loadQueued, loadDecode, loadLive, loadCap      family
 }
 
 // NewConsumeCollector returns a collector of c's metrics
@@ -36,7 +36,9 @@ func NewConsumeCollector(c *consume.Consumer) prometheus.Collector {
 	return &consumeCollector{c: c,
 		lanes:      newFamily(s, "lanes", "Lanes of the replica (one per DC).", gauge),
 		lanesReady: newFamily(s, "lanes_ready", "Lanes whose snapshot is installed and ready bit set.", gauge),
-		ready:      newFamily(s, "lane_ready", "1 while the lane is READY (routers read its cached blocks).", gauge, lane...),
+		rebuilds: newFamily(s, "replica_rebuilds_total", "Times the replica file was found truncated, grown, overwritten, removed "+
+			"or replaced and written again as a new generation.", counter),
+		ready: newFamily(s, "lane_ready", "1 while the lane is READY (routers read its cached blocks).", gauge, lane...),
 		state: newFamily(s, "lane_state", "1 for the lane's current protocol state, 0 for the others (UNCLAIMED, IDLE, "+
 			"AWAITING_SNAPSHOT, READY, FAULTED).", gauge, with("state")...),
 		epoch: newFamily(s, "lane_lease_epoch", "Epoch of the lane's current lease (a new one every resync).", gauge, lane...),
@@ -66,7 +68,7 @@ func NewConsumeCollector(c *consume.Consumer) prometheus.Collector {
 }
 
 func (c *consumeCollector) families() []family {
-	return []family{c.lanes, c.lanesReady, c.ready, c.state, c.epoch, c.identity, c.installed, c.latest, c.lag,
+	return []family{c.lanes, c.lanesReady, c.rebuilds, c.ready, c.state, c.epoch, c.identity, c.installed, c.latest, c.lag,
 		c.pending, c.drained, c.frames, c.bytes, c.deltas, c.snapshots, c.requests, c.faults, c.resyncs, c.catchUps,
 		c.rtt, c.loadActive, c.loadQueued, c.loadDecode, c.loadLive, c.loadCap}
 }
@@ -125,6 +127,7 @@ func (c *consumeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.lanes.emit(ch, float64(len(lanes)))
 	c.lanesReady.emit(ch, float64(ready))
+	c.rebuilds.emit(ch, float64(c.c.Rebuilds()))
 }
 
 // Consumer readiness policies of ConsumeReady.

@@ -84,6 +84,7 @@
 //	relay_rebuilds_total                     counter                     new layout generations after a fence
 //	consume_lanes                            gauge                       lanes of the replica
 //	consume_lanes_ready                      gauge                       lanes READY
+//	consume_replica_rebuilds_total           counter                     replica files rewritten after damage
 //	consume_lane_ready                       gauge                       1 while READY
 //	consume_lane_state                       gauge      state            1 for the current state
 //	consume_lane_lease_epoch                 gauge                       current lease epoch

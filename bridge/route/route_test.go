@@ -12,7 +12,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -714,5 +717,67 @@ func TestRoute_PriceOthersPullsTowardsTheCacheOnABusyFleet(t *testing.T) {
 	near := d.Order[0]
 	if d.FleetUtilization < 4 || near.DC.Name != "near" || math.Abs(near.Parts.OthersMs-19*25.6) > 1e-9 {
 		t.Errorf("Decide: ρ %v, first %s with others %v; want ≥ 4 (4,096 tokens over 1,000), near, 486.4", d.FleetUtilization, near.DC.Name, near.Parts.OthersMs)
+	}
+}
+
+// The replica file truncated in place while requests are being routed (the
+// router's searches and lane reads fault on the lost pages) never takes
+// the router down: every request gets an answer, and once the consumer
+// writes a new generation the router routes on its cache again.
+func TestRoute_ReplicaTruncatedUnderRequestsNeverCrashes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 9))
+	long := randomTokens(rng, 4096)
+	s := setupTwoDCs(t, nil)
+	s.fx.cache(1, hasher(t, "", ""), long)
+	var answered, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := http.Post(s.url+"/v1/completions", "application/json", bytes.NewReader(completion(long, nil)))
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				answered.Add(1)
+			}
+		})
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 30s: %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitUntil("requests before the truncation", func() bool { return answered.Load() > 20 })
+	if err := os.Truncate(s.fx.path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	mark := answered.Load()
+	waitUntil("requests after the truncation", func() bool { return answered.Load() > mark+50 })
+	s.fx.create(DCID("near"), DCID("far"))
+	s.fx.signals(0, 5*time.Millisecond, 0, shm.Load{})
+	s.fx.signals(1, 100*time.Millisecond, 0, shm.Load{})
+	s.fx.cache(1, hasher(t, "", ""), long)
+	waitUntil("cache-aware routing after the rebuild", func() bool {
+		resp, _ := s.post(completion(long, nil), nil)
+		return resp.Header.Get(HeaderDC) == "far" && resp.Header.Get(HeaderCachedTokens) == "4096"
+	})
+	close(stop)
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d requests got no answer (of %d answered)", n, answered.Load())
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,5 +226,92 @@ func TestFeed_LanesAnswerAsFramesSay(t *testing.T) {
 	}
 	if err := f.Apply([]byte("garbage"), now); err == nil || f.Counts().Rejected != 1 {
 		t.Errorf("Apply(garbage) = %v, rejected %d; want an error counted once", err, f.Counts().Rejected)
+	}
+}
+
+// A replica file truncated in place under goroutines that search it (past
+// the ready line: the rows fault inside the row kernels; and to nothing)
+// costs those searches their answers, never the process: the follower
+// retires the mapping, reports the replica Damaged, and follows the file
+// the consumer rebuilds at the path.
+func TestFollower_TruncatedUnderSearchesIsDamagedThenFollowsTheRebuild(t *testing.T) {
+	for _, keep := range []int64{4096 + 4096, 0} {
+		path := filepath.Join(t.TempDir(), "replica")
+		dcs := []uint64{1, 2, 3}
+		w := writeFile(t, path, dcs, []int{4, 8, 16})
+		w.Touch(time.Now())
+		f := New(path, Config{CheckEvery: time.Millisecond})
+		if err := f.Attach(); err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		done := make(chan int)
+		var searches atomic.Int64
+		for range 3 {
+			go func() {
+				n := 0
+				for {
+					select {
+					case <-stop:
+						done <- n
+						return
+					default:
+					}
+					if v := f.Acquire(); v != nil {
+						v.Match(nil, fixture.DocA)
+						v.Lane(1)
+						v.Release()
+					}
+					n++
+					searches.Add(1)
+					runtime.Gosched()
+				}
+			}()
+		}
+		waitFor(t, func() (int64, bool) { n := searches.Load(); return n, n > 100 })
+		start := time.Now()
+		if err := os.Truncate(path, keep); err != nil {
+			t.Fatal(err)
+		}
+		// The searchers find out on their own; poll, never sleep.
+		h := waitFor(t, func() (Health, bool) { h := f.Health(); return h, h.State == Damaged })
+		if h.State != Damaged || !errors.Is(h.Err, shm.ErrFault) && !errors.Is(h.Err, shm.ErrCorrupt) && !errors.Is(h.Err, shm.ErrForeign) {
+			t.Errorf("truncated to %d: Health = %v (%v), want %v with a shm damage error", keep, h.State, h.Err, Damaged)
+		}
+		if v := waitFor(t, func() (*View, bool) { v := f.Acquire(); return v, v == nil }); v != nil {
+			t.Errorf("truncated to %d: Acquire still returns a view of generation %d", keep, v.Generation())
+			v.Release()
+		}
+		t.Logf("truncated to %d: damaged after %v", keep, time.Since(start))
+		// The consumer notices and rebuilds: a new generation at the path.
+		nw := writeFile(t, path, dcs, []int{5, 8, 16})
+		nw.Touch(time.Now())
+		h = waitFor(t, func() (Health, bool) { h := f.Health(); return h, h.State == Healthy })
+		v := f.Acquire()
+		if v == nil || depths(t, v)[1] != 5 || h.State != Healthy {
+			t.Errorf("truncated to %d: after the rebuild Acquire = %v, Health %+v; want the new generation, healthy", keep, v, h)
+		}
+		if v != nil {
+			v.Release()
+		}
+		close(stop)
+		for range 3 {
+			<-done
+		}
+		f.Close()
+	}
+}
+
+// waitFor polls cond until it holds or 10 s pass, and returns its last
+// value (the caller's check then reports it).
+func waitFor[T any](t *testing.T, cond func() (T, bool)) T {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, ok := cond()
+		if ok || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -139,6 +139,7 @@ func (f *Follower) attach() error {
 	}
 	f.lastErr.Store(nil)
 	v := newView(r, true)
+	v.onFault = f.faulted
 	f.dcs.Store(&v.dcs)
 	f.swap(v)
 	f.next.Store(int64(time.Since(f.start) + f.cfg.CheckEvery))
@@ -156,9 +157,12 @@ func (f *Follower) swap(v *View) {
 
 // Refresh checks the file now: it attaches it when no view is held, and
 // its new generation when the consumer replaced the held one (shm's Stale:
-// retired, or another file at the path). It reports whether the view
-// changed. A failed attach keeps the held view serving (its signals age
-// out by their own timestamps) and is what Health reports.
+// retired, or another file at the path). A held view whose file was
+// damaged in place (shm.Reader.Check: truncated, its header changed, a read
+// faulted) is retired at once, whether or not a valid file replaces it. It
+// reports whether the view changed. A failed attach otherwise keeps the
+// held view serving (its signals age out by their own timestamps) and is
+// what Health reports.
 func (f *Follower) Refresh() (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -168,6 +172,17 @@ func (f *Follower) Refresh() (bool, error) {
 func (f *Follower) refresh() (bool, error) {
 	f.next.Store(int64(time.Since(f.start) + f.cfg.CheckEvery))
 	if old := f.cur.Load(); old != nil {
+		if err := old.r.Check(); err != nil {
+			// Damaged in place (truncated, its header overwritten) or a
+			// search of it faulted: stop reading it, and take whatever
+			// the path names now.
+			f.swap(nil)
+			f.lastErr.Store(&err)
+			if err := f.attach(); err != nil {
+				return true, err
+			}
+			return true, nil
+		}
 		stale, err := old.r.Stale()
 		switch {
 		case err != nil && !errors.Is(err, fs.ErrNotExist):
@@ -187,10 +202,17 @@ func (f *Follower) refresh() (bool, error) {
 	return true, nil
 }
 
+// faulted is a view's report that a search of its mapping faulted: the
+// next Acquire checks the file at once (and retires the view).
+func (f *Follower) faulted(*View) { f.next.Store(0) }
+
 // Acquire returns the current view with a reference taken (Release it), or
 // nil when none is attached. When a check is due (CheckEvery) one caller
 // runs Refresh first; the others skip it rather than wait.
 func (f *Follower) Acquire() *View {
+	if v := f.cur.Load(); v != nil && v.r.Faulted() != nil {
+		f.next.Store(0) // a read of the mapping faulted: check it now
+	}
 	if time.Since(f.start) >= time.Duration(f.next.Load()) && f.mu.TryLock() {
 		if time.Since(f.start) >= time.Duration(f.next.Load()) {
 			_, _ = f.refresh()
@@ -234,6 +256,10 @@ func (f *Follower) Health() Health {
 	}
 	defer v.Release()
 	h := Health{Generation: v.gen}
+	if err := v.r.Faulted(); err != nil {
+		h.State, h.Err = Damaged, err // retired at the next check
+		return h
+	}
 	hb := v.Heartbeat()
 	now := f.cfg.Clock()
 	switch age := now.Sub(hb); {

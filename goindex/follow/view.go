@@ -3,6 +3,7 @@ package follow
 import (
 	"fmt"
 	"math/bits"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +25,11 @@ type View struct {
 	all    uint64   // mask of every lane
 	gen    uint64   // layout generation; 0 for a Feed's lanes
 	memory uint64   // bytes of the lanes' table (mapped bytes for a file)
-	file   bool     // a file mapping: counted, retired, unmapped
+	file   bool     // a file mapping: counted, retired, unmapped, guarded
 	pool   sync.Pool
+	// onFault is told when a search of the mapping faulted (the follower
+	// retires the view); nil for a Feed's lanes.
+	onFault func(*View)
 
 	refs    atomic.Int64
 	retired atomic.Bool
@@ -106,11 +110,12 @@ func (v *View) Generation() uint64 { return v.gen }
 // Feed's bucket region.
 func (v *View) MemoryBytes() uint64 { return v.memory }
 
-// Ready returns the mask of lanes with an installed snapshot.
+// Ready returns the mask of lanes with an installed snapshot (0 if the
+// read faulted).
 func (v *View) Ready() uint64 { return v.r.Ready() & v.all }
 
-// Lane returns lane l's record: protocol state, RTT, load. It panics if l
-// is out of range.
+// Lane returns lane l's record: protocol state, RTT, load (the zero record,
+// nothing known, if the read faulted). It panics if l is out of range.
 func (v *View) Lane(l int) shm.LaneInfo { return v.r.Lane(l) }
 
 // Heartbeat returns the writer's last heartbeat (zero if it never beat,
@@ -119,36 +124,69 @@ func (v *View) Heartbeat() time.Time { return v.r.WriterHeartbeat() }
 
 // SearchLocals writes into dst (resized to the lane count) the depth in
 // blocks of every ready lane in lanes for the query's local hashes from the
-// root, and returns it with the mask of lanes searched.
+// root, and returns it with the mask of lanes searched. A search whose
+// mapping faulted (the file was truncated) reports no lane.
 func (v *View) SearchLocals(dst []uint32, locals []uint64, lanes uint64) ([]uint32, uint64) {
-	s := v.pool.Get().(*scratch)
-	dst, m := s.searcher.SearchLocals(dst, locals, lanes&v.all)
-	v.pool.Put(s)
-	return dst, m
+	return v.search(dst, locals, lanes, true)
 }
 
 // Search is SearchLocals for a query given as its canonical sequence hashes
 // (kv.AppendChain of its local hashes).
 func (v *View) Search(dst []uint32, hashes []uint64, lanes uint64) ([]uint32, uint64) {
+	return v.search(dst, hashes, lanes, false)
+}
+
+func (v *View) search(dst []uint32, q []uint64, lanes uint64, locals bool) ([]uint32, uint64) {
 	s := v.pool.Get().(*scratch)
-	dst, m := s.searcher.Search(dst, hashes, lanes&v.all)
+	depth, m, ok := v.guarded(s, dst, q, lanes&v.all, locals)
+	if !ok {
+		v.faulted()
+		return depth, 0
+	}
 	v.pool.Put(s)
-	return dst, m
+	return depth, m
+}
+
+// guarded runs one search of s inside a fault guard of a file mapping; ok
+// is false when it faulted (s is then dropped, its state unknown).
+func (v *View) guarded(s *scratch, dst []uint32, q []uint64, lanes uint64, locals bool) (depth []uint32, m uint64, ok bool) {
+	depth = dst
+	if v.file {
+		defer v.r.Guard(debug.SetPanicOnFault(true))
+	}
+	if locals {
+		depth, m = s.searcher.SearchLocals(dst, q, lanes)
+	} else {
+		depth, m = s.searcher.Search(dst, q, lanes)
+	}
+	return depth, m, true
+}
+
+// faulted tells the follower that a search of v's mapping faulted.
+func (v *View) faulted() {
+	if v.onFault != nil {
+		v.onFault(v)
+	}
 }
 
 // Match appends one overlap per ready lane whose depth for the query (local
 // hashes from the root) is positive: Worker = the lane's DC id, Rank = the
-// lane. It allocates nothing once the view's pooled scratch has grown.
+// lane. It allocates nothing once the view's pooled scratch has grown; a
+// search that faulted appends nothing.
 func (v *View) Match(dst []kv.Overlap, locals []uint64) []kv.Overlap {
 	if len(locals) == 0 {
 		return dst
 	}
 	s := v.pool.Get().(*scratch)
-	var ready uint64
-	s.depth, ready = s.searcher.SearchLocals(s.depth, locals, v.all)
+	depth, ready, ok := v.guarded(s, s.depth, locals, v.all, true)
+	if !ok {
+		v.faulted()
+		return dst
+	}
+	s.depth = depth
 	for m := ready; m != 0; m &= m - 1 {
 		l := bits.TrailingZeros64(m)
-		if d := s.depth[l]; d > 0 {
+		if d := depth[l]; d > 0 {
 			dst = append(dst, kv.Overlap{Member: kv.Member{Worker: v.dcs[l], Rank: uint32(l)}, Blocks: int(d)})
 		}
 	}

@@ -68,13 +68,56 @@
 //   - Generations at one path strictly increase; the retired mark is set on
 //     the old file only after the new one is in place.
 //
+// # Faults of the file
+//
+// The file lives in a shared tmpfs where anything may happen to it: an
+// operator or a cleanup job truncates or deletes it, a second consumer
+// renames another file over it, a stray write scribbles on its header. None
+// of it may kill a process that maps it (route, consume, every host of
+// libgoindex.so). The mechanism, and why:
+//
+//   - The writer never truncates or shrinks a live file. Every new
+//     generation (Create, Resize, a rebuild) is written under a temporary
+//     name and renamed over the path, so a reader's mapping stays valid
+//     (the old inode lives until its last mapping goes) and only ever sees a
+//     whole header. Create also replaces a path holding a file that is not a
+//     valid replica (the path belongs to the consumer; Replaced says what
+//     was there), so a consumer never refuses to start over a damaged file.
+//   - Headers are read with pread before mapping (Attach), so a file
+//     truncated meanwhile is an error, not a fault.
+//   - What no writer discipline can stop is truncation in place by another
+//     process: the next access past the new end raises SIGBUS. Every access
+//     window over a file mapping therefore runs with
+//     debug.SetPanicOnFault(true), which makes that fault a panic of the
+//     accessing goroutine (in Go code and in goindex/replica's assembly row
+//     kernels alike: both run as Go functions with frame info), and a
+//     deferred guard turns a panic whose address lies inside the mapping
+//     into ErrFault, recorded as the mapping's (Faulted); other panics go
+//     on. Reader.Ready, Lane and WriterHeartbeat and every Writer and Lanes
+//     write guard themselves and return zero values (nothing known) after a
+//     fault; searches over Reader.Table guard with Reader.Guard. The cost is
+//     one runtime call to set and one to restore the flag per window.
+//   - Readers re-validate their mapping periodically (goindex/follow: every
+//     100 ms by default, and at once after a fault): Stale (replaced), Check
+//     (shorter than its header says, header changed since mapped, a fault
+//     seen); a reader that fails Check stops using the mapping and attaches
+//     the path again.
+//     The writer's Check (the path still names its file, of exactly its
+//     size, with its header, no write faulted) tells the consumer to
+//     rebuild.
+//
+// A sealed memfd would stop truncation outright, but it cannot be named by
+// a path in /dev/shm, which is how Dynamo's router and the other readers
+// find the replica; the guard costs less than changing that contract.
+//
 // # Errors
 //
 // Attach and Create return *FieldError values wrapping ErrForeign,
-// ErrVersion or ErrCorrupt, naming the field and byte offset; Create
-// refuses to replace a file that is not a valid replica file and leaves no
-// temporary file behind on any error. ErrBadLayout reports a Layout out of
-// range; ErrClosed a closed handle.
+// ErrVersion or ErrCorrupt, naming the field and byte offset; Attach
+// rejects a file that is not a valid replica, Create replaces it (and
+// leaves no temporary file behind on any error). ErrFault reports an
+// access that faulted, ErrReplaced a writer whose path names another file
+// or none, ErrBadLayout a Layout out of range, ErrClosed a closed handle.
 //
 // # Concurrency
 //
@@ -86,15 +129,20 @@
 // read atomically as a whole. Close must not race with uses of the mapping.
 //
 // Non-goals: no locking against two writers of one path (the consumer owns
-// its path), no persistence across reboots (tmpfs), no in-place resize.
+// its path), no persistence across reboots (tmpfs), no in-place resize, no
+// defence against a process that writes well-formed garbage into the
+// bucket region (goindex/follow and the consumer verify the lanes'
+// integrity; see Lanes).
 //
 // # Files
 //
 //   - layout.go: Layout, the header byte offsets, header encoding and validation.
 //   - lane.go: LaneInfo, LaneState and Load, the lane record's atomic encoding, LoadOf.
-//   - mapping.go: mapping a file and building the replica table over it; Info.
-//   - writer.go: Writer, Create (temporary file, rename, retire), Resize.
-//   - reader.go: Reader, Attach, Stale.
+//   - mapping.go: mapping a file and building the replica table over it; re-validation; Info.
+//   - guard.go: the fault guard of mapped accesses, Faulted.
+//   - writer.go: Writer, Create (temporary file, rename, retire; replacing a damaged file), Resize, Check.
+//   - lanes.go: Lanes, the guarded lane writes of a Writer (relayproto.LaneTable).
+//   - reader.go: Reader, Attach, Stale, Check.
 //   - memory.go: NewMemory, the same image in process memory, and Writer.Reader.
 //   - errors.go: sentinels and FieldError.
 //
@@ -106,6 +154,10 @@
 // word for word the replica's region; that a new generation retires the
 // old file and readers detect it (also when only the path changed); that
 // foreign, short, truncated, corrupted and other-version files are rejected
-// with the right error; that Create never clobbers a foreign file and
-// leaves no temporary file; and that this file map matches the directory.
+// with the right error; that Create replaces such a file (continuing its
+// generation) but not a directory, and leaves no temporary file; that a
+// file truncated under a reader, a searcher and a writer gives ErrFault
+// and zero values instead of a crash, and Check reports it; that the
+// writer's Check sees a replaced, removed, grown or scribbled file; and
+// that this file map matches the directory.
 package shm

@@ -25,6 +25,12 @@ var (
 	ErrBadLayout = errors.New("shm: bad layout")
 	// ErrClosed reports a call on a closed Writer or Reader.
 	ErrClosed = errors.New("shm: closed")
+	// ErrFault reports an access to a mapping that faulted: the file lost
+	// pages under it (it was truncated).
+	ErrFault = errors.New("shm: mapped access faulted")
+	// ErrReplaced reports a Writer whose path no longer names its file:
+	// another file was renamed over it, or it was removed.
+	ErrReplaced = errors.New("shm: replica file replaced")
 )
 
 // FieldError says which header field of a file at which byte offset made

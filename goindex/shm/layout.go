@@ -133,6 +133,7 @@ type header struct {
 	domain      uint64
 	consumer    uint64
 	created     time.Time
+	checksum    uint64
 	dcs         []uint64
 }
 
@@ -210,6 +211,7 @@ func parseHeader(path string, b []byte, fileBytes int64) (header, error) {
 	if got, want := le.Uint64(b[offChecksum:]), checksum(b, h.lanes); got != want {
 		return bad(ErrCorrupt, "checksum", offChecksum, "%#x, header bytes hash to %#x", got, want)
 	}
+	h.checksum = le.Uint64(b[offChecksum:])
 	if _, err := ckf.NewFormat(h.seed, h.buckets); err != nil {
 		return bad(ErrCorrupt, "buckets", offBuckets, "%v", err)
 	}

@@ -1,8 +1,10 @@
 package shm
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -25,15 +27,28 @@ type mapping struct {
 	inode  uint64
 	memory bool // an image in Go memory (NewMemory): nothing to unmap or close
 	closed bool
+	lo, hi uintptr // the mapped address range, for telling its faults from others
+	// faulted is the first access that faulted: the file was truncated.
+	faulted atomic.Pointer[error]
 }
 
-// mapFile maps f (size bytes) with prot and checks its header.
+// mapFile checks the header of f (size bytes), read with pread so that a
+// file truncated meanwhile is an error rather than a fault, then maps it
+// with prot.
 func mapFile(path string, f *os.File, size int64, prot int) (*mapping, error) {
 	if size < FixedHeaderBytes {
 		return nil, &FieldError{Path: path, Field: "size", Reason: fmt.Sprintf("%d bytes, a header needs %d", size, FixedHeaderBytes), Err: ErrForeign}
 	}
 	if size > int64(int(^uint(0)>>1)) {
 		return nil, &FieldError{Path: path, Field: "size", Reason: fmt.Sprintf("%d bytes do not fit the address space", size), Err: ErrCorrupt}
+	}
+	head := make([]byte, min(size, int64(headerBytes(MaxLanes))))
+	n, err := f.ReadAt(head, 0)
+	if _, err := parseHeader(path, head[:n], size); err != nil {
+		return nil, err
+	}
+	if err != nil && n < len(head) {
+		return nil, fmt.Errorf("shm: read header of %s: %w", path, err)
 	}
 	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), prot, syscall.MAP_SHARED)
 	if err != nil {
@@ -55,9 +70,13 @@ func mapFile(path string, f *os.File, size int64, prot int) (*mapping, error) {
 
 // newMapping checks the header of the image data (size bytes: a file
 // mapping, or memory when f is nil) and builds the table over its region.
-func newMapping(path string, f *os.File, data []byte, size int64) (*mapping, error) {
-	m := &mapping{path: path, file: f, data: data, memory: f == nil}
-	var err error
+func newMapping(path string, f *os.File, data []byte, size int64) (m *mapping, err error) {
+	m = &mapping{path: path, file: f, data: data, memory: f == nil,
+		lo: uintptr(unsafe.Pointer(unsafe.SliceData(data))), hi: uintptr(unsafe.Pointer(unsafe.SliceData(data))) + uintptr(len(data))}
+	if !m.memory {
+		// The file may have shrunk since its header was read.
+		defer m.guard(debug.SetPanicOnFault(true), &err)
+	}
 	if m.hdr, err = parseHeader(path, data, size); err != nil {
 		return nil, err
 	}
@@ -99,9 +118,27 @@ func (m *mapping) lane(l int) []uint64 {
 	return m.words[off : off+LaneMetaBytes/8]
 }
 
-func (m *mapping) retired() bool { return atomic.LoadUint64(&m.words[offState/8]) == stateRetired }
+// retire marks the file retired: its readers follow the path to the new
+// generation. A file truncated meanwhile is past retiring.
+func (m *mapping) retire() {
+	defer m.guard(debug.SetPanicOnFault(true), nil)
+	atomic.StoreUint64(&m.words[offState/8], stateRetired)
+}
 
-func (m *mapping) heartbeat() time.Time {
+// retired reports whether the writer marked the file retired (false if
+// the read faulted).
+func (m *mapping) retired() (r bool) {
+	if !m.memory {
+		defer m.guard(debug.SetPanicOnFault(true), nil)
+	}
+	return atomic.LoadUint64(&m.words[offState/8]) == stateRetired
+}
+
+// heartbeat returns the writer's heartbeat (zero if the read faulted).
+func (m *mapping) heartbeat() (t time.Time) {
+	if !m.memory {
+		defer m.guard(debug.SetPanicOnFault(true), nil)
+	}
 	return fromUnixNano(atomic.LoadUint64(&m.words[offHeartbeat/8]))
 }
 
@@ -124,4 +161,33 @@ func (m *mapping) info() Info {
 	return Info{Path: m.path, Generation: h.generation, Seed: h.seed, Buckets: h.buckets, Domain: h.domain,
 		ConsumerInstance: h.consumer, Created: h.created, DCs: append([]uint64(nil), h.dcs...),
 		HeaderBytes: h.headerBytes, RegionBytes: h.regionBytes}
+}
+
+// check re-validates a file mapping: the file is not shorter than its
+// header says (exact: not another size at all), and its immutable header
+// still hashes to the checksum it had when mapped. It returns nil for an
+// in-memory image.
+func (m *mapping) check(exact bool) (err error) {
+	if m.memory {
+		return nil
+	}
+	if m.closed {
+		return ErrClosed
+	}
+	if err := m.faultErr(); err != nil {
+		return err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(m.file.Fd()), &st); err != nil {
+		return fmt.Errorf("shm: stat %s: %w", m.path, err)
+	}
+	want := int64(m.hdr.headerBytes) + int64(m.hdr.regionBytes)
+	if st.Size < want || exact && st.Size != want {
+		return &FieldError{Path: m.path, Field: "size", Reason: fmt.Sprintf("%d bytes, the header says %d", st.Size, want), Err: ErrCorrupt}
+	}
+	defer m.guard(debug.SetPanicOnFault(true), &err)
+	if got := checksum(m.data, m.hdr.lanes); got != m.hdr.checksum || binary.LittleEndian.Uint64(m.data[offChecksum:]) != m.hdr.checksum {
+		return &FieldError{Path: m.path, Field: "checksum", Offset: offChecksum, Reason: "the header changed after it was mapped", Err: ErrCorrupt}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package shm
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -51,14 +52,27 @@ func (r *Reader) Format() *ckf.Format { return r.m.format }
 // Info returns the file's header.
 func (r *Reader) Info() Info { return r.m.info() }
 
-// Ready returns the ready-lane mask (the replica's ready word).
-func (r *Reader) Ready() uint64 { return r.m.table.Ready() }
+// Ready returns the ready-lane mask (the replica's ready word); 0 if the
+// read faulted.
+func (r *Reader) Ready() (m uint64) {
+	if !r.m.memory {
+		defer r.m.guard(debug.SetPanicOnFault(true), nil)
+	}
+	return r.m.table.Ready()
+}
 
-// Lane returns lane l's metadata. It panics if l is out of range.
-func (r *Reader) Lane(l int) LaneInfo { return loadLane(r.m.lane(l)) }
+// Lane returns lane l's metadata; the zero LaneInfo (nothing known) if the
+// read faulted. It panics if l is out of range.
+func (r *Reader) Lane(l int) (info LaneInfo) {
+	w := r.m.lane(l)
+	if !r.m.memory {
+		defer r.m.guard(debug.SetPanicOnFault(true), nil)
+	}
+	return loadLane(w)
+}
 
 // WriterHeartbeat returns the last time the writer called Touch (zero if
-// never).
+// never, or if the read faulted).
 func (r *Reader) WriterHeartbeat() time.Time { return r.m.heartbeat() }
 
 // Stale reports whether a newer generation replaced this mapping's file:
@@ -77,6 +91,13 @@ func (r *Reader) Stale() (bool, error) {
 	}
 	return st.Ino != r.m.inode, nil
 }
+
+// Check re-validates the mapping before a window of accesses: the file is
+// still as long as its header says and its header unchanged. An error
+// (ErrCorrupt as a *FieldError, ErrFault, or the stat's) means the file was
+// damaged in place: stop reading it and Attach the path again. An
+// in-memory reader always passes.
+func (r *Reader) Check() error { return r.m.check(false) }
 
 // Close unmaps the file. A reader from Writer.Reader has nothing to close.
 func (r *Reader) Close() error {

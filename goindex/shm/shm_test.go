@@ -310,12 +310,29 @@ func TestAttach_RejectsForeignShortCorruptAndOtherVersionFiles(t *testing.T) {
 		if !errors.Is(err, c.want) || !errors.As(err, &fe) || fe.Field != c.field {
 			t.Errorf("Attach(%s) = %v, want %v on field %q", c.name, err, c.want, c.field)
 		}
-		if _, err := Create(path, testLayout(1, 2)); !errors.Is(err, c.want) {
-			t.Errorf("Create over %s = %v, want refusal with %v", c.name, err, c.want)
+		// The consumer owns its path: Create replaces the damaged file, says
+		// what it was, and continues its generation when its header names one.
+		nw, err := Create(path, testLayout(1, 2))
+		if err != nil {
+			t.Errorf("Create over %s = %v, want the file replaced", c.name, err)
+			continue
 		}
-		if got, _ := os.ReadFile(path); !slices.Equal(got, c.bytes) {
-			t.Errorf("Create over %s changed the file", c.name)
+		wantGen := uint64(1)
+		if len(c.bytes) >= 24 && string(c.bytes[:8]) == magic && c.bytes[8] == LayoutVersion {
+			wantGen = 2 // the damaged file's generation was 1
 		}
+		if !errors.Is(nw.Replaced(), c.want) || nw.Info().Generation != wantGen {
+			t.Errorf("Create over %s: Replaced() = %v, generation %d; want %v and %d", c.name, nw.Replaced(), nw.Info().Generation, c.want, wantGen)
+		}
+		nw.Close()
+		if r, err := Attach(path); err != nil {
+			t.Errorf("Attach after Create over %s = %v", c.name, err)
+		} else {
+			r.Close()
+		}
+	}
+	if _, err := Create(dir, testLayout(1, 2)); err == nil || errors.Is(err, ErrBadLayout) {
+		t.Errorf("Create over a directory = %v, want a refusal", err)
 	}
 	if _, err := Attach(filepath.Join(dir, "missing")); err == nil {
 		t.Errorf("Attach(missing) = nil error")

@@ -1,10 +1,12 @@
 package shm
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -20,30 +22,38 @@ import (
 // ingestor), SetRTT and SetLoad. Touch may be called from anywhere. Close
 // must not run concurrently with other calls.
 type Writer struct {
-	m *mapping
+	m        *mapping
+	replaced error // why the file Create replaced was unusable
 }
 
 // Create writes a new replica file for l at path and maps it read-write:
 // the file is written beside path under a temporary name and renamed into
-// place, so a reader never sees a partial header. Its generation is one
-// more than the replica file it replaces (1 if there was none); that file is
-// then marked retired, which tells its readers to Attach again. Create
-// refuses to replace a file that is not a valid replica file (ErrForeign,
-// ErrVersion, ErrCorrupt): delete it by hand. Every word of the new region
-// is zero: no lane is ready.
-func Create(path string, l Layout) (*Writer, error) {
+// place, so a reader never sees a partial header, and a live file is never
+// truncated or shrunk (its readers keep their mapping of it). Its
+// generation is one more than the replica file it replaces (1 if there was
+// none); that file is then marked retired, which tells its readers to
+// Attach again. The path belongs to the consumer: a file there that is not
+// a valid replica (truncated, corrupt, foreign, another version) is
+// replaced as well, its generation continued when its header still names
+// one, and Replaced says what it was; only a directory or another
+// non-regular file is refused. Every word of the new region is zero: no
+// lane is ready.
+func Create(path string, l Layout) (*Writer, error) { return createAfter(path, l, 0) }
+
+// createAfter is Create whose generation is also above after (the generation of
+// the file a rebuild replaces, which a damaged file may no longer name).
+func createAfter(path string, l Layout, after uint64) (*Writer, error) {
 	if err := l.validate(); err != nil {
 		return nil, fmt.Errorf("shm: create %s: %w", path, err)
 	}
-	prev, err := openPrevious(path)
+	prev, generation, damage, err := previous(path)
 	if err != nil {
 		return nil, err
 	}
-	generation := uint64(1)
 	if prev != nil {
-		generation = prev.hdr.generation + 1
 		defer prev.close()
 	}
+	generation = max(generation, after) + 1
 	words, _ := replica.RegionWords(l.replicaConfig())
 	size := int64(headerBytes(len(l.DCs))) + int64(words)*8
 
@@ -74,37 +84,57 @@ func Create(path string, l Layout) (*Writer, error) {
 		return fail(fmt.Errorf("shm: rename %s into place: %w", tmp, err))
 	}
 	if prev != nil {
-		atomic.StoreUint64(&prev.words[offState/8], stateRetired)
+		prev.retire()
 	}
-	return &Writer{m: m}, nil
+	return &Writer{m: m, replaced: damage}, nil
 }
 
-// openPrevious maps the replica file at path read-write so Create can retire
-// it, or returns nil when there is none.
-func openPrevious(path string) (*mapping, error) {
+// previous looks at the file Create replaces: it maps a valid replica file
+// read-write (to retire it) and returns its generation; for a file that is
+// not one it returns the generation its header still names (0 unless its
+// magic and version are intact) and why it is unusable. Only a path that cannot be looked at, or names a
+// directory or another non-regular file, is an error.
+func previous(path string) (prev *mapping, generation uint64, damage, err error) {
+	st, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, 0, nil, nil
+	case err != nil:
+		return nil, 0, nil, fmt.Errorf("shm: look at existing %s: %w", path, err)
+	case !st.Mode().IsRegular() && st.Mode()&fs.ModeSymlink == 0:
+		return nil, 0, nil, fmt.Errorf("shm: refusing to replace %s: a %v, not a replica file", path, st.Mode().Type())
+	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
 	if err != nil {
-		return nil, fmt.Errorf("shm: open existing %s: %w", path, err)
+		return nil, 0, nil, fmt.Errorf("shm: open existing %s: %w", path, err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("shm: stat existing %s: %w", path, err)
+	if fst, err := f.Stat(); err == nil {
+		if m, err := mapFile(path, f, fst.Size(), syscall.PROT_READ|syscall.PROT_WRITE); err == nil {
+			return m, m.hdr.generation, nil, nil
+		} else {
+			damage = err
+		}
+	} else {
+		damage = err
 	}
-	m, err := mapFile(path, f, st.Size(), syscall.PROT_READ|syscall.PROT_WRITE)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("shm: refusing to replace %s: %w", path, err)
+	var head [offGeneration + 8]byte
+	if n, _ := f.ReadAt(head[:], 0); n == len(head) && string(head[offMagic:offMagic+len(magic)]) == magic &&
+		binary.LittleEndian.Uint32(head[offVersion:]) == LayoutVersion {
+		generation = binary.LittleEndian.Uint64(head[offGeneration:])
 	}
-	return m, nil
+	f.Close()
+	return nil, generation, damage, nil
 }
+
+// Replaced returns why the file Create replaced was not a valid replica
+// file (nil when there was none, or a valid one), for the consumer's log.
+func (w *Writer) Replaced() error { return w.replaced }
 
 // Resize replaces the file with a new generation of layout l (say, a new
-// bucket count or lane set) and closes w; readers see w's file retired and
-// Attach the new one. On error w stays open and unchanged.
+// bucket count or lane set, or the same layout to rebuild a damaged file)
+// and closes w; readers see w's file retired (or another file at the path)
+// and Attach the new one. The new generation is above w's even when the
+// path no longer names w's file. On error w stays open and unchanged.
 func (w *Writer) Resize(l Layout) (*Writer, error) {
 	switch {
 	case w.m.closed:
@@ -112,7 +142,7 @@ func (w *Writer) Resize(l Layout) (*Writer, error) {
 	case w.m.memory:
 		return nil, fmt.Errorf("%w: an in-memory image has no path to replace", ErrBadLayout)
 	}
-	nw, err := Create(w.m.path, l)
+	nw, err := createAfter(w.m.path, l, w.m.hdr.generation)
 	if err != nil {
 		return nil, err
 	}
@@ -120,8 +150,10 @@ func (w *Writer) Resize(l Layout) (*Writer, error) {
 	return nw, nil
 }
 
-// Table returns the replica table over the file's bucket region.
-func (w *Writer) Table() *replica.Table { return w.m.table }
+// Table returns the lanes of the file's bucket region as their writers use
+// them (relayproto.LaneTable), each write guarded against a fault of the
+// mapping.
+func (w *Writer) Table() *Lanes { return &Lanes{w: w, t: w.m.table} }
 
 // Format returns the file's addressing format.
 func (w *Writer) Format() *ckf.Format { return w.m.format }
@@ -129,26 +161,73 @@ func (w *Writer) Format() *ckf.Format { return w.m.format }
 // Info returns the file's header.
 func (w *Writer) Info() Info { return w.m.info() }
 
-// Lane returns lane l's metadata as stored. It panics if l is out of range.
-func (w *Writer) Lane(l int) LaneInfo { return loadLane(w.m.lane(l)) }
+// Lane returns lane l's metadata as stored (the zero LaneInfo if the read
+// faulted). It panics if l is out of range.
+func (w *Writer) Lane(l int) (info LaneInfo) {
+	rec := w.m.lane(l)
+	if !w.m.memory {
+		defer w.m.guard(debug.SetPanicOnFault(true), nil)
+	}
+	return loadLane(rec)
+}
 
 // SetState stores the protocol words of lane l's record, one atomic store
 // per field. It belongs to the lane's ingestor. It panics if l is out of
 // range.
-func (w *Writer) SetState(l int, s *LaneState) { storeState(w.m.lane(l), s) }
+func (w *Writer) SetState(l int, s *LaneState) {
+	if !w.m.memory {
+		defer w.m.guard(debug.SetPanicOnFault(true), nil)
+	}
+	storeState(w.m.lane(l), s)
+}
 
 // SetRTT stores lane l's last round trip and when it was measured. It
 // belongs to the lane's RTT prober. It panics if l is out of range.
-func (w *Writer) SetRTT(l int, rtt time.Duration, at time.Time) { storeRTT(w.m.lane(l), rtt, at) }
+func (w *Writer) SetRTT(l int, rtt time.Duration, at time.Time) {
+	if !w.m.memory {
+		defer w.m.guard(debug.SetPanicOnFault(true), nil)
+	}
+	storeRTT(w.m.lane(l), rtt, at)
+}
 
 // SetLoad stores lane l's last load report. It belongs to the lane's load
 // receiver. It panics if l is out of range.
-func (w *Writer) SetLoad(l int, load *Load) { storeLoad(w.m.lane(l), load) }
+func (w *Writer) SetLoad(l int, load *Load) {
+	if !w.m.memory {
+		defer w.m.guard(debug.SetPanicOnFault(true), nil)
+	}
+	storeLoad(w.m.lane(l), load)
+}
 
 // Touch records now as the writer's heartbeat, so readers can tell a live
 // consumer from one that died with the file in place.
 func (w *Writer) Touch(now time.Time) {
+	if !w.m.memory {
+		defer w.m.guard(debug.SetPanicOnFault(true), nil)
+	}
 	atomic.StoreUint64(&w.m.words[offHeartbeat/8], unixNano(now))
+}
+
+// Check tells whether the file is still the one w publishes: its path names
+// it (else ErrReplaced), it has exactly the size its header says and an
+// unchanged header (else ErrCorrupt), and no write faulted (ErrFault). On
+// an error the consumer rebuilds the file (Create). An in-memory image
+// always passes.
+func (w *Writer) Check() error {
+	if w.m.memory {
+		return nil
+	}
+	if err := w.Faulted(); err != nil {
+		return err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(w.m.path, &st); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrReplaced, w.m.path, err)
+	}
+	if st.Ino != w.m.inode {
+		return fmt.Errorf("%w: %s names another file", ErrReplaced, w.m.path)
+	}
+	return w.m.check(true)
 }
 
 // Close unmaps the file; the file stays for its readers.

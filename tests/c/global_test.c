@@ -12,7 +12,9 @@
  *       scenario, written by FIXTURE), runs variant 1's lines, then runs
  *       "FIXTURE replica PATH 2" while four pthreads probe, so the layout
  *       generation changes under them: every answer must belong to one
- *       generation; then variant 2's lines, and bad replica files;
+ *       generation; then variant 2's lines, and bad replica files; then the
+ *       file is truncated in place under the probing threads (their
+ *       answers go empty, the process lives) and written again;
  *   global_test attach PATH SCRIPT
  *       attaches the replica file at PATH, written by a live `goindex
  *       consume` (tests/e2e), and runs SCRIPT's lines: its "atleast" probes
@@ -30,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "goindex.h"
 #include "check.h"
@@ -421,6 +424,31 @@ static void replica(const char *path, const char *script, const char *fixture) {
 	CHECK_RC(goindex_attach_replica(replica_h, path, strlen(path)), GOINDEX_OK); /* again: same file, same answers */
 	probe_str(replica_h, hot_q, hot_n, got, sizeof got);
 	CHECK(!strcmp(got, hot[2]), "after attaching again, probe = \"%s\", want \"%s\"", got, hot[2]);
+
+	STEP("replica: the file truncated in place under four probing threads, then written again");
+	atomic_store(&probing_done, 0);
+	for (int v = 0; v < 3; v++) atomic_store(&seen[v], 0);
+	for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, prober, NULL);
+	for (int i = 0; i < 10000 && atomic_load(&seen[2]) < 50; i++) nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	CHECK(truncate(path, 4096) == 0, "truncate(%s, 4096): %s", path, strerror(errno));
+	/* The lanes' pages are gone: probes find them faulted and answer empty
+	 * (the library reports the replica damaged) instead of dying of SIGBUS. */
+	for (int i = 0; i < 10000 && atomic_load(&seen[0]) < 50; i++) nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	CHECK(atomic_load(&seen[0]) >= 50, "after truncating, %ld empty answers, want 50", atomic_load(&seen[0]));
+	rc = system(cmd);
+	CHECK(rc == 0, "%s exited with %d", cmd, rc);
+	for (int i = 0; i < 100000 && (probe_str(replica_h, hot_q, hot_n, got, sizeof got), strcmp(got, hot[2])); i++) {
+	}
+	CHECK(!strcmp(got, hot[2]), "after the file was written again, probe = \"%s\", want \"%s\"", got, hot[2]);
+	atomic_store(&probing_done, 1);
+	for (int i = 0; i < 4; i++) {
+		void *bad = NULL;
+		pthread_join(th[i], &bad);
+		CHECK(bad == NULL, "prober %d failed after the truncation (%ld)", i, (long)bad);
+	}
+	CHECK(stats_of(replica_h).replica_generation == 3, "generation after the rewrite is %llu, want 3",
+	      (unsigned long long)stats_of(replica_h).replica_generation);
+	printf("replica: truncated under probes: empty answers %ld; generation 2 before, 3 after\n", atomic_load(&seen[0]));
 	CHECK_RC(goindex_close(replica_h), GOINDEX_OK);
 }
 
