@@ -72,7 +72,7 @@ func TestServer_RestartReplaysLeasesAtTheirLoggedTime(t *testing.T) {
 	require.Equal(t, "+OK", render(run(s, "DYNKV.APPLY_OWNED", testKey, u64(1), AppendEvent(nil, chainStore(r10, 1, nil, []uint64{4, 5})))), "APPLY_OWNED(owner 1)")
 	clock = clock.Add(5 * time.Second) // owner 1's 1 s lease has expired
 	require.Equal(t, "-DYNKV_WORKER_CLEANUP_PENDING", render(register(2)), "REGISTER_WORKER_RANKS(owner 2) before GC")
-	require.Equal(t, "*[:5 :5 :2 :0 :0 :1 :1 :0]", render(run(s, "DYNKV.GC", testKey, "CURRENT", u32(64))), "GC: begin, 2 owners, 1 rank, finalize")
+	require.Equal(t, "*[:6 :6 :2 :0 :1 :1 :1 :0]", render(run(s, "DYNKV.GC", testKey, "CURRENT", u32(64))), "GC: begin, 2 owners, 1 rank, finalize, 1 leaf")
 	require.Equal(t, "+OK", render(register(2)), "REGISTER_WORKER_RANKS(owner 2) after GC")
 	granted := run(s, "DYNKV.SELECT_RESERVE", testKey, reserveRequest("prefill", 5, 6, 60_000, []uint64{4, 5}, [3]uint64{1, 0, 2}))
 	require.Equal(t, replyBulk, granted.kind, "SELECT_RESERVE = %s", render(granted))

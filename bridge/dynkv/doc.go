@@ -66,10 +66,10 @@
 // revoked by every rank lifecycle change; a SELECT_RESERVE also ends, inline,
 // the first expired owner lease when that is little work.
 //
-// Not implemented. Lifecycle GC (gc.go) fences expired leases and drains
-// pending lease cleanups, one transition per unit of budget, but does not
-// reclaim tombstones, ownerless nodes or epochs. Replication is out of
-// scope: the replication-internal commands answer the module's
+// Differs. Lifecycle GC (gc.go) makes the module's transitions under its
+// conditions, one per unit of budget, but visits them in key order rather
+// than with the module's resumable cursor: a budget-limited call can reach
+// other items first and count differently. Replication is out of scope: the replication-internal commands answer the module's
 // internal-only errors, ROLE master, REPLICAOF and its kin an ERR line, and
 // WAIT counts the log as the replica (admin.go).
 //

@@ -308,7 +308,8 @@ func TestModule_OwnerLeases(t *testing.T) {
 	if got := x.leased(k, cw, 20002, 10000, 3); got != "-DYNKV_WORKER_CLEANUP_PENDING" {
 		t.Fatalf("crash successor before GC = %s", got)
 	}
-	x.want("*[:4 :4 :1 :0 :0 :1 :1 :0]", "DYNKV.GC", k, "CURRENT", u32(64))
+	// Begin, the owner, the rank, the release, then the ownerless leaf.
+	x.want("*[:5 :5 :1 :0 :1 :1 :1 :0]", "DYNKV.GC", k, "CURRENT", u32(64))
 	if after := x.ticketOf("DYNKV.REGISTRATION_GENERATION", k, u64(cw)); after != tok {
 		t.Errorf("registration token after the lapsed lease's cleanup = %d, want %d (announced while it lapsed)", after, tok)
 	}
@@ -384,5 +385,38 @@ func TestModule_Limits(t *testing.T) {
 	x.want("-DYNKV_INVALID_SELECT", "DYNKV.SELECT", k, []byte{1, 0, 0, 0})
 	if x.e.Exists([]byte(k)) {
 		t.Errorf("reads created the key")
+	}
+}
+
+// TestModule_GCReclaimsWhatAnOwnerLeft: after an owner-fenced worker
+// unregisters, GC calls with a small budget drain its cleanup and then
+// reclaim its tombstones, the nodes only it held and its epoch, so a
+// worker-events deployment does not grow with worker churn; a registration
+// token issued before the epoch went is stale afterwards.
+func TestModule_GCReclaimsWhatAnOwnerLeft(t *testing.T) {
+	x := newEng(t)
+	const k, w, owner = "gc-reclaim", 5, 55
+	if got := x.leased(k, w, owner, 60_000, 0, 1); got != "+OK" {
+		t.Fatalf("leased registration = %s", got)
+	}
+	for _, r := range []uint32{0, 1} {
+		x.want("+OK", "DYNKV.APPLY_OWNED", k, u64(owner), AppendEvent(nil, ev(KindStore, w, r, 1, root, [2]uint64{501, 1}, [2]uint64{502, 2}, [2]uint64{503, 3})))
+	}
+	x.apply(k, ev(KindStore, 6, 0, 1, root, [2]uint64{501, 1}), "+OK") // a legacy worker keeps the first block
+	x.want("*[:3 :3 :4]", "DYNKV.STATS", k)
+	x.want("+OK", "DYNKV.UNREGISTER_WORKER", k, lease(w, owner, 0))
+	stale := x.ticketOf("DYNKV.REGISTRATION_GENERATION", k, u64(w))
+	for i := 0; i < 40; i++ {
+		if render(x.do("DYNKV.GC", k, "CURRENT", u32(3))) == "*[:0 :0 :0 :0 :0 :0 :0 :0]" {
+			break
+		}
+	}
+	x.want("*[:1 :1 :10]", "DYNKV.STATS", k) // node 501 and rank 6/0 stay; 5 GC calls reclaimed
+	x.want("*[:0 :0 :0]", "DYNKV.LIFECYCLE_STATS", k)
+	wantMatch(t, x, k, []uint64{1, 2, 3}, map[Rank][2]uint64{{6, 0}: {1, 501}})
+	reg := Registration{Version: 3, OwnerNonce: 56, LeaseMs: 60_000, ExpectedGeneration: stale - 1, Ranks: []uint32{0}}
+	x.want("-DYNKV_STALE_REGISTRATION_GENERATION", "DYNKV.REGISTER_WORKER_RANKS", k, u64(w), AppendRegistration(nil, reg))
+	if got := x.leased(k, w, 56, 60_000, 0); got != "+OK" {
+		t.Errorf("registration with the live token after reclamation = %s", got)
 	}
 }

@@ -163,8 +163,8 @@ func registerLeased(c *call, worker uint64, reg Registration) reply {
 	}
 	exactReplay := replaySafe && ep != nil && ep.ownerSet && ep.expiresMs > c.nowMs && ep.nonce == reg.OwnerNonce &&
 		ep.lastExpSet && ep.lastExp == reg.ExpectedGeneration && s.registeredRanksEqual(worker, reg.Ranks)
-	// Without a garbage-collected epoch the token floor is 0.
-	absentValid := replaySafe && ep == nil && reg.ExpectedGeneration > 0 && reg.ExpectedGeneration <= current
+	// A token at or below the floor predates a garbage-collected epoch.
+	absentValid := replaySafe && ep == nil && reg.ExpectedGeneration > s.gcFloor && reg.ExpectedGeneration <= current
 	if replaySafe && reg.ExpectedGeneration != current && !absentValid && !exactReplay {
 		return errCode(CodeStaleRegistration)
 	}

@@ -37,6 +37,7 @@ type Store struct {
 	mutations uint64 // STATS' third field
 	tickets   uint64 // generation_counter: rank and worker tickets
 	lifecycle uint64 // lifecycle_generation_counter: registration tokens
+	gcFloor   uint64 // registration_gc_floor: tokens of deleted epochs are stale
 
 	admissions     map[admissionKey]*admissionRank
 	reservations   map[reservationKey]*reservation
@@ -281,11 +282,7 @@ func (s *Store) pruneOwnerless(hash uint64) {
 		if n == nil || len(n.owners) != 0 || n.children != 0 {
 			return
 		}
-		delete(s.nodes, hash)
-		delete(s.edges, edge{n.parent, n.local})
-		if p := s.nodes[n.parent]; n.parent != RootParent && p != nil && p.children > 0 {
-			p.children--
-		}
+		s.deleteLeaf(n)
 		hash = n.parent
 	}
 }

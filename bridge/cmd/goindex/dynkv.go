@@ -50,9 +50,9 @@ Not implemented:
     module's internal-only errors as for any client; ROLE answers master,
     REPLICAOF/SLAVEOF/SYNC/PSYNC an ERR line. WAIT answers the count asked
     for when --log is set (the log stands in for the replica), 0 without.
-  DYNKV.GC fences expired owner leases and drains pending lease cleanups
-    (what a successor worker waits for) but does not reclaim tombstones,
-    ownerless nodes or worker epochs.
+  DYNKV.GC makes the module's transitions (expired leases, pending lease
+    cleanups, reclaiming what owner-fenced workers left) but visits them in
+    key order, not with the module's cursor: one call's counters can differ.
 
 Slow or hostile clients: a command must arrive within --command-timeout of
 its first byte, a reply must be read within --write-timeout, or the
