@@ -151,8 +151,13 @@ func (w *workload) next(read func(args ...any) []byte) []any {
 		}
 		reg := dynkv.Registration{Version: 3, OwnerNonce: 100 + r.Worker + uint64(w.rng.IntN(2)), LeaseMs: dynkv.MaxLeaseMs, ExpectedGeneration: exp, Ranks: []uint32{r.DPRank}}
 		return []any{"DYNKV.REGISTER_WORKER_RANKS", key, be64(r.Worker), dynkv.AppendRegistration(nil, reg)}
-	case n < 97:
+	case n < 95:
 		return []any{"DYNKV.APPLY_OWNED", key, be64(100 + r.Worker + uint64(w.rng.IntN(2))), dynkv.AppendEvent(nil, w.store(key, r))}
+	case n < 97:
+		p := dynkv.LeasePayload{Worker: r.Worker, OwnerNonce: 100 + r.Worker + uint64(w.rng.IntN(2))}
+		return []any{"DYNKV.UNREGISTER_WORKER", key, dynkv.AppendLease(nil, p, false)}
+	case n < 99:
+		return []any{"DYNKV.GC", key, "CURRENT", be32(uint32(1 + w.rng.IntN(8)))}
 	default:
 		return []any{"DYNKV.BARRIER", key}
 	}
@@ -169,6 +174,8 @@ func signature(ctx context.Context, c *redis.Client, keys []string) string {
 	}
 	for _, key := range keys {
 		do("DYNKV.STATS", key)
+		do("DYNKV.GC_STATS", key)
+		do("DYNKV.LIFECYCLE_STATS", key)
 		for _, wk := range append(wlWorkers, 9) {
 			do("DYNKV.REGISTRATION_GENERATION", key, be64(wk))
 			for _, rk := range wlRanks {
