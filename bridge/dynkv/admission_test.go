@@ -260,3 +260,51 @@ func TestModule_CrashedOwnerIsReapedByAdmission(t *testing.T) {
 	wantMatch(t, x, k, []uint64{51}, map[Rank][2]uint64{{cw, 3}: {1, 9411}})
 	x.want("-DYNKV_STALE_WORKER_OWNER", "DYNKV.RENEW_WORKER_LEASE", k, lease(cw, co, 5000))
 }
+
+// TestModule_AdmissionExpiryOrder is admission_expiry.py: a renewal moves a
+// reservation past a longer one, the next admission write reaps only the
+// one that expired, releases hit any reservation, and an expiry storm is
+// drained 64 reservations per admission write.
+func TestModule_AdmissionExpiryOrder(t *testing.T) {
+	x := newEng(t)
+	const k, domain, w = "admission-expiry-heap-index", "prefill", 920
+	cand := [3]uint64{w, 0, 16}
+	x.want("+OK", "DYNKV.REGISTER_WORKER", k, u64(w), u32(0))
+	_, first := x.reserve(k, reserveRequest(domain, 1, 1, 80, nil, cand))
+	_, renewed := x.reserve(k, reserveRequest(domain, 2, 2, 100, nil, cand))
+	_, long := x.reserve(k, reserveRequest(domain, 3, 3, 500, nil, cand))
+	if first == nil || renewed == nil || long == nil {
+		t.Fatalf("grants %+v %+v %+v", first, renewed, long)
+	}
+	x.want(":3", "DYNKV.ADMISSION_STATS", k)
+	x.now = x.now.Add(30 * time.Millisecond)
+	r := x.do("DYNKV.RENEW", k, identity(domain, 2, 2, renewed.expires, 900))
+	if r.kind != replyBulk || len(r.bulk) != 46 {
+		t.Fatalf("RENEW = %s", render(r))
+	}
+	renewedExpiry := binary.BigEndian.Uint64(r.bulk[30:])
+	x.now = x.now.Add(100 * time.Millisecond)
+	if _, trigger := x.reserve(k, reserveRequest(domain, 4, 4, 1000, nil, cand)); trigger == nil {
+		t.Fatalf("trigger: no grant")
+	} else {
+		x.want(":3", "DYNKV.ADMISSION_STATS", k)
+		x.want("$0100", "DYNKV.RELEASE", k, identity(domain, 1, 1, first.expires))
+		x.want("$0101", "DYNKV.RELEASE", k, identity(domain, 3, 3, long.expires))
+		x.want("$0101", "DYNKV.RELEASE", k, identity(domain, 2, 2, renewedExpiry))
+		x.want("$0101", "DYNKV.RELEASE", k, identity(domain, 4, 4, trigger.expires))
+	}
+	x.want(":0", "DYNKV.ADMISSION_STATS", k)
+
+	const bk, bw, burst = "admission-expiry-burst", 921, 512
+	x.want("+OK", "DYNKV.REGISTER_WORKER", bk, u64(bw), u32(0))
+	for n := uint64(0); n < burst; n++ {
+		if _, g := x.reserve(bk, reserveRequest(domain, 10_000+n, 20_000+n, 1000, nil, [3]uint64{bw, 0, 1024})); g == nil {
+			t.Fatalf("burst reservation %d: no grant", n)
+		}
+	}
+	x.now = x.now.Add(1050 * time.Millisecond)
+	if _, g := x.reserve(bk, reserveRequest(domain, 30_000, 40_000, 60_000, nil, [3]uint64{bw, 0, 1024})); g == nil {
+		t.Fatalf("reservation after the storm: no grant")
+	}
+	x.want(render(integer(burst-64+1)), "DYNKV.ADMISSION_STATS", bk)
+}
