@@ -115,8 +115,10 @@
 //   - errors.go: the module's error names.
 //
 // Tests prove the spec's golden byte vectors; the scenarios of the module's
-// own suites (module_test.go, and tests/dynkv over the wire with Debian's
-// python3-redis) reply for reply; hostile inputs (malformed payloads,
+// own suites reply for reply (module_test.go: core, fences, registration,
+// leases, limits, GC reclamation; admission_test.go: admission and its
+// expiry order; tests/dynkv over the wire with Debian's python3-redis,
+// with the traffic of a Dynamo frontend and its workers); FuzzEngine; hostile inputs (malformed payloads,
 // over-limit counts, unknown commands, oversized bulk strings, connections
 // over the limit, clients stalling mid-command or never reading, while
 // others are served); the randomized harness stream (Dynamo's exact model
