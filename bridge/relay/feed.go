@@ -55,6 +55,8 @@ type Message struct {
 	// Replayed marks a KindEngine batch that came from the engine's replay
 	// socket, filling a gap.
 	Replayed bool
+	// Lost is how many batches a KindResync's gap lost (counted as gaps).
+	Lost uint64
 }
 
 // Source is who a feed's messages come from. A feed keeps one Source per

@@ -662,6 +662,7 @@ func (p *pool) clearSource(m *Message) ckf.Step {
 	switch m.Kind {
 	case KindResync:
 		p.istats.Resyncs++
+		p.istats.Gaps += m.Lost
 		delete(p.engines, m.Source) // the next batch starts a new sequence
 	case KindGone:
 		delete(p.lastPub, m.Source)

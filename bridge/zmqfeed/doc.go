@@ -1,6 +1,7 @@
 // Package zmqfeed feeds the relay from ZeroMQ: Dynamo's ZMQ event plane
 // (the default transport since Dynamo v1.3) and the vLLM/SGLang engines'
-// own KV-event publishers. Its feeds are relay.Feeds; they only move
+// own KV-event publishers (dynamo.DecodeZMQ and the Normalizer, in the
+// relay, read their batches). Its feeds are relay.Feeds; they only move
 // messages, whole, from sockets to the relay, which decodes, checks and
 // counts them on its writer goroutine.
 //
@@ -34,6 +35,14 @@
 // two brokers is taken once (the relay's per-publisher sequence
 // watermark).
 //
+// Engine (engine.go) subscribes to one vLLM or SGLang engine's own
+// publisher, without Dynamo: 3-part batches the relay normalizes by
+// Dynamo's rules for the configured worker, rank and block size. Gaps are
+// asked of the engine's replay socket; what it cannot cover, an engine
+// restart (its sequence going back) and a new connection (the stream
+// names no incarnation) become relay.KindResync: the engine's members are
+// cleared, and what the engine still buffers is replayed from sequence 0.
+//
 // # Limits and failure
 //
 // Every part is bounded by MaxMessageBytes (libzmq MAXMSGSIZE), every
@@ -54,16 +63,23 @@
 //   - errors.go: ErrBadConfig.
 //   - socket.go: libzmq socket set-up, limits, receive loop and re-connects.
 //   - plane.go: Plane (direct and broker mode), ParseBrokerURL.
+//   - engine.go: Engine, the vLLM/SGLang publisher feed with replay and
+//     resync.
 //   - support_test.go: the Python publisher driver, relay and reference
 //     producer helpers.
 //   - discovery_test.go: publishers registered in a real etcd come and go.
 //   - plane_test.go: late publisher, batches and single events, gaps,
 //     identity and frame rejections, load; restart with a new id; brokers.
+//   - engine_test.go: vLLM array and SGLang map batches (with and without
+//     medium, lora_name, extra_keys; several dp ranks); a replayed gap; an
+//     unreplayable gap and an engine restart resync.
 //   - hostile_test.go: a peer announcing a 1 TiB part; a part over the
 //     limit.
 //   - testdata/dynamo_pub.py: a Dynamo event-plane publisher and brokers
 //     built field by field from the spec with python3-zmq and
 //     python3-msgpack.
+//   - testdata/engine_pub.py: a vLLM-protocol publisher with its replay
+//     socket and buffer.
 //
 // # Tests
 //

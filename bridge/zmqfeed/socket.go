@@ -59,6 +59,9 @@ type socket struct {
 	endpoints []string
 	poller    *zmq.Poller
 	redial    map[string]time.Time // endpoint → when to connect it again
+	// connects counts the connections made, the first included: a message
+	// read after a later one may come from a restarted peer.
+	connects uint64
 }
 
 // newSocket makes a connected socket of cfg on zctx.
@@ -94,7 +97,7 @@ func newSocket(zctx *zmq.Context, cfg socketConfig) (*socket, error) {
 	}
 	// The socket's address names its monitor: unique while it lives.
 	addr := fmt.Sprintf("inproc://zmqfeed-monitor-%p", s)
-	if err := s.Monitor(addr, zmq.EVENT_DISCONNECTED); err != nil {
+	if err := s.Monitor(addr, zmq.EVENT_DISCONNECTED|zmq.EVENT_CONNECTED); err != nil {
 		return fail("monitor", err)
 	}
 	if sk.mon, err = zctx.NewSocket(zmq.PAIR); err != nil {
@@ -167,12 +170,14 @@ func (sk *socket) readLoop(ctx context.Context, fn func(parts [][]byte) bool) er
 		if err != nil && !interrupted(err) {
 			return fmt.Errorf("zmq poll: %w", err)
 		}
+		// Monitor events first: a connection's event is queued before any
+		// of its messages can be read.
+		slices.SortFunc(polled, func(a, b zmq.Polled) int {
+			return cmpBool(a.Socket != sk.mon, b.Socket != sk.mon)
+		})
 		for _, p := range polled {
 			if p.Socket == sk.mon {
-				ev, addr, _, err := sk.mon.RecvEvent(0)
-				if err == nil && ev == zmq.EVENT_DISCONNECTED {
-					sk.redial[addr] = time.Now().Add(reconnectMin)
-				}
+				sk.monitorEvent()
 				continue
 			}
 			parts, err := recv(sk.s)
@@ -186,6 +191,30 @@ func (sk *socket) readLoop(ctx context.Context, fn func(parts [][]byte) bool) er
 		sk.redialDue(time.Now())
 	}
 	return nil
+}
+
+// monitorEvent reads one monitor event: a connection counts, a drop is
+// scheduled for a fresh connect.
+func (sk *socket) monitorEvent() {
+	ev, addr, _, err := sk.mon.RecvEvent(0)
+	switch {
+	case err != nil:
+	case ev == zmq.EVENT_CONNECTED:
+		sk.connects++
+	case ev == zmq.EVENT_DISCONNECTED:
+		sk.redial[addr] = time.Now().Add(reconnectMin)
+	}
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
 }
 
 // redialDue connects again the dropped endpoints whose time came. The

@@ -64,6 +64,18 @@ Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
                                   heard through several brokers are taken once
   Frames, envelope and identity are checked; bad messages are dropped and counted
   (relay_rejected_total{reason=bad_frames|identity|…}).
+
+Input from a vLLM or SGLang engine without Dynamo (its kv_events_config publisher):
+  --zmq-endpoint tcp://H:5557     the engine's PUB socket: 3 parts (topic, 8-byte BE
+                                  sequence, msgpack KVEventBatch), normalized by
+                                  Dynamo's rules (tiers, attention groups, LoRA salt,
+                                  multimodal extra_keys) as --worker-id / --dp-rank
+                                  with --block-size tokens per block
+  --zmq-replay tcp://H:5558       the engine's replay socket: gaps are asked of it;
+                                  what it cannot cover, an engine restart or a new
+                                  connection resyncs (the engine's blocks are
+                                  dropped and its buffer taken from the start)
+  --zmq-topic T                   the engine's topic (default "", every message)
 Output (P = --prefix; D, DC decimal ids):
   <P>.<D>.<DC>.delta      JetStream stream <P>-<D>-<DC>-delta: the ordered delta log
                           (deltas, heartbeats, drain marker), bounded by --max-age/--max-bytes
@@ -118,6 +130,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	zmqPublishers := fs.String("zmq-publisher", "", "ZMQ event plane: comma-separated worker PUB endpoints (tcp://host:port) to subscribe to")
 	zmqBroker := fs.String("zmq-broker", os.Getenv("DYN_ZMQ_BROKER_URL"), "ZMQ event plane: broker mode, xsub=<url>[;<url>…],xpub=<url>[;<url>…] (default: $DYN_ZMQ_BROKER_URL)")
 	zmqMaxBytes := fs.Int64("zmq-max-message-bytes", zmqfeed.DefaultMaxMessageBytes, "ZMQ: largest message part taken; a peer sending more is disconnected")
+	zmqEndpoint := fs.String("zmq-endpoint", "", "engine without Dynamo: the vLLM/SGLang KV-event PUB endpoint (tcp://host:port)")
+	zmqReplay := fs.String("zmq-replay", "", "engine without Dynamo: its replay endpoint, asked to cover gaps (tcp://host:port)")
+	zmqTopic := fs.String("zmq-topic", "", "engine without Dynamo: its topic (subscription prefix)")
+	workerID := fs.Uint64("worker-id", 0, "engine without Dynamo: the worker id its events are indexed as")
+	dpRank := fs.Uint("dp-rank", 0, "engine without Dynamo: its data-parallel rank (a batch's data_parallel_rank wins)")
+	blockSize := fs.Int("block-size", 16, "engine without Dynamo: its KV block size in tokens")
 	statusEvery := fs.Duration("status-every", 10*time.Second, "log a status line this often (0: never)")
 	asJSON := fs.Bool("json", false, "print the final status as one JSON object")
 	if err := parseFlags(fs, args); err != nil {
@@ -150,7 +168,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	scope := dynamo.Scope{Namespace: *namespace, Component: *component, Endpoint: *endpoint}
 	feeds, err := relayFeeds(feedFlags{scope: scope, etcd: *etcdEndpoints, kube: *kube, kubeNamespace: *kubeNamespace,
-		publishers: *zmqPublishers, broker: *zmqBroker, maxBytes: *zmqMaxBytes}, log)
+		publishers: *zmqPublishers, broker: *zmqBroker, maxBytes: *zmqMaxBytes,
+		engine: zmqfeed.EngineConfig{Endpoint: *zmqEndpoint, Replay: *zmqReplay, Topic: *zmqTopic, WorkerID: *workerID,
+			DpRank: uint32(*dpRank), BlockSize: *blockSize}}, log)
 	if err != nil {
 		return err
 	}
@@ -226,6 +246,7 @@ type feedFlags struct {
 	publishers    string
 	broker        string
 	maxBytes      int64
+	engine        zmqfeed.EngineConfig // Endpoint "": none
 }
 
 // relayFeeds builds the pool's ZMQ feeds from the flags: one Plane per
@@ -266,6 +287,14 @@ func relayFeeds(f feedFlags, log *slog.Logger) ([]relay.Feed, error) {
 		configs = append(configs, static)
 	}
 	var feeds []relay.Feed
+	if f.engine.Endpoint != "" || f.engine.Replay != "" {
+		f.engine.MaxMessageBytes, f.engine.Logger = f.maxBytes, log
+		e, err := zmqfeed.NewEngine(f.engine)
+		if err != nil {
+			return nil, usage(err)
+		}
+		feeds = append(feeds, e)
+	}
 	for _, cfg := range configs {
 		cfg.Scope, cfg.MaxMessageBytes, cfg.Logger = f.scope, f.maxBytes, log
 		plane, err := zmqfeed.NewPlane(cfg)
