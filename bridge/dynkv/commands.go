@@ -467,7 +467,8 @@ func cmdRemoveWorkerAll(c *call) reply {
 	return s.removeWorkerAll(worker)
 }
 
-// rankLifecycle runs REMOVE_WORKER or RESET_WORKER.
+// rankLifecycle runs a command on one rank (REMOVE_WORKER, RESET_WORKER,
+// REGISTER_WORKER) of the key it opens for writing.
 func rankLifecycle(c *call, f func(*Store, Rank) reply) reply {
 	r, ok := rankArgs(c.args[2], c.args[3])
 	if !ok {

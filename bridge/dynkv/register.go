@@ -6,16 +6,12 @@ package dynkv
 // REGISTRATION_GENERATION, RENEW_WORKER_LEASE and UNREGISTER_WORKER.
 // APPLY_OWNED is in commands.go, the cleanup of ended leases in gc.go.
 
-func cmdRegisterWorker(c *call) reply {
-	r, ok := rankArgs(c.args[2], c.args[3])
-	if !ok {
-		return errCode(CodeInvalidWorker)
-	}
-	s, rep, ok := c.write()
-	if !ok {
-		return rep
-	}
-	defer s.mu.Unlock()
+func cmdRegisterWorker(c *call) reply { return rankLifecycle(c, (*Store).registerWorker) }
+
+// registerWorker is REGISTER_WORKER on the opened key: a single-rank
+// registration, refused behind an owner lease unless it repeats a rank the
+// owner registered.
+func (s *Store) registerWorker(r Rank) reply {
 	ep := s.epochs[r.Worker]
 	if ep != nil && ep.pending {
 		return errCode(CodeWorkerCleanupPending)
