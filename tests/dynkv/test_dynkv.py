@@ -508,6 +508,66 @@ def limits(directory):
     s.stop()
 
 
+def reserve_request(domain, client, request, lease_ms, hashes, cands):
+    p = struct.pack("!BI", 1, len(domain)) + domain + struct.pack("!QQQI", client, request, lease_ms, len(hashes))
+    p += b"".join(q(h) for h in hashes) + i(len(cands))
+    for w, r, cap in cands:
+        p += struct.pack("!QII", w, r, cap)
+    return p
+
+
+def decode_grant(raw):
+    if raw == bytes((1, 0)):
+        return None
+    check(len(raw) == 46 and raw[:2] == bytes((1, 1)), "reservation reply %r" % raw)
+    c, r, w, rank, exp, matched, active = struct.unpack("!QQQIQII", raw[2:])
+    return {"client": c, "request": r, "worker": w, "rank": rank, "expires": exp, "matched": matched, "active": active}
+
+
+def admission(directory):
+    """admission.py's core and its restart: capacities the module owns,
+    exact retries, fenced release and renew, revocation, replay."""
+    s = Server(directory).start()
+    c = Client(s)
+    k = "admission-index"
+    cands = [(810, 0, 2), (811, 0, 1)]
+    for w in (810, 811):
+        check(c.register(k, w, 0) == b"OK", "register %d" % w)
+        check(c.cmd("DYNKV.APPLY", k, event(STORE, w, 0, 1, blocks=[(8101, 81), (8102, 82)])) == b"OK", "store %d" % w)
+    grants = []
+    for slot in range(3):
+        raw = c.cmd("DYNKV.SELECT_RESERVE", k, reserve_request(b"prefill", 1000 + slot, 2000 + slot, 60000, [81, 82], cands))
+        grants.append((raw, decode_grant(raw)))
+    got = [(g["worker"], g["active"], g["matched"]) for _, g in grants]
+    check(got == [(810, 1, 2), (811, 1, 2), (810, 2, 2)], "grants %r" % got)
+    check(c.cmd("DYNKV.ADMISSION_STATS", k) == 3, "three reservations")
+    check(c.cmd("DYNKV.SELECT_RESERVE", k, reserve_request(b"prefill", 1004, 2004, 60000, [81, 82], cands)) == bytes((1, 0)), "full")
+    check(c.cmd("DYNKV.SELECT_RESERVE", k, reserve_request(b"prefill", 1000, 2000, 60000, [81, 82], cands)) == grants[0][0], "exact retry")
+    c.err("DYNKV_REQUEST_CONFLICT", "DYNKV.SELECT_RESERVE", k, reserve_request(b"prefill", 1000, 2000, 59999, [81, 82], cands))
+    c.err("DYNKV_INVALID_CANDIDATE", "DYNKV.SELECT_RESERVE", k, reserve_request(b"prefill", 1010, 2010, 60000, [81, 82], [(810, 0, 3)]))
+    g = grants[0][1]
+    ident = struct.pack("!BI", 1, 7) + b"prefill" + struct.pack("!QQ", g["client"], g["request"])
+    check(c.cmd("DYNKV.RELEASE", k, ident + q(g["expires"])) == bytes((1, 1)), "release")
+    check(c.cmd("DYNKV.RELEASE", k, ident + q(g["expires"])) == bytes((1, 0)), "release again")
+    g = grants[1][1]
+    ident = struct.pack("!BI", 1, 7) + b"prefill" + struct.pack("!QQ", g["client"], g["request"])
+    time.sleep(0.01)
+    renewed = decode_grant(c.cmd("DYNKV.RENEW", k, ident + q(g["expires"]) + q(90000)))
+    check(renewed is not None and renewed["expires"] > g["expires"], "renew %r" % renewed)
+    c.err("DYNKV_RESERVATION_EXPIRED", "DYNKV.RELEASE", k, ident + q(g["expires"]))
+    check(c.cmd("DYNKV.REMOVE_WORKER", k, q(810), i(0)) == b"OK", "remove 810/0")
+    check(c.cmd("DYNKV.ADMISSION_STATS", k) == 1, "removal revoked 810's reservation")
+    before = c.cmd("DYNKV.RENEW", k, ident + q(g["expires"]) + q(90000))
+    s.stop()
+    s = Server(directory).start()
+    c = Client(s)
+    check(c.cmd("DYNKV.ADMISSION_STATS", k) == 1, "after restart: one reservation")
+    check(c.cmd("DYNKV.RENEW", k, ident + q(g["expires"]) + q(90000)) == before, "after restart: the renewed grant")
+    check(c.cmd("DYNKV.SELECT_RESERVE", k, reserve_request(b"prefill", 1001, 2001, 60000, [81, 82], cands)) == before,
+          "after restart: an exact retry answers the live (renewed) grant")
+    s.stop()
+
+
 def fuzz(directory):
     """fuzz.py's idea: every truncation and corruption of valid payloads is an
     error reply, never a crash, and the server keeps answering."""
@@ -692,7 +752,7 @@ def frontend(directory):
     s.stop()
 
 
-SUITES = [frontend, core, registration, leases, limits, fuzz, server_commands, slow_clients, kill_restart]
+SUITES = [frontend, admission, core, registration, leases, limits, fuzz, server_commands, slow_clients, kill_restart]
 
 
 def main():
