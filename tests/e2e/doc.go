@@ -27,4 +27,13 @@
 // GOINDEX_NATS_SERVER names another binary), restarts that process on the
 // same port and store, and checks the lane converges again with every
 // client reconnected. A plain `go test` without either variable skips it.
+//
+// A third test (dynamo_zmq_test.go) runs Dynamo as released, with its
+// defaults: in each of two DCs, Python workers (Debian's python3-zmq and
+// python3-msgpack) publish Dynamo-framed event-plane messages on PUB
+// sockets they register in that DC's etcd (Debian's /usr/bin/etcd);
+// `goindex relay --etcd` (the binary in $GOINDEX_BUILD, else one built by
+// the test) discovers and reads them, `goindex consume` builds the
+// replica, and `goindex route` must send each DC's prompt to that DC with
+// its whole prefix cached.
 package e2e
