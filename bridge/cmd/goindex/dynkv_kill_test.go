@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goindex/goindex/bridge/dynkv"
 	"github.com/goindex/goindex/internal/testseed"
@@ -150,6 +151,11 @@ func (w *workload) next(read func(args ...any) []byte) []any {
 			exp = binary.BigEndian.Uint64(gen)
 		}
 		reg := dynkv.Registration{Version: 3, OwnerNonce: 100 + r.Worker + uint64(w.rng.IntN(2)), LeaseMs: dynkv.MaxLeaseMs, ExpectedGeneration: exp, Ranks: []uint32{r.DPRank}}
+		// The child and the twin take the lease's expiry from their own
+		// clocks: a re-registration extends (and counts as a mutation)
+		// only if the millisecond moved since the last one. A 2 ms pause
+		// makes it move on both sides, so they agree.
+		time.Sleep(2 * time.Millisecond)
 		return []any{"DYNKV.REGISTER_WORKER_RANKS", key, be64(r.Worker), dynkv.AppendRegistration(nil, reg)}
 	case n < 95:
 		return []any{"DYNKV.APPLY_OWNED", key, be64(100 + r.Worker + uint64(w.rng.IntN(2))), dynkv.AppendEvent(nil, w.store(key, r))}
