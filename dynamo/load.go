@@ -51,12 +51,7 @@ func DecodeActiveLoad(b []byte) (ActiveLoad, error) {
 			out.WorkerID, haveWorker = v, err == nil
 			return err
 		case "dp_rank":
-			if isNil, err := m.nextNil(); err != nil || isNil {
-				return err
-			}
-			v, err := m.u32()
-			out.DpRank = v
-			return err
+			return m.rank(&out.DpRank)
 		case "active_decode_blocks":
 			return opt(&out.HasActiveDecodeBlocks, &out.ActiveDecodeBlocks)
 		case "active_prefill_tokens":

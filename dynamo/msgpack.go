@@ -120,6 +120,16 @@ func (m *mpReader) fields(maxEntries int, fn func(key string) error) error {
 	return nil
 }
 
+// rank reads a dp_rank: a u32, or nil for the default rank 0.
+func (m *mpReader) rank(dst *uint32) error {
+	if isNil, err := m.nextNil(); err != nil || isNil {
+		return err
+	}
+	v, err := m.u32()
+	*dst = v
+	return err
+}
+
 // maxStructFields bounds the entries of a map that mirrors a struct; the
 // widest (RouterEvent) has six known fields, the rest are skipped unknowns.
 const maxStructFields = 64
@@ -185,12 +195,7 @@ func (m *mpReader) cacheEvent(out *CacheEvent) error {
 			haveData = true
 			return m.eventData(out)
 		case "dp_rank":
-			if isNil, err := m.nextNil(); err != nil || isNil {
-				return err
-			}
-			v, err := m.u32()
-			out.DpRank = v
-			return err
+			return m.rank(&out.DpRank)
 		}
 		return m.skip()
 	})

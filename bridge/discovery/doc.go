@@ -43,5 +43,7 @@
 //   - kube_test.go: against a fake API server: data as an object and as a
 //     string, both EndpointId shapes, ADDED/MODIFIED/DELETED, a re-list
 //     after the stream ends, refused credentials.
+//   - fuzz_test.go: records, scopes and Kubernetes data never panic the
+//     parsers.
 //   - etcdtest/: runs Debian's /usr/bin/etcd for tests.
 package discovery

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -159,3 +160,5 @@ func TestKube_RefusedCredentialsEndTheWatch(t *testing.T) {
 		t.Error("Watch with a refused token = nil, want an error")
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
