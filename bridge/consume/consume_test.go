@@ -486,3 +486,58 @@ func TestConsumer_RebuildsADamagedReplicaFile(t *testing.T) {
 		}
 	}
 }
+
+// Bytes written over a lane's buckets behind the consumer's back are found
+// by its verification, which resyncs the lane from its relay's snapshot:
+// the lane converges back to the producer's words (also in readers'
+// integrity checks), and its status counts the failure.
+func TestConsumer_CorruptLaneIsResyncedFromASnapshot(t *testing.T) {
+	seed := relaytest.Seed(t, 14)
+	_, nc := natstest.Start(t)
+	d := startRelay(t, nc, 6, seed)
+	path := filepath.Join(t.TempDir(), "replica")
+	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{6}, Path: path, RetryEvery: 10 * time.Millisecond})
+	d.feed(t, nc, 300)
+	r, err := shm.Attach(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error { return converged(ctx, r, 0, d) })
+	words := r.Table().AppendLane(nil, 0)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := r.Info()
+	flipped := 0
+	for b, w := range words {
+		if w != 0 && flipped < 5 {
+			if _, err := f.WriteAt([]byte{byte(w) ^ 0x5a}, int64(info.HeaderBytes)+64+int64(8*b*8)); err != nil {
+				t.Fatal(err)
+			}
+			flipped++
+		}
+	}
+	f.Close()
+	if flipped == 0 {
+		t.Fatal("the lane holds no words to damage")
+	}
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+		st := c.Status()[0]
+		if st.IntegrityFailures == 0 || st.Snapshots < 2 {
+			return fmt.Errorf("status %+v: want an integrity failure and a second snapshot", st)
+		}
+		if err := converged(ctx, r, 0, d); err != nil {
+			return err
+		}
+		for seg := range r.Segments() {
+			if bad, _ := r.VerifySegment(seg, 1); bad != 0 {
+				return fmt.Errorf("segment %d still fails a reader's check", seg)
+			}
+		}
+		return nil
+	})
+}

@@ -23,6 +23,10 @@ var (
 	// ErrDeltasGone reports that the log no longer holds the deltas after
 	// the stored snapshot, so the lane asks the relay for a new one.
 	ErrDeltasGone = errors.New("consume: deltas after the snapshot are gone")
+	// ErrIntegrity reports a lane whose words in the replica file failed
+	// their integrity check (damaged behind the consumer's back): its
+	// subscription ends and the next one installs a snapshot.
+	ErrIntegrity = errors.New("consume: lane damaged in the replica file")
 )
 
 // SyncError is why one subscription of a lane ended (a fault, a bad frame,

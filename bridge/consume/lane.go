@@ -9,6 +9,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/goindex/goindex/bridge/relay"
@@ -41,6 +42,9 @@ type LaneStatus struct {
 	// CatchUps counts subscriptions that started behind the log's tail
 	// (retained messages to replay after the stored snapshot) and reached it.
 	CatchUps uint64
+	// IntegrityFailures counts the times the lane's words in the replica
+	// file were found damaged (and the lane resynced).
+	IntegrityFailures uint64
 	// FramesReceived and BytesReceived count what the lane received by
 	// frame type name (relayproto.FrameType.String: "delta", "heartbeat",
 	// "drain-marker", "snapshot" chunks from the store, "load-report";
@@ -76,6 +80,8 @@ type laneRunner struct {
 	base  *slog.Logger // lane and pool attributes
 	log   *slog.Logger // base plus the current subscription's lease and incarnation (ingestor only)
 	dec   relayproto.Decoder
+	// kick ends the current subscription (damaged); nil between them.
+	kick atomic.Pointer[context.CancelCauseFunc]
 
 	mu      sync.Mutex // guards st, lastRTT, rttAt and loadAt
 	st      LaneStatus
@@ -172,30 +178,53 @@ func (l *laneRunner) run(ctx context.Context) {
 // something faults the lane. It returns why it ended.
 func (l *laneRunner) sync(ctx context.Context) error {
 	cfg := &l.c.cfg
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	l.kick.Store(&cancel)
+	defer l.kick.Store(nil)
+	// A subscription ended by the verifier says so, whatever step it was in.
+	fail := func(err error) error {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrIntegrity) {
+			err = cause
+		}
+		return l.fail(err)
+	}
 	info, _, err := ping(ctx, cfg.Conn, l.names, cfg.RequestTimeout)
 	if err != nil {
-		return l.fail(err)
+		return fail(err)
 	}
 	id, err := info.Identity()
 	if err != nil {
-		return l.fail(err)
+		return fail(err)
 	}
 	js, err := l.c.jetStream(info.JSDomain)
 	if err != nil {
-		return l.fail(err)
+		return fail(err)
 	}
 	lease := l.lane.NextLease()
 	l.log = l.base.With("lease", lease.Epoch, "incarnation", id.Incarnation)
 	if err := l.lane.Assign(id, lease); err != nil {
-		return l.fail(fmt.Errorf("assign %v: %w", lease, err))
+		return fail(fmt.Errorf("assign %v: %w", lease, err))
 	}
 	l.publish(time.Now())
 	logSeq, err := l.install(ctx, js, &info, lease)
 	if err != nil {
-		return l.fail(err)
+		return fail(err)
 	}
 	l.loadLast(ctx, js, &info)
-	return l.fail(l.follow(ctx, js, &info, lease, logSeq))
+	return fail(l.follow(ctx, js, &info, lease, logSeq))
+}
+
+// damaged ends the lane's subscription because its words in the replica
+// file failed their integrity check (the consumer's verifier); the next
+// subscription installs the relay's stored snapshot, which rewrites every
+// word and seals the lane's sums afresh.
+func (l *laneRunner) damaged(err error) {
+	l.count(func(st *LaneStatus) { st.IntegrityFailures++ })
+	l.base.Error("lane's words in the replica file are damaged; resyncing it from a snapshot", "err", err)
+	if cancel := l.kick.Load(); cancel != nil {
+		(*cancel)(err)
+	}
 }
 
 func (l *laneRunner) fail(err error) error {

@@ -21,7 +21,7 @@ type consumeCollector struct {
 	lanes, lanesReady, rebuilds, ready, state, epoch, identity family
 	installed, latest, lag, pending, drained                   family
 	frames, bytes, deltas, snapshots, requests, faults         family
-	resyncs, catchUps, rtt                                     family
+	resyncs, catchUps, integrity, rtt                          family
 	loadActive, loadQueued, loadDecode, loadLive, loadCap      family
 }
 
@@ -58,6 +58,8 @@ func NewConsumeCollector(c *consume.Consumer) prometheus.Collector {
 		resyncs:   newFamily(s, "lane_resyncs_total", "Subscriptions that ended (fault, relay or transport down) and were retried.", counter, lane...),
 		catchUps: newFamily(s, "lane_catchups_total", "Subscriptions that started behind the log's tail (retained messages "+
 			"to replay after the stored snapshot) and reached it.", counter, lane...),
+		integrity: newFamily(s, "lane_integrity_failures_total", "Times the lane's words in the replica file failed their "+
+			"integrity check (damaged behind the consumer's back) and the lane resynced from a snapshot.", counter, lane...),
 		rtt:        newFamily(s, "lane_rtt_seconds", "Last round trip to the DC's relay (absent before the first).", gauge, lane...),
 		loadActive: newFamily(s, "lane_load_active_blocks", "Last load report: blocks the DC's relay tracks.", gauge, lane...),
 		loadQueued: newFamily(s, "lane_load_queued_prefill_tokens", "Last load report: queued prefill tokens.", gauge, lane...),
@@ -70,7 +72,7 @@ func NewConsumeCollector(c *consume.Consumer) prometheus.Collector {
 func (c *consumeCollector) families() []family {
 	return []family{c.lanes, c.lanesReady, c.rebuilds, c.ready, c.state, c.epoch, c.identity, c.installed, c.latest, c.lag,
 		c.pending, c.drained, c.frames, c.bytes, c.deltas, c.snapshots, c.requests, c.faults, c.resyncs, c.catchUps,
-		c.rtt, c.loadActive, c.loadQueued, c.loadDecode, c.loadLive, c.loadCap}
+		c.integrity, c.rtt, c.loadActive, c.loadQueued, c.loadDecode, c.loadLive, c.loadCap}
 }
 
 // Describe implements prometheus.Collector.
@@ -114,6 +116,7 @@ func (c *consumeCollector) Collect(ch chan<- prometheus.Metric) {
 		c.faults.emit(ch, float64(st.Faults), l, dc)
 		c.resyncs.emit(ch, float64(st.Resyncs), l, dc)
 		c.catchUps.emit(ch, float64(st.CatchUps), l, dc)
+		c.integrity.emit(ch, float64(st.IntegrityFailures), l, dc)
 		if st.RTT > 0 {
 			c.rtt.emit(ch, st.RTT.Seconds(), l, dc)
 		}

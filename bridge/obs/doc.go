@@ -102,6 +102,7 @@
 //	consume_lane_faults_total                counter                     faulting messages and bad frames
 //	consume_lane_resyncs_total               counter                     subscriptions ended and retried
 //	consume_lane_catchups_total              counter                     subscriptions that replayed the log to its tail
+//	consume_lane_integrity_failures_total    counter                     lane words found damaged in the file (resynced)
 //	consume_lane_rtt_seconds                 gauge                       last RTT to the DC's relay
 //	consume_lane_load_active_blocks          gauge                       last load report: tracked blocks
 //	consume_lane_load_queued_prefill_tokens  gauge                       last load report: queued prefill tokens

@@ -302,6 +302,67 @@ func TestFollower_TruncatedUnderSearchesIsDamagedThenFollowsTheRebuild(t *testin
 	}
 }
 
+// Bytes written over a lane's buckets behind the consumer's back are found
+// by the background verifier: the lane leaves searches (its depth is no
+// longer reported, the others are), Health names it, and the consumer's
+// next snapshot of the lane brings it back.
+func TestFollower_CorruptLaneIsLeftOutUntilResealed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replica")
+	dcs := []uint64{1, 2, 3}
+	w := writeFile(t, path, dcs, []int{9, 9, 9})
+	w.Touch(time.Now())
+	f := New(path, Config{VerifyEvery: 64 * time.Millisecond})
+	defer f.Close()
+	if err := f.Attach(); err != nil {
+		t.Fatal(err)
+	}
+	v := f.Acquire()
+	if got := depths(t, v); len(got) != 3 || f.Health().BadLanes != 0 {
+		t.Fatalf("before the damage: depths %v, bad lanes %#x; want 3 lanes, none bad", got, f.Health().BadLanes)
+	}
+	// Flip a byte of every bucket of lane 1 that holds something.
+	lane1 := w.Reader().Table().AppendLane(nil, 1)
+	info := v.r.Info()
+	file, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stride := uint64(8) // 3 lanes: one cache line of 8 words per row
+	for b, word := range lane1 {
+		if word != 0 {
+			off := int64(info.HeaderBytes) + 64 + int64(8*(uint64(b)*stride+1))
+			if _, err := file.WriteAt([]byte{byte(word) ^ 0xff}, off); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	file.Close()
+	h := waitFor(t, func() (Health, bool) { h := f.Health(); return h, h.BadLanes != 0 })
+	if h.BadLanes != 1<<1 || h.IntegrityFailures != 1 || h.State != Healthy {
+		t.Errorf("after the damage: Health %+v, want lane 1 bad, one failure, the replica otherwise healthy", h)
+	}
+	if got := depths(t, v); got[2] != 0 || got[1] != 9 || got[3] != 9 {
+		t.Errorf("after the damage: depths %v, want DC 2 left out and the others whole", got)
+	}
+	if v.Ready()&(1<<1) != 0 {
+		t.Errorf("a bad lane is still in Ready() = %#x", v.Ready())
+	}
+	v.Release()
+	// The consumer's verification asks lane 1's relay for a snapshot.
+	if err := w.Table().Install(1, lane1); err != nil {
+		t.Fatal(err)
+	}
+	h = waitFor(t, func() (Health, bool) { h := f.Health(); return h, h.BadLanes == 0 })
+	if h.BadLanes != 0 {
+		t.Errorf("after a new snapshot of lane 1: bad lanes %#x, want none", h.BadLanes)
+	}
+	v = f.Acquire()
+	if got := depths(t, v); got[2] != 9 {
+		t.Errorf("after the new snapshot: depths %v, want DC 2 back", got)
+	}
+	v.Release()
+}
+
 // waitFor polls cond until it holds or 10 s pass, and returns its last
 // value (the caller's check then reports it).
 func waitFor[T any](t *testing.T, cond func() (T, bool)) T {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,11 @@ const (
 	DefaultMaxStaleness = 5 * time.Second
 	// DefaultCheckEvery is how often Acquire looks for a new generation.
 	DefaultCheckEvery = 100 * time.Millisecond
+	// DefaultVerifyEvery is how long one integrity pass over every lane of
+	// the file takes, a segment at a time: for the default 13 lanes of
+	// 2^19 buckets one segment is 1 MiB of rows, about a millisecond of one
+	// core every 156 ms (shm's BenchmarkVerify: about 1 GiB/s).
+	DefaultVerifyEvery = 10 * time.Second
 )
 
 // Config configures a Follower.
@@ -31,6 +37,11 @@ type Config struct {
 	// damage); optional; default: DefaultCheckEvery; negative: on every
 	// Acquire.
 	CheckEvery time.Duration
+	// VerifyEvery is how long a background integrity pass over every
+	// ready lane's segments takes (shm.Reader.VerifySegment, one segment
+	// every VerifyEvery/64); optional; default: DefaultVerifyEvery;
+	// negative: no background pass (Verify runs one by hand).
+	VerifyEvery time.Duration
 	// Clock is the time heartbeats are aged with; optional; default:
 	// time.Now.
 	Clock func() time.Time
@@ -45,6 +56,9 @@ func (c *Config) setDefaults() {
 		c.CheckEvery = DefaultCheckEvery
 	case c.CheckEvery < 0:
 		c.CheckEvery = 0
+	}
+	if c.VerifyEvery == 0 {
+		c.VerifyEvery = DefaultVerifyEvery
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -85,6 +99,13 @@ type Health struct {
 	State      State
 	Err        error  // why, when State is not Healthy
 	Generation uint64 // attached generation; 0: none
+	// BadLanes are the attached file's lanes that failed their integrity
+	// check: left out of searches until their writer heals them. The
+	// replica may still be Healthy for its other lanes.
+	BadLanes uint64
+	// IntegrityFailures counts lanes found bad since New; Faults counts
+	// mapped reads that faulted.
+	IntegrityFailures, Faults uint64
 }
 
 // Degraded reports whether routing on this replica is degraded.
@@ -106,13 +127,72 @@ type Follower struct {
 	mu      sync.Mutex
 	lastErr atomic.Pointer[error] // the last attach failure; nil after a success
 	dcs     atomic.Pointer[[]uint64]
+
+	vmu      sync.Mutex // one verifier at a time
+	failures atomic.Uint64
+	faults   atomic.Uint64
+	stop     chan struct{} // closed by Close: ends the background verifier
+	stopOnce sync.Once
 }
 
 // New returns a Follower of the replica file at path; nothing is mapped
-// until Attach, Refresh or Acquire's first check.
+// until Attach, Refresh or Acquire's first check. Unless VerifyEvery is
+// negative it starts the background integrity verifier, which Close stops.
 func New(path string, cfg Config) *Follower {
 	cfg.setDefaults()
-	return &Follower{path: path, cfg: cfg, start: time.Now()}
+	f := &Follower{path: path, cfg: cfg, start: time.Now(), stop: make(chan struct{})}
+	if cfg.VerifyEvery > 0 {
+		go f.verifier(cfg.VerifyEvery / shm.MaxSegments)
+	}
+	return f
+}
+
+// verifier checks one segment of the current file every tick until Close.
+func (f *Follower) verifier(tick time.Duration) {
+	t := time.NewTicker(max(tick, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+			if v := f.Acquire(); v != nil {
+				f.verifyStep(v)
+				v.Release()
+			}
+		}
+	}
+}
+
+// verifyStep verifies v's next segment and counts the lanes newly found
+// bad.
+func (f *Follower) verifyStep(v *View) {
+	if !v.file {
+		return
+	}
+	f.vmu.Lock()
+	defer f.vmu.Unlock()
+	f.failures.Add(uint64(bits.OnesCount64(v.verify())))
+}
+
+// Verify runs one whole integrity pass over the current file now (every
+// segment of every ready lane) and returns the lanes that failed it; they
+// are left out of searches until healed. Attach runs one before the new
+// view serves.
+func (f *Follower) Verify() uint64 {
+	v := f.Acquire()
+	if v == nil {
+		return 0
+	}
+	defer v.Release()
+	f.verifyAll(v)
+	return v.Bad()
+}
+
+func (f *Follower) verifyAll(v *View) {
+	for range v.r.Segments() {
+		f.verifyStep(v)
+	}
 }
 
 // Path returns the followed path.
@@ -140,6 +220,7 @@ func (f *Follower) attach() error {
 	f.lastErr.Store(nil)
 	v := newView(r, true)
 	v.onFault = f.faulted
+	f.verifyAll(v) // verified on attach: a damaged lane never serves
 	f.dcs.Store(&v.dcs)
 	f.swap(v)
 	f.next.Store(int64(time.Since(f.start) + f.cfg.CheckEvery))
@@ -204,7 +285,10 @@ func (f *Follower) refresh() (bool, error) {
 
 // faulted is a view's report that a search of its mapping faulted: the
 // next Acquire checks the file at once (and retires the view).
-func (f *Follower) faulted(*View) { f.next.Store(0) }
+func (f *Follower) faulted(*View) {
+	f.faults.Add(1)
+	f.next.Store(0)
+}
 
 // Acquire returns the current view with a reference taken (Release it), or
 // nil when none is attached. When a check is due (CheckEvery) one caller
@@ -245,7 +329,7 @@ func (f *Follower) DCs() []uint64 {
 func (f *Follower) Health() Health {
 	v := f.Acquire()
 	if v == nil {
-		h := Health{State: Missing, Err: ErrNoReplica}
+		h := Health{State: Missing, Err: ErrNoReplica, IntegrityFailures: f.failures.Load(), Faults: f.faults.Load()}
 		if e := f.lastErr.Load(); e != nil {
 			h.Err = *e
 			if !errors.Is(h.Err, ErrNoReplica) {
@@ -255,7 +339,7 @@ func (f *Follower) Health() Health {
 		return h
 	}
 	defer v.Release()
-	h := Health{Generation: v.gen}
+	h := Health{Generation: v.gen, BadLanes: v.Bad(), IntegrityFailures: f.failures.Load(), Faults: f.faults.Load()}
 	if err := v.r.Faulted(); err != nil {
 		h.State, h.Err = Damaged, err // retired at the next check
 		return h
@@ -271,8 +355,10 @@ func (f *Follower) Health() Health {
 	return h
 }
 
-// Close retires the current view; later Acquires find none until Attach.
+// Close retires the current view and stops the background verifier; later
+// Acquires find none until Attach.
 func (f *Follower) Close() {
+	f.stopOnce.Do(func() { close(f.stop) })
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.swap(nil)

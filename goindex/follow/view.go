@@ -34,6 +34,14 @@ type View struct {
 	refs    atomic.Int64
 	retired atomic.Bool
 	closed  atomic.Bool
+
+	// bad has the lanes whose integrity check failed: searches and Ready
+	// leave them out until a new snapshot seals them again (badSeals[l]:
+	// the lane's seal count when it was found bad).
+	bad      atomic.Uint64
+	badSeals [64]atomic.Uint64
+	cursor   atomic.Uint64 // the next segment the verifier checks
+	clean    [64]uint64    // per lane, segments verified clean in a row (verifier only)
 }
 
 // scratch is one search's state over one view.
@@ -110,9 +118,13 @@ func (v *View) Generation() uint64 { return v.gen }
 // Feed's bucket region.
 func (v *View) MemoryBytes() uint64 { return v.memory }
 
-// Ready returns the mask of lanes with an installed snapshot (0 if the
-// read faulted).
-func (v *View) Ready() uint64 { return v.r.Ready() & v.all }
+// Ready returns the mask of lanes with an installed snapshot, less those
+// that failed their integrity check (0 if the read faulted).
+func (v *View) Ready() uint64 { return v.r.Ready() & v.all &^ v.bad.Load() }
+
+// Bad returns the lanes whose integrity check failed (left out of searches
+// and Ready until a new snapshot).
+func (v *View) Bad() uint64 { return v.bad.Load() }
 
 // Lane returns lane l's record: protocol state, RTT, load (the zero record,
 // nothing known, if the read faulted). It panics if l is out of range.
@@ -138,7 +150,7 @@ func (v *View) Search(dst []uint32, hashes []uint64, lanes uint64) ([]uint32, ui
 
 func (v *View) search(dst []uint32, q []uint64, lanes uint64, locals bool) ([]uint32, uint64) {
 	s := v.pool.Get().(*scratch)
-	depth, m, ok := v.guarded(s, dst, q, lanes&v.all, locals)
+	depth, m, ok := v.guarded(s, dst, q, lanes&v.all&^v.bad.Load(), locals)
 	if !ok {
 		v.faulted()
 		return depth, 0
@@ -178,7 +190,7 @@ func (v *View) Match(dst []kv.Overlap, locals []uint64) []kv.Overlap {
 		return dst
 	}
 	s := v.pool.Get().(*scratch)
-	depth, ready, ok := v.guarded(s, s.depth, locals, v.all, true)
+	depth, ready, ok := v.guarded(s, s.depth, locals, v.all&^v.bad.Load(), true)
 	if !ok {
 		v.faulted()
 		return dst
@@ -192,4 +204,34 @@ func (v *View) Match(dst []kv.Overlap, locals []uint64) []kv.Overlap {
 	}
 	v.pool.Put(s)
 	return dst
+}
+
+// verify checks the next segment of every ready lane and of the lanes
+// found bad, and returns the lanes newly found bad. A bad lane is judged
+// again once a new snapshot sealed it, or once it passed a whole round of
+// segments (its published sums were damaged, and its writer published them
+// again). One caller at a time.
+func (v *View) verify() (found uint64) {
+	k := uint64(v.r.Segments())
+	seg := int(v.cursor.Add(1)-1) % int(k)
+	bad := v.bad.Load()
+	for m := bad; m != 0; m &= m - 1 {
+		if l := bits.TrailingZeros64(m); v.r.Seals(l) != v.badSeals[l].Load() || v.clean[l] >= k {
+			bad &^= 1 << l
+		}
+	}
+	mask := (v.r.Ready() | v.bad.Load()) & v.all
+	failed, busy := v.r.VerifySegment(seg, mask)
+	for m := mask &^ failed &^ busy; m != 0; m &= m - 1 {
+		v.clean[bits.TrailingZeros64(m)]++
+	}
+	for m := failed; m != 0; m &= m - 1 {
+		l := bits.TrailingZeros64(m)
+		v.clean[l] = 0
+		if bad&(1<<l) == 0 {
+			v.badSeals[l].Store(v.r.Seals(l))
+		}
+	}
+	v.bad.Store(bad | failed)
+	return failed &^ bad
 }

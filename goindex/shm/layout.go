@@ -12,8 +12,9 @@ import (
 
 // Layout constants of a replica file (see the package doc for the byte map).
 const (
-	// LayoutVersion is the file layout this package writes and reads.
-	LayoutVersion = 1
+	// LayoutVersion is the file layout this package writes and reads (2:
+	// lane integrity blocks after the lane records).
+	LayoutVersion = 2
 	// FixedHeaderBytes is the size of the fixed header at offset 0.
 	FixedHeaderBytes = 256
 	// LaneMetaBytes is the size of one lane's metadata record; lane l's
@@ -108,10 +109,11 @@ func (l *Layout) validate() error {
 	return nil
 }
 
-// headerBytes returns the region offset for lanes: the fixed header and the
-// lane records, rounded up to RegionAlignBytes.
+// headerBytes returns the region offset for lanes: the fixed header, the
+// lane records and the lanes' integrity blocks, rounded up to
+// RegionAlignBytes.
 func headerBytes(lanes int) int {
-	n := FixedHeaderBytes + lanes*LaneMetaBytes
+	n := FixedHeaderBytes + lanes*(LaneMetaBytes+IntegrityBytes)
 	return (n + RegionAlignBytes - 1) / RegionAlignBytes * RegionAlignBytes
 }
 

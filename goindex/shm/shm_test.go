@@ -172,13 +172,14 @@ func TestLayout_FieldsAtDocumentedOffsets(t *testing.T) {
 	le := binary.LittleEndian
 	u64 := func(off int) uint64 { return le.Uint64(raw[off:]) }
 	u32 := func(off int) uint32 { return le.Uint32(raw[off:]) }
-	const H = 4096 // 256 + 13·256 = 3584 rounds up to one page
+	const H = 12288        // 256 + 13·(256 + 576) = 11072 rounds up to three pages
+	const I = 256 + 13*256 // lane 0's integrity block
 	regionWords, _ := replica.RegionWords(replica.Config{Lanes: 13, Buckets: 64})
 	checks := []struct {
 		name      string
 		got, want uint64
 	}{
-		{"version @8", uint64(u32(8)), 1},
+		{"version @8", uint64(u32(8)), 2},
 		{"H @12", uint64(u32(12)), H},
 		{"generation @16", u64(16), 1},
 		{"seed @24", u64(24), ckf.DefaultSeed},
@@ -194,6 +195,9 @@ func TestLayout_FieldsAtDocumentedOffsets(t *testing.T) {
 		{"lane 2 installed @256+2·256+40", u64(256 + 2*256 + 40), info.Installed},
 		{"lane 2 RTT µs @256+2·256+64", u64(256 + 2*256 + 64), uint64(info.RTT / time.Microsecond)},
 		{"lane 2 deltas @256+2·256+176", u64(256 + 2*256 + 176), info.Deltas},
+		{"lane 3 integrity version @I+3·576 (even at rest; an Install: store and seal)", u64(I + 3*576), 4},
+		{"lane 3 seals @I+3·576+8", u64(I + 3*576 + 8), 1},
+		{"lane 3 segment 5 sum @I+3·576+64+5·8 (K = 64 segments of 1 bucket)", u64(I + 3*576 + 64 + 5*8), mix(5, words[3][5])},
 		{"ready mask @H", u64(H), (1<<13 - 1) &^ (1 << 4)},
 		{"file size", uint64(len(raw)), uint64(H + regionWords*8)},
 	}
@@ -288,7 +292,7 @@ func TestAttach_RejectsForeignShortCorruptAndOtherVersionFiles(t *testing.T) {
 		{"short header", raw[:100], ErrForeign, "size"},
 		{"foreign magic", mutate(func(b []byte) []byte { copy(b, "ELF\x7f1234"); return b }), ErrForeign, "magic"},
 		{"text file", []byte(strings.Repeat("hello world\n", 100)), ErrForeign, "magic"},
-		{"other version", mutate(func(b []byte) []byte { b[8] = 2; return b }), ErrVersion, "version"},
+		{"other version", mutate(func(b []byte) []byte { b[8] = 1; return b }), ErrVersion, "version"},
 		{"flipped seed bit", mutate(func(b []byte) []byte { b[24] ^= 1; return b }), ErrCorrupt, "checksum"},
 		{"flipped lane DC", mutate(func(b []byte) []byte { b[256+256] ^= 4; return b }), ErrCorrupt, "checksum"},
 		{"lanes out of range", mutate(func(b []byte) []byte { b[40] = 65; return b }), ErrCorrupt, "lanes"},

@@ -23,7 +23,8 @@ import (
 // must not run concurrently with other calls.
 type Writer struct {
 	m        *mapping
-	replaced error // why the file Create replaced was unusable
+	replaced error    // why the file Create replaced was unusable
+	seal     *sealing // the lanes' integrity sums; nil for an in-memory image
 }
 
 // Create writes a new replica file for l at path and maps it read-write:
@@ -86,7 +87,7 @@ func createAfter(path string, l Layout, after uint64) (*Writer, error) {
 	if prev != nil {
 		prev.retire()
 	}
-	return &Writer{m: m, replaced: damage}, nil
+	return &Writer{m: m, replaced: damage, seal: newSealing(len(l.DCs), l.Buckets)}, nil
 }
 
 // previous looks at the file Create replaces: it maps a valid replica file
