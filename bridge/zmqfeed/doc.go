@@ -47,7 +47,7 @@
 //
 // Every part is bounded by MaxMessageBytes (libzmq MAXMSGSIZE), every
 // socket's queue by RecvHWM messages, every message by maxParts parts
-// kept. libzmq gives an endpoint up after a protocol error (an oversized
+// kept, every replay by MaxReplayBatches batches and ReplayTimeout. libzmq gives an endpoint up after a protocol error (an oversized
 // part); every disconnect is therefore answered by a fresh connect
 // (socket.go). A feed never stops the relay: a socket that cannot be made
 // is logged and its publisher skipped.
@@ -72,7 +72,8 @@
 //     identity and frame rejections, load; restart with a new id; brokers.
 //   - engine_test.go: vLLM array and SGLang map batches (with and without
 //     medium, lora_name, extra_keys; several dp ranks); a replayed gap; an
-//     unreplayable gap and an engine restart resync.
+//     unreplayable gap, a gap past the replay bound and an engine restart
+//     resync.
 //   - hostile_test.go: a peer announcing a 1 TiB part; a part over the
 //     limit.
 //   - testdata/dynamo_pub.py: a Dynamo event-plane publisher and brokers

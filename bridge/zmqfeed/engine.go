@@ -15,6 +15,12 @@ import (
 // DefaultReplayTimeout bounds one replay exchange with an engine.
 const DefaultReplayTimeout = 2 * time.Second
 
+// DefaultMaxReplayBatches bounds the batches one replay may bring: vLLM
+// buffers 10,000 by default (buffer_steps); a larger gap is a resync
+// without asking, so a hostile sequence jump cannot make the feed hold an
+// unbounded replay.
+const DefaultMaxReplayBatches = 16384
+
 // endOfReplay is the sequence part of the message that ends a replay: -1
 // as a signed 8-byte big-endian integer (vLLM's END_SEQ).
 const endOfReplay = ^uint64(0)
@@ -39,6 +45,9 @@ type EngineConfig struct {
 	BlockSize int
 	// ReplayTimeout bounds one replay; optional; default: 2s.
 	ReplayTimeout time.Duration
+	// MaxReplayBatches bounds the gap a replay is asked to cover; optional;
+	// default: DefaultMaxReplayBatches.
+	MaxReplayBatches uint64
 	// MaxMessageBytes and RecvHWM bound the sockets as in PlaneConfig;
 	// optional.
 	MaxMessageBytes int64
@@ -82,6 +91,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	if cfg.ReplayTimeout <= 0 {
 		cfg.ReplayTimeout = DefaultReplayTimeout
+	}
+	if cfg.MaxReplayBatches == 0 {
+		cfg.MaxReplayBatches = DefaultMaxReplayBatches
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
@@ -223,6 +235,11 @@ var errNoReplay = errors.New("engine replay: no answer")
 func (r *engineRun) replayRange(from, until uint64) ([]replayed, error) {
 	if r.replay == nil {
 		return nil, errors.New("engine replay: no replay endpoint")
+	}
+	if until-from > r.e.cfg.MaxReplayBatches {
+		// Too far back to ask for all of it: keep the newest part (a late
+		// join or a restart) or resync (a gap; fill sees it uncovered).
+		from = until - r.e.cfg.MaxReplayBatches
 	}
 	s := r.replay.s
 	for { // drop what a timed-out earlier exchange left

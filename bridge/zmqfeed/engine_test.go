@@ -180,3 +180,32 @@ func TestEngine_UnreplayableGapAndRestartResync(t *testing.T) {
 	})
 	checkWords(t, r, []kv.Event{engineStored(t, 4, 0, "", nil, []uint64{24}, ud, nil)})
 }
+
+// TestEngine_GapPastTheReplayBoundResyncs loses two batches of a feed that
+// may replay one: it asks only for the newest, resyncs (the older lost one
+// counts as a gap) and applies the newest and what follows.
+func TestEngine_GapPastTheReplayBoundResyncs(t *testing.T) {
+	py := startPy(t, "engine_pub.py", "--bind", "tcp://127.0.0.1:0", "--replay", "tcp://127.0.0.1:0")
+	r := startRelay(t, startEngine(t, EngineConfig{Endpoint: py.Endpoints[0], Replay: py.Endpoints[1], WorkerID: 5, MaxReplayBatches: 1}))
+	warmUp(t, py, r)
+	ta, _ := tokens(1, 4)
+	tb, _ := tokens(5, 8)
+	tc, uc := tokens(9, 12)
+	td, ud := tokens(13, 16)
+	send(py, []any{1.0, []any{[]any{"BlockStored", []any{11}, nil, ta, engineBlockSize, nil}}, 0}, false)
+	send(py, []any{1.1, []any{[]any{"BlockStored", []any{12}, 11, tb, engineBlockSize, nil}}, 0}, true)
+	send(py, []any{1.2, []any{[]any{"BlockStored", []any{13}, nil, tc, engineBlockSize, nil}}, 0}, true)
+	send(py, []any{1.3, []any{[]any{"BlockStored", []any{14}, 13, td, engineBlockSize, nil}}, 0}, false)
+	st := waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Intake.Resyncs != 1 || st.Producer.TrackedBlocks != 2 {
+			return fmt.Errorf("intake %+v, tracked %d: want a resync and the last two stores' blocks", st.Intake, st.Producer.TrackedBlocks)
+		}
+		return nil
+	})
+	if st.Intake.Gaps != 1 || st.Intake.Replayed != 1 || st.Rejected != 0 {
+		t.Errorf("intake %+v, rejected %d: want 1 gap left, 1 replayed batch, nothing rejected", st.Intake, st.Rejected)
+	}
+	c := engineStored(t, 5, 0, "", nil, []uint64{13}, uc, nil)
+	d := engineStored(t, 5, 0, "", ptr(13), []uint64{14}, ud, nil)
+	checkWords(t, r, []kv.Event{c, d})
+}
