@@ -93,6 +93,27 @@ func (r *run) checkpoint(ctx context.Context, total time.Duration) (string, erro
 		if err != nil {
 			return "", err
 		}
+	}
+	stage("relays", at)
+	at = time.Now()
+	// waited keeps the last reason the replica stage waited.
+	var waited error
+	tracked := func(fn func() error) func() error {
+		return func() error {
+			err := fn()
+			if err != nil {
+				waited = err
+			}
+			return err
+		}
+	}
+	// The lanes catch up before the relays are asked for fresh snapshots:
+	// a snapshot stored while a consumer downloads the previous one can
+	// stall that download.
+	if err := poll(ctx, left(), tracked(r.lanesCaughtUp)); err != nil {
+		return "", err
+	}
+	for i, d := range r.dcs {
 		if err := poll(ctx, left(), func() (err error) {
 			states[i].words, err = d.snapshotWords(ctx)
 			return err
@@ -100,20 +121,11 @@ func (r *run) checkpoint(ctx context.Context, total time.Duration) (string, erro
 			return "", err
 		}
 	}
-	stage("relays", at)
-	at = time.Now()
-	var waited error
-	if err := poll(ctx, left(), func() error {
-		err := r.replicaHolds(states)
-		if err != nil {
-			waited = err
-		}
-		return err
-	}); err != nil {
+	if err := poll(ctx, left(), tracked(func() error { return r.replicaHolds(states) })); err != nil {
 		return "", err
 	}
 	stage("replica", at)
-	if time.Since(at) > time.Second {
+	if time.Since(at) > time.Second && waited != nil {
 		stages[len(stages)-1] += " (waiting on: " + waited.Error() + ")"
 	}
 	at = time.Now()
@@ -174,11 +186,10 @@ func (d *dc) snapshotWords(ctx context.Context) ([]uint64, error) {
 	return nil, fmt.Errorf("%s stored snapshot: incomplete at word %d", d.name, len(words))
 }
 
-// replicaHolds reads the replica file: every DC's lane ready, equal to
-// its relay's words, and finding every tracked block. A read that faults
-// (the file shrank under the mapping) is an error, not a crash of the
-// driver.
-func (r *run) replicaHolds(states []dcState) (err error) {
+// readView runs fn on the run's view of the replica file (attaching its
+// current generation when needed). A read that faults (the file shrank
+// under the mapping) is an error, not a crash of the driver.
+func (r *run) readView(fn func(v *shm.Reader) error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
@@ -190,32 +201,78 @@ func (r *run) replicaHolds(states []dcState) (err error) {
 	if err != nil {
 		return err
 	}
-	f := v.Format()
+	return fn(v)
+}
+
+// lane returns DC d's lane in v.
+func (d *dc) lane(v *shm.Reader) (int, error) {
+	lane := slices.Index(v.Info().DCs, uint64(d.id))
+	if lane < 0 {
+		return 0, fmt.Errorf("the replica has no lane for %s", d.name)
+	}
+	return lane, nil
+}
+
+// lanesCaughtUp returns nil once every DC's lane is ready under its
+// relay's current incarnation and has installed the relay's last sequence.
+func (r *run) lanesCaughtUp() error {
+	infos := make([]relay.Info, len(r.dcs))
 	for i, d := range r.dcs {
-		lane := slices.Index(v.Info().DCs, uint64(d.id))
-		if lane < 0 {
-			return fmt.Errorf("the replica has no lane for %s", d.name)
+		msg, err := d.nc.Request(d.names().PingSubject(), nil, 5*time.Second)
+		if err != nil {
+			return fmt.Errorf("ping %s's relay: %w", d.name, err)
 		}
-		if v.Ready()&(1<<lane) == 0 {
-			return fmt.Errorf("lane %d (%s) is not ready", lane, d.name)
-		}
-		got := v.Table().AppendLane(nil, lane)
-		if !slices.Equal(got, states[i].words) {
-			diff := 0
-			for j := range min(len(got), len(states[i].words)) {
-				if got[j] != states[i].words[j] {
-					diff++
-				}
-			}
-			return fmt.Errorf("lane %d (%s): %d of %d words differ from the relay's", lane, d.name, diff, len(states[i].words))
-		}
-		for _, c := range states[i].tracked {
-			if v.Table().Probe(f.Probe(c), 1<<lane) == 0 {
-				return fmt.Errorf("lane %d (%s): tracked block %#x is missing (a false negative)", lane, d.name, c)
-			}
+		if infos[i], err = relay.DecodeInfo(msg.Data); err != nil {
+			return fmt.Errorf("%s's relay: %w", d.name, err)
 		}
 	}
-	return nil
+	return r.readView(func(v *shm.Reader) error {
+		for i, d := range r.dcs {
+			lane, err := d.lane(v)
+			if err != nil {
+				return err
+			}
+			li := v.Lane(lane)
+			if v.Ready()&(1<<lane) == 0 || li.Incarnation != infos[i].Incarnation || li.Installed < infos[i].LastSequence {
+				return fmt.Errorf("lane %d (%s): ready %v, incarnation %d at sequence %d; the relay is at %d of incarnation %d",
+					lane, d.name, v.Ready()&(1<<lane) != 0, li.Incarnation, li.Installed, infos[i].LastSequence, infos[i].Incarnation)
+			}
+		}
+		return nil
+	})
+}
+
+// replicaHolds reads the replica file: every DC's lane ready, equal to
+// its relay's words, and finding every tracked block.
+func (r *run) replicaHolds(states []dcState) error {
+	return r.readView(func(v *shm.Reader) error {
+		f := v.Format()
+		for i, d := range r.dcs {
+			lane, err := d.lane(v)
+			if err != nil {
+				return err
+			}
+			if v.Ready()&(1<<lane) == 0 {
+				return fmt.Errorf("lane %d (%s) is not ready", lane, d.name)
+			}
+			got := v.Table().AppendLane(nil, lane)
+			if !slices.Equal(got, states[i].words) {
+				diff := 0
+				for j := range min(len(got), len(states[i].words)) {
+					if got[j] != states[i].words[j] {
+						diff++
+					}
+				}
+				return fmt.Errorf("lane %d (%s): %d of %d words differ from the relay's", lane, d.name, diff, len(states[i].words))
+			}
+			for _, c := range states[i].tracked {
+				if v.Table().Probe(f.Probe(c), 1<<lane) == 0 {
+					return fmt.Errorf("lane %d (%s): tracked block %#x is missing (a false negative)", lane, d.name, c)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // attachView returns the run's read-only view of the replica, attaching

@@ -82,12 +82,14 @@ func AllKinds() []Kind {
 }
 
 // DefaultKinds are the faults Run injects unless told otherwise: every one
-// whose promises the system keeps today. The replica-file faults wait on a
-// replica that no change to its file can turn into a crash, and
-// KillConsumer and KillHubNATS on routing that stays open while the
-// replica is stale.
+// whose promises the system keeps today. Still left out: KillConsumer and
+// KillHubNATS held past the router's staleness bound and TruncateReplica
+// (the router answers 503 while no DC has fresh signals or the replica is
+// unreadable: it does not fail open yet), and CorruptReplica (junk over the
+// region's ready mask leaves a lane out until its next snapshot).
 func DefaultKinds() []Kind {
-	return []Kind{KillRelay, KillDCNATS, KillRouter, KillHost, Partition, SlowLink, SlowClients, FrontendDown}
+	return []Kind{KillRelay, KillDCNATS, KillRouter, KillHost, Partition, SlowLink, SlowClients, FrontendDown,
+		GrowReplica, ReplaceReplica}
 }
 
 // ParseKinds reads a comma-separated list of fault names ("all": every
