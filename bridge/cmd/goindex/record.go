@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-const recordSynopsis = `Usage: goindex record --out FILE [--nats URL] [--namespace NS --component COMP | --subject S] [--max-events N] [--duration D] [--json]
+const recordSynopsis = `Usage: goindex record --out FILE [--nats URL] [--namespace NS --component COMP [--endpoint EP] | --subject S] [--max-events N] [--duration D] [--json]
 
 Captures Dynamo KV events from live NATS subjects into an event log: one
 Dynamo JSON RouterEvent per line (CUR shape, as dynamo.AppendJSON writes it),
@@ -29,8 +29,10 @@ against the exact index later. Without --nats it starts an embedded
 nats-server on --listen and prints its URL for publishers.
 
 Input:
-  --namespace NS --component COMP   both of the component's event subjects:
-      namespace.<NS>.component.<COMP>.kv-events   msgpack EventEnvelope per event
+  --namespace NS --component COMP [--endpoint EP]   every released event subject:
+      namespace.<NS>.component.<COMP>.endpoint.<EP>.kv-events   v1.4+: msgpack
+                   EventEnvelope, payload a list of RouterEvents (each recorded)
+      namespace.<NS>.component.<COMP>.kv-events   v1.3 and older: one per envelope
       namespace.<NS>.component.<COMP>.kv_events   legacy G2025 JSON RouterEvent
   --subject S      one subject instead (NATS wildcards allowed); each message's
                    form is detected: an envelope (msgpack, or the early JSON
@@ -253,7 +255,8 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sec := addNATSSecurityFlags(fs)
 	namespace := fs.String("namespace", "dynamo", "Dynamo namespace of the KV events")
 	component := fs.String("component", "backend", "Dynamo component of the KV events")
-	subject := fs.String("subject", "", "record this one subject instead of the component's two")
+	endpoint := fs.String("endpoint", dynamo.DefaultEndpoint, "Dynamo endpoint of the workers (scopes KV events from v1.4 on)")
+	subject := fs.String("subject", "", "record this one subject instead of the released three")
 	out := fs.String("out", "", "event log to append to (required)")
 	truncate := fs.Bool("truncate", false, "empty --out first instead of appending")
 	maxEvents := fs.Uint64("max-events", 0, "stop after this many events (0: no limit)")
@@ -269,8 +272,8 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case *out == "":
 		return fmt.Errorf("record: --out is required: %w", errUsage)
-	case *subject != "" && (set["namespace"] || set["component"]):
-		return fmt.Errorf("record: --subject excludes --namespace and --component: %w", errUsage)
+	case *subject != "" && (set["namespace"] || set["component"] || set["endpoint"]):
+		return fmt.Errorf("record: --subject excludes --namespace, --component and --endpoint: %w", errUsage)
 	case *duration < 0:
 		return fmt.Errorf("record: --duration must not be negative: %w", errUsage)
 	case *flushEvery <= 0:
@@ -279,7 +282,8 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	subs := []struct {
 		subject string
 		form    msgForm
-	}{{dynamo.EventSubject(*namespace, *component), formEnvelope}, {dynamo.LegacyEventSubject(*namespace, *component), formLegacy}}
+	}{{dynamo.EventSubject(*namespace, *component), formEnvelope}, {dynamo.LegacyEventSubject(*namespace, *component), formLegacy},
+		{dynamo.Scope{Namespace: *namespace, Component: *component, Endpoint: *endpoint}.Subject(dynamo.EventTopic), formEnvelope}}
 	if *subject != "" {
 		subs = subs[:1]
 		subs[0].subject, subs[0].form = *subject, formDetect

@@ -191,8 +191,10 @@ func TestRecord_EnvelopesAndLegacyEventsReplayThroughParity(t *testing.T) {
 		Malformed: 1, Duplicates: 1, Gaps: 1}
 	got := rep.recordStats
 	got.Bytes = 0
-	if got != want || rep.Stopped != "max-events" || len(rep.Subjects) != 2 || rep.Subjects[0] != current || rep.Subjects[1] != legacy {
-		t.Errorf("record summary %+v, want stats %+v, stopped by max-events, subjects %s and %s", rep, want, current, legacy)
+	endpoint := dynamo.Scope{Namespace: "ns", Component: "rec", Endpoint: "generate"}.Subject(dynamo.EventTopic)
+	if got != want || rep.Stopped != "max-events" || len(rep.Subjects) != 3 || rep.Subjects[0] != current || rep.Subjects[1] != legacy ||
+		rep.Subjects[2] != endpoint {
+		t.Errorf("record summary %+v, want stats %+v, stopped by max-events, subjects %s, %s and %s", rep, want, current, legacy, endpoint)
 	}
 	if fi, err := os.Stat(out); err != nil || fi.Size() != rep.Bytes {
 		t.Errorf("log size %v (%v), summary says %d bytes", fi.Size(), err, rep.Bytes)
@@ -335,5 +337,36 @@ func TestRecord_UsageErrorsAndHelp(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("record --help lacks %q", want)
 		}
+	}
+}
+
+// TestRecord_TakesEndpointScopedBatches publishes a v1.4 message (an
+// endpoint-scoped subject, a list of two RouterEvents, written by Debian's
+// python3-msgpack) and records both events.
+func TestRecord_TakesEndpointScopedBatches(t *testing.T) {
+	srv, nc := natstest.Start(t)
+	out := filepath.Join(t.TempDir(), "events.jsonl")
+	_, stderr, cancel, done := background(runRecord, "--nats", srv.ClientURL(), "--namespace", "ns", "--component", "rec",
+		"--out", out, "--max-events", "2", "--flush-every", "10ms")
+	defer cancel()
+	waitRecording(t, stderr, done)
+	b, err := os.ReadFile("../../../dynamo/testdata/releases/v1.4-endpoint-batch.msgpack")
+	if err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	subject := dynamo.Scope{Namespace: "ns", Component: "rec", Endpoint: "generate"}.Subject(dynamo.EventTopic)
+	if err := nc.Publish(subject, b); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("record: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("record did not stop at 2 events; stderr: %s", stderr.String())
+	}
+	if got := readEventLog(t, out); len(got) != 2 || got[0].WorkerID != 4 || got[1].Event.Kind != kv.Removed {
+		t.Errorf("recorded %+v, want worker 4's store and removal", got)
 	}
 }
