@@ -42,7 +42,7 @@ exits other than the one killed; no request fails while the router is up
 (every DC's frontend but at most one is up all along); lanes converge back
 to the relays' bytes; no false negative after convergence.
 
-Output: a table of faults injected, requests sent, requests failed (and
+Output: a table of faults injected, requests served, requests failed (and
 those that failed while the router was the process killed), and the time to
 recover (from healing to convergence), median and max; one JSON object with
 --json. Needs ./build.sh's build directory (--build) and a checkout (--root)
