@@ -17,7 +17,7 @@ import (
 // (single-dc with the grid's whole capacity in one DC, and the original
 // one-DC slice), upstream's selectors, GORGO's cost, goindex's policy, its
 // exact-index twin and the exact, current bound.
-var simPolicyOrder = []string{"single-dc", "single-dc-slice", "round-robin", "load-only", "prefix-then-load", "credit", "gorgo", "ttft", "exact-oracle", "exact-now"}
+var simPolicyOrder = []string{"single-dc", "single-dc-slice", "round-robin", "load-only", "prefix-then-load", "credit", "gorgo", "ttft-uncalibrated", "ttft", "exact-oracle", "exact-now"}
 
 // PolicyResult is one policy's figures from the simulation (`goindex sim
 // --json`, the fields the final table shows).

@@ -43,8 +43,12 @@ const (
 	// depths and the same load signals: the closest published rival.
 	GORGO
 	// TTFT is goindex's cost: RTT + queue wait + uncached prefill time, with
-	// CKF replica depths.
+	// CKF replica depths, each router's queue forecast (score.Drift) and
+	// its calibration from first-token times (score.Calibration).
 	TTFT
+	// TTFTUncalibrated is TTFT without the calibration: the configured
+	// model's estimates as they are, to show what learning adds.
+	TTFTUncalibrated
 	// ExactOracle is the TTFT cost with the CKF replaced by an exact index:
 	// each ready lane's depth is that of an exact radix index fed exactly
 	// the events the lane has received, so it sees the same WAN delay and
@@ -57,11 +61,11 @@ const (
 )
 
 // AllPolicies lists every policy in report order.
-var AllPolicies = []Policy{SingleDC, SingleDCSlice, RoundRobin, LoadOnly, PrefixThenLoad, Credit, GORGO, TTFT, ExactOracle, ExactNow}
+var AllPolicies = []Policy{SingleDC, SingleDCSlice, RoundRobin, LoadOnly, PrefixThenLoad, Credit, GORGO, TTFTUncalibrated, TTFT, ExactOracle, ExactNow}
 
 var policyNames = map[Policy]string{
 	SingleDC: "single-dc", SingleDCSlice: "single-dc-slice", RoundRobin: "round-robin", LoadOnly: "load-only",
-	PrefixThenLoad: "prefix-then-load", Credit: "credit", GORGO: "gorgo", TTFT: "ttft", ExactOracle: "exact-oracle", ExactNow: "exact-now",
+	PrefixThenLoad: "prefix-then-load", Credit: "credit", GORGO: "gorgo", TTFTUncalibrated: "ttft-uncalibrated", TTFT: "ttft", ExactOracle: "exact-oracle", ExactNow: "exact-now",
 }
 
 // String returns the policy's command-line name.
@@ -190,6 +194,9 @@ const (
 	MaxTokenBudget       = 1 << 24
 	// MaxPrefillJitter keeps every request's prefill work positive.
 	MaxPrefillJitter = 0.9
+	// MinDCSpeed and MaxDCSpeed bound Config.DCSpeed.
+	MinDCSpeed = 0.1
+	MaxDCSpeed = 10
 )
 
 // Config describes one simulation: the DCs and their workers, the
@@ -286,6 +293,33 @@ type Config struct {
 	// one-way trip, for comparing the two queue models side by side.
 	// // optional; default: false (drained)
 	NoQueueDrain bool
+	// NoCalibration turns off ttft's learning from its requests' first and
+	// last tokens (score.Calibration, per router and DC: the KV residence
+	// and, with Calibrate, the compute factor), as if ttft were
+	// ttft-uncalibrated. // optional; default: false (learning on)
+	NoCalibration bool
+	// Calibrate makes ttft also scale its queue and prefill estimates by
+	// the compute factor each router learns per DC from first-token times
+	// (score.Calibration), which finds a DC faster or slower than
+	// configured. It is opt-in: with every DC as configured, the factor a
+	// router learns from only the requests it chose is biased (it sees a
+	// DC when that DC's estimate was at its most optimistic) and the
+	// correction cost TTFT in the development runs (BENCHMARKS.md).
+	// // optional; default: false
+	Calibrate bool
+	// DCSpeed multiplies the compute rate of the named sites' workers
+	// (1.0: as configured) without telling anyone: their load reports still
+	// carry the configured rate, as a mis-configured relay's would; the
+	// routers' calibration has to find out. Each value must be in
+	// [MinDCSpeed, MaxDCSpeed]. // optional; default: every DC as
+	// configured
+	DCSpeed map[string]float64
+	// NoDrift turns off ttft's queue forecast (score.Drift: the work its
+	// reports show beyond the router's own model, extrapolated to the
+	// request's arrival, with its spread), leaving ttft the drained report
+	// every policy reads, for comparing the two side by side.
+	// // optional; default: false (forecast on)
+	NoDrift bool
 	// PriceOthers makes ttft (and the oracles) also price the wait each
 	// request's prefill adds for the requests behind it: the router
 	// measures the fleet's utilization from its sends (score.Demand) and
@@ -408,6 +442,14 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("warm-up %d requests, at most %d", c.Warmup, MaxConcurrency)
 	case c.ProgressEvery < 1:
 		return bad("progress period %d must be positive", c.ProgressEvery)
+	}
+	for name, v := range c.DCSpeed {
+		if _, ok := c.Grid.Index(name); !ok {
+			return bad("DC speed for %q, which is not a site", name)
+		}
+		if !(v >= MinDCSpeed && v <= MaxDCSpeed) {
+			return bad("DC speed %v for %s not in [%v, %v]", v, name, MinDCSpeed, MaxDCSpeed)
+		}
 	}
 	if _, ok := c.Grid.Index(c.RouterSite); !ok {
 		return bad("router site %q is not one of the DCs (%s)", c.RouterSite, strings.Join(c.Grid.Sites, ","))

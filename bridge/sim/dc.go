@@ -60,7 +60,7 @@ func newDC(idx, site int, name string, workers int, c *Config, f *ckf.Format) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	d := &dc{idx: idx, site: site, name: name, index: radix.New(radix.Config{}), local: local, prod: prod, speed: 1}
+	d := &dc{idx: idx, site: site, name: name, index: radix.New(radix.Config{}), local: local, prod: prod, speed: orOne(c.DCSpeed[name])}
 	d.identity = relayproto.ProducerIdentity{
 		Pool:        relayproto.PoolID{Domain: domain, DC: relayproto.DCID(idx + 1)},
 		Incarnation: 1, LayoutGeneration: 1, Format: relayproto.FormatOf(f),
@@ -179,4 +179,12 @@ func (s *simulation) loadReport(d *dc, now float64) error {
 		QueueTokensPerMs:    float64(n) * s.cfg.PrefillTokensPerMs,
 	}
 	return s.sendFrame(d, now, &r)
+}
+
+// orOne is v, or 1 when v is 0 (unset).
+func orOne(v float64) float64 {
+	if v == 0 {
+		return 1
+	}
+	return v
 }

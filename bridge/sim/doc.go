@@ -37,7 +37,15 @@
 // score.Candidate per DC (probe depth, the lane's last load report plus the
 // router's own in-flight requests since it was sampled, its queue drained
 // by score.Backlog up to the request's arrival, matrix RTT) and asks a
-// score.Scorer. ExactOracle replaces each probe depth by the exact depth
+// score.Scorer. ttft's own signal processing goes further (the baselines
+// keep the drained report): each router forecasts every queue with
+// score.Drift (what reports show beyond its own model, extrapolated to the
+// request's arrival, with its spread) and learns per DC from its requests'
+// first and last tokens, which reach it as they reach the client (the
+// proxy sees both), with score.Calibration: the KV residence always, the
+// compute factor with Calibrate (DCSpeed makes some DCs faster or slower
+// than the configuration their reports carry, for it to find);
+// ttft-uncalibrated learns nothing. ExactOracle replaces each probe depth by the exact depth
 // of what the lane has received (the CKF swapped for an exact index, the
 // WAN delay kept); ExactNow by each DC's exact, current depth. With
 // PriceOthers the router also measures the fleet's utilization from the
@@ -138,7 +146,8 @@
 // recomputation, leaf-first LRU eviction, cache hits capped at input − 1,
 // a request larger than the KV) and against the Pollaczek–Khinchine mean
 // wait of an M/G/1 queue at three loads, rising superlinearly towards
-// saturation; the clients' origins against their shares (binomial
+// saturation; the calibration finding a DC twice as fast as configured
+// (and applying nothing without Calibrate); the clients' origins against their shares (binomial
 // bounds), the single-DC site by brute force, and bad shares refused;
 // determinism (same seed, identical results; another seed, different
 // jitter); conservation (every request completes once, hits ≤ prompt

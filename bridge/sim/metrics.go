@@ -157,10 +157,13 @@ type DCResult struct {
 
 // LoadSeries samples every DC's requests in flight (arrived, not finished)
 // every Config.SampleInterval: Active[dc][k] at AtSeconds[k] after the
-// first send.
+// first send. For a calibrating policy, PrefillWeight[dc][k] is the
+// prefill weight the routers had learned for the DC then (the mean over
+// the routers that had sent it a request; 0 before any).
 type LoadSeries struct {
-	AtSeconds []float64
-	Active    [][]int
+	AtSeconds     []float64
+	Active        [][]int
+	PrefillWeight [][]float64
 }
 
 // result summarises a finished run; the first warm requests are left out

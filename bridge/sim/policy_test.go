@@ -250,3 +250,35 @@ func TestPolicy_ForgedCollisionIsCountedAsCKFDisagreement(t *testing.T) {
 		}
 	}
 }
+
+// TestRouter_CalibrationFindsADCFasterThanConfigured: two DCs 10 ms from
+// the router, one of them computing twice as fast as the configuration its
+// reports carry. With Calibrate, the router's learned compute factor for
+// the fast DC ends near 0.5 and the other's near 1; without, the factors
+// are not applied: every estimate is the model's own.
+func TestRouter_CalibrationFindsADCFasterThanConfigured(t *testing.T) {
+	var lines []string
+	rng := rand.New(rand.NewPCG(testSeed(t), 12))
+	for k := range 300 {
+		n := 1 + rng.IntN(8)
+		lines = append(lines, fmt.Sprintf("%d 1 %v", 512*n, joinIDs(ids(1000*(k+1), n))))
+	}
+	w := handTrace(t, lines...)
+	cfg := quiet(lineGrid(0, 10, 10), TTFT)
+	cfg.WorkersPerDC, cfg.Concurrency, cfg.Calibrate = 1, 8, true
+	cfg.DCSpeed = map[string]float64{"s1": 2}
+	s := simulate(t, cfg, w, TTFT, nil)
+	fast, normal := s.routers[0].cal[1].Weights().Prefill, s.routers[0].cal[2].Weights().Prefill
+	if s.routers[0].cal[1].Observations() < 30 || math.Abs(fast-0.5) > 0.1 || math.Abs(normal-1) > 0.15 {
+		t.Errorf("learned factors: fast DC %.3f (%d requests), normal DC %.3f; want about 0.5 and 1",
+			fast, s.routers[0].cal[1].Observations(), normal)
+	}
+	t.Logf("learned factors: fast DC %.3f, normal DC %.3f", fast, normal)
+	cfg.Calibrate = false
+	s = simulate(t, cfg, w, TTFT, nil)
+	for i := range s.reqs {
+		if st := &s.reqs[i]; st.est != st.raw {
+			t.Fatalf("without Calibrate request %d was estimated %+v, the model says %+v", i, st.est, st.raw)
+		}
+	}
+}

@@ -11,6 +11,7 @@ const (
 	evFlush                      // DC a's cadence timer of generation b fires
 	evLoadReport                 // DC a samples and sends a load report
 	evSample                     // every DC's load is sampled for the charts
+	evFeedback                   // request a's first (b = 1) or last (b = 0) token reaches its client
 )
 
 // event is one scheduled happening. seq orders events of equal time by

@@ -38,6 +38,13 @@ type router struct {
 	// inflight lists, per DC, the requests routed there that its last load
 	// report could not have counted yet, oldest first.
 	inflight [][]inflight
+	// seen and drift are, per lane, the last load report the router read
+	// and what the reports showed beyond its own model (score.Drift).
+	seen  []seenReport
+	drift []*score.Drift
+	// cal is, per lane, what the router learned from its requests' first
+	// and last tokens (score.Calibration).
+	cal []*score.Calibration
 	// demand measures the fleet's utilization from the prefill work the
 	// router sends (score.Demand); rhoSum sums what decisions read.
 	demand *score.Demand
@@ -147,7 +154,10 @@ func newRouter(c *Config, p Policy, idx, site int, home uint64, f *ckf.Format, l
 	rt := &router{idx: idx, site: site, table: t, consumer: cons, searcher: se, scorer: sc, model: model,
 		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)), demand: score.NewDemand(0),
 		exact: make([]int, len(lanes)), delivered: make([]int, len(lanes))}
+	rt.seen = make([]seenReport, len(lanes))
 	for range lanes {
+		rt.drift = append(rt.drift, score.NewDrift(0))
+		rt.cal = append(rt.cal, score.NewCalibration(0))
 		rt.audit = append(rt.audit, blockSet{})
 	}
 	return rt, nil
@@ -215,6 +225,12 @@ func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
 			continue
 		}
 		s.loadSignals(rt, &c, l, now)
+		if s.policy.calibrates() && !s.cfg.NoCalibration {
+			c.ResidenceMs = rt.cal[l].ResidenceMs()
+			if s.cfg.Calibrate {
+				c.Weights = rt.cal[l].Weights()
+			}
+		}
 		cands = append(cands, c)
 	}
 	rt.cands = cands
@@ -251,8 +267,17 @@ func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
 // candidate c, when c has the signals the model needs.
 func (s *simulation) estimate(rt *router, i int, req score.Request, c *score.Candidate) {
 	one, err := rt.model.Score(req, []score.Candidate{*c}, nil)
-	if err == nil {
-		s.reqs[i].est, s.reqs[i].hasEst = one.Parts, true
+	if err != nil {
+		return
+	}
+	st := &s.reqs[i]
+	st.est, st.hasEst = one.Parts, true
+	// The model's own terms, unweighted, for the calibration to learn from
+	// when the first token comes back.
+	raw := *c
+	raw.Weights = score.Weights{}
+	if one, err = rt.model.Score(req, []score.Candidate{raw}, nil); err == nil {
+		st.raw = one.Parts
 	}
 }
 
@@ -288,6 +313,16 @@ func (s *simulation) loadSignals(rt *router, c *score.Candidate, l int, now floa
 	c.ActiveDecodeBlocks = rep.ActiveDecodeBlocks
 	c.HasCapacity, c.CapacityBlocks = rep.CapacityBlocks > 0, rep.CapacityBlocks
 	c.PrefillTokensPerMs, c.QueueTokensPerMs, c.DecodeBlocksPerMs = rep.PrefillTokensPerMs, rep.QueueTokensPerMs, rep.DecodeBlocksPerMs
+	if seen := &rt.seen[l]; sampled > seen.sampledMs {
+		// A new report: what the router predicted for its sampling time,
+		// from the last one it read and its own sends since, against what
+		// it says.
+		if seen.ok {
+			predicted := score.Backlog(seen.queued, seen.sampledMs, rep.QueueTokensPerMs, rt.arrivalsOf(l), sampled)
+			rt.drift[l].Observe(predicted, float64(rep.QueuedPrefillTokens), sampled-seen.sampledMs)
+		}
+		*seen = seenReport{ok: true, sampledMs: sampled, queued: float64(rep.QueuedPrefillTokens)}
+	}
 	arrivals := rt.arrivals[:0]
 	if !s.cfg.NoInflight {
 		fl := rt.inflight[l]
@@ -315,7 +350,60 @@ func (s *simulation) loadSignals(rt *router, c *score.Candidate, l int, now floa
 	// The queue the request will find when it arrives (matrix one-way):
 	// the report's, plus the requests sent since, drained meanwhile.
 	arrive := now + oneWay
-	c.ActivePrefillTokens = uint64(math.Round(score.Backlog(float64(rep.QueuedPrefillTokens), sampled, rep.QueueTokensPerMs, arrivals, arrive)))
+	queued := score.Backlog(float64(rep.QueuedPrefillTokens), sampled, rep.QueueTokensPerMs, arrivals, arrive)
+	if s.policy.forecasts() && !s.cfg.NoDrift {
+		// ttft's own forecast: what the reports show beyond the router's
+		// model (other routers' sends, a drain slower or faster than
+		// reported) keeps coming at its learned rate until the request
+		// arrives, with the spread of that guess.
+		d := rt.drift[l]
+		queued = max(queued+d.Rate()*(arrive-sampled), 0)
+		c.QueueSpreadTokens = d.Spread(arrive - sampled)
+	}
+	c.ActivePrefillTokens = uint64(math.Round(queued))
+}
+
+// arrivalsOf lists the router's in-flight sends to lane l as Arrivals.
+func (rt *router) arrivalsOf(l int) []score.Arrival {
+	rt.arrivals = rt.arrivals[:0]
+	for _, f := range rt.inflight[l] {
+		rt.arrivals = append(rt.arrivals, score.Arrival{AtMs: f.arriveMs, Tokens: float64(f.tokens)})
+	}
+	return rt.arrivals
+}
+
+// seenReport is the last load report a router read from a lane.
+type seenReport struct {
+	ok        bool
+	sampledMs float64
+	queued    float64
+}
+
+// forecasts says whether the policy is ttft's cost model, which forecasts
+// each queue with score.Drift; the baselines read every load signal as the
+// drained report.
+func (p Policy) forecasts() bool {
+	return p == TTFT || p == TTFTUncalibrated || p == ExactOracle || p == ExactNow
+}
+
+// calibrates says whether the policy scales its estimates by what its
+// router learned from first-token times (score.Calibration).
+func (p Policy) calibrates() bool { return p == TTFT || p == ExactOracle || p == ExactNow }
+
+// feedback is what router rt learns when request i's first token (first
+// true) or last token reaches its client, as a proxy sees both: the TTFT
+// against the estimate's terms, or how long the request held its KV.
+func (s *simulation) feedback(i int, first bool, now float64) {
+	st := &s.reqs[i]
+	if !s.policy.calibrates() || s.cfg.NoCalibration || !st.hasEst {
+		return
+	}
+	cal := s.routers[s.routerAt[s.topo.origin[i]]].cal[st.dc]
+	if first {
+		cal.ObserveTTFT(st.raw, st.ttftMs())
+		return
+	}
+	cal.ObserveResidence(now, st.doneMs-st.rttMs/2-st.firstTokenMs)
 }
 
 // routed records request i, sent by router rt to DC l believing a cached

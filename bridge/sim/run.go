@@ -106,12 +106,13 @@ type reqState struct {
 	dc, worker     int
 	believed       int // prefix depth the global router believed, blocks
 	est            score.Parts
-	hasEst         bool    // est holds the TTFT model's estimate for the chosen DC
-	rttMs          float64 // round trip paid, jitter included
-	blocks         int     // KV blocks it holds when its decode ends (the local router's load)
-	estWork        int     // the local router's estimate of its prefill work, tokens
-	jitter         float64 // multiplier of its prefill work (Config.PrefillJitter)
-	hitBlocks      int     // cached prefix at its first admission
+	raw            score.Parts // est's terms unweighted by calibration
+	hasEst         bool        // est holds the TTFT model's estimate for the chosen DC
+	rttMs          float64     // round trip paid, jitter included
+	blocks         int         // KV blocks it holds when its decode ends (the local router's load)
+	estWork        int         // the local router's estimate of its prefill work, tokens
+	jitter         float64     // multiplier of its prefill work (Config.PrefillJitter)
+	hitBlocks      int         // cached prefix at its first admission
 	hitTokens      int
 	uncached       int
 	sentMs         float64 // client → router (the client is at the router site)
@@ -237,6 +238,13 @@ func newSimulation(c *Config, w *Workload, p Policy, t *topology) (*simulation, 
 		d, err := newDC(k, site, g.Sites[site], workers, c, f)
 		if err != nil {
 			return nil, err
+		}
+		if p == SingleDC {
+			// The grid's workers, with their speeds: the mean speed.
+			d.speed = 0
+			for _, name := range g.Sites {
+				d.speed += orOne(c.DCSpeed[name]) / float64(len(g.Sites))
+			}
 		}
 		for j := range d.workers {
 			d.workers[j] = newWorker(d, len(s.workers), j, c)
@@ -374,6 +382,8 @@ func (s *simulation) fire(e event) error {
 		}
 		s.q.push(now+ms(s.cfg.LoadReportInterval), evLoadReport, e.a, 0)
 		return s.loadReport(s.dcs[e.a], now)
+	case evFeedback:
+		s.feedback(e.a, e.b == 1, now)
 	case evSample:
 		if !s.done {
 			s.sample(now)
@@ -419,6 +429,9 @@ func (s *simulation) finish(i int, now float64) error {
 	d.active--
 	st.done = true
 	st.doneMs = now + st.rttMs/2
+	if s.policy.calibrates() && !s.cfg.NoCalibration {
+		s.q.push(st.doneMs, evFeedback, i, 0)
+	}
 	d.stats.promptTokens += int64(s.w.Requests[i].InputTokens)
 	d.stats.hitTokens += int64(st.hitTokens)
 	s.completed++
@@ -449,5 +462,21 @@ func (s *simulation) sample(now float64) {
 	}
 	for k, d := range s.dcs {
 		s.samples.Active[k] = append(s.samples.Active[k], d.active)
+	}
+	if !s.policy.calibrates() || s.cfg.NoCalibration {
+		return
+	}
+	if s.samples.PrefillWeight == nil {
+		s.samples.PrefillWeight = make([][]float64, len(s.dcs))
+	}
+	for k := range s.dcs {
+		sum, n := 0.0, 0
+		for _, rt := range s.routers {
+			if rt.cal[k].Observations() > 0 {
+				sum += rt.cal[k].Weights().Prefill
+				n++
+			}
+		}
+		s.samples.PrefillWeight[k] = append(s.samples.PrefillWeight[k], ratio(sum, float64(n)))
 	}
 }

@@ -118,25 +118,32 @@ func bruteTTFT(c Candidate, isl int, rho float64, blockSize int, cfg Config) flo
 	}
 	uncached := isl - cachedTokens
 	wait := float64(c.ActivePrefillTokens) / rate(c.QueueTokensPerMs, cfg.QueueTokensPerMs)
-	if c.HasCapacity {
+	if c.HasCapacity && c.CapacityBlocks > 0 {
 		need := (uncached + blockSize - 1) / blockSize
 		if excess := float64(c.ActiveDecodeBlocks) + float64(need) - float64(c.CapacityBlocks); excess > 0 {
-			wait += excess / rate(c.DecodeBlocksPerMs, cfg.DecodeBlocksPerMs)
+			// Waiting for KV room overlaps waiting for the prefills ahead.
+			release := rate(c.DecodeBlocksPerMs, cfg.DecodeBlocksPerMs)
+			if c.ResidenceMs > 0 {
+				release = float64(c.CapacityBlocks) / c.ResidenceMs
+			}
+			wait = math.Max(wait, excess/release)
 		}
 	}
-	prefill := float64(uncached) / rate(c.PrefillTokensPerMs, cfg.PrefillTokensPerMs)
+	weight := func(w float64) float64 { return rate(w, 1) }
+	wait *= weight(c.Weights.Queue)
+	prefill := weight(c.Weights.Prefill) * float64(uncached) / rate(c.PrefillTokensPerMs, cfg.PrefillTokensPerMs)
 	// The others' wait: prefill × ρ/(1−ρ), ρ capped at 0.95 (0 without ρ).
 	others := 0.0
 	if rho > 0 {
 		r := math.Min(rho, 0.95)
 		others = prefill * r / (1 - r)
 	}
-	return c.RTTms + wait + prefill + others
+	return weight(c.Weights.RTT)*c.RTTms + wait + prefill + others
 }
 
 // TestScore_TTFTChoosesTheBruteForceMinimum draws DC-shaped candidate sets
-// (some without load or RTT, some with per-candidate rates, backlogs from
-// Backlog) and fleet utilizations (none, below and above the cap) and checks that Score picks a candidate whose brute-force TTFT is
+// (some without load or RTT, some with per-candidate rates, some
+// calibrated, backlogs from Backlog) and fleet utilizations (none, below and above the cap) and checks that Score picks a candidate whose brute-force TTFT is
 // the minimum over the eligible ones, and reports that cost.
 func TestScore_TTFTChoosesTheBruteForceMinimum(t *testing.T) {
 	seed := testSeed(t)
@@ -152,6 +159,10 @@ func TestScore_TTFTChoosesTheBruteForceMinimum(t *testing.T) {
 			c.ActivePrefillTokens = uint64(Backlog(float64(rng.IntN(60000)), 0, 30, []Arrival{{AtMs: float64(rng.IntN(100)), Tokens: float64(rng.IntN(20000))}}, float64(rng.IntN(200))))
 			if rng.IntN(2) == 0 {
 				c.PrefillTokensPerMs, c.QueueTokensPerMs, c.DecodeBlocksPerMs = 5+rng.Float64()*20, 10+rng.Float64()*100, rng.Float64()*4
+			}
+			if rng.IntN(2) == 0 { // calibrated: learned weights and residence
+				c.Weights = Weights{RTT: 0.5 + rng.Float64(), Queue: 0.2 + 2*rng.Float64(), Prefill: 0.2 + 2*rng.Float64()}
+				c.ResidenceMs = rng.Float64() * 30000
 			}
 			cands[k] = c
 		}

@@ -50,21 +50,30 @@ func CreditCost(rawPrefillBlocks, overlapBlocks, decodeBlocks, credit float64) f
 
 // ttftParts estimates the TTFT terms of candidate c, in ms, and the wait
 // its prefill adds for the requests behind it at fleet utilization rho.
+// The queue wait is the longer of the prefills ahead (queued tokens at
+// the candidate's drain rate) and, when the KV the routed requests need
+// exceeds the capacity, the time for the excess to be freed: admission is
+// FIFO, so the request starts after both, and they overlap.
 func (s *Scorer) ttftParts(c *Candidate, isl int, rho float64) Parts {
 	prefillRate := orDefault(c.PrefillTokensPerMs, s.cfg.PrefillTokensPerMs)
 	queueRate := orDefault(c.QueueTokensPerMs, s.cfg.QueueTokensPerMs)
 	uncached := isl - s.cachedTokens(c, isl)
 	queue := float64(c.ActivePrefillTokens) / queueRate
-	if c.HasCapacity {
-		// The request needs room for its uncached blocks; when running
-		// decodes hold too much, it waits for them to release the excess.
+	if c.HasCapacity && c.CapacityBlocks > 0 {
 		need := float64(s.blocksFor(uncached))
 		if excess := float64(c.ActiveDecodeBlocks) + need - float64(c.CapacityBlocks); excess > 0 {
-			queue += excess / orDefault(c.DecodeBlocksPerMs, s.cfg.DecodeBlocksPerMs)
+			// A full candidate frees its whole KV once per residence
+			// (Little's law); without a residence, the configured rate.
+			release := orDefault(c.DecodeBlocksPerMs, s.cfg.DecodeBlocksPerMs)
+			if c.ResidenceMs > 0 {
+				release = float64(c.CapacityBlocks) / c.ResidenceMs
+			}
+			queue = max(queue, excess/release)
 		}
 	}
-	prefill := float64(uncached) / prefillRate
-	return Parts{RTTms: c.RTTms, QueueMs: queue, PrefillMs: prefill, OthersMs: prefill * othersFactor(rho)}
+	w := c.Weights
+	prefill := w.prefill() * float64(uncached) / prefillRate
+	return Parts{RTTms: w.rtt() * c.RTTms, QueueMs: w.queue() * queue, PrefillMs: prefill, OthersMs: prefill * othersFactor(rho)}
 }
 
 // othersFactor is ρ/(1−ρ) for a fleet utilization ρ clamped to [0,

@@ -5,9 +5,21 @@
 // goindex's own policy, TTFT, estimates the time to first token:
 //
 //	TTFT = RTT + queue wait + prefill time of the uncached prompt
-//	queue wait   = queued prefill tokens / the candidate's aggregate prefill rate
-//	             + KV admission wait when running decodes leave too few free blocks
+//	queue wait   = max(queued prefill tokens / the candidate's aggregate prefill rate,
+//	                   KV wait when the routed requests' blocks exceed the capacity)
+//	KV wait      = excess blocks / release rate, the release rate being
+//	               capacity / KV residence (Little's law) once Calibration
+//	               has learned the residence, the configured rate before
 //	prefill time = (prompt tokens − cached tokens) / the per-request prefill rate
+//
+// Admission is FIFO, so the waits for the prefills ahead and for KV room
+// overlap: the longer one counts. Candidate.Weights scale the queue and
+// prefill terms by a compute factor a router may learn per candidate from
+// first-token times (Calibration: a DC faster or slower than configured).
+// Of the candidates whose estimates are within their combined uncertainty
+// of the cheapest (Candidate.QueueSpreadTokens, the spread of a queue
+// forecast; Drift learns it), TTFT takes the best-known one: the robust
+// choice when estimates are close.
 //
 // With the fleet's prefill utilization ρ (Request.FleetUtilization, which a
 // router measures with Demand), TTFT also prices the wait a request's
@@ -26,7 +38,11 @@
 // adding the work the caller sent since the sample as it arrives (the fluid
 // model of a work-conserving queue). Read as current, a report overstates
 // the wait by its age times the drain rate: in the simulator this was a
-// +100 ms mean queue bias on a busy fleet, removed by draining.
+// +100 ms mean queue bias on a busy fleet, removed by draining. What the
+// reports show beyond that model (other routers' sends, a drain slower or
+// faster than the configured rate a relay reports) Drift learns from one
+// report to the next, as a rate a router can extrapolate over the
+// request's wait, and its spread.
 //
 // The other policies reproduce Dynamo's selectors so that every comparison can
 // run side by side: PrefixThenLoad (upstream's proof of concept: longest
@@ -51,12 +67,17 @@
 //   - policy.go: Policy names and parsing, Config, Scorer, Score.
 //   - cost.go: the cost formulas of every policy.
 //   - backlog.go: Backlog, the queue a request will find on arrival.
+//   - drift.go: Drift, what a candidate's reports show beyond the router's model.
+//   - calibrate.go: Calibration, the weights and KV residence learned from observed TTFTs.
 //   - demand.go: Demand, the fleet's utilization from the work a router sends.
 //   - sample.go: minimum with random tie-break, temperature sampling.
 //   - errors.go: sentinels.
 //
 // The tests pin Dynamo's documented cost examples, the TTFT arithmetic with
-// and without the others' wait, Demand against a brute-force window sum,
+// and without the others' wait, with a learned residence and weights, the
+// robust choice among close estimates, Drift's rate and spread on a noisy
+// stream, Calibration's factor on noisy requests of a mis-configured
+// candidate and its residence, GORGO's cost by hand, Demand against a brute-force window sum,
 // Backlog against a step-by-step queue simulation on random inputs, TTFT's
 // choice against the formula written out apart on random DC-shaped sets and
 // utilizations, the eligibility rules, tie-breaking uniformity and the

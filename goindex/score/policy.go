@@ -2,6 +2,7 @@ package score
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 )
@@ -73,6 +74,11 @@ type Candidate struct {
 	HasLoad             bool
 	ActivePrefillTokens uint64 // tokens queued or running prefill
 	ActiveDecodeBlocks  uint64 // KV blocks held by running decodes
+	// QueueSpreadTokens is the standard deviation of ActivePrefillTokens
+	// when that is a forecast (Drift.Spread); 0: taken as exact. Of the
+	// candidates whose TTFT estimates are within their combined spread of
+	// the cheapest, TTFT takes the least uncertain.
+	QueueSpreadTokens float64
 
 	HasCapacity    bool
 	CapacityBlocks uint64 // KV capacity in blocks
@@ -86,6 +92,15 @@ type Candidate struct {
 	PrefillTokensPerMs float64
 	QueueTokensPerMs   float64
 	DecodeBlocksPerMs  float64
+
+	// Weights scale TTFT's terms (Calibration learns them per candidate);
+	// zero weights mean 1.
+	Weights Weights
+	// ResidenceMs is how long a request holds its KV after its first
+	// token, on average (Calibration learns it); with it, a full
+	// candidate frees blocks at CapacityBlocks/ResidenceMs (Little's law)
+	// instead of DecodeBlocksPerMs. 0: unknown.
+	ResidenceMs float64
 }
 
 // Request is what is being routed.
@@ -135,10 +150,12 @@ type Result struct {
 	Parts        Parts   // TTFT's parts; zero for other policies
 }
 
-// Parts breaks a TTFT cost into its terms, in ms. RTTms + QueueMs +
-// PrefillMs is the request's own estimated time to first token; OthersMs
-// is the wait its prefill adds for the requests behind it (0 without a
-// fleet utilization).
+// Parts breaks a TTFT cost into its terms, in ms, each scaled by the
+// candidate's Weights. RTTms + QueueMs + PrefillMs is the request's own
+// estimated time to first token (QueueMs the longer of the wait for the
+// prefills ahead and the wait for KV room); OthersMs is the wait its
+// prefill adds for the requests behind it (0 without a fleet
+// utilization).
 type Parts struct {
 	RTTms, QueueMs, PrefillMs, OthersMs float64
 }
@@ -221,6 +238,9 @@ func (s *Scorer) Score(req Request, cands []Candidate, rng *rand.Rand) (Result, 
 		return Result{}, ErrNoCandidate
 	}
 	i := choose(costs, eligible, req.Temperature, rng)
+	if s.cfg.Policy == TTFT && req.Temperature <= 0 {
+		i = s.robust(cands, costs, eligible, i)
+	}
 	var parts Parts
 	if s.cfg.Policy == TTFT {
 		parts = s.ttftParts(&cands[i], isl, rho)
@@ -250,4 +270,29 @@ func (s *Scorer) FleetTokensPerMs(cands []Candidate) float64 {
 
 func (s *Scorer) result(i, eligible, isl int, cost float64, parts Parts, cands []Candidate) Result {
 	return Result{Index: i, Eligible: eligible, CachedTokens: s.cachedTokens(&cands[i], isl), Cost: cost, Parts: parts}
+}
+
+// robust returns, among the eligible candidates whose cost is within the
+// combined spread of the cheapest one's (statistically indistinguishable
+// from it: c_j − c_min ≤ √(σ_j² + σ_min²), σ being the queue forecast's
+// standard deviation in ms), the one whose forecast is the least
+// uncertain, the cheaper on a tie. With no spreads it returns min.
+func (s *Scorer) robust(cands []Candidate, costs []float64, eligible []bool, min int) int {
+	sigma := func(j int) float64 {
+		return max(cands[j].QueueSpreadTokens, 0) / orDefault(cands[j].QueueTokensPerMs, s.cfg.QueueTokensPerMs)
+	}
+	best, bestSigma := min, sigma(min)
+	for j := range cands {
+		if !eligible[j] || j == min {
+			continue
+		}
+		sj := sigma(j)
+		if costs[j]-costs[min] > math.Hypot(sj, sigma(min)) {
+			continue
+		}
+		if sj < bestSigma || sj == bestSigma && costs[j] < costs[best] {
+			best, bestSigma = j, sj
+		}
+	}
+	return best
 }

@@ -70,19 +70,132 @@ func TestScore_TTFTTradesRTTAgainstPrefill(t *testing.T) {
 func TestScore_TTFTQueueAndAdmissionWait(t *testing.T) {
 	s := mustNew(t, Config{Policy: TTFT, BlockSize: 16, PrefillTokensPerMs: 10, QueueTokensPerMs: 40, DecodeBlocksPerMs: 2})
 	c := Candidate{HasLoad: true, HasRTT: true, RTTms: 1, ActivePrefillTokens: 800, HasCapacity: true, CapacityBlocks: 100, ActiveDecodeBlocks: 96}
-	// 160-token prompt = 10 new blocks; 96 + 10 − 100 = 6 excess blocks → 3 ms;
-	// queue 800/40 = 20 ms; prefill 160/10 = 16 ms.
+	// 160-token prompt = 10 new blocks; 96 + 10 − 100 = 6 excess blocks → 3 ms
+	// for KV room, overlapping the queue 800/40 = 20 ms; prefill 160/10 = 16 ms.
 	cost, ok := s.Cost(Request{ISLTokens: 160}, c)
-	if !ok || cost != 1+20+3+16 {
-		t.Errorf("Cost = %v, %v; want 40, true", cost, ok)
+	if !ok || cost != 1+20+16 {
+		t.Errorf("Cost = %v, %v; want 37, true", cost, ok)
 	}
 	c.QueueTokensPerMs, c.PrefillTokensPerMs = 80, 20 // per-candidate overrides from the load report
-	if cost, _ = s.Cost(Request{ISLTokens: 160}, c); cost != 1+10+3+8 {
-		t.Errorf("Cost with overrides = %v, want 22", cost)
+	if cost, _ = s.Cost(Request{ISLTokens: 160}, c); cost != 1+10+8 {
+		t.Errorf("Cost with overrides = %v, want 19", cost)
 	}
-	c.DecodeBlocksPerMs = 0.5 // the report's release rate: 6 excess blocks → 12 ms
-	if cost, _ = s.Cost(Request{ISLTokens: 160}, c); cost != 1+10+12+8 {
-		t.Errorf("Cost with a decode-rate override = %v, want 31", cost)
+	c.DecodeBlocksPerMs = 0.25 // the report's release rate: 6 excess blocks → 24 ms, now the longer wait
+	if cost, _ = s.Cost(Request{ISLTokens: 160}, c); cost != 1+24+8 {
+		t.Errorf("Cost with a decode-rate override = %v, want 33", cost)
+	}
+	// A learned residence: the 100 blocks turn over every 2 s, so 6 excess
+	// blocks are free in 120 ms (Little's law), whatever the release rate.
+	c.ResidenceMs = 2000
+	if cost, _ = s.Cost(Request{ISLTokens: 160}, c); cost != 1+120+8 {
+		t.Errorf("Cost with a residence = %v, want 129", cost)
+	}
+	// Learned weights scale each term.
+	c.Weights = Weights{RTT: 2, Queue: 0.5, Prefill: 0.25}
+	if cost, _ = s.Cost(Request{ISLTokens: 160}, c); cost != 2+60+2 {
+		t.Errorf("Cost with weights = %v, want 64", cost)
+	}
+}
+
+// TestScore_TTFTPrefersTheLessUncertainOfCloseEstimates: two candidates
+// whose costs differ by less than their combined queue spread are a tie,
+// won by the better-known one; apart by more, the cheaper wins.
+func TestScore_TTFTPrefersTheLessUncertainOfCloseEstimates(t *testing.T) {
+	s := mustNew(t, Config{Policy: TTFT, BlockSize: 16, PrefillTokensPerMs: 10, QueueTokensPerMs: 10})
+	cheap := Candidate{ID: 1, HasLoad: true, HasRTT: true, RTTms: 0, ActivePrefillTokens: 100, QueueSpreadTokens: 300} // 10 ms ± 30
+	sure := Candidate{ID: 2, HasLoad: true, HasRTT: true, RTTms: 0, ActivePrefillTokens: 300, QueueSpreadTokens: 10}   // 30 ms ± 1
+	if r, _ := s.Score(Request{ISLTokens: 16}, []Candidate{cheap, sure}, nil); r.Index != 1 {
+		t.Errorf("costs 10 ± 30 and 30 ± 1 ms: chose %d, want 1 (within √(30² + 1²) = 30 ms: the better known)", r.Index)
+	}
+	sure.ActivePrefillTokens = 500 // 50 ms: 40 ms apart, beyond the spread
+	if r, _ := s.Score(Request{ISLTokens: 16}, []Candidate{cheap, sure}, nil); r.Index != 0 {
+		t.Errorf("costs 10 ± 30 and 50 ± 1 ms: chose %d, want 0 (the cheaper)", r.Index)
+	}
+}
+
+// TestCalibration_LearnsTheComputeFactorAndTheResidence feeds requests of
+// a candidate that computes twice as fast as its model says (its queue
+// waits and prefills take half the estimate), with noise of 200 ms: the
+// factor approaches 0.5 within 3% after 1,000 requests, the RTT's weight
+// stays 1, and a noiseless stream of a correctly configured candidate
+// keeps it at 1; the residence mean follows the observed decode times; bad
+// inputs change nothing.
+func TestCalibration_LearnsTheComputeFactorAndTheResidence(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 9))
+	c := NewCalibration(0)
+	if w := c.Weights(); w != (Weights{RTT: 1, Queue: 1, Prefill: 1}) {
+		t.Errorf("fresh weights %+v, want all 1", w)
+	}
+	accepted := 0 // a noisy TTFT below 0 is refused
+	for range 1000 {
+		p := Parts{RTTms: 20 + 100*rng.Float64(), QueueMs: 2000 * rng.Float64(), PrefillMs: 3000 * rng.Float64()}
+		y := p.RTTms + 0.5*(p.QueueMs+p.PrefillMs) + 200*rng.NormFloat64()
+		if y >= 0 {
+			accepted++
+		}
+		c.ObserveTTFT(p, y)
+	}
+	if w := c.Weights(); math.Abs(w.Prefill-0.5) > 0.015 || w.Queue != w.Prefill || w.RTT != 1 {
+		t.Errorf("weights after 1,000 requests at half the estimate = %+v, want 0.5 on queue and prefill, 1 on RTT", w)
+	}
+	exact := NewCalibration(0)
+	for range 50 {
+		p := Parts{RTTms: 30, QueueMs: 100 * rng.Float64(), PrefillMs: 1 + 900*rng.Float64()}
+		exact.ObserveTTFT(p, p.TTFTms())
+	}
+	if w := exact.Weights(); math.Abs(w.Prefill-1) > 1e-12 {
+		t.Errorf("weights after exact estimates = %+v, want 1", w)
+	}
+	if c.Observations() != accepted {
+		t.Errorf("Observations() = %d, want %d", c.Observations(), accepted)
+	}
+	for k := range 200 {
+		c.ObserveResidence(float64(k)*1000, 12000)
+	}
+	if got := c.ResidenceMs(); math.Abs(got-12000) > 1e-6 {
+		t.Errorf("ResidenceMs() = %v, want 12000", got)
+	}
+	w := c.Weights()
+	c.ObserveTTFT(Parts{RTTms: math.NaN(), QueueMs: 1}, 5)
+	c.ObserveTTFT(Parts{RTTms: 1, QueueMs: 1}, math.Inf(1))
+	c.ObserveTTFT(Parts{RTTms: 1}, 5) // nothing to scale
+	c.ObserveResidence(0, -1)
+	if c.Observations() != accepted || c.Weights() != w || c.ResidenceMs() != 12000 {
+		t.Errorf("bad observations changed the calibration: %+v, %d", c.Weights(), c.Observations())
+	}
+}
+
+// TestDrift_LearnsTheUnseenRateAndItsSpread feeds reports every 100 ms
+// whose queue exceeds the router's prediction by 3 tokens/ms on average,
+// with independent noise of variance 400 tokens² per ms: Rate approaches
+// 3 and Spread(τ) approaches 20·√τ, within sampling error; spans that are
+// not positive are ignored.
+func TestDrift_LearnsTheUnseenRateAndItsSpread(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 10))
+	d := NewDrift(0)
+	if d.Rate() != 0 || d.Spread(100) != 0 {
+		t.Errorf("empty Drift: rate %v, spread %v; want 0, 0", d.Rate(), d.Spread(100))
+	}
+	const dt = 100.0
+	rate, spread := 0.0, 0.0
+	for k := range 20000 {
+		predicted := 1000 * rng.Float64()
+		d.Observe(predicted, predicted+3*dt+rng.NormFloat64()*math.Sqrt(400*dt), dt)
+		if k >= 2000 { // average the estimator's own fluctuation
+			rate += d.Rate()
+			spread += d.Spread(250)
+		}
+	}
+	rate, spread = rate/18000, spread/18000
+	if math.Abs(rate-3) > 0.1 || math.Abs(spread-20*math.Sqrt(250)) > 0.05*20*math.Sqrt(250) {
+		t.Errorf("Rate ≈ %v, Spread(250) ≈ %v; want 3 and %v", rate, spread, 20*math.Sqrt(250))
+	}
+	before := d.Rate()
+	d.Observe(0, 1e9, 0)
+	d.Observe(0, 1e9, -5)
+	d.Observe(math.NaN(), 0, 100)
+	if d.Rate() != before {
+		t.Errorf("ignored observations moved the rate from %v to %v", before, d.Rate())
 	}
 }
 

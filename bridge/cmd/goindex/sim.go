@@ -88,6 +88,18 @@ Data centers and WAN:
   --no-queue-drain              read a load report's queue as current instead of
                                 draining it over the report's age and the
                                 request's one-way trip (score.Backlog)
+  --calibrate                   ttft also learns, per router and DC, a compute factor
+                                from first-token times (finds a DC faster or slower
+                                than configured) and scales its estimates by it
+  --no-calibration              ttft learns nothing from first-token and last-token
+                                times (not even the KV residence)
+  --dc-speed a=X,b=Y,…          the named sites' workers compute X× as fast as
+                                configured, unbeknown to the routers (their
+                                reports carry the configured rate)
+  --no-drift                    ttft reads the drained report like every policy instead
+                                of its forecast (the work reports show beyond the
+                                router's own model, extrapolated, plus a margin of
+                                its uncertainty)
   --price-others                ttft also prices the wait each request's prefill
                                 adds for the requests behind it: prefill × ρ/(1−ρ),
                                 ρ the fleet's utilization the router measures from
@@ -147,6 +159,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reportEvery := fs.Duration("load-report-interval", sim.DefaultLoadReportInterval, "load report period of every DC")
 	noInflight := fs.Bool("no-inflight", false, "do not add the router's in-flight requests to stale load reports")
 	noDrain := fs.Bool("no-queue-drain", false, "read load reports' queues as current instead of draining them over their age")
+	calibrate := fs.Bool("calibrate", false, "ttft also learns and applies a compute factor per router and DC")
+	noCal := fs.Bool("no-calibration", false, "ttft learns nothing from first-token and last-token times")
+	dcSpeed := fs.String("dc-speed", "", "site=X,…: those sites' workers compute X× as fast as configured, unbeknown to the routers")
+	noDrift := fs.Bool("no-drift", false, "ttft reads the drained report like every policy instead of its forecast")
 	priceOthers := fs.Bool("price-others", false, "ttft also prices the wait a request's prefill adds for the requests behind it")
 	workers := fs.Int("workers-per-dc", sim.DefaultWorkersPerDC, "workers per DC")
 	kvBlocks := fs.Int("kv-blocks-per-worker", sim.DefaultKVBlocksPerWorker, "KV capacity per worker, blocks of --block-size tokens")
@@ -203,6 +219,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return usageErr("--client-shares: %v", err)
 	}
+	speeds, err := parseShares(*dcSpeed)
+	if err != nil {
+		return usageErr("--dc-speed: %v", err)
+	}
 	if oneSite && clientShares != nil {
 		return usageErr("--client-shares needs --clients every-site")
 	}
@@ -225,7 +245,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		WorkersPerDC: *workers, KVBlocksPerWorker: *kvBlocks, BlockSize: *blockSize,
 		PrefillTokensPerMs: *prefill, DecodeMsPerToken: *decode, DecodeMsPerKToken: *decodeKV, TokenBudget: *budget, BatchLimit: *batch, PrefillJitter: *jitterPrefill,
 		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale, Warmup: *warmup,
-		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain, PriceOthers: *priceOthers,
+		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain, NoDrift: *noDrift, NoCalibration: *noCal, Calibrate: *calibrate, DCSpeed: speeds, PriceOthers: *priceOthers,
 		Policies: pols, Seed: *seed,
 	}
 	if !*quiet {
@@ -268,7 +288,8 @@ func policyNames() string {
 	return strings.Join(names, ",")
 }
 
-// parseShares parses "site=weight,…" (empty: nil, every site alike).
+// parseShares parses "site=number,…" (empty: nil), the form of
+// --client-shares and --dc-speed.
 func parseShares(s string) (map[string]float64, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -391,7 +412,7 @@ func simJSON(rep *sim.Report, in simInput) map[string]any {
 			"warmup_requests":         rep.Warmup,
 			"load_report_interval_ms": float64(c.LoadReportInterval) / float64(time.Millisecond),
 			"rtt_jitter_ms":           float64(c.RTTJitter) / float64(time.Millisecond),
-			"inflight":                !c.NoInflight, "queue_drain": !c.NoQueueDrain, "price_others": c.PriceOthers, "seed": c.Seed, "wall_s": in.WallSeconds,
+			"inflight":                !c.NoInflight, "queue_drain": !c.NoQueueDrain, "drift": !c.NoDrift, "calibration": !c.NoCalibration, "calibrate": c.Calibrate, "dc_speed": c.DCSpeed, "price_others": c.PriceOthers, "seed": c.Seed, "wall_s": in.WallSeconds,
 		},
 	}
 }
