@@ -16,9 +16,11 @@
 // about: 4 lines for 16 lanes, at most 16 for 64, fewer as lanes drop out.
 // The array is preceded by one header line whose first word is the
 // ready-lane mask. The whole region (RegionWords words, 64-byte aligned)
-// holds no pointers and is read and written only with sync/atomic 64-bit
-// operations, so it may live in a shared-memory mapping that one process
-// writes and others read (NewInRegion).
+// holds no pointers and every access is a single-copy-atomic 64-bit load
+// or store (sync/atomic, or the row kernels' aligned vector loads and, for
+// snapshot chunks on amd64, plain aligned MOVs in assembly), so it may live
+// in a shared-memory mapping that one process writes and others read
+// (NewInRegion).
 //
 // New allocates the region on the Go heap and, on linux, asks for
 // transparent huge pages over it (a probe's lines are spread across the
@@ -91,10 +93,10 @@
 //   - table.go: Config, RegionWords, New, NewInRegion, the Table and its lane ops, Probe, the pair and word tests.
 //   - search.go: Mode, SearchConfig, Searcher, Search, SearchLocals and SearchProbes, the A-first chunked scan.
 //   - bisect.go: Stats, the membership seam, the Linear reference and upstream's bisection.
-//   - rows.go: the row kernels' contract and their pure-Go versions (touch pass, SWAR pair test).
+//   - rows.go: the row kernels' contract and their pure-Go versions (touch pass, SWAR pair test), the atomic column store.
 //   - rows_amd64.go: the assembly kernels' declarations and the CPU feature check (x/sys/cpu).
-//   - rows_amd64.s: the PREFETCHT1 and AVX-512 row kernels, the package's only assembly.
-//   - rows_other.go: the pure-Go kernels as the native ones elsewhere.
+//   - rows_amd64.s: the PREFETCHT1 and AVX-512 row kernels and the MOV column store, the package's only assembly.
+//   - rows_other.go: the pure-Go kernels and column store as the native ones elsewhere.
 //   - huge_linux.go: the transparent huge page hint for New's region.
 //   - huge_other.go: no hint elsewhere.
 //   - errors.go: every error of the package.
@@ -105,21 +107,22 @@
 //
 // # Tests
 //
-// The tests prove spec §7's verified vectors (depths, fallback counters
-// and the 39-probe order) on a bitmap membership and on a real table in
-// every mode; 200,000 random prefix-closed cases (L ≤ 300, 1–16 and 64
-// lanes, random ready and asked masks and windows, each query given as
-// hashes, locals or probes) where Bisect, Linear, Chunked and Chunked on the
-// pure-Go kernels all return the exact depth; both row-test kernels against
+// The tests prove spec §7's verified vectors (depths, fallback counters and
+// the 39-probe order) on a bitmap membership and on a real table in every
+// mode; 200,000 random prefix-closed cases (L ≤ 300, 1–16 and 64 lanes,
+// random ready and asked masks and windows, each query given as hashes,
+// locals or probes) where Bisect, Linear, Chunked and Chunked on the pure-Go
+// kernels all return the exact depth; both row-test kernels against
 // ckf.Contains per lane in either row on random words with the fingerprint
-// in any slot; random static membership with holes and false hits where Chunked equals the
-// longest run and Bisect is never below it (the inflation rate is logged);
-// Bisect's depth as the smallest observed miss; Probe, pairHits and wordHit
-// against ckf.Contains per lane (the spec's adversarial words included);
-// the lane ops against a plain
-// model; regions (size, alignment, a second view seeing a writer's state);
-// zero allocations per search; and, under -race, searches running while
-// per-lane producers' images, clears and re-installs land, ending with
-// every lane equal to its producer's words byte for byte and no admitted
-// block missed. A test keeps the file map above in step with the directory.
+// in any slot; the column store against the atomic loop; random static
+// membership with holes and false hits where Chunked equals the longest run
+// and Bisect is never below it (the inflation rate is logged); Bisect's
+// depth as the smallest observed miss; Probe, pairHits and wordHit against
+// ckf.Contains per lane (the spec's adversarial words included); the lane
+// ops against a plain model; regions (size, alignment, a second view seeing
+// a writer's state); zero allocations per search; and, under -race, searches
+// running while per-lane producers' images, clears and re-installs land,
+// ending with every lane equal to its producer's words byte for byte and no
+// admitted block missed. A test keeps the file map above in step with the
+// directory.
 package replica

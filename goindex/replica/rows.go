@@ -66,3 +66,14 @@ func testRowsGo(rows []uint64, ps []ckf.Probe, stride uint64, groups []uint32, n
 		hits[j] = h & need
 	}
 }
+
+// storeColumnGo stores words[i] into rows[start+i·stride], one atomic store
+// each: the portable column store (a lane's run of buckets) and the
+// reference storeColumn is held to. The caller checks the bounds.
+func storeColumnGo(rows []uint64, start, stride int, words []uint64) {
+	i := start
+	for _, w := range words {
+		atomic.StoreUint64(&rows[i], w)
+		i += stride
+	}
+}

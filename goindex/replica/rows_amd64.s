@@ -97,3 +97,24 @@ tstore:
 tdone:
 	VZEROUPPER
 	RET
+
+// func storeColumnMOV(dst *uint64, stride uintptr, words []uint64)
+TEXT ·storeColumnMOV(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ stride+8(FP), DX
+	SHLQ $3, DX
+	MOVQ words_base+16(FP), SI
+	MOVQ words_len+24(FP), CX
+	TESTQ CX, CX
+	JEQ sdone
+
+sloop:
+	MOVQ (SI), AX
+	MOVQ AX, (DI)
+	ADDQ $8, SI
+	ADDQ DX, DI
+	DECQ CX
+	JNE sloop
+
+sdone:
+	RET

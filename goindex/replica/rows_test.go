@@ -83,3 +83,40 @@ func TestRowKernels_TestMatchesContains(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreColumn_MatchesAtomic holds the native column store (plain MOVs
+// on amd64) to the atomic loop: random starts, strides and lengths over a
+// buffer of random words, every word of the buffer compared, so a store
+// out of its column or past its run fails.
+func TestStoreColumn_MatchesAtomic(t *testing.T) {
+	seed := testseed.For(t, 0x5C01)
+	rng := rand.New(rand.NewPCG(seed, 4))
+	const size = 4096
+	got, want := make([]uint64, size), make([]uint64, size)
+	for c := 0; c < 2000; c++ {
+		for i := range got {
+			got[i] = rng.Uint64()
+		}
+		copy(want, got)
+		stride := 1 + rng.IntN(MaxLanes)
+		start := rng.IntN(size)
+		n := rng.IntN((size-start-1)/stride + 2) // up to the last index that fits
+		words := make([]uint64, n)
+		for i := range words {
+			words[i] = rng.Uint64()
+		}
+		storeColumn(got, start, stride, words)
+		storeColumnGo(want, start, stride, words)
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("case %d (seed %#x): storeColumn(start %d, stride %d, %d words): word %d = %#x, want %#x", c, seed, start, stride, n, i, got[i], want[i])
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("storeColumn past the end did not panic")
+		}
+	}()
+	storeColumn(got, size-1, 8, make([]uint64, 2))
+}

@@ -188,19 +188,17 @@ func (t *Table) StoreWord(lane int, b uint64, word uint64) {
 	atomic.StoreUint64(&t.rows[b*uint64(t.stride)+uint64(lane)], word)
 }
 
-// StoreWords stores words[i] into bucket offset+i of lane, one atomic store
-// each (a snapshot chunk). It does not touch the ready bit. It panics if
-// lane is out of range or offset+len(words) > n.
+// StoreWords stores words[i] into bucket offset+i of lane, one
+// single-copy-atomic store each (a snapshot chunk; on amd64 plain aligned
+// 8-byte stores, which keep the chunk's line fills in flight together). It
+// does not touch the ready bit. It panics if lane is out of range or
+// offset+len(words) > n.
 func (t *Table) StoreWords(lane int, offset uint64, words []uint64) {
 	t.bit(lane)
 	if offset > t.buckets || uint64(len(words)) > t.buckets-offset {
 		panic(fmt.Sprintf("replica: %d words at bucket %d overrun %d buckets", len(words), offset, t.buckets))
 	}
-	i := offset*uint64(t.stride) + uint64(lane)
-	for _, w := range words {
-		atomic.StoreUint64(&t.rows[i], w)
-		i += uint64(t.stride)
-	}
+	storeColumn(t.rows, int(offset)*t.stride+lane, t.stride, words)
 }
 
 // Install installs a full snapshot of lane: it clears the ready bit, stores
