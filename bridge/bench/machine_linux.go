@@ -61,6 +61,16 @@ func threadCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// processCPU returns the CPU time the whole process has used (user +
+// system, every thread), or 0 if the kernel does not report it.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // hugeBacked returns how many bytes of words the kernel backs with
 // transparent huge pages: the AnonHugePages of the mappings (smaps) that
 // overlap words, each counted at most for its overlap. It is an estimate

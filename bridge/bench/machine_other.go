@@ -22,6 +22,9 @@ func hugePagePolicy(string) string { return "" }
 // then leaves its CPU-time ingest rates out.
 func threadCPU() time.Duration { return 0 }
 
+// processCPU reports no process CPU time outside linux.
+func processCPU() time.Duration { return 0 }
+
 // hugeBacked is unknown (-1) outside linux.
 func hugeBacked([]uint64) int64 { return -1 }
 

@@ -41,6 +41,12 @@ type RelayConfig struct {
 	Synthetic bool
 	// Progress receives the phases' progress lines. optional
 	Progress io.Writer
+	// ResyncProfile receives a CPU profile (runtime/pprof) of the cold
+	// resync alone, from the consumer's start to every lane READY: the
+	// relays' server sending, the consumer receiving, decoding and
+	// installing share the process, so the profile splits the resync by
+	// stage. optional
+	ResyncProfile io.Writer
 }
 
 func (c *RelayConfig) validate() error {
@@ -81,7 +87,11 @@ type RelayReport struct {
 
 // RelayResync is the cold consumer's resync of every lane.
 type RelayResync struct {
-	Seconds              float64 `json:"seconds"`
+	Seconds float64 `json:"seconds"`
+	// CPUSeconds is the CPU time the whole process (server, relays and
+	// consumer) used during the resync (linux): on a shared machine the
+	// figure that does not depend on what else runs.
+	CPUSeconds           float64 `json:"cpu_seconds,omitempty"`
 	WireBytes            uint64  `json:"wire_bytes"`
 	WireBytesPerBlock    float64 `json:"wire_bytes_per_block"`
 	SnapshotBytes        int64   `json:"snapshot_bytes"`
@@ -158,8 +168,8 @@ func (r *RelayReport) Print(w io.Writer) error {
 	} else {
 		fmt.Fprintf(tw, "fill\t%.2f s\n", r.FillSeconds)
 	}
-	fmt.Fprintf(tw, "cold resync\t%.2f s, %d bytes received (%.3f B/block), %.1f M blocks/s; 130M blocks ≈ %.1f s at this rate; %d lane retries\n",
-		r.Resync.Seconds, r.Resync.WireBytes, r.Resync.WireBytesPerBlock, r.Resync.BlocksPerSecond/1e6, r.Resync.ExtrapolatedTo130MSs, r.Resync.Retries)
+	fmt.Fprintf(tw, "cold resync\t%.2f s (%.2f s of CPU), %d bytes received (%.3f B/block), %.1f M blocks/s; 130M blocks ≈ %.1f s at this rate; %d lane retries\n",
+		r.Resync.Seconds, r.Resync.CPUSeconds, r.Resync.WireBytes, r.Resync.WireBytesPerBlock, r.Resync.BlocksPerSecond/1e6, r.Resync.ExtrapolatedTo130MSs, r.Resync.Retries)
 	fmt.Fprintf(tw, "snapshot bytes/block\tdense %.3f, compact %.3f\n", r.Encoding.DenseBytesPerBlock, r.Encoding.CompactBytesPerBlock)
 	if !r.Synthetic {
 		fmt.Fprintf(tw, "steady (lane 0)\t%d events in %.2f s: %.0f frames/s, %.0f images/s\n", r.Steady.Events, r.Steady.Seconds, r.Steady.FramesPerSec, r.Steady.ImagesPerSec)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -52,6 +53,9 @@ func TestRelay_SyntheticRunResyncsTheTablesAndSaysSo(t *testing.T) {
 	}
 	if c := rep.Encoding.CompactBytesPerBlock; c < 2 || c >= rep.Encoding.DenseBytesPerBlock {
 		t.Errorf("Relay(synthetic) encoding %+v: want 2 ≤ compact < dense", rep.Encoding)
+	}
+	if runtime.GOOS == "linux" && rep.Resync.CPUSeconds <= 0 {
+		t.Errorf("Relay(synthetic) resync: %v s of CPU, want the process's CPU time over the resync", rep.Resync.CPUSeconds)
 	}
 	var out bytes.Buffer
 	if err := rep.Print(&out); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -274,7 +275,18 @@ func (b *relayBench) resync(ctx context.Context, rep *RelayReport) (func(), erro
 		dcs = append(dcs, relayproto.DCID(l+1))
 	}
 	b.path = b.dir + "/replica"
-	in0 := b.conn.Stats().InBytes
+	profiling := b.cfg.ResyncProfile != nil
+	if profiling {
+		if err := pprof.StartCPUProfile(b.cfg.ResyncProfile); err != nil {
+			return nil, fmt.Errorf("resync profile: %w", err)
+		}
+		defer func() {
+			if profiling {
+				pprof.StopCPUProfile()
+			}
+		}()
+	}
+	in0, cpu0 := b.conn.Stats().InBytes, processCPU()
 	start := time.Now()
 	c, err := consume.New(ctx, consume.Config{Conn: b.conn, Domain: 1, DCs: dcs, Path: b.path, ObserveDelta: b.applied.observe})
 	if err != nil {
@@ -292,6 +304,11 @@ func (b *relayBench) resync(ctx context.Context, rep *RelayReport) (func(), erro
 	}
 	rs := &rep.Resync
 	rs.Seconds = time.Since(start).Seconds()
+	rs.CPUSeconds = (processCPU() - cpu0).Seconds()
+	if profiling {
+		pprof.StopCPUProfile()
+		profiling = false
+	}
 	rs.WireBytes = b.conn.Stats().InBytes - in0
 	rs.WireBytesPerBlock = float64(rs.WireBytes) / float64(rs.ResidentBlocks)
 	rs.BlocksPerSecond = float64(rs.ResidentBlocks) / rs.Seconds

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/goindex/goindex/bridge/bench"
@@ -86,4 +88,26 @@ func benchOutput(stdout io.Writer, asJSON bool, rep interface {
 		rep.Print(stdout)
 	}
 	return rep.Check()
+}
+
+// withCPUProfile runs fn, writing a CPU profile of it (go tool pprof) to
+// path when path is not empty.
+func withCPUProfile(path string, fn func() error) error {
+	if path == "" {
+		return fn()
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	err = fn()
+	pprof.StopCPUProfile()
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("--cpuprofile: %w", cerr)
+	}
+	return err
 }

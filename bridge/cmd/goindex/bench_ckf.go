@@ -81,6 +81,7 @@ Data and queries:
   --interleave=false   time each structure in its own pass over all queries
                        instead (warm caches and TLB for the structure timed)
   --json               print one JSON object instead of the tables
+  --cpuprofile FILE    write a CPU profile of the run for go tool pprof
 
 Progress goes to stderr once a phase runs longer than a second.`
 
@@ -98,6 +99,7 @@ func runBenchCKF(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Uint64Var(&cfg.Seed, "seed", 42, "walk and query seed")
 	interleave := fs.Bool("interleave", true, "time the structures query by query in turn (false: one whole pass each)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -125,7 +127,11 @@ func runBenchCKF(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return usageErr("no --trace given and %s not found from the working directory up", defaultBenchTrace)
 		}
 	}
-	rep, err := bench.CKF(ctx, cfg)
+	var rep *bench.CKFReport
+	err = withCPUProfile(*profile, func() (err error) {
+		rep, err = bench.CKF(ctx, cfg)
+		return err
+	})
 	if err != nil {
 		return benchError("ckf", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,10 +16,14 @@ import (
 func TestBenchCKF_FlagsReachTheRunAndItsJSON(t *testing.T) {
 	slice := filepath.Join("..", "..", "..", "testdata", "mooncake", "conversation_head400.jsonl")
 	var stdout, stderr bytes.Buffer
+	prof := filepath.Join(t.TempDir(), "ckf.prof")
 	args := []string{"--trace", slice, "--lanes", "2,8", "--blocks", "4K", "--queries", "300", "--radix-max-blocks", "16K",
-		"--radix-churned=false", "--small-pages=false", "--interleave=false", "--json"}
+		"--radix-churned=false", "--small-pages=false", "--interleave=false", "--json", "--cpuprofile", prof}
 	if err := runBenchCKF(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("bench ckf %q: %v (stderr %q)", args, err, stderr.String())
+	}
+	if b, err := os.ReadFile(prof); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("bench ckf --cpuprofile: %d bytes (%v), want a gzipped pprof profile", len(b), err)
 	}
 	var rep bench.CKFReport
 	shape := decodeOne(t, stdout.Bytes(), &rep)

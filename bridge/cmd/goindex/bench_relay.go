@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"os"
 
 	"github.com/goindex/goindex/bridge/bench"
 )
@@ -45,7 +47,13 @@ publishes its table through its real publisher and JetStream snapshot store
 (relay.PoolConfig.Source) and subscribes to no events; the cold consumer's
 resync is the real code path, checked equal to the tables byte for byte and
 by probes of sampled hashes. Only synthesize (in place of fill), resync and
-encoding run; the report has no steady, visible or apply figures.`
+encoding run; the report has no steady, visible or apply figures.
+
+--cpuprofile FILE writes a CPU profile of the whole run, --resync-profile
+FILE (instead) one of the cold resync alone, for go tool pprof: the relays, the NATS
+server and the consumer share the process, so the profile splits the
+resync by stage (server sending, client receiving, frame decoding, table
+install).`
 
 func runBenchRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench relay", benchRelaySynopsis, stderr)
@@ -58,10 +66,27 @@ func runBenchRelay(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "block hash seed")
 	fs.BoolVar(&cfg.Synthetic, "synthetic", false, "resync only, of SYNTHETIC tables filled directly at the load of --blocks (see above)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	resyncProfile := fs.String("resync-profile", "", "write a CPU profile of the cold resync alone to this file (go tool pprof)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	rep, err := bench.Relay(ctx, cfg)
+	if *profile != "" && *resyncProfile != "" {
+		return fmt.Errorf("bench relay: --cpuprofile and --resync-profile are exclusive (one CPU profile at a time): %w", errUsage)
+	}
+	if *resyncProfile != "" {
+		f, err := os.Create(*resyncProfile)
+		if err != nil {
+			return fmt.Errorf("bench relay: --resync-profile: %w", err)
+		}
+		defer f.Close()
+		cfg.ResyncProfile = f
+	}
+	var rep *bench.RelayReport
+	err := withCPUProfile(*profile, func() (err error) {
+		rep, err = bench.Relay(ctx, cfg)
+		return err
+	})
 	if err != nil {
 		return benchError("relay", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -176,9 +177,14 @@ func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
 
 func TestBenchRelay_FlagsReachTheRunAndItsJSON(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	args := []string{"--synthetic", "--lanes", "2", "--blocks", "3000", "--json"}
+	prof := filepath.Join(t.TempDir(), "resync.prof")
+	args := []string{"--synthetic", "--lanes", "2", "--blocks", "3000", "--json", "--resync-profile", prof}
 	if err := runBenchRelay(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("bench relay %q: %v; stderr: %s", args, err, stderr.String())
+	}
+	// A pprof profile is gzipped protobuf.
+	if b, err := os.ReadFile(prof); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("bench relay %q: profile = %d bytes (%v), want a gzipped pprof profile", args, len(b), err)
 	}
 	var rep bench.RelayReport
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
@@ -191,7 +197,7 @@ func TestBenchRelay_FlagsReachTheRunAndItsJSON(t *testing.T) {
 	if err := runBenchRelay(context.Background(), []string{"--synthetic", "--lanes", "1", "--blocks", "1000"}, &stdout, &stderr); err != nil || !strings.Contains(stdout.String(), "SYNTHETIC") {
 		t.Errorf("bench relay --synthetic = %v, output %q: want the human report", err, stdout.String())
 	}
-	for _, bad := range [][]string{{"--lanes", "65"}, {"--blocks", "0"}, {"--samples", "-1"}, {"extra"}} {
+	for _, bad := range [][]string{{"--lanes", "65"}, {"--blocks", "0"}, {"--samples", "-1"}, {"extra"}, {"--cpuprofile", prof, "--resync-profile", prof}} {
 		if err := runBenchRelay(context.Background(), bad, &stdout, &stderr); !errors.Is(err, errUsage) {
 			t.Errorf("bench relay %q = %v, want a usage error", bad, err)
 		}
