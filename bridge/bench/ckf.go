@@ -32,7 +32,7 @@ type CKFConfig struct {
 	Blocks []int
 	// RadixMaxBlocks skips the radix indexes of a cell above lanes ×
 	// blocks member blocks; AutoRadix builds them when the available
-	// memory holds them (about 48 bytes of heap per member block each).
+	// memory holds them (about 40 bytes of heap per member block each).
 	RadixMaxBlocks int
 	// SkipChurnedRadix leaves out the churned-heap radix index (the same
 	// content with its nodes at random ids). optional; default: built

@@ -22,9 +22,9 @@ import (
 const (
 	churnFraction = 8 // a lane stops after evicting capacity/8 blocks
 	// radixBytesEstimate is the radix heap per member block that AutoRadix
-	// budgets: 38–63 B measured over 4–64 lanes, so a little above the
-	// shared-prefix cells' figures.
-	radixBytesEstimate = 48
+	// budgets: 37–43 B measured at 16 and 64 lanes, where lanes share most
+	// prefixes (57–63 B at 4 lanes, whose cells are small).
+	radixBytesEstimate = 40
 	// autoMemoryShare is the share of the available memory AutoRadix lets
 	// the radix indexes take; the rest is for the other structures and the
 	// machine's other work.

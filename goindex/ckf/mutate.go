@@ -132,7 +132,7 @@ func (p *Producer) store(ev *kv.Event) error {
 		}
 		prev, chained = c, true
 		chain = append(chain, c)
-		probes = append(probes, p.f.Probe(c))
+		probes = append(probes, p.f.ProbeFast(c))
 	}
 	s.chain, s.probes = chain, probes
 	for i, b := range ev.Blocks {
@@ -258,7 +258,7 @@ func (p *Producer) remove(m kv.Member, srcs []uint64) error {
 	for _, src := range srcs {
 		var pr Probe
 		if c := lin.find(src); c != nil {
-			pr = p.f.Probe(*c)
+			pr = p.f.ProbeFast(*c)
 			p.sink += p.owners.warm(*c) + p.tab.words[pr.A]
 		}
 		probes = append(probes, pr)
@@ -354,7 +354,7 @@ func (p *Producer) release(c uint64, pr Probe) error {
 		return nil
 	case o.resident:
 		if pr.FP == 0 {
-			pr = p.f.Probe(c)
+			pr = p.f.ProbeFast(c)
 		}
 		t, ok := p.tab.remove(pr)
 		if !ok {

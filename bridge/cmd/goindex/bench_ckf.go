@@ -67,7 +67,7 @@ Cells and scale:
                        except that 1M alone is 2^20 (the upstream relay default)
   --radix-max-blocks B skip the radix indexes when lanes × blocks exceeds B;
                        auto: build them when the available memory holds them
-                       (about 48 B of heap per member block each; the churned
+                       (about 40 B of heap per member block each; the churned
                        one only when both fit)
   --radix-churned      also build and time the churned radix index
   --small-pages        also time the chunked scan on a 4 KiB-page copy of the
