@@ -132,7 +132,9 @@
 //   - router.go: the global decision, in-flight accounting, Accuracy.
 //   - run.go: Run, Report, one policy's simulation and its event loop, the clients.
 //   - metrics.go: Result, DCResult, LoadSeries, percentiles.
-//   - report.go: WriteReport: the Markdown report and its PNG charts.
+//   - report.go: WriteReport: the Markdown report and its PNG charts (policy styles, calibration chart).
+//   - sweep.go: Sweep: ttft against the baselines on a grid of loads, worker counts and KV sizes.
+//   - sweepreport.go: WriteSweep, SweepMarkdown: the sweep's table and heat map.
 //
 // # Tests
 //
@@ -165,6 +167,9 @@
 // the figures leave out exactly the warm-up requests; that on one FIFO
 // worker the drained queue estimate equals the wait every request then
 // saw, to the token, while reports read as current overstate it; open-loop
-// arrival times; config validation; the report's files (PNG headers); and
-// that this file map matches the directory.
+// arrival times; config validation; the report's files (PNG headers, the
+// calibration chart, a distinct style per policy); the sweep's cells
+// judged against their own figures, its summary and band bookkeeping by
+// hand, its table and heat map; and that this file map matches the
+// directory.
 package sim

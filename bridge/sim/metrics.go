@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -94,6 +95,9 @@ type Result struct {
 
 	// TTFTsMs holds every request's TTFT, ascending (for CDFs).
 	TTFTsMs []float64 `json:"-"`
+	// Sends lists every request in send order: when it left (s after the
+	// first send) and the DC it went to (for charts over time).
+	Sends []Send `json:"-"`
 	// Load is the per-DC load over time (for charts).
 	Load LoadSeries `json:"-"`
 }
@@ -116,6 +120,16 @@ type Estimate struct {
 	// the worker the DC's router picked).
 	QueueBiasMs   float64 `json:"queue_bias_ms"`
 	PrefillBiasMs float64 `json:"prefill_bias_ms"`
+}
+
+// Send is one request's send time (s after the first send), DC index,
+// TTFT and the TTFT model's estimate for it (HasEst when the DC had the
+// signals the model needs).
+type Send struct {
+	AtSeconds     float64
+	DC            int
+	TTFTMs, EstMs float64
+	HasEst        bool
 }
 
 // Capacity is the serving capacity of one policy's run.
@@ -158,8 +172,8 @@ type DCResult struct {
 // LoadSeries samples every DC's requests in flight (arrived, not finished)
 // every Config.SampleInterval: Active[dc][k] at AtSeconds[k] after the
 // first send. For a calibrating policy, PrefillWeight[dc][k] is the
-// prefill weight the routers had learned for the DC then (the mean over
-// the routers that had sent it a request; 0 before any).
+// compute factor the routers had learned for the DC then (each router's
+// weighted by the requests it learned from; 0 before any).
 type LoadSeries struct {
 	AtSeconds     []float64
 	Active        [][]int
@@ -178,6 +192,12 @@ func (s *simulation) result(warm int) *Result {
 	ttft, e2e := measured.ttft, measured.e2e
 	k := float64(len(ttft))
 	res.TTFTsMs = ttft
+	res.Sends = make([]Send, len(s.reqs))
+	for i := range s.reqs {
+		st := &s.reqs[i]
+		res.Sends[i] = Send{AtSeconds: (st.sentMs - s.startMs) / 1000, DC: st.dc, TTFTMs: st.ttftMs(), EstMs: st.est.TTFTms(), HasEst: st.hasEst}
+	}
+	slices.SortStableFunc(res.Sends, func(a, b Send) int { return cmp.Compare(a.AtSeconds, b.AtSeconds) })
 	res.SimulatedSeconds = (all.last - s.startMs) / 1000
 	res.ThroughputRPS = measured.headline().ThroughputRPS
 	res.TTFTMeanMs = mean(ttft)

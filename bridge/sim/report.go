@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Report file names inside the report directory; LoadChartFile names the
@@ -19,7 +22,13 @@ const (
 	ReportFile     = "report.md"
 	TTFTChartFile  = "ttft_cdf.png"
 	ThroughputFile = "throughput.png"
+	// CalibrationChartFile is written when Config.DCSpeed makes some DCs
+	// faster or slower than configured.
+	CalibrationChartFile = "calibration.png"
 )
+
+// calibrationWindow is the window of the calibration chart's routing share.
+const calibrationWindow = 10.0 // s
 
 // cdfPoints bounds the points of one CDF line: enough for a smooth curve
 // at chart resolution, few enough that 100k requests do not bloat the PNG.
@@ -49,6 +58,11 @@ func WriteReport(dir string, rep *Report, tracePath string) error {
 			return fmt.Errorf("%s: %w", LoadChartFile(r.Policy), err)
 		}
 	}
+	if len(rep.Config.DCSpeed) > 0 {
+		if err := calibrationChart(rep, filepath.Join(dir, CalibrationChartFile)); err != nil {
+			return fmt.Errorf("%s: %w", CalibrationChartFile, err)
+		}
+	}
 	return os.WriteFile(filepath.Join(dir, ReportFile), markdown(rep, tracePath), 0o644)
 }
 
@@ -69,12 +83,43 @@ func ttftChart(rep *Report, path string) error {
 		if err != nil {
 			return err
 		}
-		l.Color, l.Dashes, l.Width = plotutil.Color(i), plotutil.Dashes(i), vg.Points(1.5)
+		l.LineStyle = policyStyle(r.Policy, i)
 		p.Add(l)
 		p.Legend.Add(r.Policy, l)
 	}
 	p.Add(plotter.NewGrid())
 	return p.Save(9*vg.Inch, 5.5*vg.Inch, path)
+}
+
+// policyColors gives every policy its own colour (Okabe and Ito's
+// colour-blind-safe palette, then greys), in AllPolicies order; ttft's is
+// black, drawn thicker and solid so that it stands out.
+var policyColors = map[string]color.Color{
+	SingleDC.String():         color.RGBA{R: 0xe6, G: 0x9f, B: 0x00, A: 0xff}, // orange
+	SingleDCSlice.String():    color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}, // grey
+	RoundRobin.String():       color.RGBA{R: 0x56, G: 0xb4, B: 0xe9, A: 0xff}, // sky blue
+	LoadOnly.String():         color.RGBA{R: 0x00, G: 0x9e, B: 0x73, A: 0xff}, // bluish green
+	PrefixThenLoad.String():   color.RGBA{R: 0xd5, G: 0x5e, B: 0x00, A: 0xff}, // vermillion
+	Credit.String():           color.RGBA{R: 0xcc, G: 0x79, B: 0xa7, A: 0xff}, // reddish purple
+	GORGO.String():            color.RGBA{R: 0x00, G: 0x72, B: 0xb2, A: 0xff}, // blue
+	TTFTUncalibrated.String(): color.RGBA{R: 0x66, G: 0x66, B: 0x66, A: 0xff}, // dark grey
+	TTFT.String():             color.Black,
+	ExactOracle.String():      color.RGBA{R: 0xf0, G: 0xe4, B: 0x42, A: 0xff}, // yellow
+	ExactNow.String():         color.RGBA{R: 0xbb, G: 0xbb, B: 0xbb, A: 0xff}, // light grey
+}
+
+// policyStyle is the line style of policy name, the k-th line of a chart:
+// its own colour and dash pattern; ttft solid, black and thick.
+func policyStyle(name string, k int) draw.LineStyle {
+	c, ok := policyColors[name]
+	if !ok {
+		c = plotutil.Color(k)
+	}
+	st := draw.LineStyle{Color: c, Width: vg.Points(1.5), Dashes: plotutil.Dashes(k%(len(plotutil.DefaultDashes)-1) + 1)}
+	if name == TTFT.String() {
+		st.Width, st.Dashes = vg.Points(3.5), nil
+	}
+	return st
 }
 
 // cdf samples the empirical CDF of ascending xs at up to cdfPoints points;
@@ -96,17 +141,22 @@ func throughputChart(rep *Report, path string) error {
 	p := plot.New()
 	p.Title.Text = "Throughput per policy"
 	p.Y.Label.Text = "completed requests per second"
-	vals := make(plotter.Values, len(rep.Results))
 	names := make([]string, len(rep.Results))
+	p.Add(plotter.NewGrid())
 	for i, r := range rep.Results {
-		vals[i], names[i] = r.ThroughputRPS, r.Policy
+		names[i] = r.Policy
+		// One bar chart per policy, in its own colour (ttft's outlined).
+		bar, err := plotter.NewBarChart(plotter.Values{r.ThroughputRPS}, vg.Points(36))
+		if err != nil {
+			return err
+		}
+		st := policyStyle(r.Policy, i)
+		bar.XMin, bar.Color, bar.LineStyle.Width = float64(i), st.Color, vg.Points(0.5)
+		if r.Policy == TTFT.String() {
+			bar.LineStyle.Width = vg.Points(3)
+		}
+		p.Add(bar)
 	}
-	bars, err := plotter.NewBarChart(vals, vg.Points(36))
-	if err != nil {
-		return err
-	}
-	bars.Color = plotutil.Color(0)
-	p.Add(bars, plotter.NewGrid())
 	p.NominalX(names...)
 	return p.Save(9*vg.Inch, 5*vg.Inch, path)
 }
@@ -192,6 +242,9 @@ func markdown(rep *Report, tracePath string) []byte {
 		}
 	}
 	fmt.Fprintf(&b, "\n![TTFT CDF](%s)\n\n![Throughput](%s)\n", TTFTChartFile, ThroughputFile)
+	if len(c.DCSpeed) > 0 {
+		fmt.Fprintf(&b, "\n## Calibration\n\nDCs computing faster or slower than the rate their reports carry: %v (calibration applied: %v). Left: the compute factor the routers learned for them (each router's weighted by the requests it learned from; the dashed line is the true 1/speed), and for one correctly configured DC. Right: the TTFT model's mean error on the requests sent to them, per %g s and policy (positive: pessimistic).\n\n![Calibration](%s)\n", c.DCSpeed, c.Calibrate, calibrationWindow, CalibrationChartFile)
+	}
 	b.WriteString("\n## CKF accuracy and relay traffic\n\nProbe depth against the exact depth of the state each lane had received (over: fingerprint false positives; under: missed tracked blocks, which the CKF rules out), and the delivered state against the DC's current one (staleness).\n\n| policy | lane checks | over (blocks) | under | capacity omissions | stale behind / ahead | decisions exact, current depths would change | decisions exact delivered depths would change | max filter load | lanes converged | deltas | delta bytes | load reports | load bytes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rep.Results {
 		a, x := r.CKF, r.Relay
@@ -301,4 +354,132 @@ func oracleFigures(a, b *Result) []figurePair {
 		{"mean RTT", a.MeanRTTms, b.MeanRTTms},
 		{"load imbalance", a.LoadImbalance, b.LoadImbalance},
 	}
+}
+
+// calibrationChart draws, side by side, the compute factor the routers of
+// each calibrating policy learned over time for the DCs of Config.DCSpeed
+// (and the true 1/speed, dashed), and those DCs' share of the requests per
+// calibrationWindow under every policy.
+func calibrationChart(rep *Report, path string) error {
+	g := rep.Config.Grid
+	var odd []int
+	normal := -1
+	for k, name := range g.Sites {
+		if v, ok := rep.Config.DCSpeed[name]; ok && v != 1 {
+			odd = append(odd, k)
+		} else if normal < 0 {
+			normal = k
+		}
+	}
+	factor := plot.New()
+	factor.Title.Text = "Learned compute factor"
+	factor.X.Label.Text = "simulated time (s)"
+	factor.Y.Label.Text = "factor (1 = as configured)"
+	factor.Legend.Top = true
+	share := plot.New()
+	share.Title.Text = fmt.Sprintf("TTFT estimate error of requests to the re-speeded DCs, mean per %g s", calibrationWindow)
+	share.X.Label.Text = "simulated time (s)"
+	share.Y.Label.Text = "estimate − actual TTFT (ms)"
+	share.Legend.Top = true
+	line := 0
+	for i, r := range rep.Results {
+		w := r.Load.PrefillWeight
+		for _, k := range append(odd, normal) {
+			if len(w) <= k || k < 0 {
+				continue
+			}
+			pts := make(plotter.XYs, len(w[k]))
+			for j, v := range w[k] {
+				pts[j] = plotter.XY{X: r.Load.AtSeconds[j], Y: v}
+			}
+			l, err := plotter.NewLine(pts)
+			if err != nil {
+				return err
+			}
+			l.LineStyle = policyStyle(r.Policy, i)
+			l.LineStyle.Dashes = plotutil.Dashes(line % len(plotutil.DefaultDashes))
+			line++
+			factor.Add(l)
+			factor.Legend.Add(fmt.Sprintf("%s: %s", r.Policy, g.Sites[k]), l)
+		}
+		// The estimate error of the requests sent to the re-speeded DCs,
+		// per window.
+		var pts plotter.XYs
+		inOdd := map[int]bool{}
+		for _, k := range odd {
+			inOdd[k] = true
+		}
+		n, sum, end := 0, 0.0, calibrationWindow
+		for _, sd := range r.Sends {
+			for sd.AtSeconds >= end {
+				if n > 0 {
+					pts = append(pts, plotter.XY{X: end - calibrationWindow/2, Y: sum / float64(n)})
+				}
+				n, sum, end = 0, 0, end+calibrationWindow
+			}
+			if sd.HasEst && inOdd[r.dcIndex(sd.DC, g)] {
+				n++
+				sum += sd.EstMs - sd.TTFTMs
+			}
+		}
+		if len(pts) > 1 {
+			l, err := plotter.NewLine(pts)
+			if err != nil {
+				return err
+			}
+			l.LineStyle = policyStyle(r.Policy, i)
+			share.Add(l)
+			share.Legend.Add(r.Policy, l)
+		}
+	}
+	for _, k := range odd {
+		truth := 1 / rep.Config.DCSpeed[g.Sites[k]]
+		if last := lastSample(rep); last > 0 {
+			l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: truth}, {X: last, Y: truth}})
+			if err != nil {
+				return err
+			}
+			l.Color, l.Dashes = color.Gray{Y: 100}, []vg.Length{vg.Points(6), vg.Points(4)}
+			factor.Add(l)
+			factor.Legend.Add(fmt.Sprintf("true factor of %s", g.Sites[k]), l)
+		}
+	}
+	factor.Add(plotter.NewGrid())
+	share.Add(plotter.NewGrid())
+	img := vgimg.New(16*vg.Inch, 5.5*vg.Inch)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Inch / 4, PadY: vg.Inch / 8, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
+	plots := [][]*plot.Plot{{factor, share}}
+	canvases := plot.Align(plots, tiles, draw.New(img))
+	factor.Draw(canvases[0][0])
+	share.Draw(canvases[0][1])
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// dcIndex maps the DC index of r's run to its grid site index: single-dc
+// runs one DC (at its site), every other policy one per site in order.
+func (r *Result) dcIndex(dc int, g *Grid) int {
+	if len(r.PerDC) == len(g.Sites) {
+		return dc
+	}
+	k, _ := g.Index(r.PerDC[dc].Name)
+	return k
+}
+
+// lastSample is the latest load sample time of rep's runs, s.
+func lastSample(rep *Report) float64 {
+	last := 0.0
+	for _, r := range rep.Results {
+		if n := len(r.Load.AtSeconds); n > 0 {
+			last = max(last, r.Load.AtSeconds[n-1])
+		}
+	}
+	return last
 }

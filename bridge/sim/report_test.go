@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,41 @@ func TestCDF_SamplesEndAtOne(t *testing.T) {
 	for k := 1; k < len(pts); k++ {
 		if pts[k].X < pts[k-1].X || pts[k].Y <= pts[k-1].Y {
 			t.Fatalf("cdf not increasing at %d: %+v then %+v", k, pts[k-1], pts[k])
+		}
+	}
+}
+
+// TestWriteReport_CalibrationChartWhenADCIsRespeeded: with DCSpeed set the
+// report also draws the calibration chart and says which DCs and whether
+// the factor was applied; every policy's line style is its own, ttft's
+// the thickest.
+func TestWriteReport_CalibrationChartWhenADCIsRespeeded(t *testing.T) {
+	w := shippedWorkload(t, 80, 60)
+	c := Config{Grid: fourSites(t), Concurrency: 16, Seed: testSeed(t), Policies: []Policy{GORGO, TTFTUncalibrated, TTFT},
+		DCSpeed: map[string]float64{"iad": 2}, Calibrate: true}
+	rep := runAll(t, c, w)
+	dir := t.TempDir()
+	if err := WriteReport(dir, rep, "head.jsonl"); err != nil {
+		t.Fatalf("WriteReport: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, CalibrationChartFile))
+	if err != nil || !bytes.HasPrefix(b, pngMagic) {
+		t.Errorf("%s: %d bytes, err %v", CalibrationChartFile, len(b), err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, ReportFile))
+	if !strings.Contains(string(md), "## Calibration") || !strings.Contains(string(md), "map[iad:2]") {
+		t.Errorf("%s lacks the calibration section", ReportFile)
+	}
+	seen := map[string]string{}
+	for k, p := range AllPolicies {
+		st := policyStyle(p.String(), k)
+		key := fmt.Sprint(st.Color, st.Dashes)
+		if other, dup := seen[key]; dup {
+			t.Errorf("%s and %s share a line style", p, other)
+		}
+		seen[key] = p.String()
+		if p != TTFT && st.Width >= policyStyle(TTFT.String(), 0).Width {
+			t.Errorf("%s is drawn as thick as ttft", p)
 		}
 	}
 }

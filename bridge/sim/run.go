@@ -470,12 +470,12 @@ func (s *simulation) sample(now float64) {
 		s.samples.PrefillWeight = make([][]float64, len(s.dcs))
 	}
 	for k := range s.dcs {
+		// Each router's factor, weighted by the requests it learned from.
 		sum, n := 0.0, 0
 		for _, rt := range s.routers {
-			if rt.cal[k].Observations() > 0 {
-				sum += rt.cal[k].Weights().Prefill
-				n++
-			}
+			obs := rt.cal[k].Observations()
+			sum += float64(obs) * rt.cal[k].Weights().Prefill
+			n += obs
 		}
 		s.samples.PrefillWeight[k] = append(s.samples.PrefillWeight[k], ratio(sum, float64(n)))
 	}

@@ -120,6 +120,19 @@ Workers (every DC alike):
   --batch-limit S               most sequences a worker runs at once (max_num_seqs)
   --prefill-jitter J            each request's prefill work × uniform [1−J, 1+J]
                                 (0: none)
+Sweep (--sweep; the first 2,000 requests unless --requests says otherwise, of
+` + defaultSweepTrace + ` unless --trace says otherwise):
+  --sweep                       run ttft and the baselines on every cell of a grid
+                                and print ttft's TTFT p95 against the best baseline
+                                per cell, marking every cell lost by more than 1%;
+                                with --report DIR also sweep.md and sweep_heatmap.png
+  --sweep-concurrency LIST      closed-loop client counts (default 64,128,256,512,1024)
+  --sweep-workers LIST          workers per DC (default 1,2,4,8)
+  --sweep-kv LIST               multiples of --kv-blocks-per-worker (default 0.25,1,4)
+  --sweep-speeds LIST           open-loop replay speeds, × the trace's rate
+                                (default 1,2,4; empty: no open-loop cells)
+  --sweep-baselines LIST        the policies ttft is compared with
+                                (default load-only,prefix-then-load,gorgo)
 Policies and output:
   --policies LIST               comma-separated policy names, or all
   --seed S                      seed of every random draw (same seed, same results)
@@ -134,6 +147,16 @@ const (
 	defaultSimTrace = "testdata/mooncake/conversation_head400.jsonl"
 	defaultSimGrid  = "testdata/wan/grid13_rtt_ms.csv"
 )
+
+// defaultSweepTrace is --sweep's default trace: the first 2,000 requests of
+// the Mooncake conversation trace (the same as the first 2,000 of
+// ../shared/data/mooncake's).
+const defaultSweepTrace = "testdata/mooncake/conversation_head2000.jsonl"
+
+// defaultSweepRequests is the reduced trace length of --sweep: enough for
+// a steady state at concurrencies up to a few hundred, few enough that the
+// whole grid runs in minutes on two cores.
+const defaultSweepRequests = 2000
 
 // maxSimRequests bounds --requests.
 const maxSimRequests = 1 << 24
@@ -174,6 +197,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	jitterPrefill := fs.Float64("prefill-jitter", 0, "each request's prefill work × uniform [1−J, 1+J] (0: none)")
 	policies := fs.String("policies", "all", "comma-separated policies: "+policyNames()+", or all")
 	seed := fs.Uint64("seed", sim.DefaultSeed, "seed of every random draw")
+	sweep := fs.Bool("sweep", false, "run the grid of settings (--sweep-*) instead of one comparison")
+	sweepConc := fs.String("sweep-concurrency", intList(sim.DefaultSweepConcurrency), "sweep: closed-loop client counts")
+	sweepWorkers := fs.String("sweep-workers", intList(sim.DefaultSweepWorkers), "sweep: workers per DC")
+	sweepKV := fs.String("sweep-kv", floatList(sim.DefaultSweepKVScale), "sweep: multiples of --kv-blocks-per-worker")
+	sweepSpeeds := fs.String("sweep-speeds", floatList(sim.DefaultSweepSpeeds), "sweep: open-loop replay speeds (empty: none)")
+	sweepBase := fs.String("sweep-baselines", "load-only,prefix-then-load,gorgo", "sweep: the policies ttft is compared with")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	reportDir := fs.String("report", "", "write a Markdown report with PNG charts into this directory")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
@@ -195,9 +224,16 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usageErr("%v", err)
 	}
 	if *tracePath == "" {
-		if *tracePath, err = findUp(defaultSimTrace); err != nil {
-			return usageErr("no --trace given and %s not found from the working directory up", defaultSimTrace)
+		def := defaultSimTrace
+		if *sweep {
+			def = defaultSweepTrace
 		}
+		if *tracePath, err = findUp(def); err != nil {
+			return usageErr("no --trace given and %s not found from the working directory up", def)
+		}
+	}
+	if *sweep && *requests == 0 {
+		*requests = defaultSweepRequests
 	}
 	reqs, err := readTracePrefix(*tracePath, *requests)
 	if err != nil {
@@ -247,6 +283,27 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale, Warmup: *warmup,
 		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain, NoDrift: *noDrift, NoCalibration: *noCal, Calibrate: *calibrate, DCSpeed: speeds, PriceOthers: *priceOthers,
 		Policies: pols, Seed: *seed,
+	}
+	if *sweep {
+		sc := sim.SweepConfig{Base: cfg, NoOpenLoop: strings.TrimSpace(*sweepSpeeds) == ""}
+		if sc.Concurrency, err = parseInts(*sweepConc); err != nil {
+			return usageErr("--sweep-concurrency: %v", err)
+		}
+		if sc.Workers, err = parseInts(*sweepWorkers); err != nil {
+			return usageErr("--sweep-workers: %v", err)
+		}
+		if sc.KVScale, err = parseFloats(*sweepKV); err != nil {
+			return usageErr("--sweep-kv: %v", err)
+		}
+		if !sc.NoOpenLoop {
+			if sc.Speeds, err = parseFloats(*sweepSpeeds); err != nil {
+				return usageErr("--sweep-speeds: %v", err)
+			}
+		}
+		if sc.Baselines, err = sim.ParsePolicies(*sweepBase); err != nil {
+			return usageErr("--sweep-baselines: %v", err)
+		}
+		return runSweep(ctx, sc, w, simInput{Trace: *tracePath, Requests: len(reqs)}, *reportDir, *asJSON, *quiet, stdout, stderr)
 	}
 	if !*quiet {
 		cfg.Progress = progressPrinter(stderr, len(pols))
@@ -454,4 +511,81 @@ func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
 		fmt.Fprintf(w, "report: %s\n", reportDir+"/report.md")
 	}
 	fmt.Fprintf(w, "wall time %.1f s\n", in.WallSeconds)
+}
+
+// runSweep runs the sweep sc on w and prints its table (or JSON), writing
+// the report and heat map into reportDir when given.
+func runSweep(ctx context.Context, sc sim.SweepConfig, w *sim.Workload, in simInput, reportDir string, asJSON, quiet bool, stdout, stderr io.Writer) error {
+	began := time.Now()
+	if !quiet {
+		sc.Progress = func(done, total int, c *sim.SweepCell) {
+			fmt.Fprintf(stderr, "sweep: %d/%d %s, %d workers/DC, KV %g×: ttft %+.1f%% vs %s (%.0f s)\n",
+				done, total, c.Setting(), c.WorkersPerDC, c.KVScale, 100*c.Delta, c.Best, time.Since(began).Seconds())
+		}
+	}
+	rep, err := sim.Sweep(ctx, sc, w)
+	if errors.Is(err, sim.ErrConfig) {
+		return fmt.Errorf("sim: %v: %w", err, errUsage)
+	}
+	if err != nil {
+		return fmt.Errorf("sim: sweep: %w", err)
+	}
+	if reportDir != "" {
+		if err := sim.WriteSweep(reportDir, rep, in.Trace); err != nil {
+			return fmt.Errorf("sim: sweep report: %w", err)
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(rep)
+	}
+	if _, err := stdout.Write(sim.SweepMarkdown(rep, in.Trace)); err != nil {
+		return err
+	}
+	if reportDir != "" {
+		fmt.Fprintf(stdout, "\nreport: %s, heat map: %s\n", reportDir+"/"+sim.SweepReportFile, reportDir+"/"+sim.SweepHeatmapFile)
+	}
+	fmt.Fprintf(stdout, "wall time %.1f s\n", rep.WallSeconds)
+	return nil
+}
+
+// parseInts parses a comma-separated list of positive integers.
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseFloats parses a comma-separated list of positive numbers.
+func parseFloats(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 1) {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func intList(xs []int) string {
+	parts := make([]string, len(xs))
+	for k, x := range xs {
+		parts[k] = strconv.Itoa(x)
+	}
+	return strings.Join(parts, ",")
+}
+
+func floatList(xs []float64) string {
+	parts := make([]string, len(xs))
+	for k, x := range xs {
+		parts[k] = strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
 }

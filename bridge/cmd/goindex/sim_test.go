@@ -180,3 +180,40 @@ func TestSim_BadFlagsAreUsageErrors(t *testing.T) {
 		t.Errorf("sim with a missing trace = %v, want a plain error", err)
 	}
 }
+
+// TestSim_SweepPrintsTheTableAndWritesTheHeatmap runs a two-cell sweep on
+// three DCs: the table has a row per cell and the summary, and --report
+// writes sweep.md and the heat map; bad sweep lists are usage errors.
+func TestSim_SweepPrintsTheTableAndWritesTheHeatmap(t *testing.T) {
+	path := simSlice(t, 40)
+	dir := filepath.Join(t.TempDir(), "sweep")
+	stdout, stderr, err := runSimArgs(t, "--trace", path, "--dcs", "fra,lon,iad", "--sweep", "--sweep-concurrency", "8,16",
+		"--sweep-workers", "1", "--sweep-kv", "1", "--sweep-speeds", "", "--report", dir)
+	if err != nil {
+		t.Fatalf("sim --sweep: %v (stderr %q)", err, stderr)
+	}
+	for _, want := range []string{"| c8 | 1 | 1 (1024) |", "| c16 | 1 | 1 (1024) |", "Summary over 2 cells", "Targets (set before measuring)", sim.SweepHeatmapFile} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("sweep output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "sweep: 2/2") {
+		t.Errorf("sweep progress %q lacks the per-cell lines", stderr)
+	}
+	for _, name := range []string{sim.SweepReportFile, sim.SweepHeatmapFile} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || len(b) == 0 {
+			t.Errorf("sweep report file %s: %d bytes, err %v", name, len(b), err)
+		}
+	}
+	for _, args := range [][]string{
+		{"--sweep-concurrency", "8,zero"},
+		{"--sweep-workers", "-1"},
+		{"--sweep-kv", "0"},
+		{"--sweep-speeds", "fast"},
+		{"--sweep-baselines", "ttft"},
+	} {
+		if _, _, err := runSimArgs(t, append([]string{"--trace", path, "--sweep", "--quiet"}, args...)...); !errors.Is(err, errUsage) {
+			t.Errorf("sim --sweep %q = %v, want a usage error", args, err)
+		}
+	}
+}
