@@ -71,7 +71,7 @@ func TestSweep_RunsEveryCellAndJudgesIt(t *testing.T) {
 // 128–512 at the default workers and KV 1× are in the band.
 func TestSweepSummary_CountsTheBandAtTheDefaultCapacity(t *testing.T) {
 	cells := []*SweepCell{
-		{Concurrency: 128, WorkersPerDC: 2, KVScale: 1, Delta: -0.2, TargetDelta: -0.2},  // band, met
+		{Concurrency: 128, WorkersPerDC: 2, KVScale: 1, Delta: -0.2, TargetDelta: -0.2},   // band, met
 		{Concurrency: 512, WorkersPerDC: 2, KVScale: 1, Delta: -0.05, TargetDelta: -0.05}, // band, missed
 		{Concurrency: 1024, WorkersPerDC: 2, KVScale: 1, Delta: 0.02, TargetDelta: 0.03},  // not band, lost
 		{Concurrency: 256, WorkersPerDC: 4, KVScale: 1, Delta: 0, TargetDelta: -0.3},      // other workers
