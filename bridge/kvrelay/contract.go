@@ -1,6 +1,8 @@
 package kvrelay
 
 import (
+	"strings"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/goindex/goindex/bridge/kvrelay/cbi1"
@@ -81,6 +83,12 @@ func checkDescriptor(d *pb.KvPoolDescriptor) error {
 	if err := checkProducer(d.GetProducer()); err != nil {
 		return err
 	}
+	return checkMeta(d)
+}
+
+// checkMeta validates a descriptor's metadata: a block size, a known hash
+// format and at least one known role.
+func checkMeta(d *pb.KvPoolDescriptor) error {
 	q := d.GetQuerySemantics()
 	switch {
 	case q.GetKvBlockSize() == 0:
@@ -97,6 +105,10 @@ func checkDescriptor(d *pb.KvPoolDescriptor) error {
 	}
 	return nil
 }
+
+// trimmedText is upstream's rule for names: non-empty, without
+// surrounding white space.
+func trimmedText(s string) bool { return s != "" && strings.TrimSpace(s) == s }
 
 // sameProducer is the contract's equality of subscription keys.
 func sameProducer(a, b *pb.ProducerIdentity) bool { return proto.Equal(a, b) }

@@ -29,13 +29,29 @@
 // over from a snapshot; other lanes are untouched (spec §5.3's rule: a
 // fault is local to its lane).
 //
-// Non-goals: the serving-readiness and serving-load streams; TLS (the
-// contract is plaintext HTTP/2, behind a TLS-terminating proxy).
+// # Serving goindex's relay
+//
+// RelaySource is the Source of a bridge/relay.Relay (goindex relay
+// --kvrelay-listen): its live pools make the catalog (ProducerOf maps a
+// goindex identity: dc_id the DC, the domain id in both 16-byte indexer
+// domain digests, the relay's incarnation and layout generation), a
+// subscription is a relay.Watch (the pool's words at its last sequence,
+// copied in the pool's writer loop after the pending window is published,
+// then the deltas and heartbeats its NATS delta log takes, at the same
+// sequences), and its load reports make the load windows. What a stream
+// cannot carry (a stored snapshot of a new layout generation or past the
+// stream's sequence, the drain marker, a subscriber that fell behind)
+// ends it with the contract's reason, and the subscriber starts over.
+//
+// Non-goals: the serving-readiness and serving-load streams (UNIMPLEMENTED);
+// TLS (the contract is plaintext HTTP/2, behind a TLS-terminating proxy).
 //
 // Files:
 //   - contract.go: the envelope constants and the checks of markers,
 //     versions, subscriber ids, producers and catalog entries.
-//   - server.go: Source, Update, Server and its four RPCs.
+//   - server.go: Source, Update, Server and its RPCs.
+//   - relaysource.go: RelaySource, ProducerOf, CheckPool: goindex's relay
+//     as a Source.
 //   - follow.go: Lane, FollowConfig, Follow and the stream rules.
 //   - replica.go: ReplicaLane, the Lane of one lane of goindex's replica
 //     file (what `goindex consume --upstream-relay` follows into).
@@ -46,5 +62,11 @@
 // (a chunked snapshot, random deltas, heartbeats, a lost delta, a new
 // producer generation, load windows: the lane ends byte-identical to the
 // pool), check every refusal's code and reason, a relay of another
-// protocol version, and every stream rule one frame at a time.
+// protocol version, and every stream rule one frame at a time. Over
+// goindex's own relay (embedded NATS, real events) a followed lane ends
+// byte-identical to the relay's words and sequence through deltas, a gap
+// (sequences burned after an uncertain publish), and a restart on the same
+// address; a raw subscriber sees chunks, then contiguous deltas and
+// heartbeats, and upstream-valid identities; a subscriber that does not
+// read ends SUBSCRIBER_LAGGED.
 package kvrelay

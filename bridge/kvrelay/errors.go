@@ -25,6 +25,13 @@ var (
 	// ErrProducerChanged reports a subscription to a producer generation
 	// the relay no longer publishes.
 	ErrProducerChanged = errors.New("kvrelay: producer changed")
+	// ErrUnavailable reports a publication that cannot be followed now
+	// (UNAVAILABLE / PUBLICATION_UNAVAILABLE on the wire): the subscriber
+	// retries from a fresh snapshot.
+	ErrUnavailable = errors.New("kvrelay: publication unavailable")
+	// ErrLagged reports a subscriber that fell too far behind the
+	// publication (RESOURCE_EXHAUSTED / SUBSCRIBER_LAGGED on the wire).
+	ErrLagged = errors.New("kvrelay: subscriber lagged")
 )
 
 // ErrorReasonTrailer is the trailer carrying a relay error's symbolic

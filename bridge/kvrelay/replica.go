@@ -84,14 +84,17 @@ func (r *ReplicaLane) Retire(error) {
 }
 
 // RecordLoad stores a load window's entry as the lane's load report: the
-// pool's KV blocks in use and its capacity, received now. The contract's
-// load carries no queue or rates, so those stay unmeasured (0).
+// pool's KV blocks in use (as its active blocks, and as the decode blocks
+// the scorer weighs against the capacity: both are KV occupancy) and its
+// capacity, received now. The contract's load carries no queue or rates,
+// so those stay unmeasured (0).
 func (r *ReplicaLane) RecordLoad(e *Load) {
 	now := time.Now()
 	capacity := e.GetTotalKvBlocks()
 	if e.GetKvObservedRanks() < e.GetKvExpectedRanks() {
 		capacity = 0 // incomplete coverage is never read as a whole pool's capacity
 	}
-	r.w.SetLoad(r.lane, &shm.Load{At: now, ReceivedAt: now, ActiveBlocks: e.GetKvUsedBlocks(), CapacityBlocks: capacity,
+	used := e.GetKvUsedBlocks()
+	r.w.SetLoad(r.lane, &shm.Load{At: now, ReceivedAt: now, ActiveBlocks: used, ActiveDecodeBlocks: used, CapacityBlocks: capacity,
 		LiveWorkers: uint64(e.GetKvObservedRanks())})
 }

@@ -55,6 +55,9 @@ func TestReplicaLane_FollowsAnUpstreamPoolIntoTheReplicaFile(t *testing.T) {
 		t.Errorf("lane record %+v, want READY of incarnation 1", info)
 	}
 	waitFor(t, "a load window lands", func() bool { return r.Lane(1).Load.CapacityBlocks == 100 })
+	if ld := r.Lane(1).Load; ld.ActiveDecodeBlocks != 10 || ld.ActiveBlocks != 10 {
+		t.Errorf("lane load %+v: want the pool's 10 used blocks as its active and decode blocks", ld)
+	}
 	if r.Ready()&1 != 0 {
 		t.Error("lane 0 became ready: another lane was touched")
 	}

@@ -21,6 +21,7 @@ const (
 	Snapshot  UpdateKind = iota + 1 // Words is the whole lane at Sequence
 	Delta                           // Images take Base to Sequence (Sequence = Base+1)
 	Heartbeat                       // nothing changed; Sequence is the current one
+	End                             // the publication cannot go on; Err says why, and the channel closes
 )
 
 // Update is one step of a pool's publication.
@@ -30,6 +31,7 @@ type Update struct {
 	Sequence uint64
 	Words    []uint64
 	Images   []cbi1.Image
+	Err      error // End's reason: ErrLagged, ErrProducerChanged, ErrUnavailable
 }
 
 // Pool is one pool a Source publishes: its catalog descriptor
@@ -93,6 +95,10 @@ func (s *Server) refuse(stream grpc.ServerStream, err error) error {
 		return relayError(stream, codes.NotFound, pb.RelayErrorReason_RELAY_ERROR_REASON_POOL_NOT_FOUND, "%v", err)
 	case errors.Is(err, ErrProducerChanged):
 		return relayError(stream, codes.FailedPrecondition, pb.RelayErrorReason_RELAY_ERROR_REASON_PRODUCER_CHANGED, "%v", err)
+	case errors.Is(err, ErrUnavailable):
+		return relayError(stream, codes.Unavailable, pb.RelayErrorReason_RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE, "%v", err)
+	case errors.Is(err, ErrLagged):
+		return relayError(stream, codes.ResourceExhausted, pb.RelayErrorReason_RELAY_ERROR_REASON_SUBSCRIBER_LAGGED, "%v", err)
 	default:
 		return relayError(stream, codes.InvalidArgument, pb.RelayErrorReason_RELAY_ERROR_REASON_INVALID_REQUEST, "%v", err)
 	}
@@ -168,6 +174,8 @@ func (s *Server) SubscribeKvPool(req *pb.SubscribeKvPoolRequest, stream grpc.Ser
 			}
 		case Heartbeat:
 			msg.Kind, msg.BaseSequence = pb.FilterUpdateKind_FILTER_UPDATE_KIND_HEARTBEAT, u.Sequence
+		case End:
+			return s.refuse(stream, u.Err)
 		}
 		if err := stream.Send(msg); err != nil {
 			return err

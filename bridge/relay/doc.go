@@ -82,8 +82,20 @@
 //
 // Each pool has one writer goroutine that owns its producer, publisher and
 // intake state; NATS callbacks only hand it messages. Status, AppendWords,
-// Flush, Snapshot, Info and Close may be called from any goroutine while
-// Run runs.
+// Flush, Snapshot, Watch, Catalog, Load, Info and Close may be called from
+// any goroutine while Run runs.
+//
+// # Watches
+//
+// Watch serves transports other than NATS (bridge/kvrelay's Pool Relay
+// gRPC contract) from the same publication: on the writer goroutine it
+// publishes the pending window, copies the words (the publication's state
+// at its last sequence, exactly) and registers a channel that then gets,
+// in order, every message the delta log took and every stored snapshot.
+// The pool never waits for a watch: one whose buffer is full is dropped
+// (ErrLagged). A fenced publication has no consistent start (ErrFenced).
+// Catalog and Load give the live pools' identities (with a change
+// channel) and their last load reports.
 //
 // Non-goals: no recovery of events lost in an envelope gap (that would need
 // the workers' dumps through ckf.ReplaceRanks; gaps are counted and
@@ -99,6 +111,7 @@
 //   - intake.go: decoding Dynamo messages, duplicate and gap accounting.
 //   - feed.go: Feed, Message and Source: the intake of non-NATS transports.
 //   - load.go: worker liveness and load aggregation into load reports.
+//   - watch.go: Watch: a pool's publication from a consistent start, for other transports.
 //   - errors.go: sentinels and PoolError.
 //
 // # Tests
@@ -128,5 +141,9 @@
 // events from its own pool's subjects only. A requested snapshot first
 // passes messages other clients appended to the delta log (when the pool
 // is still this relay's), so a consumer that hit a poison message starts
-// its next subscription after it (tests/hostile).
+// its next subscription after it (tests/hostile). A watch starts from the
+// pool's words at its last sequence with the pending window published
+// first, its deltas keep a copy byte-identical to the pool's words, it
+// sees heartbeats, stored snapshots and the drain marker, a watch that
+// falls behind is dropped alone, and the catalog drops a stopped pool.
 package relay

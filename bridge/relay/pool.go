@@ -129,6 +129,7 @@ type pool struct {
 	istats    IntakeStats
 	load      *loadTracker
 	wire      *WireStats
+	watchers  watchers
 
 	maxImages    int
 	images       []relayproto.Image
@@ -208,7 +209,8 @@ func (p *pool) setup(ctx context.Context) error {
 		return err
 	}
 	p.log = p.log.With("incarnation", incarnation)
-	p.dlog = &deltaLog{ctx: p.r.base, js: js, subject: p.names.DeltaSubject(), timeout: c.PublishTimeout, wire: p.wire}
+	p.dlog = &deltaLog{ctx: p.r.base, js: js, subject: p.names.DeltaSubject(), timeout: c.PublishTimeout, wire: p.wire,
+		sent: p.watchers.sent}
 	if err := p.dlog.resync(p.stream); err != nil {
 		return err
 	}
@@ -456,6 +458,7 @@ func (p *pool) passForeignWrites() {
 // (ctx done), at once when the relay is killed, and an error when the pool
 // cannot go on (superseded).
 func (p *pool) run(ctx context.Context) error {
+	defer p.watchers.stop() // after shutdown's tail and drain marker
 	defer p.unsubscribe()
 	c := &p.r.cfg
 	tickEvery := min(c.RetryEvery, c.LoadEvery, c.HeartbeatEvery, c.SnapshotEvery)
@@ -750,9 +753,11 @@ func (p *pool) fenced(err error) error {
 
 // snapshot stores a barrier snapshot (the tail goes to the log first).
 func (p *pool) snapshot() error {
-	if _, err := p.pub.Snapshot(); err != nil {
+	snap, err := p.pub.Snapshot()
+	if err != nil {
 		return err
 	}
+	p.watchers.sent(snap)
 	p.sinceSnap, p.lastLogWrite, p.fenceLogged = 0, time.Now(), false
 	p.publishInfo()
 	return nil
@@ -813,6 +818,7 @@ func (p *pool) reportLoad(now time.Time) {
 		ActiveBlocks: st.TrackedBlocks, PrefillTokensPerMs: c.PrefillTokensPerMs,
 		QueueTokensPerMs: c.QueueTokensPerMs, DecodeBlocksPerMs: c.DecodeBlocksPerMs}
 	p.load.fill(&r, now, c.WorkerCapacityBlocks)
+	p.r.setLoad(p.cfg.Domain, &r)
 	b, err := relayproto.AppendLoadReport(p.frame[:0], &r)
 	if err != nil {
 		p.log.Warn("load report", "err", err)

@@ -1,9 +1,11 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/goindex/goindex/goindex/relayproto"
@@ -21,10 +23,13 @@ type Relay struct {
 	stop  <-chan struct{} // closed by Close
 	ready chan struct{}
 
-	mu     sync.Mutex
-	infos  map[relayproto.DomainID]Info
-	final  map[relayproto.DomainID]PoolStatus
-	closed bool
+	mu      sync.Mutex
+	infos   map[relayproto.DomainID]Info
+	final   map[relayproto.DomainID]PoolStatus
+	loads   map[relayproto.DomainID]relayproto.LoadReport
+	catalog uint64        // revision of the set of live pool identities
+	changed chan struct{} // closed when catalog moves
+	closed  bool
 }
 
 // New validates cfg and builds the relay's producers; it does no I/O.
@@ -34,7 +39,8 @@ func New(cfg Config) (*Relay, error) {
 	}
 	base, kill := context.WithCancel(context.Background())
 	r := &Relay{cfg: cfg, base: base, kill: kill, stop: base.Done(), ready: make(chan struct{}),
-		infos: map[relayproto.DomainID]Info{}, final: map[relayproto.DomainID]PoolStatus{}}
+		infos: map[relayproto.DomainID]Info{}, final: map[relayproto.DomainID]PoolStatus{},
+		loads: map[relayproto.DomainID]relayproto.LoadReport{}, changed: make(chan struct{})}
 	for _, pc := range cfg.Pools {
 		p, err := newPool(r, pc)
 		if err != nil {
@@ -76,6 +82,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 			r.mu.Lock()
 			r.final[p.cfg.Domain] = st
+			r.moveCatalog()
 			r.mu.Unlock()
 		})
 	}
@@ -96,8 +103,49 @@ func (r *Relay) Close() { r.kill() }
 
 func (r *Relay) setInfo(d relayproto.DomainID, info Info) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.infos[d]; !ok || prev.Incarnation != info.Incarnation || prev.LayoutGeneration != info.LayoutGeneration {
+		r.moveCatalog()
+	}
 	r.infos[d] = info
+}
+
+// moveCatalog starts a new catalog revision (r.mu held).
+func (r *Relay) moveCatalog() {
+	r.catalog++
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Catalog returns the revision of the relay's set of live pools, the Info
+// of each (in domain order), and a channel closed at the next revision: a
+// pool set up, a new producer identity (a layout generation after a
+// rebuild), or a pool stopped. A stopped pool is not in it.
+func (r *Relay) Catalog() (revision uint64, pools []Info, changed <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for d, info := range r.infos {
+		if _, stopped := r.final[d]; !stopped {
+			pools = append(pools, info)
+		}
+	}
+	slices.SortFunc(pools, func(a, b Info) int { return cmp.Compare(a.Domain, b.Domain) })
+	return r.catalog, pools, r.changed
+}
+
+func (r *Relay) setLoad(d relayproto.DomainID, lr *relayproto.LoadReport) {
+	r.mu.Lock()
+	r.loads[d] = *lr
 	r.mu.Unlock()
+}
+
+// Load returns domain d's last load report (what the load subject
+// carried), and false before the first one.
+func (r *Relay) Load(d relayproto.DomainID) (relayproto.LoadReport, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lr, ok := r.loads[d]
+	return lr, ok
 }
 
 func (r *Relay) getInfo(d relayproto.DomainID) (Info, bool) {

@@ -94,12 +94,13 @@ the final status goes to stdout (one JSON object with --json).
 Metrics: --metrics-addr serves Prometheus /metrics (per pool: events applied
 and rejected by reason, gaps, capacity omissions, load factor, frames and
 bytes published by type, sequence, snapshots), /healthz and /readyz (200 once
-every pool is set up and none has stopped).` + natsSecurityUsage
+every pool is set up and none has stopped).` + kvrelayUsage + natsSecurityUsage
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("relay", relaySynopsis, stderr)
 	nf := addNATSFlags(fs)
 	of := addObsFlags(fs)
+	kf := addKvRelayFlags(fs)
 	jsDomain := fs.String("js-domain", "", "JetStream domain consumers reach this DC's assets through (a leaf node's)")
 	dc := fs.Uint64("dc", 0, "this DC's id (required, non-zero)")
 	name := fs.String("name", "", "this DC's human name (shown to consumers)")
@@ -135,7 +136,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	zmqTopic := fs.String("zmq-topic", "", "engine without Dynamo: its topic (subscription prefix)")
 	workerID := fs.Uint64("worker-id", 0, "engine without Dynamo: the worker id its events are indexed as (0 is a valid id)")
 	dpRank := fs.Uint("dp-rank", 0, "engine without Dynamo: its data-parallel rank, 0 for the first (a batch's data_parallel_rank wins)")
-	blockSize := fs.Int("block-size", 16, "engine without Dynamo: its KV block size in tokens")
+	blockSize := fs.Int("block-size", 16, "engine without Dynamo: its KV block size in tokens (also the pool's kv_block_size in the Pool Relay catalog)")
 	statusEvery := fs.Duration("status-every", 10*time.Second, "log a status line this often (0: never)")
 	asJSON := fs.Bool("json", false, "print the final status as one JSON object")
 	if err := parseFlags(fs, args); err != nil {
@@ -162,6 +163,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	poolCfg := relay.PoolConfig{Domain: relayproto.DomainID(*domain), Namespace: *namespace, Component: *component,
+		Endpoint: *endpoint, Scopes: scopes, Loads: loads, ExpectedBlocks: *expected, Seed: *seed}
+	kvPool, err := kf.poolOf(poolCfg, *blockSize)
+	if err != nil {
+		return err
+	}
 	log, err := of.logger(stderr)
 	if err != nil {
 		return err
@@ -174,6 +181,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	poolCfg.Feeds = feeds
 	nc, closeNATS, err := nf.connect(fmt.Sprintf("goindex relay dc %d", *dc), log)
 	if err != nil {
 		return err
@@ -184,8 +192,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		storage = jetstream.MemoryStorage
 	}
 	r, err := relay.New(relay.Config{Conn: nc, Prefix: *nf.prefix, DC: relayproto.DCID(*dc), Name: *name, JSDomain: *jsDomain,
-		Pools: []relay.PoolConfig{{Domain: relayproto.DomainID(*domain), Namespace: *namespace, Component: *component,
-			Endpoint: *endpoint, Scopes: scopes, Loads: loads, Feeds: feeds, ExpectedBlocks: *expected, Seed: *seed}},
+		Pools:       []relay.PoolConfig{poolCfg},
 		BatchEvents: *batch, FlushAfter: *flush, MaxAge: *maxAge, MaxBytes: *maxBytes, Storage: storage, Encoding: enc,
 		SnapshotEvery: *snapEvery, LoadEvery: *loadEvery, HeartbeatEvery: *hbEvery,
 		PrefillTokensPerMs: *prefill, QueueTokensPerMs: *queue, DecodeBlocksPerMs: *decode, WorkerCapacityBlocks: *capacity,
@@ -198,6 +205,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("relay: %w", err)
 	}
 	defer stopMetrics()
+	stopKvRelay, err := kf.serve(log, r, poolCfg.Domain, kvPool, *loadEvery)
+	if err != nil {
+		return err
+	}
+	defer stopKvRelay()
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	var tick <-chan time.Time
