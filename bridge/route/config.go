@@ -147,6 +147,13 @@ type Config struct {
 	// the router measures from the prefill work it sends (score.Demand);
 	// optional; default: false (each request's own TTFT only).
 	PriceOthers bool
+	// Calibrate makes the ttft policy also scale each DC's queue and
+	// prefill estimates by the compute factor the router learns from the
+	// first-token times of the streams it relays (score.Calibration); the
+	// DCs' KV residence, from the streams' ends, is learned and used
+	// regardless. optional; default: false (see score.Calibration and
+	// BENCHMARKS.md for why it is opt-in).
+	Calibrate bool
 	// Temperature is the routing temperature (dynamo-compat §4.3); optional;
 	// default: 0 (minimum cost, ties at random).
 	Temperature float64

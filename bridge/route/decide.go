@@ -33,6 +33,7 @@ type Choice struct {
 	CachedTokens int         // the DC's cached prefix of the prompt, in tokens
 	HasRTT       bool
 	RTT          time.Duration
+	weights      score.Weights // the calibration weights Parts were scaled by
 }
 
 // Decision is where a request goes: Order lists the eligible DCs to try,
@@ -113,6 +114,12 @@ func (rt *Router) candidates(obs []laneObs, now time.Time) []score.Candidate {
 			}
 			follow.SetSignals(&c, &o.info, now, rt.cfg.MaxStaleness)
 		}
+		if rt.cal != nil {
+			c.ResidenceMs = rt.cal[i].ResidenceMs()
+			if rt.cfg.Calibrate {
+				c.Weights = rt.cal[i].Weights()
+			}
+		}
 		cands[i] = c
 	}
 	return cands
@@ -161,7 +168,7 @@ func (rt *Router) order(scorer *score.Scorer, req score.Request, cands []score.C
 }
 
 func (rt *Router) choice(c *score.Candidate, res score.Result) Choice {
-	ch := Choice{DC: rt.cfg.DCs[c.Rank], Index: int(c.Rank), Cost: res.Cost, Parts: res.Parts, CachedTokens: res.CachedTokens, HasRTT: c.HasRTT}
+	ch := Choice{DC: rt.cfg.DCs[c.Rank], Index: int(c.Rank), Cost: res.Cost, Parts: res.Parts, CachedTokens: res.CachedTokens, HasRTT: c.HasRTT, weights: c.Weights}
 	if c.HasRTT {
 		ch.RTT = time.Duration(c.RTTms * float64(time.Millisecond))
 	}

@@ -46,7 +46,11 @@
 // follow by cost as the fallback order. With PriceOthers the router adds
 // the uncached prompt tokens of every request it serves to a score.Demand
 // and ttft also prices the wait a request's prefill adds for the requests
-// behind it at the fleet utilization that gives.
+// behind it at the fleet utilization that gives. Under ttft every relayed
+// stream teaches its DC's score.Calibration: the first event's delay
+// against the estimate, the rest of the stream as the KV residence ttft's
+// wait for KV room uses; with Calibrate the learned compute factor also
+// scales the DC's estimates.
 //
 // Slow clients. Every request has a deadline: its headers within
 // min(10 s, BodyTimeout), then its body within BodyTimeout, whether the

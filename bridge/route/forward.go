@@ -236,8 +236,10 @@ var errIdle = errors.New("route: dc sent nothing for the idle timeout")
 // looks complete; it is logged and counted (Stats.Cut). A client that
 // stops reading gets the same bound: each write (and the final flush net/http
 // makes after relay returns) must go through within IdleTimeout, or the
-// connection is closed and the DC's request cancelled.
-func (rt *Router) relay(w http.ResponseWriter, a *attempt, dc string, extra http.Header) {
+// connection is closed and the DC's request cancelled. It returns when the
+// body's first bytes came (zero if none did) and when it ended (zero
+// unless it ended cleanly), for the calibration.
+func (rt *Router) relay(w http.ResponseWriter, a *attempt, dc string, extra http.Header) (first, end time.Time) {
 	resp := a.resp
 	defer a.cancel(nil)
 	defer resp.Body.Close()
@@ -257,7 +259,7 @@ func (rt *Router) relay(w http.ResponseWriter, a *attempt, dc string, extra http
 	// the diagnostic headers would wait for its first event (a long
 	// prefill).
 	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return
+		return first, end
 	}
 	idle := time.AfterFunc(rt.cfg.IdleTimeout, func() { a.cancel(errIdle) })
 	defer idle.Stop()
@@ -266,23 +268,26 @@ func (rt *Router) relay(w http.ResponseWriter, a *attempt, dc string, extra http
 		n, err := resp.Body.Read(buf)
 		idle.Reset(rt.cfg.IdleTimeout)
 		if n > 0 {
+			if first.IsZero() {
+				first = time.Now()
+			}
 			_ = rc.SetWriteDeadline(time.Now().Add(rt.cfg.IdleTimeout))
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return // the client went away
+				return first, end // the client went away
 			}
 			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
-				return
+				return first, end
 			}
 		}
 		if err == io.EOF {
-			return
+			return first, time.Now()
 		}
 		if err != nil {
 			switch cause := context.Cause(resp.Request.Context()); {
 			case errors.Is(cause, errIdle):
 				err = fmt.Errorf("%w (%v)", errIdle, rt.cfg.IdleTimeout)
 			case cause != nil:
-				return // the client went away; the DC's request ended with it
+				return first, end // the client went away; the DC's request ended with it
 			}
 			rt.stats.cut.Add(1)
 			rt.cfg.Logger.Warn("dc response cut mid-body, aborting the client's connection", "dc", dc, "err", err)

@@ -499,3 +499,33 @@ func TestRoute_ClientLeavingBeforeTheAnswerIsCountedApart(t *testing.T) {
 			st.ClientGone, st.UpstreamErrors, st.Cut, st.Fallbacks)
 	}
 }
+
+// TestRoute_StreamsTeachTheDCsCalibration: under ttft, a relayed stream
+// feeds its DC's calibration once (the first event's delay against the
+// estimate, the rest of the stream as the KV residence); a response that
+// is not a stream teaches nothing.
+func TestRoute_StreamsTeachTheDCsCalibration(t *testing.T) {
+	s := setupTwoDCs(t, nil)
+	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, "data: {}\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(5 * time.Millisecond) // the decode: a residence that is not zero
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	resp, body := s.post(completion([]uint32{1, 2, 3}, map[string]any{"stream": true}), nil)
+	near := s.rt.cal[0]
+	if resp.StatusCode != 200 || resp.Header.Get(HeaderDC) != "near" || near.Observations() != 1 || !(near.ResidenceMs() > 0) {
+		t.Fatalf("stream from %q (%d, %s): near's calibration has %d TTFTs, residence %v ms; want 1 and > 0",
+			resp.Header.Get(HeaderDC), resp.StatusCode, body, near.Observations(), near.ResidenceMs())
+	}
+	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[]}`)
+	})
+	s.post(completion([]uint32{1, 2, 3}, nil), nil)
+	if got := near.Observations(); got != 1 {
+		t.Errorf("after a non-streamed answer near's calibration has %d TTFTs, want still 1", got)
+	}
+}

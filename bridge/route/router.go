@@ -44,7 +44,11 @@ type Router struct {
 	loadOnly *score.Scorer
 	// demand measures the fleet's utilization from the prefill work sent;
 	// nil unless Config.PriceOthers.
-	demand    *score.Demand
+	demand *score.Demand
+	// cal learns per DC (Config.DCs index) from the streams it relays: the
+	// first token's time against the ttft estimate, the stream's end; nil
+	// unless the policy is ttft.
+	cal       []*score.Calibration
 	hasher    *dynamo.Hasher // unsalted
 	replica   *replicaHolder
 	transport *http.Transport
@@ -103,6 +107,11 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.PriceOthers {
 		rt.demand = score.NewDemand(0)
+	}
+	if scorer.Config().Policy == score.TTFT {
+		for range cfg.DCs {
+			rt.cal = append(rt.cal, score.NewCalibration(0))
+		}
 	}
 	if rt.hasher, err = dynamo.NewHasher(dynamo.HasherConfig{BlockSize: cfg.BlockSize}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
@@ -281,6 +290,7 @@ func (rt *Router) serveCompletion(w http.ResponseWriter, r *http.Request, ep End
 	if !p.HasTokens {
 		rt.stats.loadOnly.Add(1)
 	}
+	start := time.Now()
 	a, err := rt.send(r, d.Order, body)
 	if err != nil {
 		rt.fail(w, d, err)
@@ -294,7 +304,40 @@ func (rt *Router) serveCompletion(w http.ResponseWriter, r *http.Request, ep End
 	if rt.cfg.Observe != nil {
 		rt.cfg.Observe(d, c)
 	}
-	rt.relay(w, a, c.DC.Name, diagnostics(d, c, a.skipped))
+	stream := a.resp.StatusCode == http.StatusOK && strings.HasPrefix(a.resp.Header.Get("Content-Type"), "text/event-stream")
+	first, end := rt.relay(w, a, c.DC.Name, diagnostics(d, c, a.skipped))
+	if stream {
+		rt.learn(d, c, start, first, end)
+	}
+}
+
+// learn feeds DC c's calibration with what a relayed stream showed: its
+// first event's delay since the request left (the time to first token as
+// the client sees it, up to the client's own hop) against the estimate's
+// terms, unscaled, and how long the stream ran after it (the request's KV
+// residence, give or take the last events' trip). A stream cut before its
+// first event teaches nothing.
+func (rt *Router) learn(d *Decision, c *Choice, start, first, end time.Time) {
+	if rt.cal == nil || d.Policy != score.TTFT || first.IsZero() {
+		return
+	}
+	raw := c.Parts
+	raw.QueueMs /= orOne(c.weights.Queue)
+	raw.PrefillMs /= orOne(c.weights.Prefill)
+	raw.RTTms /= orOne(c.weights.RTT)
+	cal := rt.cal[c.Index]
+	cal.ObserveTTFT(raw, float64(first.Sub(start))/float64(time.Millisecond))
+	if !end.IsZero() {
+		cal.ObserveResidence(unixMs(end), float64(end.Sub(first))/float64(time.Millisecond))
+	}
+}
+
+// orOne is w, or 1 for an unset (zero) weight.
+func orOne(w float64) float64 {
+	if w == 0 {
+		return 1
+	}
+	return w
 }
 
 // prompt returns what routing knows of req's prompt: its token ids, or
