@@ -533,13 +533,17 @@ func goindex_score(handle C.uint64_t, request *C.goindex_in_score_request, resul
 	if request == nil || result == nil {
 		return h.fail(call, fmt.Errorf("%w: request or result is NULL", errInvalid))
 	}
-	if uint64(result.struct_size) < C.sizeof_goindex_score_result {
-		return h.fail(call, fmt.Errorf("%w: result struct_size %d, want %d", errInvalid, uint32(result.struct_size), C.sizeof_goindex_score_result))
+	// Results of earlier version-1 headers end before flags: they keep the
+	// old contract (no fail-open) and get only their 72 bytes.
+	size := uint64(result.struct_size)
+	if size < scoreResultV1Bytes {
+		return h.fail(call, fmt.Errorf("%w: result struct_size %d, want %d", errInvalid, size, C.sizeof_goindex_score_result))
 	}
 	q, err := scoreQueryOf(h, request)
 	if err != nil {
 		return h.fail(call, err)
 	}
+	q.Open = size >= C.sizeof_goindex_score_result
 	sc, err := h.ix.Score(q)
 	if err != nil {
 		return h.fail(call, err)
@@ -551,8 +555,18 @@ func goindex_score(handle C.uint64_t, request *C.goindex_in_score_request, resul
 	result.cached_tokens = C.uint64_t(sc.CachedTokens)
 	result.cost = C.double(sc.Cost)
 	result.rtt_ms, result.queue_ms, result.prefill_ms = C.double(sc.Parts.RTTms), C.double(sc.Parts.QueueMs), C.double(sc.Parts.PrefillMs)
+	if q.Open {
+		result.flags, result.degraded = 0, C.uint32_t(sc.Degraded)
+		if sc.Degraded != 0 {
+			result.flags = C.GOINDEX_SCORE_DEGRADED
+		}
+	}
 	return C.GOINDEX_OK
 }
+
+// scoreResultV1Bytes is goindex_score_result up to prefill_ms, the struct
+// of the headers before fail-open scoring.
+const scoreResultV1Bytes = C.sizeof_goindex_score_result - 8
 
 //export goindex_apply_frame
 func goindex_apply_frame(handle C.uint64_t, frame *C.goindex_in_u8, frameLen C.size_t) (rc C.int) {
@@ -626,7 +640,9 @@ func goindex_stats(handle C.uint64_t, stats *C.goindex_counters) (rc C.int) {
 		memory_bytes: cU64(c.MemoryBytes), capacity_omissions: cU64(c.CapacityOmissions),
 		events_applied: cU64(c.EventsApplied), events_rejected: cU64(c.EventsRejected), probes: cU64(c.Probes),
 		frames_applied: cU64(c.FramesApplied), frames_rejected: cU64(c.FramesRejected), frames_ignored: cU64(c.FramesIgnored),
-		replica_generation: cU64(c.ReplicaGeneration),
+		replica_generation: cU64(c.ReplicaGeneration), degraded_scores: cU64(c.DegradedScores),
+		replica_state: C.uint32_t(c.ReplicaState), lanes_bad: cU64(c.LanesBad), integrity_failures: cU64(c.IntegrityFailures),
+		replica_faults: cU64(c.ReplicaFaults),
 	}
 	// Fill bytes [4, size) only: struct_size stays the caller's, and an
 	// older, shorter struct gets the fields it has.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/goindex/goindex/goindex/score"
 )
 
 // The Go runner of tests/c/fixture's scripts (fixture.Script documents the
@@ -120,13 +122,19 @@ func runLine(t *testing.T, h cU64, l *scriptLine) {
 	case "score":
 		policy := l.int(t, 0)
 		q, i := l.hashes(t, 1)
-		want, lane, dc, eligible := l.int(t, i), l.int(t, i+1), l.u64(t, i+2), l.int(t, i+3)
-		res, rc := scoreLanes(h, policy, q)
+		want, lane, dc, eligible, degraded := l.int(t, i), l.int(t, i+1), l.u64(t, i+2), l.int(t, i+3), l.int(t, i+4)
+		res, rc := scoreLanes(h, policy, q, unsafe.Sizeof(resultC{}))
 		if int(rc) != want {
 			t.Errorf("%s: goindex_score = %d, want %d: %s", where, rc, want, lastError(h))
-		} else if rc == 0 && (int(res.chosen) != lane || uint64(res.id) != dc || int(res.eligible) != eligible) {
-			t.Errorf("%s: goindex_score chose lane %d (DC %d) of %d eligible, want lane %d (DC %d) of %d",
-				where, res.chosen, res.id, res.eligible, lane, dc, eligible)
+		} else if rc == 0 && (int(res.chosen) != lane || uint64(res.id) != dc || int(res.eligible) != eligible ||
+			int(res.degraded) != degraded || (res.flags == 1) != (degraded != 0)) {
+			t.Errorf("%s: goindex_score chose lane %d (DC %d) of %d eligible, degraded %d (flags %d); want lane %d (DC %d) of %d, degraded %d",
+				where, res.chosen, res.id, res.eligible, res.degraded, res.flags, lane, dc, eligible, degraded)
+		}
+		if degraded != 0 {
+			if _, rc := scoreLanes(h, policy, q, scoreResultV1Bytes); rc != code(score.ErrNoCandidate) {
+				t.Errorf("%s: goindex_score with a 72-byte result = %d, want GOINDEX_ENOCANDIDATE (earlier hosts' contract)", where, rc)
+			}
 		}
 	case "stats":
 		c := stats(t, h)
@@ -142,13 +150,13 @@ func runLine(t *testing.T, h cU64, l *scriptLine) {
 }
 
 // scoreLanes scores q over every ready lane (no candidates) with a fixed
-// seed.
-func scoreLanes(h cU64, policy int, q []uint64) (resultC, status) {
+// seed, into a result of size bytes.
+func scoreLanes(h cU64, policy int, q []uint64, size uintptr) (resultC, status) {
 	req := requestC{struct_size: cU32(unsafe.Sizeof(requestC{})), policy: cU32(policy), n_hashes: cSize(len(q)), random_seed: 1}
 	if len(q) > 0 {
 		req.local_hashes = (*cU64)(unsafe.Pointer(unsafe.SliceData(q)))
 	}
-	res := resultC{struct_size: cU32(unsafe.Sizeof(resultC{}))}
+	res := resultC{struct_size: cU32(size)}
 	rc := goindex_score(h, &req, &res)
 	return res, rc
 }

@@ -65,8 +65,12 @@ extern "C" {
  * which hosts built against earlier version-1 headers need not know about:
  * global mode (goindex_open "mode": "global" used to return
  * GOINDEX_EUNAVAILABLE), goindex_set_rtt, goindex_counters.frames_ignored
- * (filled only when struct_size covers it) and the worker-selector plugin
- * export. */
+ * (filled only when struct_size covers it), the worker-selector plugin
+ * export, and fail-open scoring: goindex_score_result.flags and .degraded
+ * (80 bytes; a host passing the 72-byte result of earlier headers keeps
+ * GOINDEX_ENOCANDIDATE where a newer one gets a degraded result), the
+ * "default_dc" config key and goindex_counters' degraded_scores,
+ * replica_state, lanes_bad, integrity_failures and replica_faults. */
 #define GOINDEX_ABI_VERSION 1
 
 /* Status codes. */
@@ -152,8 +156,20 @@ typedef struct goindex_score_request {
 	uint64_t random_seed;                  /* seed for tie-breaking and sampling; 0 picks one */
 } goindex_score_request;
 
+/* Score result flags (goindex_score_result.flags). */
+#define GOINDEX_SCORE_DEGRADED 1u /* no candidate had the fresh signals the policy needs: see degraded */
+
+/* Why a score was degraded, or a replica is (goindex_score_result.degraded,
+ * goindex_counters.replica_state). */
+#define GOINDEX_DEGRADED_NONE 0            /* fresh signals decided; the replica is healthy */
+#define GOINDEX_DEGRADED_REPLICA_MISSING 1 /* no replica is attached (the file is gone or unreadable) */
+#define GOINDEX_DEGRADED_REPLICA_DAMAGED 2 /* the file is no valid replica (truncated, corrupt, foreign) */
+#define GOINDEX_DEGRADED_CONSUMER_STALE 3  /* the replica's consumer stopped (its heartbeat is older than max_staleness_ms) */
+#define GOINDEX_DEGRADED_SIGNALS_STALE 4   /* the replica is healthy but no candidate had fresh signals (or no replica is involved) */
+
 /* goindex_score_result is the chosen candidate and its cost broken into parts.
- * 72 bytes. */
+ * 80 bytes (72 without flags and degraded, as earlier version-1 headers
+ * had it: the library then fills only those 72). */
 typedef struct goindex_score_result {
 	uint32_t struct_size;   /* set by the caller to sizeof(goindex_score_result) */
 	int32_t chosen;         /* index into the request's candidates, or the lane/member ordinal when candidates was NULL */
@@ -166,11 +182,13 @@ typedef struct goindex_score_result {
 	double rtt_ms;          /* ttft parts; 0 where the policy has none */
 	double queue_ms;
 	double prefill_ms;
+	uint32_t flags;         /* GOINDEX_SCORE_* */
+	uint32_t degraded;      /* GOINDEX_DEGRADED_*: why, when flags has GOINDEX_SCORE_DEGRADED */
 } goindex_score_result;
 
 /* goindex_counters holds a handle's counters (filled by goindex_stats). Set struct_size first; the library
- * fills at most struct_size bytes, so a host built against the 96-byte
- * struct of earlier headers (without frames_ignored) keeps working. 104 bytes. */
+ * fills at most struct_size bytes, so a host built against the 96- or
+ * 104-byte struct of earlier headers keeps working. 144 bytes. */
 typedef struct goindex_counters {
 	uint32_t struct_size;         /* sizeof(goindex_counters) */
 	uint32_t mode;                /* 1 exact, 2 ckf, 3 global */
@@ -186,6 +204,12 @@ typedef struct goindex_counters {
 	uint64_t frames_rejected;     /* global: relay frames that returned GOINDEX_EFRAME */
 	uint64_t replica_generation;  /* global: layout generation of the attached replica, 0 if none */
 	uint64_t frames_ignored;      /* global: frames accepted but ignored (stale, duplicate, of a DC without a lane, for a faulted lane) */
+	uint64_t degraded_scores;     /* scores answered degraded (GOINDEX_SCORE_DEGRADED) */
+	uint32_t replica_state;       /* global: the attached replica's GOINDEX_DEGRADED_* (0: healthy or none attached) */
+	uint32_t reserved;            /* 0 */
+	uint64_t lanes_bad;           /* global: mask of the attached replica's lanes failing their integrity check (left out of probes) */
+	uint64_t integrity_failures;  /* global: lanes found failing it since attach */
+	uint64_t replica_faults;      /* global: probes of the replica mapping that faulted (the file was truncated) */
 } goindex_counters;
 
 /* goindex_abi_version returns GOINDEX_ABI_VERSION of the loaded library.
@@ -218,7 +242,12 @@ uint32_t goindex_abi_version(void);
  *   "domain": global: the domain whose frames the lanes take (default 0);
  *   "consumer_instance": global: this consumer's instance id in leases (default 0);
  *   "max_staleness_ms": global: load reports and RTTs older than this are
- *           left out of score, never read as zero (default 5000);
+ *           left out of score, never read as zero (default 5000); also the
+ *           heartbeat age past which an attached replica's consumer counts
+ *           as stopped;
+ *   "default_dc": the DC id (global mode; the candidate id with candidates)
+ *           a degraded score picks when no candidate has any signal
+ *           (default: lane 0, or the first candidate);
  *   "replica_check_ms": global: how often probes and scores look for a new
  *           generation of the attached replica (default 100; 0: every call);
  *   "policy": default scoring policy name: "ttft" (default), "prefix-then-load", "load-only", "credit";
@@ -350,13 +379,23 @@ int goindex_probe_batch(uint64_t handle, goindex_in_u64* local_hashes, goindex_i
  * and its RTT (the consumer's measurement in an attached replica,
  * goindex_set_rtt's for fed lanes), each only when younger than
  * "max_staleness_ms"; result->chosen is then the chosen lane.
+ * Fail open: with the 80-byte result, when no candidate is eligible (the
+ * replica missing, damaged or left by a stopped consumer, or every signal
+ * stale) the call still succeeds, flags has GOINDEX_SCORE_DEGRADED and
+ * degraded says why: a global handle's choice is then made over every lane
+ * it knows (ready or not; with the replica gone, the last file's DCs) on
+ * their last known load and RTT with cached blocks ignored, and is the lane
+ * of "default_dc" when none has any; given candidates fall back to the one
+ * whose id is "default_dc", or the first. eligible is 0 for a default pick.
+ * A host passing the 72-byte result of earlier headers gets
+ * GOINDEX_ENOCANDIDATE instead, as before.
  * Threading: any thread, concurrently with event calls.
  * Ownership: request and its arrays read during the call only.
  * Returns: GOINDEX_OK; GOINDEX_EINVAL (NULL pointers, bad struct_size, unknown
- * policy); GOINDEX_ETOOBIG; GOINDEX_EHANDLE; GOINDEX_ENOCANDIDATE (also
- * for candidates NULL in exact and ckf modes: members carry no load signals;
- * and in global mode when no ready lane has fresh signals);
- * GOINDEX_EINTERNAL. */
+ * policy); GOINDEX_ETOOBIG; GOINDEX_EHANDLE; GOINDEX_ENOCANDIDATE (for
+ * candidates NULL in exact and ckf modes: members carry no load signals; in
+ * global mode when the handle knows no lane at all; and, with the 72-byte
+ * result only, when no candidate is eligible); GOINDEX_EINTERNAL. */
 typedef const goindex_score_request goindex_in_score_request;
 int goindex_score(uint64_t handle, goindex_in_score_request* request, goindex_score_result* result);
 

@@ -33,13 +33,16 @@ class ScoreRequest(ctypes.Structure):
 class ScoreResult(ctypes.Structure):
     _fields_ = [("struct_size", u32), ("chosen", ctypes.c_int32), ("id", u64), ("rank", u32), ("eligible", u32),
                 ("cached_blocks", u64), ("cached_tokens", u64), ("cost", ctypes.c_double),
-                ("rtt_ms", ctypes.c_double), ("queue_ms", ctypes.c_double), ("prefill_ms", ctypes.c_double)]
+                ("rtt_ms", ctypes.c_double), ("queue_ms", ctypes.c_double), ("prefill_ms", ctypes.c_double),
+                ("flags", u32), ("degraded", u32)]
 
 
 class Counters(ctypes.Structure):
     _fields_ = [("struct_size", u32), ("mode", u32)] + [(n, u64) for n in (
         "blocks", "members", "lanes_ready", "memory_bytes", "capacity_omissions", "events_applied",
-        "events_rejected", "probes", "frames_applied", "frames_rejected", "replica_generation", "frames_ignored")]
+        "events_rejected", "probes", "frames_applied", "frames_rejected", "replica_generation", "frames_ignored",
+        "degraded_scores")] + [("replica_state", u32), ("reserved", u32)] + [(n, u64) for n in (
+        "lanes_bad", "integrity_failures", "replica_faults")]
 
 
 # SIGNATURES maps every goindex_* call to its (restype, argtypes).

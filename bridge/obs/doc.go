@@ -121,6 +121,11 @@
 //	route_models_requests_total              counter                     /v1/models forwarded
 //	route_other_requests_total               counter                     other /v1/ requests forwarded
 //	route_cut_total                          counter                     answers cut mid-body (DC failed or went silent)
+//	route_degraded_total                     counter    reason           decisions without fresh signals (fail-open), by why
+//	route_replica_state                      gauge      state            1 for the replica's health: healthy, replica-missing, replica-damaged, consumer-stale
+//	route_replica_bad_lanes                  gauge                       lanes failing their integrity check
+//	route_replica_integrity_failures_total   counter                     lanes found failing it
+//	route_replica_faults_total               counter                     searches of the mapping that faulted
 //	route_replica_attached                   gauge                       1 while a replica is attached
 //	route_replica_generation                 gauge                       attached generation (0: none)
 //	route_replica_age_seconds                gauge                       since the consumer last touched the replica

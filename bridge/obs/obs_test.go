@@ -117,8 +117,13 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 	routeURL := endpoint(t, RouteReady(rt), metrics)
 	front := httptest.NewServer(rt)
 	t.Cleanup(front.Close)
-	if code, _ := probe(t, routeURL, "/readyz"); code != http.StatusServiceUnavailable {
-		t.Errorf("route /readyz before any lane signal = %d, want 503", code)
+	// The router fails open: ready before any lane signal, its replica
+	// (created, not yet beating) reported as the reason.
+	if code, _ := probe(t, routeURL, "/readyz"); code != http.StatusOK {
+		t.Errorf("route /readyz before any lane signal = %d, want 200 (failing open)", code)
+	}
+	if err := obstest.Want(routeURL, 1, "goindex_route_replica_state", "state=consumer-stale"); err != nil {
+		t.Errorf("replica state before the consumer runs: %v", err)
 	}
 	if err := obstest.Want(routeURL, 0, "goindex_route_decisions_total", "dc=fra", "policy=ttft"); err != nil {
 		t.Errorf("decision series before any request: %v", err)

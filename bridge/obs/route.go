@@ -2,9 +2,11 @@ package obs
 
 import (
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 
 	"github.com/goindex/goindex/bridge/route"
+	"github.com/goindex/goindex/goindex/follow"
 	"github.com/goindex/goindex/goindex/score"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -27,7 +29,8 @@ type RouteMetrics struct {
 	cost           *prometheus.HistogramVec
 
 	requests, loadOnly, tokenizerErrors, failures, fallbacks, models family
-	other, cut                                                       family
+	other, cut, degraded                                             family
+	replicaState, badLanes, integrityFailures, replicaFaults         family
 	attached, generation, heartbeatAge, eligibleDCs                  family
 	lane, laneReady, eligible, rtt, rttAge, loadAge                  family
 }
@@ -54,20 +57,28 @@ func NewRouteMetrics() *RouteMetrics {
 		failures: newFamily(s, "failures_total", "Requests the router answered with an error, by reason: rejected (4xx), loop "+
 			"(508), unroutable (no eligible DC, 503), upstream (every DC unreachable or a DC failed, 502/504), client_gone "+
 			"(the client left before a DC answered, 499).", counter, "reason"),
-		fallbacks:    newFamily(s, "fallbacks_total", "DCs skipped after a refused connect or a 502/503/529 answer.", counter),
-		models:       newFamily(s, "models_requests_total", "/v1/models requests forwarded.", counter),
-		other:        newFamily(s, "other_requests_total", "Other /v1/ requests forwarded (embeddings, responses, ...).", counter),
-		cut:          newFamily(s, "cut_total", "Answers cut mid-body: the DC's body failed or went silent past the idle timeout.", counter),
-		attached:     newFamily(s, "replica_attached", "1 while a replica file is attached.", gauge),
-		generation:   newFamily(s, "replica_generation", "Generation of the attached replica file (0: none).", gauge),
-		heartbeatAge: newFamily(s, "replica_age_seconds", "Time since the consumer last touched the attached replica (its writer heartbeat).", gauge),
-		eligibleDCs:  newFamily(s, "eligible_dcs", "DCs with every signal the configured policy needs.", gauge),
-		lane:         newFamily(s, "dc_lane", "1 when the attached replica has a lane for the DC.", gauge, dc...),
-		laneReady:    newFamily(s, "dc_lane_ready", "1 when the DC's lane is ready (its cached blocks count).", gauge, dc...),
-		eligible:     newFamily(s, "dc_eligible", "1 when the DC has every signal the configured policy needs.", gauge, dc...),
-		rtt:          newFamily(s, "dc_rtt_seconds", "The consumer's last round trip to the DC's relay (absent before the first).", gauge, dc...),
-		rttAge:       newFamily(s, "dc_rtt_age_seconds", "Time since that round trip was measured.", gauge, dc...),
-		loadAge:      newFamily(s, "dc_load_age_seconds", "Time since the consumer received the DC's last load report.", gauge, dc...),
+		fallbacks: newFamily(s, "fallbacks_total", "DCs skipped after a refused connect or a 502/503/529 answer.", counter),
+		models:    newFamily(s, "models_requests_total", "/v1/models requests forwarded.", counter),
+		other:     newFamily(s, "other_requests_total", "Other /v1/ requests forwarded (embeddings, responses, ...).", counter),
+		cut:       newFamily(s, "cut_total", "Answers cut mid-body: the DC's body failed or went silent past the idle timeout.", counter),
+		degraded: newFamily(s, "degraded_total", "Decisions made without fresh signals (failing open: on the last known load and RTT, "+
+			"or the default DC), by reason: replica-missing, replica-damaged, consumer-stale, signals-stale.", counter, "reason"),
+		replicaState: newFamily(s, "replica_state", "1 for the replica's current health (healthy, replica-missing, "+
+			"replica-damaged, consumer-stale), 0 for the others.", gauge, "state"),
+		badLanes: newFamily(s, "replica_bad_lanes", "Lanes of the attached replica that failed their integrity check "+
+			"(left out of routing until their consumer heals them).", gauge),
+		integrityFailures: newFamily(s, "replica_integrity_failures_total", "Lanes found failing their integrity check.", counter),
+		replicaFaults:     newFamily(s, "replica_faults_total", "Searches of the replica mapping that faulted (the file was truncated).", counter),
+		attached:          newFamily(s, "replica_attached", "1 while a replica file is attached.", gauge),
+		generation:        newFamily(s, "replica_generation", "Generation of the attached replica file (0: none).", gauge),
+		heartbeatAge:      newFamily(s, "replica_age_seconds", "Time since the consumer last touched the attached replica (its writer heartbeat).", gauge),
+		eligibleDCs:       newFamily(s, "eligible_dcs", "DCs with every signal the configured policy needs.", gauge),
+		lane:              newFamily(s, "dc_lane", "1 when the attached replica has a lane for the DC.", gauge, dc...),
+		laneReady:         newFamily(s, "dc_lane_ready", "1 when the DC's lane is ready (its cached blocks count).", gauge, dc...),
+		eligible:          newFamily(s, "dc_eligible", "1 when the DC has every signal the configured policy needs.", gauge, dc...),
+		rtt:               newFamily(s, "dc_rtt_seconds", "The consumer's last round trip to the DC's relay (absent before the first).", gauge, dc...),
+		rttAge:            newFamily(s, "dc_rtt_age_seconds", "Time since that round trip was measured.", gauge, dc...),
+		loadAge:           newFamily(s, "dc_load_age_seconds", "Time since the consumer received the DC's last load report.", gauge, dc...),
 	}
 }
 
@@ -103,7 +114,8 @@ func (m *RouteMetrics) Attach(rt *route.Router) {
 }
 
 func (m *RouteMetrics) families() []family {
-	return []family{m.requests, m.loadOnly, m.tokenizerErrors, m.failures, m.fallbacks, m.models, m.other, m.cut, m.attached,
+	return []family{m.requests, m.loadOnly, m.tokenizerErrors, m.failures, m.fallbacks, m.models, m.other, m.cut, m.degraded,
+		m.replicaState, m.badLanes, m.integrityFailures, m.replicaFaults, m.attached,
 		m.generation, m.heartbeatAge, m.eligibleDCs, m.lane, m.laneReady, m.eligible, m.rtt, m.rttAge, m.loadAge}
 }
 
@@ -141,7 +153,16 @@ func (m *RouteMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.models.emit(ch, float64(st.Models))
 	m.other.emit(ch, float64(st.Other))
 	m.cut.emit(ch, float64(st.Cut))
+	for _, r := range degradedReasons {
+		m.degraded.emit(ch, float64(st.Degraded[r.String()]), r.String())
+	}
 	sig := rt.Signals()
+	for _, s := range replicaStates {
+		m.replicaState.emit(ch, boolValue(sig.Replica.State == s), s.String())
+	}
+	m.badLanes.emit(ch, float64(bits.OnesCount64(sig.Replica.BadLanes)))
+	m.integrityFailures.emit(ch, float64(sig.Replica.IntegrityFailures))
+	m.replicaFaults.emit(ch, float64(sig.Replica.Faults))
 	m.attached.emit(ch, boolValue(sig.Generation != 0))
 	m.generation.emit(ch, float64(sig.Generation))
 	if sig.HasHeartbeat {
@@ -167,8 +188,16 @@ func (m *RouteMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.eligibleDCs.emit(ch, float64(n))
 }
 
-// RouteReady returns rt's readiness check: ready while the replica is
-// attached and at least one DC is eligible under the policy (route.Ready).
+// degradedReasons and replicaStates are the label values of
+// route_degraded_total and route_replica_state.
+var (
+	degradedReasons = []follow.Reason{follow.ReplicaMissing, follow.ReplicaDamaged, follow.ConsumerStale, follow.SignalsStale}
+	replicaStates   = []follow.State{follow.Healthy, follow.Missing, follow.Damaged, follow.Stale}
+)
+
+// RouteReady returns rt's readiness check (route.Ready): failing open, ready
+// whatever the replica's state; with --on-stale=fail, while the replica is
+// attached and at least one DC is eligible under the policy.
 func RouteReady(rt *route.Router) ReadyFunc {
 	return func() error {
 		if rd := rt.Ready(); !rd.Ready {

@@ -133,7 +133,8 @@ func checkName(name string) error {
 type Config struct {
 	// ReplicaPath is the shared-memory replica file `goindex consume`
 	// writes; optional; default: none (every request is routed without
-	// signals, so only round-robin and single-dc find a DC).
+	// signals: degraded, or 503 with FailClosed, except under round-robin
+	// and single-dc, which need none).
 	ReplicaPath string
 	// DCs are the DCs forwarded to, in preference order for ties and
 	// fallbacks; 1..MaxDCs with distinct ids and names; required.
@@ -205,6 +206,16 @@ type Config struct {
 	// Logger receives attach, fallback and tokenizer logs; optional;
 	// default: discard.
 	Logger *slog.Logger
+	// FailClosed answers 503 (ErrNoEligibleDC) when no DC has the fresh
+	// signals the policy needs, and tries only eligible DCs, as before
+	// fail-open routing (`--on-stale=fail`); optional; default: false (fail
+	// open: route on the last known load and RTT, then on DefaultDC, and
+	// say so in HeaderDegraded).
+	FailClosed bool
+	// DefaultDC names the DC a degraded request goes to when no DC has any
+	// load or RTT known; it is also the first tried of the DCs the policy
+	// found ineligible; optional; default: the first of DCs.
+	DefaultDC string
 	// Observe, when set, is called once for every completion request a DC
 	// answered, with the decision and the choice that served it (the
 	// metrics' routing decisions and cost parts). It runs on the request's
@@ -235,6 +246,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Temperature < 0 {
 		return fmt.Errorf("%w: temperature %g must be ≥ 0", ErrBadConfig, c.Temperature)
+	}
+	if c.DefaultDC == "" {
+		c.DefaultDC = c.DCs[0].Name
+	}
+	if !names[c.DefaultDC] {
+		return fmt.Errorf("%w: default DC %q is not among the DCs", ErrBadConfig, c.DefaultDC)
 	}
 	if c.Score.Policy == score.SingleDC && !ids[c.Score.Home] {
 		return fmt.Errorf("%w: single-dc needs a home DC among the DCs (home id %d)", ErrBadConfig, c.Score.Home)

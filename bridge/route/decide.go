@@ -49,14 +49,24 @@ type Decision struct {
 	// FleetUtilization is the fleet's prefill utilization the ttft cost
 	// priced (Config.PriceOthers); 0 otherwise.
 	FleetUtilization float64
+	// Degraded says why no DC had the fresh signals the policy needs
+	// (follow.NotDegraded when some did): the pick was then made on the
+	// DCs' last known load and RTT with cached blocks ignored, or, with
+	// none known, is Config.DefaultDC.
+	Degraded follow.Reason
 }
 
 // unixMs is t in ms since the Unix epoch, score.Demand's clock.
 func unixMs(t time.Time) float64 { return float64(t.UnixNano()) / 1e6 }
 
 // Decide scores every configured DC for p from the current replica and
-// returns the DCs to try. With no eligible DC it returns ErrNoEligibleDC
-// (and the Decision, whose Eligible is 0). It may run concurrently.
+// returns the DCs to try. When no DC has the fresh signals the policy needs
+// it fails open (follow.Open): the policy over the DCs' last known load and
+// RTT, cached blocks ignored, else Config.DefaultDC, with Degraded saying
+// why; with Config.FailClosed it returns ErrNoEligibleDC instead (and the
+// Decision, whose Eligible is 0). Unless FailClosed, Order ends with every
+// DC the policy found ineligible (DefaultDC first), so a request fails
+// only when no DC can be reached. It may run concurrently.
 func (rt *Router) Decide(p *Prompt) (*Decision, error) {
 	scorer := rt.scorer
 	if !p.HasTokens && rt.loadOnly != nil {
@@ -80,31 +90,52 @@ func (rt *Router) Decide(p *Prompt) (*Decision, error) {
 	obs := make([]laneObs, len(rt.cfg.DCs))
 	d.Generation = rt.replica.observe(obs, hashes)
 	now := time.Now()
-	cands := rt.candidates(obs, now)
+	cands := rt.candidates(obs, now, rt.cfg.MaxStaleness)
 	req := score.Request{ISLTokens: d.PromptTokens, Temperature: rt.cfg.Temperature}
 	if rt.demand != nil && scorer.Config().Policy == score.TTFT {
 		req.FleetUtilization = rt.demand.Utilization(unixMs(now), scorer.FleetTokensPerMs(cands))
 		d.FleetUtilization = req.FleetUtilization
 	}
 	rng := rt.rngs.Get().(*rand.Rand)
-	res, err := scorer.Score(req, cands, rng)
-	rt.rngs.Put(rng)
-	if errors.Is(err, score.ErrNoCandidate) {
-		return d, fmt.Errorf("%w under %v: %w", ErrNoEligibleDC, d.Policy, err)
+	defer rt.rngs.Put(rng)
+	if rt.cfg.FailClosed {
+		res, err := scorer.Score(req, cands, rng)
+		if errors.Is(err, score.ErrNoCandidate) {
+			return d, fmt.Errorf("%w under %v: %w", ErrNoEligibleDC, d.Policy, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("route: score: %w", err)
+		}
+		d.Eligible = res.Eligible
+		d.Order = rt.order(scorer, req, cands, res)
+		return d, nil
 	}
+	lastKnown := func() []score.Candidate {
+		known := rt.candidates(obs, now, 0)
+		for i := range known {
+			known[i].CachedBlocks = 0
+		}
+		return known
+	}
+	res, used, step, err := follow.Open(scorer, req, cands, lastKnown, rt.defaultDC, rng)
 	if err != nil {
 		return nil, fmt.Errorf("route: score: %w", err)
 	}
+	if step != follow.Fresh {
+		d.Degraded = follow.ReasonOf(rt.replica.health())
+		rt.stats.degraded[d.Degraded].Add(1)
+	}
 	d.Eligible = res.Eligible
-	d.Order = rt.order(scorer, req, cands, res)
+	d.Order = rt.order(scorer, req, used, res)
 	return d, nil
 }
 
 // candidates turns the lanes' observations into scorer candidates, one per
 // DC in configuration order (Rank is the DC's index). A signal is present
-// only when the consumer measured it within MaxStaleness; a DC without a
-// lane, or whose lane is not ready, has no cached blocks.
-func (rt *Router) candidates(obs []laneObs, now time.Time) []score.Candidate {
+// only when the consumer measured it within maxAge (≤ 0: whatever its age:
+// follow.SetSignals); a DC without a lane, or whose lane is not ready, has
+// no cached blocks.
+func (rt *Router) candidates(obs []laneObs, now time.Time, maxAge time.Duration) []score.Candidate {
 	cands := make([]score.Candidate, len(obs))
 	for i, o := range obs {
 		c := score.Candidate{ID: rt.cfg.DCs[i].ID, Rank: uint32(i)}
@@ -112,7 +143,7 @@ func (rt *Router) candidates(obs []laneObs, now time.Time) []score.Candidate {
 			if o.ready {
 				c.CachedBlocks = int(o.depth)
 			}
-			follow.SetSignals(&c, &o.info, now, rt.cfg.MaxStaleness)
+			follow.SetSignals(&c, &o.info, now, maxAge)
 		}
 		if rt.cal != nil {
 			c.ResidenceMs = rt.cal[i].ResidenceMs()
@@ -125,10 +156,38 @@ func (rt *Router) candidates(obs []laneObs, now time.Time) []score.Candidate {
 	return cands
 }
 
-// order lists the eligible candidates to try: res's pick, then the other
+// order lists the DCs to try: res's pick, then the other eligible ones by
+// cost (ties in configuration order); round-robin goes on in cyclic order
+// after its pick; single-dc has only its home. Unless FailClosed (or
+// single-dc), every DC not listed yet follows, DefaultDC first, then in
+// configuration order: a last resort, so a request fails only when no DC
+// can be reached.
+func (rt *Router) order(scorer *score.Scorer, req score.Request, cands []score.Candidate, res score.Result) []Choice {
+	out := rt.ranked(scorer, req, cands, res)
+	if rt.cfg.FailClosed || scorer.Config().Policy == score.SingleDC || len(out) == len(cands) {
+		return out
+	}
+	listed := make([]bool, len(rt.cfg.DCs))
+	for _, c := range out {
+		listed[c.Index] = true
+	}
+	for i := -1; i < len(cands); i++ {
+		j := i
+		if i < 0 {
+			j = rt.defaultDC
+		}
+		if !listed[j] {
+			listed[j] = true
+			out = append(out, rt.choice(&cands[j], score.Result{}))
+		}
+	}
+	return out
+}
+
+// ranked lists the eligible candidates to try: res's pick, then the other
 // eligible ones by cost (ties in configuration order). Round-robin goes on
 // in cyclic order after its pick; single-dc has only its home.
-func (rt *Router) order(scorer *score.Scorer, req score.Request, cands []score.Candidate, res score.Result) []Choice {
+func (rt *Router) ranked(scorer *score.Scorer, req score.Request, cands []score.Candidate, res score.Result) []Choice {
 	out := []Choice{rt.choice(&cands[res.Index], res)}
 	switch scorer.Config().Policy {
 	case score.SingleDC:

@@ -30,7 +30,11 @@ type refDC struct {
 // queues, RTTs and cached prefixes (real CKF lanes), random prompt
 // lengths. The reference computes eligibility and
 // RTT + queued/20 + uncached/20 by hand and sorts; Decide must return the
-// same DCs in the same order with the same costs and cached tokens. A CKF
+// same DCs in the same order with the same costs and cached tokens, then
+// (failing open) every other DC, the default first. With no DC eligible on
+// fresh signals the reference fails open as Decide must: the same rule on
+// the last known signals with no cached prefix, else the default DC, and
+// signals-stale as the reason; with FailClosed, ErrNoEligibleDC. A CKF
 // false positive can only lengthen a depth; such cases are counted and
 // must stay rare.
 func TestDecide_MatchesReferenceTTFT(t *testing.T) {
@@ -83,40 +87,73 @@ func TestDecide_MatchesReferenceTTFT(t *testing.T) {
 				fx.w.SetLoad(i, &shm.Load{ReceivedAt: age(d.loadStale), QueuedPrefillTokens: d.queued})
 			}
 		}
+		fx.w.Touch(time.Now())
 		rt, err := New(cfg)
 		if err != nil {
 			t.Fatalf("case %d: New: %v", c, err)
 		}
 		got, err := rt.Decide(&Prompt{Tokens: tokens, HasTokens: true})
 		rt.Close()
+		cfg.FailClosed = true
+		closed, err := New(cfg)
+		if err != nil {
+			t.Fatalf("case %d: New: %v", c, err)
+		}
+		gotClosed, errClosed := closed.Decide(&Prompt{Tokens: tokens, HasTokens: true})
+		closed.Close()
 
 		type want struct {
 			name   string
 			cost   float64
 			cached int
 		}
-		var ref []want
-		for _, d := range dcs {
-			if d.rttMicros == 0 || d.rttStale || !d.hasLoad || d.loadStale {
-				continue
+		// rank lists the DCs the ttft rule finds eligible, by cost; fresh
+		// says whether stale signals count as missing.
+		rank := func(fresh bool) []want {
+			var ref []want
+			for _, d := range dcs {
+				if d.rttMicros == 0 || !d.hasLoad || fresh && (d.rttStale || d.loadStale) {
+					continue
+				}
+				cached := 0
+				if fresh {
+					cached = d.cachedBlocks * testBlockSize
+				}
+				cost := float64(d.rttMicros)/1000 + float64(d.queued)/rate + float64(len(tokens)-cached)/rate
+				ref = append(ref, want{d.name, cost, cached})
 			}
-			cached := d.cachedBlocks * testBlockSize
-			cost := float64(d.rttMicros)/1000 + float64(d.queued)/rate + float64(len(tokens)-cached)/rate
-			ref = append(ref, want{d.name, cost, cached})
+			slices.SortStableFunc(ref, func(a, b want) int { return cmp.Compare(a.cost, b.cost) })
+			return ref
 		}
-		slices.SortStableFunc(ref, func(a, b want) int { return cmp.Compare(a.cost, b.cost) })
+		ref := rank(true)
 		if len(ref) == 0 {
-			if !errors.Is(err, ErrNoEligibleDC) {
-				t.Errorf("case %d: Decide with no eligible DC = %v, want ErrNoEligibleDC", c, err)
+			if !errors.Is(errClosed, ErrNoEligibleDC) || gotClosed == nil || gotClosed.Eligible != 0 {
+				t.Errorf("case %d: FailClosed Decide with no eligible DC = %v, want ErrNoEligibleDC", c, errClosed)
 			}
-			continue
+		} else if errClosed != nil || len(gotClosed.Order) != len(ref) {
+			t.Errorf("case %d: FailClosed Decide = %v, %v; want only the %d eligible DCs", c, gotClosed, errClosed, len(ref))
 		}
 		if err != nil {
-			t.Errorf("case %d: Decide = %v, want %d eligible DCs", c, err, len(ref))
+			t.Errorf("case %d: Decide = %v, want a decision (fail open)", c, err)
 			continue
 		}
+		wantReason := "healthy"
+		if len(ref) == 0 {
+			wantReason = "signals-stale"
+			ref = rank(false) // the last known signals
+		}
+		if got.Degraded.String() != wantReason {
+			t.Errorf("case %d: Decide degraded %q, want %q", c, got.Degraded, wantReason)
+		}
+		eligible := len(ref)
+		for i := -1; i < len(dcs); i++ { // the default DC (the first), then the rest in order
+			name := dcs[max(i, 0)].name
+			if !slices.ContainsFunc(ref, func(w want) bool { return w.name == name }) {
+				ref = append(ref, want{name, 0, 0})
+			}
+		}
 		tied := false
-		for i := 1; i < len(ref); i++ {
+		for i := 1; i < eligible; i++ {
 			tied = tied || ref[i].cost == ref[i-1].cost
 		}
 		if tied {
@@ -141,12 +178,12 @@ func TestDecide_MatchesReferenceTTFT(t *testing.T) {
 		for _, w := range ref {
 			wantNames = append(wantNames, fmt.Sprintf("%s/%.3f/%d", w.name, w.cost, w.cached))
 		}
-		if strings.Join(gotNames, " ") != strings.Join(wantNames, " ") || got.Eligible != len(ref) || got.PromptTokens != len(tokens) || got.PromptBlocks != blocks {
+		if strings.Join(gotNames, " ") != strings.Join(wantNames, " ") || got.Eligible != eligible || got.PromptTokens != len(tokens) || got.PromptBlocks != blocks {
 			t.Errorf("case %d: Decide(%d tokens) = %v (eligible %d, %d tokens, %d blocks), want %v (eligible %d, %d blocks)",
-				c, len(tokens), gotNames, got.Eligible, got.PromptTokens, got.PromptBlocks, wantNames, len(ref), blocks)
+				c, len(tokens), gotNames, got.Eligible, got.PromptTokens, got.PromptBlocks, wantNames, eligible, blocks)
 		}
 		for i, ch := range got.Order {
-			if p := ch.Parts; i < len(ref) && math.Abs(p.RTTms+p.QueueMs+p.PrefillMs-ch.Cost) > 1e-9 {
+			if p := ch.Parts; i < eligible && math.Abs(p.RTTms+p.QueueMs+p.PrefillMs-ch.Cost) > 1e-9 {
 				t.Errorf("case %d: %s parts %+v do not add up to cost %g", c, ch.DC.Name, p, ch.Cost)
 			}
 		}

@@ -43,7 +43,20 @@
 // signal is absent, never zero). The RTT is the consumer's round trip to
 // the DC's relay, taken as the router's to the DC's frontend. The
 // configured policy (default ttft) picks a DC; the other eligible DCs
-// follow by cost as the fallback order. With PriceOthers the router adds
+// follow by cost as the fallback order.
+//
+// Failing open. Losing the index costs cache hits, not availability: when
+// no DC has the fresh signals the policy needs (the replica missing,
+// damaged or left by a stopped consumer, or every DC's reports stale),
+// Decide (through follow.Open) scores the DCs on their last known load and
+// RTT with cached blocks ignored, else takes DefaultDC, and the answer
+// carries HeaderDegraded with the reason (replica-missing,
+// replica-damaged, consumer-stale, signals-stale), counted in
+// Stats.Degraded. Every DC the policy found ineligible follows the
+// eligible ones in the order (DefaultDC first), so a request fails only
+// when no DC can be reached. /readyz stays 200 and names the reason.
+// FailClosed (`--on-stale=fail`) restores 503 (ErrNoEligibleDC) and the
+// eligible-only order. With PriceOthers the router adds
 // the uncached prompt tokens of every request it serves to a score.Demand
 // and ttft also prices the wait a request's prefill adds for the requests
 // behind it at the fleet utilization that gives. Under ttft every relayed
@@ -83,8 +96,9 @@
 // prompt is read from them), with the same limits, loop check and
 // fallback; other paths are 404. /healthz (and /health, Dynamo's
 // frontend's name) answers 200 while the process runs; /readyz answers 200
-// when the replica is attached and at least one DC is eligible, 503 with
-// the reason otherwise.
+// with the degraded reason, if any, while failing open, and with FailClosed
+// 200 only when the replica is attached and at least one DC is eligible,
+// 503 with the reason otherwise.
 //
 // Observability. Config.Observe sees every served completion's Decision
 // and the Choice that answered (bridge/obs counts decisions per DC and
@@ -103,8 +117,8 @@
 //
 //   - A request carrying HopHeader never reaches a DC.
 //   - A request reaches at most one DC that did not turn it away (502, 503,
-//     529), and a completion is tried only on DCs eligible under the
-//     policy.
+//     529); failing closed, a completion is tried only on DCs eligible
+//     under the policy, failing open on every DC at last resort.
 //   - Cached tokens never exceed the prompt, and depths come only from
 //     ready lanes of the configured DCs.
 //   - Bodies over MaxBodyBytes and prompts over MaxPromptTokens are refused
@@ -173,7 +187,10 @@
 // stalled body gets 408 and a closed connection; a client that stops
 // reading an endless stream is cut after IdleTimeout and the DC's request
 // cancelled; a hopped request is refused; a
-// stale load or RTT excludes a DC (all stale: 503 and not ready); bad
+// stale load or RTT excludes a DC (all stale: 200 routed on the last known
+// signals with the degraded header, still ready; failing closed, 503 and
+// not ready); a replica truncated under requests is answered throughout
+// and followed once rebuilt; bad
 // JSON, wrong shapes, oversize bodies and prompts, wrong methods and paths
 // get clear 4xx; text without a tokenizer routes load-only, and HTTP and
 // command tokenizers make text cache-aware; chat token-id extensions and
@@ -182,7 +199,7 @@
 // followed; and many concurrent requests (under -race) all land while
 // signals change and the file is replaced. A randomized test holds Decide
 // against a hand-written ttft model over random DC sets, signals and
-// cached prefixes; another holds the token-id scanner to encoding/json on
+// cached prefixes, failing open and closed; another holds the token-id scanner to encoding/json on
 // random well- and ill-formed arrays; fuzz targets cover ParseRequest, the
 // scanner and DecodeTokenizerReply; a test keeps this file map in step.
 // Benchmarks (bench_test.go, BENCHMARKS.md) time Decide, the proxy against

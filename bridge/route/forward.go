@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goindex/goindex/goindex/follow"
 	"github.com/goindex/goindex/goindex/score"
 )
 
@@ -25,9 +26,12 @@ const (
 	// Diagnostic response headers: the DC that served, the ttft cost and
 	// its parts (ms, under ttft only; the others' wait only when it was
 	// priced, Config.PriceOthers), the DC's RTT (when measured), the
-	// cached prefix in tokens, the policy applied and the DCs skipped
+	// cached prefix in tokens, the policy applied, the DCs skipped
 	// because they refused the connection or turned the request away
-	// with 502, 503 or 529 (comma-separated, in order).
+	// with 502, 503 or 529 (comma-separated, in order), and why the
+	// decision was degraded (Decision.Degraded: no DC had fresh signals,
+	// so the request was routed on the last known load and RTT, or to the
+	// default DC), absent when it was not.
 	HeaderDC           = "X-Goindex-DC"
 	HeaderCostMs       = "X-Goindex-Cost-Ms"
 	HeaderRTTMs        = "X-Goindex-RTT-Ms"
@@ -37,6 +41,7 @@ const (
 	HeaderCachedTokens = "X-Goindex-Cached-Tokens"
 	HeaderPolicy       = "X-Goindex-Policy"
 	HeaderFallback     = "X-Goindex-Fallback"
+	HeaderDegraded     = "X-Goindex-Degraded"
 )
 
 // copyBufferBytes is the relay buffer of a response body: one read's worth
@@ -316,6 +321,9 @@ func diagnostics(d *Decision, c *Choice, skipped []string) http.Header {
 	}
 	if len(skipped) > 0 {
 		h.Set(HeaderFallback, strings.Join(skipped, ","))
+	}
+	if d.Degraded != follow.NotDegraded {
+		h.Set(HeaderDegraded, d.Degraded.String())
 	}
 	return h
 }

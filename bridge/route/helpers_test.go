@@ -161,6 +161,7 @@ func (f *fixture) create(dcs ...uint64) {
 		f.t.Fatalf("shm.Create(%d lanes): %v", len(dcs), err)
 	}
 	f.w = w
+	w.Touch(time.Now()) // a live consumer: the replica is healthy
 	f.t.Cleanup(func() { w.Close() })
 	f.producers = make([]*ckf.Producer, len(dcs))
 	for l := range dcs {

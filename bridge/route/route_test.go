@@ -253,15 +253,33 @@ func TestRoute_StaleSignalsExcludeDC(t *testing.T) {
 			t.Errorf("%s on far: status %d dc %q (body %s), want near: far holds the cache but lacks a fresh signal",
 				c.name, resp.StatusCode, resp.Header.Get(HeaderDC), body)
 		}
-		// Both stale: nothing is eligible, and readyz agrees.
+		// Both stale: nothing is eligible. Failing open, the request goes
+		// on the last known RTT and load (near: 5 ms against 100 ms; the
+		// cache no longer counts), says so, and the router stays ready.
 		s.fx.w.SetLoad(0, &shm.Load{ReceivedAt: time.Now().Add(-time.Minute)})
 		s.fx.w.SetLoad(1, &shm.Load{ReceivedAt: time.Now().Add(-time.Minute)})
 		resp, body = s.post(completion(long, nil), nil)
-		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "no eligible DC") {
-			t.Errorf("%s, both loads stale: status %d body %s, want 503 no eligible DC", c.name, resp.StatusCode, body)
+		if resp.StatusCode != 200 || resp.Header.Get(HeaderDC) != "near" || resp.Header.Get(HeaderDegraded) != "signals-stale" ||
+			resp.Header.Get(HeaderCachedTokens) != "0" {
+			t.Errorf("%s, both loads stale: status %d dc %q degraded %q cached %q (body %s), want 200 from near, signals-stale, 0 cached",
+				c.name, resp.StatusCode, resp.Header.Get(HeaderDC), resp.Header.Get(HeaderDegraded), resp.Header.Get(HeaderCachedTokens), body)
 		}
-		if rd := s.rt.Ready(); rd.Ready || len(rd.Eligible) != 0 || !strings.Contains(rd.Reason, "fresh signals") {
-			t.Errorf("%s, both loads stale: Ready() = %+v, want not ready with no eligible DC", c.name, rd)
+		if rd := s.rt.Ready(); !rd.Ready || len(rd.Eligible) != 0 || rd.Degraded != "signals-stale" {
+			t.Errorf("%s, both loads stale: Ready() = %+v, want ready, degraded signals-stale, no eligible DC", c.name, rd)
+		}
+		if got := s.rt.Stats().Degraded["signals-stale"]; got != 1 {
+			t.Errorf("%s: Stats().Degraded[signals-stale] = %d, want 1", c.name, got)
+		}
+		// --on-stale=fail keeps the old answer: 503, and not ready.
+		closed := setupTwoDCs(t, func(c *Config) { c.MaxStaleness = 10 * time.Second; c.FailClosed = true })
+		closed.fx.w.SetLoad(0, &shm.Load{ReceivedAt: time.Now().Add(-time.Minute)})
+		closed.fx.w.SetLoad(1, &shm.Load{ReceivedAt: time.Now().Add(-time.Minute)})
+		resp, body = closed.post(completion(long, nil), nil)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "no eligible DC") {
+			t.Errorf("%s, both loads stale, FailClosed: status %d body %s, want 503 no eligible DC", c.name, resp.StatusCode, body)
+		}
+		if rd := closed.rt.Ready(); rd.Ready || len(rd.Eligible) != 0 || !strings.Contains(rd.Reason, "fresh signals") {
+			t.Errorf("%s, both loads stale, FailClosed: Ready() = %+v, want not ready with no eligible DC", c.name, rd)
 		}
 	}
 }
@@ -461,38 +479,48 @@ func TestRoute_ModelsPassThroughToAHealthyDC(t *testing.T) {
 }
 
 func TestRoute_HealthAndReadinessFollowTheReplica(t *testing.T) {
-	near := newStubDC(t, "near")
-	fx := &fixture{t: t, path: t.TempDir() + "/replica"} // no file yet
-	rt, srv := newRouter(t, Config{ReplicaPath: fx.path, DCs: []DC{near.dc(t)}})
-	get := func(path string) (int, Readiness) {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
+	for _, failClosed := range []bool{false, true} {
+		near := newStubDC(t, "near")
+		fx := &fixture{t: t, path: t.TempDir() + "/replica"} // no file yet
+		rt, srv := newRouter(t, Config{ReplicaPath: fx.path, DCs: []DC{near.dc(t)}, FailClosed: failClosed})
+		get := func(path string) (int, Readiness) {
+			resp, err := http.Get(srv.URL + path)
+			if err != nil {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			defer resp.Body.Close()
+			var rd Readiness
+			json.NewDecoder(resp.Body).Decode(&rd)
+			return resp.StatusCode, rd
 		}
-		defer resp.Body.Close()
-		var rd Readiness
-		json.NewDecoder(resp.Body).Decode(&rd)
-		return resp.StatusCode, rd
-	}
-	if code, _ := get("/healthz"); code != 200 {
-		t.Errorf("/healthz = %d, want 200", code)
-	}
-	if code, rd := get("/readyz"); code != 503 || rd.Ready || !strings.Contains(rd.Reason, "not attached") {
-		t.Errorf("/readyz without a replica = %d %+v, want 503 not attached", code, rd)
-	}
-	fx.create(DCID("near"))
-	if code, rd := get("/readyz"); code != 503 || rd.Generation != 0 {
-		t.Errorf("/readyz before Refresh = %d %+v, want 503 with no generation", code, rd)
-	}
-	if changed, err := rt.Refresh(); !changed || err != nil {
-		t.Fatalf("Refresh() = %v, %v, want attached", changed, err)
-	}
-	if code, rd := get("/readyz"); code != 503 || rd.Generation != 1 || !strings.Contains(rd.Reason, "fresh signals") {
-		t.Errorf("/readyz attached without signals = %d %+v, want 503 for lack of fresh signals", code, rd)
-	}
-	fx.signals(0, time.Millisecond, 0, shm.Load{})
-	if code, rd := get("/readyz"); code != 200 || !rd.Ready || len(rd.Eligible) != 1 || rd.Eligible[0] != "near" {
-		t.Errorf("/readyz with signals = %d %+v, want 200 with near eligible", code, rd)
+		// Failing open the router is ready whatever the replica, and says
+		// how degraded; failing closed it is not ready without signals.
+		notReady, mode := 200, "open"
+		if failClosed {
+			notReady, mode = 503, "closed"
+		}
+		if code, _ := get("/healthz"); code != 200 {
+			t.Errorf("%s: /healthz = %d, want 200", mode, code)
+		}
+		if code, rd := get("/readyz"); code != notReady || rd.Ready != !failClosed || !strings.Contains(rd.Reason, "not attached") ||
+			rd.Degraded != "replica-missing" {
+			t.Errorf("%s: /readyz without a replica = %d %+v, want %d not attached, replica-missing", mode, code, rd, notReady)
+		}
+		fx.create(DCID("near"))
+		if code, rd := get("/readyz"); code != notReady || rd.Generation != 0 {
+			t.Errorf("%s: /readyz before Refresh = %d %+v, want %d with no generation", mode, code, rd, notReady)
+		}
+		if changed, err := rt.Refresh(); !changed || err != nil {
+			t.Fatalf("Refresh() = %v, %v, want attached", changed, err)
+		}
+		if code, rd := get("/readyz"); code != notReady || rd.Generation != 1 || !strings.Contains(rd.Reason, "fresh signals") ||
+			rd.Degraded != "signals-stale" {
+			t.Errorf("%s: /readyz attached without signals = %d %+v, want %d for lack of fresh signals", mode, code, rd, notReady)
+		}
+		fx.signals(0, time.Millisecond, 0, shm.Load{})
+		if code, rd := get("/readyz"); code != 200 || !rd.Ready || len(rd.Eligible) != 1 || rd.Eligible[0] != "near" || rd.Degraded != "" {
+			t.Errorf("%s: /readyz with signals = %d %+v, want 200 with near eligible, not degraded", mode, code, rd)
+		}
 	}
 }
 
@@ -722,14 +750,15 @@ func TestRoute_PriceOthersPullsTowardsTheCacheOnABusyFleet(t *testing.T) {
 
 // The replica file truncated in place while requests are being routed (the
 // router's searches and lane reads fault on the lost pages) never takes
-// the router down: every request gets an answer, and once the consumer
-// writes a new generation the router routes on its cache again.
+// the router down: every request is answered 200 (degraded, replica-damaged,
+// while the file is bad), and once the consumer writes a new generation the
+// router routes on its cache again.
 func TestRoute_ReplicaTruncatedUnderRequestsNeverCrashes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testSeed(t), 9))
 	long := randomTokens(rng, 4096)
 	s := setupTwoDCs(t, nil)
 	s.fx.cache(1, hasher(t, "", ""), long)
-	var answered, failed atomic.Int64
+	var answered, failed, damaged atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 {
@@ -747,6 +776,12 @@ func TestRoute_ReplicaTruncatedUnderRequestsNeverCrashes(t *testing.T) {
 				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					failed.Add(1)
+				}
+				if resp.Header.Get(HeaderDegraded) == "replica-damaged" {
+					damaged.Add(1)
+				}
 				answered.Add(1)
 			}
 		})
@@ -766,7 +801,7 @@ func TestRoute_ReplicaTruncatedUnderRequestsNeverCrashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	mark := answered.Load()
-	waitUntil("requests after the truncation", func() bool { return answered.Load() > mark+50 })
+	waitUntil("requests after the truncation", func() bool { return answered.Load() > mark+50 && damaged.Load() > 0 })
 	s.fx.create(DCID("near"), DCID("far"))
 	s.fx.signals(0, 5*time.Millisecond, 0, shm.Load{})
 	s.fx.signals(1, 100*time.Millisecond, 0, shm.Load{})
@@ -778,6 +813,6 @@ func TestRoute_ReplicaTruncatedUnderRequestsNeverCrashes(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	if n := failed.Load(); n != 0 {
-		t.Errorf("%d requests got no answer (of %d answered)", n, answered.Load())
+		t.Errorf("%d requests got no answer or not 200 (of %d answered)", n, answered.Load())
 	}
 }

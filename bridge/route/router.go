@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/follow"
 	"github.com/goindex/goindex/goindex/score"
 )
 
@@ -51,11 +52,15 @@ type Router struct {
 	cal       []*score.Calibration
 	hasher    *dynamo.Hasher // unsalted
 	replica   *replicaHolder
-	transport *http.Transport
-	rngs      sync.Pool // *rand.Rand
-	rngSeq    atomic.Uint64
-	rngBase   uint64
-	stats     counters
+	defaultDC int // Config.DefaultDC's index
+
+	healthMu   sync.Mutex
+	lastHealth follow.Health // as Refresh last logged it
+	transport  *http.Transport
+	rngs       sync.Pool // *rand.Rand
+	rngSeq     atomic.Uint64
+	rngBase    uint64
+	stats      counters
 }
 
 // counters are the router's atomic statistics; routed is per DC index.
@@ -64,6 +69,7 @@ type counters struct {
 	unroutable, upstreamErrors, fallbacks, modelsForwarded atomic.Uint64
 	otherForwarded, clientGone, cut                        atomic.Uint64
 	routed                                                 []atomic.Uint64
+	degraded                                               [follow.SignalsStale + 1]atomic.Uint64 // by follow.Reason
 }
 
 // Stats are the router's counters since New.
@@ -81,6 +87,10 @@ type Stats struct {
 	Fallbacks       uint64            `json:"fallbacks"`        // DCs skipped after a refused connect or a 502/503/529
 	Models          uint64            `json:"models"`           // /v1/models requests forwarded
 	Other           uint64            `json:"other"`            // other /v1/ requests forwarded (embeddings, responses, ...)
+	// Degraded counts decisions made without fresh signals (fail-open), by
+	// follow.Reason name: replica-missing, replica-damaged, consumer-stale,
+	// signals-stale.
+	Degraded map[string]uint64 `json:"degraded"`
 }
 
 // New validates cfg, fills its defaults and returns a Router. It attaches
@@ -121,6 +131,11 @@ func New(cfg Config) (*Router, error) {
 	rt.rngBase = binary.LittleEndian.Uint64(seed[:])
 	rt.rngs.New = func() any { return rand.New(rand.NewPCG(rt.rngBase, rt.rngSeq.Add(1))) }
 	rt.stats.routed = make([]atomic.Uint64, len(cfg.DCs))
+	for i, dc := range cfg.DCs {
+		if dc.Name == cfg.DefaultDC {
+			rt.defaultDC = i
+		}
+	}
 	if _, err := rt.Refresh(); err != nil {
 		cfg.Logger.Info("replica not attached yet", "path", cfg.ReplicaPath, "err", err)
 	}
@@ -129,12 +144,30 @@ func New(cfg Config) (*Router, error) {
 
 // Refresh attaches the replica file if none is attached, or its newer
 // generation if the attached one was replaced; it reports whether the
-// attachment changed. Serve calls it every ReplicaPoll.
+// attachment changed. It logs each change of the replica's health and each
+// lane newly found failing its integrity check, once. Serve calls it every
+// ReplicaPoll.
 func (rt *Router) Refresh() (bool, error) {
 	changed, err := rt.replica.refresh()
+	h := rt.replica.health()
 	if changed {
-		rt.cfg.Logger.Info("replica attached", "path", rt.cfg.ReplicaPath, "generation", rt.replica.health().Generation)
+		rt.cfg.Logger.Info("replica attached", "path", rt.cfg.ReplicaPath, "generation", h.Generation)
 	}
+	rt.healthMu.Lock()
+	defer rt.healthMu.Unlock()
+	if h.State != rt.lastHealth.State {
+		if h.State == follow.Healthy {
+			rt.cfg.Logger.Info("replica healthy again", "path", rt.cfg.ReplicaPath, "generation", h.Generation)
+		} else {
+			rt.cfg.Logger.Warn("replica degraded; routing fails open on the last known signals", "path", rt.cfg.ReplicaPath,
+				"state", h.State, "err", h.Err)
+		}
+	}
+	if bad := h.BadLanes &^ rt.lastHealth.BadLanes; bad != 0 {
+		rt.cfg.Logger.Error("replica lanes failed their integrity check; left out until their consumer heals them",
+			"path", rt.cfg.ReplicaPath, "lanes", fmt.Sprintf("%#x", bad))
+	}
+	rt.lastHealth = h
 	return changed, err
 }
 
@@ -155,6 +188,10 @@ func (rt *Router) Stats() Stats {
 		ClientGone: s.clientGone.Load(), Cut: s.cut.Load(), Models: s.modelsForwarded.Load(), Other: s.otherForwarded.Load()}
 	for i, dc := range rt.cfg.DCs {
 		out.Routed[dc.Name] = s.routed[i].Load()
+	}
+	out.Degraded = map[string]uint64{}
+	for r := follow.ReplicaMissing; r <= follow.SignalsStale; r++ {
+		out.Degraded[r.String()] = s.degraded[r].Load()
 	}
 	return out
 }
@@ -230,31 +267,39 @@ type Readiness struct {
 	Ready      bool     `json:"ready"`
 	Generation uint64   `json:"replica_generation"` // 0: no replica attached
 	Eligible   []string `json:"eligible"`           // DCs with every signal the policy needs
-	Reason     string   `json:"reason,omitempty"`
+	// Degraded names why requests are routed degraded now (a
+	// follow.Reason: replica-missing, replica-damaged, consumer-stale,
+	// signals-stale); empty when they are not.
+	Degraded string `json:"degraded,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
-// Ready reports whether the router is ready: the replica is attached and at
-// least one DC is eligible under the policy.
+// Ready reports whether the router is ready. Failing open it is ready
+// whatever the replica's state, since it routes every request (Degraded
+// and Reason say how well); with FailClosed it is ready only while the
+// replica is attached and at least one DC is eligible under the policy.
 func (rt *Router) Ready() Readiness {
 	obs := make([]laneObs, len(rt.cfg.DCs))
 	gen := rt.replica.observe(obs, nil)
 	rd := Readiness{Generation: gen, Eligible: []string{}}
-	for i, c := range rt.candidates(obs, time.Now()) {
+	for i, c := range rt.candidates(obs, time.Now(), rt.cfg.MaxStaleness) {
 		if _, ok := rt.scorer.Cost(score.Request{}, c); ok {
 			rd.Eligible = append(rd.Eligible, rt.cfg.DCs[i].Name)
 		}
 	}
-	err := rt.replica.health().Err
+	h := rt.replica.health()
 	switch {
 	case gen == 0 && rt.cfg.ReplicaPath == "":
 		rd.Reason = "no replica file configured"
 	case gen == 0:
-		rd.Reason = fmt.Sprintf("replica %s not attached: %v", rt.cfg.ReplicaPath, err)
+		rd.Reason = fmt.Sprintf("replica %s not attached: %v", rt.cfg.ReplicaPath, h.Err)
 	case len(rd.Eligible) == 0:
 		rd.Reason = fmt.Sprintf("no DC has fresh signals for %v (max staleness %v)", rt.scorer.Config().Policy, rt.cfg.MaxStaleness)
-	default:
-		rd.Ready = true
 	}
+	if rd.Reason != "" && len(rd.Eligible) == 0 {
+		rd.Degraded = follow.ReasonOf(h).String()
+	}
+	rd.Ready = rd.Reason == "" || !rt.cfg.FailClosed
 	return rd
 }
 
@@ -424,7 +469,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	obs := make([]laneObs, len(rt.cfg.DCs))
 	rt.replica.observe(obs, nil)
 	var healthy, rest []Choice
-	for i, c := range rt.candidates(obs, time.Now()) {
+	for i, c := range rt.candidates(obs, time.Now(), rt.cfg.MaxStaleness) {
 		if c.HasLoad || c.HasRTT {
 			healthy = append(healthy, Choice{DC: rt.cfg.DCs[i], Index: i})
 		} else {
@@ -502,6 +547,9 @@ func (rt *Router) fail(w http.ResponseWriter, d *Decision, err error) {
 	}
 	if d != nil {
 		w.Header().Set(HeaderPolicy, d.Policy.String())
+		if d.Degraded != follow.NotDegraded {
+			w.Header().Set(HeaderDegraded, d.Degraded.String())
+		}
 	}
 	kind := "invalid_request_error"
 	if status >= 500 {

@@ -3,6 +3,7 @@ package route
 import (
 	"time"
 
+	"github.com/goindex/goindex/goindex/follow"
 	"github.com/goindex/goindex/goindex/score"
 )
 
@@ -35,6 +36,10 @@ type Signals struct {
 	HeartbeatAge time.Duration
 	HasHeartbeat bool
 	DCs          []DCSignals // in configuration order
+	// Replica is the replica's health (goindex/follow): its state, the
+	// lanes that failed their integrity check, integrity failures and
+	// faulted searches so far.
+	Replica follow.Health
 }
 
 // Signals returns the router's current view of the replica and the DCs.
@@ -43,11 +48,11 @@ func (rt *Router) Signals() Signals {
 	obs := make([]laneObs, len(rt.cfg.DCs))
 	gen := rt.replica.observe(obs, nil)
 	now := time.Now()
-	s := Signals{Generation: gen, DCs: make([]DCSignals, len(obs))}
+	s := Signals{Generation: gen, DCs: make([]DCSignals, len(obs)), Replica: rt.replica.health()}
 	if hb, ok := rt.replica.heartbeat(); ok {
 		s.HeartbeatAge, s.HasHeartbeat = max(0, now.Sub(hb)), true
 	}
-	cands := rt.candidates(obs, now)
+	cands := rt.candidates(obs, now, rt.cfg.MaxStaleness)
 	age := func(at time.Time) time.Duration {
 		if at.IsZero() {
 			return 0

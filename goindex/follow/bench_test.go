@@ -26,7 +26,7 @@ func BenchmarkMatch(b *testing.B) {
 	if err != nil {
 		b.Fatalf("WriteBenchReplica: %v", err)
 	}
-	f := New(path, Config{})
+	f := New(path, Config{VerifyEvery: -1})
 	if err := f.Attach(); err != nil {
 		b.Fatal(err)
 	}

@@ -53,7 +53,11 @@
 // SetSignals turns a lane record into a score.Candidate's load and RTT,
 // each only when younger than the caller's staleness limit (or whatever its
 // age, for degraded routing): the one place route and the library age
-// signals.
+// signals. Open is the one fail-open decision both make: the policy over
+// fresh signals, else over the last known ones with cached blocks ignored,
+// else a default candidate; Reason (ReasonOf the replica's Health) says why
+// a decision was degraded, as route's X-Goindex-Degraded header and the
+// ABI's GOINDEX_DEGRADED_* codes spell it.
 //
 // # Invariants
 //
@@ -98,6 +102,7 @@
 //   - follower.go: Config, State, Health, Follower: attach, refresh, acquire, health.
 //   - feed.go: FeedConfig, Feed: relay frames into in-process lanes, lease stamping, loads, RTTs.
 //   - signals.go: SetSignals, lane records into scorer signals.
+//   - open.go: Reason, Step, Open: the fail-open decision.
 //   - errors.go: sentinels.
 //
 // # Tests

@@ -65,7 +65,7 @@ func depths(t *testing.T, v *View) map[uint64]int {
 func TestFollower_FollowsGenerationsAndKeepsHeldViews(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "replica")
 	writeFile(t, path, []uint64{10, 20}, []int{4, 9})
-	f := New(path, Config{CheckEvery: -1})
+	f := New(path, Config{CheckEvery: -1, VerifyEvery: -1}) // no background verifier to race the checks
 	defer f.Close()
 	if err := f.Attach(); err != nil {
 		t.Fatalf("Attach: %v", err)
@@ -98,7 +98,7 @@ func TestFollower_HealthSaysWhy(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "replica")
 	now := time.Unix(1_800_000_000, 0)
-	f := New(path, Config{CheckEvery: -1, MaxStaleness: time.Second, Clock: func() time.Time { return now }})
+	f := New(path, Config{CheckEvery: -1, VerifyEvery: -1, MaxStaleness: time.Second, Clock: func() time.Time { return now }})
 	defer f.Close()
 	if h := f.Health(); h.State != Missing || !errors.Is(h.Err, ErrNoReplica) || !h.Degraded() {
 		t.Errorf("Health without a file = %v (%v), want %v with ErrNoReplica", h.State, h.Err, Missing)

@@ -35,6 +35,7 @@ type Config struct {
 	PrefillTokensPerMs    float64  `json:"prefill_tokens_per_ms"`    // optional; default: 20
 	QueueTokensPerMs      float64  `json:"queue_tokens_per_ms"`      // optional; default: 0 (the prefill rate)
 	DecodeBlocksPerMs     float64  `json:"decode_blocks_per_ms"`     // optional; default: 50
+	DefaultDC             uint64   `json:"default_dc"`               // optional; default: 0 (the first lane or candidate)
 
 	// Clock is the time a global index stamps and ages signals with (not
 	// in the JSON: for tests); optional; default: time.Now.

@@ -3,6 +3,7 @@ package hostindex
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -128,6 +129,53 @@ func (g *global) candidates(dst []score.Candidate, locals []uint64, now time.Tim
 	return dst
 }
 
+// known appends one scorer candidate per lane the index knows (ID = DC id,
+// Rank = lane), ready or not, with its last known signals whatever their
+// age and no cached blocks: a degraded score's fallback. With no lanes to
+// read (the attached file is gone or damaged) they are the last file's
+// DCs, with no signals.
+func (g *global) known(dst []score.Candidate, now time.Time) []score.Candidate {
+	v := g.acquire()
+	if v == nil {
+		if f := g.att.Load(); f != nil {
+			for l, dc := range f.DCs() {
+				dst = append(dst, score.Candidate{ID: dc, Rank: uint32(l)})
+			}
+		}
+		return dst
+	}
+	defer v.Release()
+	for l, dc := range v.DCs() {
+		c := score.Candidate{ID: dc, Rank: uint32(l)}
+		info := v.Lane(l)
+		follow.SetSignals(&c, &info, now, 0)
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// laneOf returns the lane of DC dc among the lanes known (known's order),
+// 0 when none is dc's.
+func (g *global) laneOf(dc uint64) int {
+	var dcs []uint64
+	switch f := g.att.Load(); {
+	case f != nil:
+		dcs = f.DCs()
+	case g.fed != nil:
+		dcs = g.fed.Acquire().DCs()
+	}
+	return max(0, slices.Index(dcs, dc))
+}
+
+// degraded returns why a score over the lanes found no fresh signals: the
+// attached replica's health, or signals-stale for fed lanes.
+func (g *global) degraded() follow.Reason {
+	if f := g.att.Load(); f != nil {
+		return follow.ReasonOf(f.Health())
+	}
+	return follow.SignalsStale
+}
+
 // count fills the counters for the lanes searches read now: blocks are
 // what the ready lanes' DCs last reported tracking (the lanes hold
 // fingerprints, not blocks); frames are counted across the index's life.
@@ -135,6 +183,10 @@ func (g *global) count(c *Counters) {
 	if g.fed != nil {
 		fc := g.fed.Counts()
 		c.FramesApplied, c.FramesRejected, c.FramesIgnored = fc.Applied, fc.Rejected, fc.Ignored
+	}
+	if f := g.att.Load(); f != nil {
+		h := f.Health()
+		c.ReplicaState, c.LanesBad, c.IntegrityFailures, c.ReplicaFaults = uint32(h.State), h.BadLanes, h.IntegrityFailures, h.Faults
 	}
 	v := g.acquire()
 	if v == nil {

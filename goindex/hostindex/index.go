@@ -50,6 +50,7 @@ type Index struct {
 
 	eventsApplied  atomic.Uint64
 	eventsRejected atomic.Uint64
+	degraded       atomic.Uint64 // scores answered degraded
 	// probes is bumped by every probe on every thread: its own cache line
 	// keeps those stores off the fields above.
 	_      [64]byte
@@ -198,12 +199,18 @@ type Counters struct {
 	FramesRejected    uint64 // global: relay frames that returned an error
 	FramesIgnored     uint64 // global: relay frames accepted but ignored
 	ReplicaGeneration uint64 // global: attached replica's generation, 0: none
+	DegradedScores    uint64 // scores answered degraded (ScoreQuery.Open)
+	ReplicaState      uint32 // global: the attached replica's health as a follow.Reason (0 healthy, 1 missing, 2 damaged, 3 consumer stale)
+	LanesBad          uint64 // global: mask of lanes failing their integrity check
+	IntegrityFailures uint64 // global: lanes found failing it
+	ReplicaFaults     uint64 // global: searches of the mapping that faulted
 }
 
 // Counters returns the index's figures, read while other calls may be
 // changing them (not all at one instant).
 func (ix *Index) Counters() Counters {
-	c := Counters{Mode: ix.mode, EventsApplied: ix.eventsApplied.Load(), EventsRejected: ix.eventsRejected.Load(), Probes: ix.probes.Load()}
+	c := Counters{Mode: ix.mode, EventsApplied: ix.eventsApplied.Load(), EventsRejected: ix.eventsRejected.Load(), Probes: ix.probes.Load(),
+		DegradedScores: ix.degraded.Load()}
 	switch {
 	case ix.exact != nil:
 		st := ix.exact.Stats()

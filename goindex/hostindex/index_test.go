@@ -2,12 +2,16 @@ package hostindex
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/follow"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/score"
+	"github.com/goindex/goindex/goindex/shm"
 	"github.com/goindex/goindex/tests/c/fixture"
 )
 
@@ -133,5 +137,80 @@ func TestGlobal_ScoreUsesFreshSignalsOnlyAndNamesLanes(t *testing.T) {
 	res, err := ix.Score(&ScoreQuery{Policy: score.TTFT, Locals: fixture.DocA, Cands: cands, Seed: 1})
 	if err != nil || res.Index != 1 || res.CachedBlocks != 16 {
 		t.Errorf("Score over explicit candidates chose %d with %d blocks, %v; want candidate 1 with 16", res.Index, res.CachedBlocks, err)
+	}
+}
+
+// A global index's score fails open (ScoreQuery.Open): with its replica's
+// consumer stopped it chooses on the lanes' last known RTT and load
+// (cached blocks ignored) and says consumer-stale; with the file truncated
+// it takes the default_dc lane of the last file and says replica-damaged;
+// without Open the same scores are score.ErrNoCandidate.
+func TestGlobal_ScoreFailsOpenOnAStaleOrDamagedReplica(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replica")
+	w, err := shm.Create(path, shm.Layout{Seed: ckf.DefaultSeed, Buckets: 64, Domain: 1, ConsumerInstance: 1, DCs: []uint64{8, 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	format, _ := ckf.NewFormat(ckf.DefaultSeed, 64)
+	start := time.Now()
+	for l, dc := range []uint64{8, 9} {
+		d, err := fixture.NewDC(1, dc, 1, format, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Extend(kv.Member{}, fixture.DocA[:8*(l+1)]); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Table().Install(l, d.Words()); err != nil {
+			t.Fatal(err)
+		}
+		// DC 8 is 5 ms away, DC 9 (holding more of A) 300 ms.
+		w.SetRTT(l, time.Duration(5+295*l)*time.Millisecond, start)
+		w.SetLoad(l, &shm.Load{ReceivedAt: start})
+	}
+	w.Touch(start)
+	cfg, err := ParseConfig([]byte(`{"mode": "global", "max_staleness_ms": 1000, "replica_check_ms": 0, "default_dc": 9}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := start
+	cfg.Clock = func() time.Time { return clock }
+	ix, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if err := ix.AttachReplica(path); err != nil {
+		t.Fatal(err)
+	}
+	lanes := func(open bool) (Scored, error) {
+		return ix.Score(&ScoreQuery{Policy: score.TTFT, Locals: fixture.DocA, Members: true, Seed: 1, Open: open})
+	}
+	if res, err := lanes(true); err != nil || res.Degraded != follow.NotDegraded || res.CachedBlocks == 0 {
+		t.Errorf("fresh: Score = %+v, %v; want a choice on fresh signals, not degraded", res, err)
+	}
+	clock = start.Add(2 * time.Second) // the consumer stopped: heartbeat and signals 2 s old
+	if _, err := lanes(false); !errors.Is(err, score.ErrNoCandidate) {
+		t.Errorf("stale, not open: Score = %v, want score.ErrNoCandidate", err)
+	}
+	res, err := lanes(true)
+	if err != nil || res.Degraded != follow.ConsumerStale || res.ID != 8 || res.Index != 0 || res.CachedBlocks != 0 || res.Eligible != 2 {
+		t.Errorf("stale: Score = %+v, %v; want DC 8 (the nearer on the last known RTTs), no cached blocks, consumer-stale", res, err)
+	}
+	if err := os.Truncate(path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	ix.Match(nil, fixture.DocA) // a probe finds the file damaged
+	res, err = lanes(true)
+	if err != nil || res.Degraded != follow.ReplicaDamaged || res.ID != 9 || res.Index != 1 || res.Eligible != 0 {
+		t.Errorf("truncated: Score = %+v, %v; want the default DC 9 (lane 1) of the last file, replica-damaged", res, err)
+	}
+	if c := ix.Counters(); c.DegradedScores != 2 || c.ReplicaState != uint32(follow.Damaged) {
+		t.Errorf("Counters = %+v, want 2 degraded scores and the replica damaged", c)
+	}
+	bare := open(t, `{"mode": "global"}`)
+	if _, err := bare.Score(&ScoreQuery{Policy: score.TTFT, Members: true, Open: true}); !errors.Is(err, score.ErrNoCandidate) {
+		t.Errorf("a global index that knows no lane: Score = %v, want score.ErrNoCandidate", err)
 	}
 }

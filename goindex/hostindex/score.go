@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/goindex/goindex/goindex/follow"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/score"
 )
@@ -26,6 +27,10 @@ type ScoreQuery struct {
 	Members     bool
 	Temperature float64
 	Seed        uint64 // for ties and sampling; 0: a random seed
+	// Open makes Score fail open (follow.Open): when no candidate has the
+	// signals the policy needs it answers anyway, degraded, instead of
+	// score.ErrNoCandidate.
+	Open bool
 }
 
 // Scored is Score's answer.
@@ -34,6 +39,9 @@ type Scored struct {
 	ID           uint64
 	Rank         uint32
 	CachedBlocks int
+	// Degraded says why the choice was made without fresh signals (only
+	// with ScoreQuery.Open): on the last known ones, or the default.
+	Degraded follow.Reason
 }
 
 // DefaultPolicy returns the config's policy.
@@ -44,16 +52,28 @@ func (ix *Index) DefaultPolicy() score.Policy { return policies[ix.cfg.Policy] }
 // Members, a global index offers every ready lane with its fresh signals
 // (the result then names the lane); the other modes have no load signals
 // to offer (score.ErrNoCandidate). No eligible candidate is
-// score.ErrNoCandidate.
+// score.ErrNoCandidate, unless Open: a global index's members are then
+// every lane it knows (also with no replica attached, from the last file's
+// DC list) with its last known signals and no cached blocks, and the lane
+// of "default_dc" (or the first) when none has any; given candidates fall
+// back to the one whose ID is "default_dc" (or the first). Only a query
+// with no candidate at all still fails.
 func (ix *Index) Score(q *ScoreQuery) (Scored, error) {
 	what := "candidates"
+	var lastKnown func() []score.Candidate
+	var reason func() follow.Reason
+	def := 0
 	if q.Members {
 		if ix.global == nil {
 			// Members carry no load signals, and every ABI policy needs them.
 			return Scored{}, fmt.Errorf("%s over the index's members: %w: members carry no load signals; pass candidates", q.Policy, score.ErrNoCandidate)
 		}
-		q.Cands = ix.global.candidates(q.Cands[:0], q.Locals, ix.global.clock())
+		now := ix.global.clock()
+		q.Cands = ix.global.candidates(q.Cands[:0], q.Locals, now)
 		what = "ready lanes"
+		lastKnown = func() []score.Candidate { return ix.global.known(nil, now) }
+		def = ix.global.laneOf(ix.cfg.DefaultDC)
+		reason = ix.global.degraded
 	} else {
 		p, _ := ix.overlaps.Get().(*[]kv.Overlap)
 		if p == nil {
@@ -63,9 +83,13 @@ func (ix *Index) Score(q *ScoreQuery) (Scored, error) {
 		SortMembers(o)
 		for i := range q.Cands {
 			q.Cands[i].CachedBlocks = depth(o, kv.Member{Worker: q.Cands[i].ID, Rank: q.Cands[i].Rank})
+			if q.Cands[i].ID == ix.cfg.DefaultDC && def == 0 {
+				def = i
+			}
 		}
 		*p = o
 		ix.overlaps.Put(p)
+		reason = func() follow.Reason { return follow.SignalsStale }
 	}
 	ix.CountProbe()
 	isl := q.ISLTokens
@@ -77,14 +101,27 @@ func (ix *Index) Score(q *ScoreQuery) (Scored, error) {
 		seed = rand.Uint64()
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^pcgStream))
-	res, err := ix.scorers[q.Policy].Score(score.Request{ISLTokens: isl, Temperature: q.Temperature}, q.Cands, rng)
+	req := score.Request{ISLTokens: isl, Temperature: q.Temperature}
+	sc := ix.scorers[q.Policy]
+	var res score.Result
+	var err error
+	step := follow.Fresh
+	if q.Open {
+		res, q.Cands, step, err = follow.Open(sc, req, q.Cands, lastKnown, def, rng)
+	} else {
+		res, err = sc.Score(req, q.Cands, rng)
+	}
 	if err != nil {
 		return Scored{}, fmt.Errorf("%s over %d %s: %w", q.Policy, len(q.Cands), what, err)
 	}
 	c := &q.Cands[res.Index]
-	sc := Scored{Result: res, ID: c.ID, Rank: c.Rank, CachedBlocks: c.CachedBlocks}
-	if q.Members {
-		sc.Index = int(c.Rank) // the lane
+	out := Scored{Result: res, ID: c.ID, Rank: c.Rank, CachedBlocks: c.CachedBlocks}
+	if step != follow.Fresh {
+		out.Degraded = reason()
+		ix.degraded.Add(1)
 	}
-	return sc, nil
+	if q.Members {
+		out.Index = int(c.Rank) // the lane
+	}
+	return out, nil
 }

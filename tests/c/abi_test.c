@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,7 +432,15 @@ static void scenario_score(void) {
 	CHECK_RC(goindex_score(h, &req, &res), GOINDEX_OK);
 	CHECK(res.id == 2 && res.eligible == 1, "ttft with one RTT-less candidate chose %llu with eligible %u, want 2 and 1", (unsigned long long)res.id, res.eligible);
 	cands[1].flags = 0;
+	/* Fail open: no candidate is eligible, so the first is taken, degraded;
+	 * a host with the 72-byte result of earlier headers keeps the error. */
+	CHECK_RC(goindex_score(h, &req, &res), GOINDEX_OK);
+	CHECK(res.flags == GOINDEX_SCORE_DEGRADED && res.degraded == GOINDEX_DEGRADED_SIGNALS_STALE && res.chosen == 0 && res.eligible == 0,
+	      "score with no eligible candidate: flags %u degraded %u chosen %d eligible %u, want degraded signals-stale, the first, 0",
+	      res.flags, res.degraded, res.chosen, res.eligible);
+	res.struct_size = offsetof(goindex_score_result, flags);
 	CHECK_RC(goindex_score(h, &req, &res), GOINDEX_ENOCANDIDATE);
+	res.struct_size = sizeof res;
 	req.candidates = NULL;
 	req.n_candidates = 0;
 	CHECK_RC(goindex_score(h, &req, &res), GOINDEX_ENOCANDIDATE); /* members carry no load signals */
@@ -695,7 +704,7 @@ static void bad_score(void) {
 	CHECK_RC(goindex_score(h, &req, &res), GOINDEX_OK);
 	CHECK_RC(goindex_score(h, NULL, &res), GOINDEX_EINVAL);
 	CHECK_RC(goindex_score(h, &req, NULL), GOINDEX_EINVAL);
-	res.struct_size = sizeof res - 1;
+	res.struct_size = offsetof(goindex_score_result, flags) - 1; /* below even the 72-byte result of earlier headers */
 	CHECK_RC(goindex_score(h, &req, &res), GOINDEX_EINVAL);
 	EXPECT_ERROR(h, "result struct_size");
 	res.struct_size = sizeof res;

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,13 +174,21 @@ static void run_line(uint64_t h, line_t *l) {
 		goindex_score_result res = {.struct_size = sizeof res};
 		int rc = goindex_score(h, &req, &res);
 		CHECK(rc == wantrc, "goindex_score = %d (%s), want %d: %s", rc, goindex_strerror(rc), wantrc, last_error(h));
+		uint64_t degraded = u64_at(l, i + 4);
 		if (rc == GOINDEX_OK && wantrc == GOINDEX_OK) {
 			uint64_t lane = u64_at(l, i + 1), dc = u64_at(l, i + 2), eligible = u64_at(l, i + 3);
 			CHECK((uint64_t)res.chosen == lane && res.id == dc && res.rank == lane && res.eligible == eligible,
 			      "goindex_score chose lane %d (DC %llu, rank %u) of %u eligible, want lane %llu (DC %llu) of %llu", res.chosen,
 			      (unsigned long long)res.id, res.rank, res.eligible, (unsigned long long)lane, (unsigned long long)dc, (unsigned long long)eligible);
-			CHECK(fabs(res.cost - (res.rtt_ms + res.queue_ms + res.prefill_ms)) < 1e-9 && res.rtt_ms > 0,
+			CHECK(res.degraded == degraded && (res.flags == GOINDEX_SCORE_DEGRADED) == (degraded != 0),
+			      "goindex_score degraded %u (flags %u), want %llu", res.degraded, res.flags, (unsigned long long)degraded);
+			CHECK(degraded || (fabs(res.cost - (res.rtt_ms + res.queue_ms + res.prefill_ms)) < 1e-9 && res.rtt_ms > 0),
 			      "ttft cost %g is not rtt %g + queue %g + prefill %g with a measured RTT", res.cost, res.rtt_ms, res.queue_ms, res.prefill_ms);
+		}
+		if (degraded) {
+			/* A host built against the 72-byte result keeps the old contract. */
+			res.struct_size = offsetof(goindex_score_result, flags);
+			CHECK_RC(goindex_score(h, &req, &res), GOINDEX_ENOCANDIDATE);
 		}
 	} else if (!strcmp(op, "stats")) {
 		goindex_counters c = stats_of(h);

@@ -46,7 +46,9 @@ type ScoreRequest struct {
 	RandomSeed  uint64
 }
 
-// ScoreResult is goindex_score_result.
+// ScoreResult is goindex_score_result as the version-1 headers before
+// fail-open scoring had it (72 bytes, no flags): this host keeps checking
+// that the library honours their contract.
 type ScoreResult struct {
 	StructSize   uint32
 	Chosen       int32
@@ -61,7 +63,8 @@ type ScoreResult struct {
 	PrefillMs    float64
 }
 
-// Counters is goindex_counters.
+// Counters is goindex_counters as the 104-byte headers before fail-open
+// scoring had it (the library fills only what struct_size covers).
 type Counters struct {
 	StructSize uint32
 	Mode       uint32

@@ -384,10 +384,16 @@ def bad_arguments(s):
         ("NULL candidates", L.goindex_score(h, ctypes.byref(req(candidates=None)), ctypes.byref(res)), EINVAL),
         ("oversize candidates", L.goindex_score(h, ctypes.byref(req(n_candidates=K["GOINDEX_MAX_CANDIDATES"] + 1)), ctypes.byref(res)), ETOOBIG),
         ("oversize isl", L.goindex_score(h, ctypes.byref(req(isl_tokens=MAX_TOKENS + 1)), ctypes.byref(res)), ETOOBIG),
-        ("no eligible", L.goindex_score(h, ctypes.byref(req(policy=K["GOINDEX_POLICY_TTFT"])), ctypes.byref(res)), ENOCANDIDATE),
     ]
     for what, got, want in cases:
         s.rc(got, want, f"score({what})")
+    # No candidate eligible: fail open (the first, degraded), except for a
+    # host with the 72-byte result of earlier headers.
+    if s.rc(L.goindex_score(h, ctypes.byref(req(policy=K["GOINDEX_POLICY_TTFT"])), ctypes.byref(res)), OK, "score(no eligible)"):
+        s.check((res.flags, res.degraded, res.chosen, res.eligible) == (K["GOINDEX_SCORE_DEGRADED"], K["GOINDEX_DEGRADED_SIGNALS_STALE"], 0, 0),
+                f"score(no eligible): flags {res.flags} degraded {res.degraded} chosen {res.chosen} eligible {res.eligible}, want degraded signals-stale, 0, 0")
+    v1 = ScoreResult(struct_size=ScoreResult.flags.offset)
+    s.rc(L.goindex_score(h, ctypes.byref(req(policy=K["GOINDEX_POLICY_TTFT"])), ctypes.byref(v1)), ENOCANDIDATE, "score(no eligible, 72-byte result)")
 
     s.step = "bad arguments: apply_frame, attach_replica, stats, last_error, strerror"
     cases = [
@@ -720,13 +726,18 @@ def run_script(s, h, text, variant):
         elif op == "score":
             n = int(w[3])
             q = [int(x) for x in w[4:4 + n]]
-            want, lane, dc, eligible = (int(x) for x in w[4 + n:8 + n])
+            want, lane, dc, eligible, degraded = (int(x) for x in w[4 + n:9 + n])
             req = ScoreRequest(struct_size=ctypes.sizeof(ScoreRequest), policy=int(w[2]), local_hashes=arr64(q), n_hashes=n, random_seed=1)
             res = ScoreResult(struct_size=ctypes.sizeof(ScoreResult))
             rc = L.goindex_score(h, ctypes.byref(req), ctypes.byref(res))
             if s.rc(rc, want, "goindex_score over the ready lanes") and rc == OK:
-                s.check((res.chosen, res.id, res.rank, res.eligible) == (lane, dc, lane, eligible),
-                        f"goindex_score chose lane {res.chosen} (DC {res.id}) of {res.eligible}, want lane {lane} (DC {dc}) of {eligible}")
+                s.check((res.chosen, res.id, res.rank, res.eligible, res.degraded, res.flags) ==
+                        (lane, dc, lane, eligible, degraded, K["GOINDEX_SCORE_DEGRADED"] if degraded else 0),
+                        f"goindex_score chose lane {res.chosen} (DC {res.id}) of {res.eligible}, degraded {res.degraded} (flags {res.flags}); "
+                        f"want lane {lane} (DC {dc}) of {eligible}, degraded {degraded}")
+            if degraded:
+                v1 = ScoreResult(struct_size=ScoreResult.flags.offset)
+                s.rc(L.goindex_score(h, ctypes.byref(req), ctypes.byref(v1)), ENOCANDIDATE, "goindex_score with a 72-byte result")
         elif op == "stats":
             c = s.stats(h)
             got = (c.lanes_ready, c.frames_applied, c.frames_rejected, c.frames_ignored, c.replica_generation)
@@ -786,7 +797,7 @@ def main():
         raise SystemExit("tests/python: GOINDEX_BUILD must name the directory holding libgoindex.so")
     s = Suite(load(build))
     s.step = "layout"
-    for cls, size in [(Overlap, 16), (Candidate, 48), (ScoreRequest, 64), (ScoreResult, 72), (Counters, 104)]:
+    for cls, size in [(Overlap, 16), (Candidate, 48), (ScoreRequest, 64), (ScoreResult, 80), (Counters, 144)]:
         s.check(ctypes.sizeof(cls) == size, f"sizeof({cls.__name__}) = {ctypes.sizeof(cls)}, header says {size}")
     s.check(s.lib.goindex_abi_version() == K["GOINDEX_ABI_VERSION"], "goindex_abi_version() differs from the header")
     scenarios(s)

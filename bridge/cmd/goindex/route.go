@@ -28,11 +28,18 @@ worker is busy; the last DC's answer is relayed whatever it is). Responses
 X-Goindex-DC, -Policy, -Cached-Tokens, -RTT-Ms and, under ttft, -Cost-Ms,
 -Queue-Ms, -Prefill-Ms (-Others-Ms with --price-others), and -Fallback
 naming the DCs skipped, in order.
+The router fails open: when no DC has fresh signals (the replica missing,
+damaged or left by a stopped consumer, or the DCs' reports stale) it routes
+on the DCs' last known load and RTT, else to --default-dc, and says why in
+X-Goindex-Degraded (replica-missing, replica-damaged, consumer-stale,
+signals-stale); every DC is a last-resort fallback, so a request fails only
+when no DC can be reached. --on-stale=fail restores 503 instead.
 Forwarded requests carry X-Goindex-Hop: 1; a request that already has it is
 refused with 508. Also serves GET /v1/models (passed to a healthy DC), other
 /v1/ endpoints such as /v1/embeddings (forwarded as they are, routed
-load-only), /healthz or /health, and /readyz (200 once the replica is
-attached and a DC is eligible);
+load-only), /healthz or /health, and /readyz (200 with its "degraded"
+reason while failing open; with --on-stale=fail, 200 only once the replica
+is attached and a DC is eligible);
 --metrics-addr ADDR serves them too, with Prometheus /metrics (decisions per DC
 and policy, cost-part histograms, each DC's RTT, lane and eligibility).
 
@@ -43,6 +50,11 @@ DCs and signals:
                        (seed 0). URL is http(s)://host[:port][/prefix].
   --replica PATH       the consumer's replica file (reattached when replaced)
   --max-staleness D    a load report or RTT older than this counts as missing
+  --on-stale MODE      open (default): without fresh signals route degraded on
+                       the last known ones, else --default-dc; fail: answer 503
+  --default-dc NAME    where a degraded request goes when nothing is known of any
+                       DC, and the first of the last-resort fallbacks (default:
+                       the first --dc)
 Routing:
   --policy P           ttft, prefix-then-load, load-only, credit, round-robin,
                        single-dc (with --home NAME); prompts that cannot be
@@ -119,6 +131,8 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&dcs, "dc", "a DC frontend `[ID:]NAME=URL` (repeated, or comma-separated)")
 	replicaPath := fs.String("replica", "/dev/shm/goindex-1.replica", "the consumer's shared-memory replica file (empty: none)")
 	maxStaleness := fs.Duration("max-staleness", route.DefaultMaxStaleness, "oldest load report or RTT sample still used")
+	onStale := fs.String("on-stale", "open", "without fresh signals: open (route degraded) or fail (503)")
+	defaultDC := fs.String("default-dc", "", "the NAME of the DC degraded requests go to when nothing is known (default: the first --dc)")
 	replicaPoll := fs.Duration("replica-poll", route.DefaultReplicaPoll, "how often to reattach a missing or replaced replica file")
 	policyName := fs.String("policy", "ttft", "ttft, prefix-then-load, load-only, credit, round-robin or single-dc")
 	home := fs.String("home", "", "single-dc: the NAME of the DC every request goes to")
@@ -151,6 +165,9 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(dcs) == 0 {
 		return fmt.Errorf("route: at least one --dc is needed: %w", errUsage)
 	}
+	if *onStale != "open" && *onStale != "fail" {
+		return fmt.Errorf("route: --on-stale %q: want open or fail: %w", *onStale, errUsage)
+	}
 	policy, err := score.ParsePolicy(*policyName)
 	if err != nil {
 		return fmt.Errorf("route: --policy: %v: %w", err, errUsage)
@@ -176,7 +193,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		LoRAHeader: *loraHeader, NamespaceHeader: *namespaceHeader, MaxStaleness: *maxStaleness,
 		MaxBodyBytes: *maxBody, MaxPromptTokens: *maxTokens, ConnectTimeout: *connectTimeout,
 		ResponseTimeout: *responseTimeout, IdleTimeout: *idleTimeout, BodyTimeout: *bodyTimeout, ReplicaPoll: *replicaPoll,
-		ShutdownGrace: *shutdownGrace, Logger: log, Observe: metrics.Observe}
+		ShutdownGrace: *shutdownGrace, Logger: log, Observe: metrics.Observe, FailClosed: *onStale == "fail", DefaultDC: *defaultDC}
 	switch {
 	case *tokenizerURL != "" && *tokenizerCmd != "":
 		return fmt.Errorf("route: give --tokenizer-url or --tokenizer-cmd, not both: %w", errUsage)
@@ -231,5 +248,7 @@ func printRouteReport(w io.Writer, asJSON bool, rep *routeReport) error {
 	fmt.Fprintf(w, "  fallbacks %d, rejected %d, loops %d, unroutable %d, upstream errors %d, tokenizer errors %d\n",
 		st.Fallbacks, st.Rejected, st.Loops, st.Unroutable, st.UpstreamErrors, st.TokenizerErrors)
 	fmt.Fprintf(w, "  clients gone before an answer %d, answers cut mid-body %d\n", st.ClientGone, st.Cut)
+	fmt.Fprintf(w, "  degraded decisions: replica missing %d, replica damaged %d, consumer stale %d, signals stale %d\n",
+		st.Degraded["replica-missing"], st.Degraded["replica-damaged"], st.Degraded["consumer-stale"], st.Degraded["signals-stale"])
 	return nil
 }

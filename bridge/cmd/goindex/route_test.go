@@ -23,6 +23,7 @@ import (
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/shm"
 )
 
@@ -244,4 +245,84 @@ func TestRouteCommand_FollowsRelayAndConsumer(t *testing.T) {
 	if err := stopRoute(); err != nil {
 		t.Errorf("route: %v\n%s", err, routeErr.String())
 	}
+}
+
+// TestRouteAndConsume_ConsumerKilledRouteKeepsAnswering runs two relays, a
+// consumer and a router as the commands run them. With the consumer
+// stopped its replica goes stale: every request still gets 200, routed on
+// the DCs' last known RTT and load and marked X-Goindex-Degraded; once a
+// new consumer starts, routing is fresh again within seconds (no degraded
+// header), and the router never answered anything but 200.
+func TestRouteAndConsume_ConsumerKilledRouteKeepsAnswering(t *testing.T) {
+	seed := relaytest.Seed(t, 41)
+	srv, nc := natstest.Start(t)
+	for _, dc := range []string{"1", "2"} {
+		_, _, stop, _ := background(runRelay, "--nats", srv.ClientURL(), "--dc", dc, "--component", "b"+dc,
+			"--expected-blocks", "4096", "--heartbeat-every", "20ms", "--load-every", "50ms", "--status-every", "0")
+		defer stop()
+		names := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: relayproto.DCID(dc[0] - '0')}
+		relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+			_, err := nc.Request(names.PingSubject(), nil, 200*time.Millisecond)
+			return err
+		})
+		gen := relaytest.NewGenerator(seed, 2)
+		for range 50 {
+			if err := nc.Publish(dynamo.EventSubject("dynamo", "b"+dc), gen.Next()); err != nil {
+				t.Fatalf("publish: %v", err)
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "replica")
+	consume := func() func() {
+		_, _, stop, done := background(runConsume, "--nats", srv.ClientURL(), "--shm", path, "--dcs", "1,2", "--ping-every", "20ms")
+		return func() { stop(); <-done }
+	}
+	stopConsume := consume()
+	near, far := routeStub(t, "near"), routeStub(t, "far")
+	base, _, _, stopRoute := startRoute(t, "--replica", path, "--dc", "1:near="+near.URL, "--dc", "2:far="+far.URL,
+		"--block-size", "16", "--max-staleness", "300ms", "--replica-poll", "50ms")
+	defer stopRoute()
+	body := `{"model":"m","prompt":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17],"max_tokens":1}`
+	var answered int
+	ask := func() (degraded string) {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("POST: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST after %d answers: status %d, want 200 (degraded %q)", answered, resp.StatusCode, resp.Header.Get(route.HeaderDegraded))
+		}
+		answered++
+		return resp.Header.Get(route.HeaderDegraded)
+	}
+	fresh := func(step string) {
+		t.Helper()
+		start := time.Now()
+		relaytest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+			if d := ask(); d != "" {
+				return fmt.Errorf("%s: still degraded (%s)", step, d)
+			}
+			return nil
+		})
+		t.Logf("%s: fresh routing after %v", step, time.Since(start).Round(time.Millisecond))
+	}
+	fresh("consumer running")
+	stopConsume()
+	relaytest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		if d := ask(); d != "consumer-stale" {
+			return fmt.Errorf("consumer stopped: degraded %q, want consumer-stale", d)
+		}
+		return nil
+	})
+	for range 20 {
+		if d := ask(); d != "consumer-stale" {
+			t.Errorf("consumer stopped: degraded %q, want consumer-stale", d)
+		}
+	}
+	stopConsume = consume()
+	defer stopConsume()
+	fresh("consumer restarted")
 }
