@@ -35,7 +35,7 @@
 // whatever valid file the consumer rebuilds at the path.
 //
 // Integrity (shm's segment sums): Attach verifies every segment of every
-// ready lane before the new view serves (about 1 GiB/s: 60 ms for the
+// ready lane before the new view serves (about 2 GiB/s: 30 ms for the
 // default 64 MiB file), and a background goroutine goes on a segment at a
 // time, a whole pass every VerifyEvery. A lane that fails leaves searches
 // and Ready at once (a mask the search already applies: no cost on the

@@ -52,7 +52,9 @@
 //
 // Integrity blocks, 576 bytes each at 256 + 256·D + 576·l, 72 u64 words,
 // all atomic: 0 version (odd while the lane's writer stores its words);
-// 1 seals (snapshots whose sums were set afresh); 2–7 reserved; 8..8+K the
+// 1 seals (snapshots whose sums were set afresh); 2 stale (1 while a
+// snapshot arrives in order and the sums wait for it: not verifiable);
+// 3–7 reserved; 8..8+K the
 // lane's segment sums, K = min(n, 64) segments of n/K consecutive buckets,
 // each the sum mod 2^64 of mix(b, word) over its buckets (integrity.go).
 //
@@ -140,13 +142,16 @@
 // (a stray process, a bad memory page) would be read as routing evidence
 // for as long as the file lives. Every Lanes write keeps the lane's
 // segment sums in step with the words it stores, from the words it
-// replaces (two hashes and one load per word; BenchmarkApply measures it
-// at about 20 ns a word); a snapshot installed whole sets them afresh from
-// its own words. VerifySegment sums a segment of every lane as the file
-// holds it and compares: a Reader against the published sums, the Writer
-// against its private copy (which it publishes again when the file's copy
-// was damaged). A lane's version word, odd while its writer stores, tells
-// a verifier when it raced the writer (busy: try again); probes never read
+// replaces (two hashes and one load per word; BenchmarkApply). A snapshot
+// arriving in order from bucket 0 only hashes its own words, is stored by
+// the table's fast path and sets the sums afresh when whole (BenchmarkInstall:
+// about 1.5× the bare stores); one abandoned half-way has its lane summed
+// anew, and meanwhile the lane's stale word keeps verifiers off it.
+// VerifySegment sums a segment of every lane as the file holds it and
+// compares: a Reader against the published sums, the Writer against its
+// private copy (which it publishes again when the file's copy was
+// damaged). A lane's version word, odd while its writer stores, tells a
+// verifier when it raced the writer (busy: try again); probes never read
 // it, so the probe path is unchanged. Who verifies: goindex/follow on
 // attach and in the background, leaving failed lanes out of searches until
 // healed; the consumer every tick, resyncing failed lanes from a snapshot.
@@ -188,6 +193,6 @@
 // and healed by a whole snapshot, that scribbled sums are republished by
 // the writer, that a verifier racing the writers sees no false damage and
 // a version left odd is taken over; and that this file map matches the
-// directory. BenchmarkVerify and BenchmarkApply time verification and the
-// writer's cost.
+// directory. BenchmarkVerify, BenchmarkApply and BenchmarkInstall time
+// verification and the writer's cost.
 package shm

@@ -67,7 +67,7 @@ func (l *Lanes) StoreWords(lane int, offset uint64, words []uint64) {
 		panic(fmt.Sprintf("shm: %d words at bucket %d of lane %d overrun %d lanes of %d buckets", len(words), offset, lane, l.t.Lanes(), n))
 	}
 	defer l.w.m.guard(debug.SetPanicOnFault(true), nil)
-	l.w.store(lane, offset, words, nil)
+	l.w.storeChunk(lane, offset, words)
 }
 
 // Apply stores each image's word into its bucket of lane. Every index is
@@ -124,7 +124,7 @@ func (l *Lanes) Install(lane int, snapshot []uint64) (err error) {
 	}
 	defer l.w.m.guard(debug.SetPanicOnFault(true), &err)
 	l.t.ClearReady(lane)
-	l.w.store(lane, 0, snapshot, nil)
+	l.w.storeChunk(lane, 0, snapshot)
 	l.w.sealFresh(lane)
 	l.t.SetReady(lane)
 	return nil
