@@ -68,5 +68,10 @@
 // (sequences burned after an uncertain publish), and a restart on the same
 // address; a raw subscriber sees chunks, then contiguous deltas and
 // heartbeats, and upstream-valid identities; a subscriber that does not
-// read ends SUBSCRIBER_LAGGED.
+// read ends SUBSCRIBER_LAGGED. tests/kvrelay checks a `goindex relay
+// --kvrelay-listen` process from Python, apart from this package: Debian's
+// python3-grpcio, messages protoc generates from relay.proto at test time,
+// the marker read from the wire bytes, CBI1 decoded and its checksums
+// verified with python3-xxhash, the stream order, a follower equal to a
+// fresh snapshot at the same sequence, and a restart.
 package kvrelay
