@@ -21,7 +21,9 @@ import (
 // query. Sub-benchmarks line up as impl=replica-fast (Chunked, the
 // default), impl=replica-bisect (upstream's shape), impl=linear (the
 // reference, one position after another) and impl=radix (the exact tree,
-// lanes ≤ 16 at 1M blocks, where its memory stays near a gigabyte), for 4,
+// lanes ≤ 16 at 1M blocks, where its memory stays near a gigabyte) and
+// impl=line-floor (the lines a query reads, overlapped, with no search:
+// the machine's memory limit, see lineFloor), for 4,
 // 16 and 64 lanes of blocks=1M each. GOINDEX_BENCH_BLOCKS=10M (or "1M,10M")
 // selects the 10M-block tables of spec §2 (n = 2^22, 59.6% load; 512 MiB of
 // table at 16 lanes).
@@ -60,7 +62,7 @@ func BenchmarkProbe(b *testing.B) {
 				}
 				return fx
 			}
-			for _, impl := range []string{"replica-fast", "replica-fast-go", "replica-bisect", "linear", "radix"} {
+			for _, impl := range []string{"replica-fast", "replica-fast-go", "replica-bisect", "linear", "radix", "line-floor"} {
 				if impl == "radix" && (lanes > 16 || blocks > 1<<20) {
 					continue
 				}
@@ -322,6 +324,8 @@ func runProbe(b *testing.B, fx *probeFixture, impl string) {
 			ov = x.Match(ov[:0], q)
 			return len(ov)
 		}
+	case "line-floor":
+		search = lineFloor(fx)
 	}
 	lat := make([]time.Duration, 0, 1<<16)
 	sink := 0
@@ -349,3 +353,33 @@ func runProbe(b *testing.B, fx *probeFixture, impl string) {
 }
 
 var benchSink int
+
+// lineFloor is impl=line-floor: the memory limit of a query, not a search.
+// For each query of L positions it reads, with the native kernels, the
+// lines of rows A and B of every lane group at L random bucket pairs: all
+// addresses known at once, every line prefetched before any is tested, no
+// hashing, no early exit and no lane dropping out. Its time per query over
+// 4·L lines (16 lanes) is what overlapped random lines cost on this
+// machine; replica-fast reads about as many lines (all lanes stay in while
+// some lane holds the whole request) and pays for hashing and control on
+// top.
+func lineFloor(fx *probeFixture) func(q []uint64) int {
+	rng := rand.New(rand.NewPCG(5, 5))
+	n := uint32(fx.tab.buckets)
+	var groups groupList
+	groups.set(fx.tab.all)
+	k := nativeKernels()
+	var ps []ckf.Probe
+	var hits []uint64
+	return func(q []uint64) int {
+		ps, hits = ps[:0], hits[:0]
+		for range q {
+			ps = append(ps, ckf.Probe{FP: uint16(rng.Uint32()) | 1, A: rng.Uint32N(n), B: rng.Uint32N(n)})
+			hits = append(hits, 0)
+		}
+		stride := uint64(fx.tab.stride)
+		k.prefetch(fx.tab.rows, ps, stride, groups.list())
+		k.test(fx.tab.rows, ps, stride, groups.list(), fx.tab.all, hits)
+		return len(ps) + int(hits[len(hits)-1]&1)
+	}
+}
