@@ -25,7 +25,8 @@
 // (msgpack envelopes) on the leaf at EventsPerSecond and models the blocks
 // the DC's workers hold; request clients send completions with random
 // token-id prompts to the router, without pause but for a short pacing
-// delay, and count each outcome in the current fault's row.
+// delay, and count each outcome in the current fault's row. The C host
+// reports its probes, degraded scores and failed calls on request.
 //
 // Faults (Kind; DefaultKinds, AllKinds, ParseKinds): kill -9 of a relay,
 // a DC's nats-server, the hub, the consumer, the router or the C host
@@ -52,7 +53,11 @@
 //   - No process exits other than the one a fault killed.
 //   - No request fails while the router is up: every DC's frontend but at
 //     most one stays up throughout, so one is always reachable. Requests
-//     that fail while the router is the process killed are counted apart.
+//     that fail while the router is the process killed are counted apart;
+//     those the router answered without fresh signals (X-Goindex-Degraded,
+//     failing open) are counted as served and degraded.
+//   - libgoindex.so answers its host without an error whatever happens to
+//     the replica (a score without fresh signals is flagged degraded).
 //   - After every fault the lanes converge back to the relays' bytes
 //     within Recover, with no false negative.
 //

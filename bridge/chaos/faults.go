@@ -82,14 +82,12 @@ func AllKinds() []Kind {
 }
 
 // DefaultKinds are the faults Run injects unless told otherwise: every one
-// whose promises the system keeps today. Still left out: KillConsumer and
-// KillHubNATS held past the router's staleness bound and TruncateReplica
-// (the router answers 503 while no DC has fresh signals or the replica is
-// unreadable: it does not fail open yet), and CorruptReplica (junk over the
-// region's ready mask leaves a lane out until its next snapshot).
+// whose promises the system keeps today, which is all but CorruptReplica
+// (junk over the region's ready mask leaves a lane out of routing: the
+// sums cover the lanes' words, not the mask).
 func DefaultKinds() []Kind {
-	return []Kind{KillRelay, KillDCNATS, KillRouter, KillHost, Partition, SlowLink, SlowClients, FrontendDown,
-		GrowReplica, ReplaceReplica}
+	return []Kind{KillRelay, KillDCNATS, KillHubNATS, KillConsumer, KillRouter, KillHost, Partition, SlowLink,
+		SlowClients, FrontendDown, TruncateReplica, GrowReplica, ReplaceReplica}
 }
 
 // ParseKinds reads a comma-separated list of fault names ("all": every

@@ -139,11 +139,24 @@ func (h *host) command(ctx context.Context, cmd, want string) (map[string]string
 	return fields, nil
 }
 
-// probes returns how many probes the host has answered since it started.
-func (h *host) probes(ctx context.Context) (uint64, error) {
+// hostCounts are the C host's counters since it started.
+type hostCounts struct {
+	probes, degraded, errors uint64
+	lastError                string
+}
+
+// counts returns the host's counters.
+func (h *host) counts(ctx context.Context) (hostCounts, error) {
 	f, err := h.command(ctx, "status", "status")
 	if err != nil {
-		return 0, err
+		return hostCounts{}, err
 	}
-	return strconv.ParseUint(f["probes"], 10, 64)
+	var c hostCounts
+	for name, p := range map[string]*uint64{"probes": &c.probes, "degraded": &c.degraded, "errors": &c.errors} {
+		if *p, err = strconv.ParseUint(f[name], 10, 64); err != nil {
+			return hostCounts{}, fmt.Errorf("host status %s=%q: %w", name, f[name], err)
+		}
+	}
+	c.lastError = f["last_error"]
+	return c, nil
 }

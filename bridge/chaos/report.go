@@ -16,6 +16,9 @@ type Row struct {
 	Fault    string `json:"fault"`
 	Injected int    `json:"injected"`
 	Served   uint64 `json:"requests_served"`
+	// Degraded counts the requests served that the router routed without
+	// fresh signals (X-Goindex-Degraded: failing open).
+	Degraded uint64 `json:"requests_degraded"`
 	// Failed counts requests that failed while the router was up: each is
 	// a violation.
 	Failed uint64 `json:"requests_failed"`
@@ -48,8 +51,10 @@ type Report struct {
 	Rounds  int           `json:"rounds"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 	Rows    []Row         `json:"rows"`
-	// HostProbes counts the C host's probes (every start's).
-	HostProbes uint64 `json:"host_probes"`
+	// HostProbes counts the C host's probes (every start's), and
+	// HostDegraded its scores answered degraded (no fresh signals).
+	HostProbes   uint64 `json:"host_probes"`
+	HostDegraded uint64 `json:"host_degraded_scores"`
 	// Events counts the KV events published over all DCs.
 	Events uint64 `json:"events"`
 	// Violations describes every broken promise (empty: the run passed).
@@ -62,6 +67,7 @@ func (r *Report) Total() Row {
 	for _, row := range r.Rows {
 		t.Injected += row.Injected
 		t.Served += row.Served
+		t.Degraded += row.Degraded
 		t.Failed += row.Failed
 		t.RouterDown += row.RouterDown
 		t.Recoveries = append(t.Recoveries, row.Recoveries...)
@@ -71,15 +77,15 @@ func (r *Report) Total() Row {
 
 // Table writes the report as a plain-text table, then the violations.
 func (r *Report) Table(w io.Writer) {
-	fmt.Fprintf(w, "chaos: %d DCs, %d round(s), %v; %d KV events, %d C host probes\n",
-		r.DCs, r.Rounds, r.Elapsed.Round(time.Second), r.Events, r.HostProbes)
-	fmt.Fprintf(w, "%-17s %8s %9s %7s %12s %13s %13s\n", "fault", "injected", "served", "failed", "router down", "recover p50", "recover max")
+	fmt.Fprintf(w, "chaos: %d DCs, %d round(s), %v; %d KV events; the C host: %d probes, %d scores degraded\n",
+		r.DCs, r.Rounds, r.Elapsed.Round(time.Second), r.Events, r.HostProbes, r.HostDegraded)
+	fmt.Fprintf(w, "%-17s %8s %9s %9s %7s %12s %13s %13s\n", "fault", "injected", "served", "degraded", "failed", "router down", "recover p50", "recover max")
 	rows := append(slices.Clone(r.Rows), r.Total())
 	for i, row := range rows {
 		if i == len(rows)-1 {
-			fmt.Fprintln(w, strings.Repeat("-", 17+8+9+7+12+13+13+6))
+			fmt.Fprintln(w, strings.Repeat("-", 17+8+9+9+7+12+13+13+7))
 		}
-		fmt.Fprintf(w, "%-17s %8d %9d %7d %12d %13s %13s\n", row.Fault, row.Injected, row.Served,
+		fmt.Fprintf(w, "%-17s %8d %9d %9d %7d %12d %13s %13s\n", row.Fault, row.Injected, row.Served, row.Degraded,
 			row.Failed, row.RouterDown, duration(row.RecoverMedian()), duration(row.RecoverMax()))
 	}
 	if len(r.Violations) == 0 {
@@ -101,5 +107,5 @@ func duration(d time.Duration) string {
 
 // counters are a row's request counters, updated by the clients.
 type counters struct {
-	served, failed, routerDown atomic.Uint64
+	served, degraded, failed, routerDown atomic.Uint64
 }

@@ -69,10 +69,10 @@ type run struct {
 	host          *host
 	view          *shm.Reader
 	probeClient   *http.Client
-	procs         []*proc // every child, in start order
-	hostProbes    uint64  // counted so far
-	hostSeen      uint64  // the host's own count at the last countProbes
-	hostSeenStart int     // the host start hostSeen belongs to
+	procs         []*proc    // every child, in start order
+	hostTotal     hostCounts // the C host's counters, every start's
+	hostSeen      hostCounts // the current start's at the last countHost
+	hostSeenStart int        // the host start hostSeen belongs to
 
 	cancel context.CancelCauseFunc
 	ending atomic.Bool
@@ -147,7 +147,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 			rep.Events += d.feed.total
 			d.feed.mu.Unlock()
 		}
-		rep.HostProbes = r.hostProbes
+		rep.HostProbes, rep.HostDegraded = r.hostTotal.probes, r.hostTotal.degraded
 	}()
 	r.progress("warm-up: waiting until every lane holds its relay's words")
 	if _, err := r.checkpoint(ctx, r.cfg.Recover); err != nil {
@@ -171,7 +171,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 			if k.hasTarget() {
 				target = " on " + d.name
 			}
-			r.countProbes(ctx)
+			r.countHost(ctx)
 			heal, err := r.inject(ctx, k, d)
 			r.mu.Lock()
 			r.rows[idx].Injected++
@@ -192,7 +192,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 			r.progress("round %d: %v%s: recovered in %v (%s)", round+1, k, target, took.Round(10*time.Millisecond), stages)
 		}
 	}
-	r.countProbes(ctx)
+	r.countHost(ctx)
 	return rep, nil
 }
 
@@ -205,19 +205,25 @@ func (k Kind) hasTarget() bool {
 	return false
 }
 
-// countProbes adds the C host's probes since the last count to the total
-// (a restarted host counts from 0; what a killed one probed after the
-// last count is lost).
-func (r *run) countProbes(ctx context.Context) {
-	n, err := r.host.probes(ctx)
+// countHost adds the C host's counters since the last count to the
+// totals (a restarted host counts from 0; what a killed one did after the
+// last count is lost). Any call that failed is a violation: the library
+// answers a host degraded, never with an error, whatever happened to the
+// replica.
+func (r *run) countHost(ctx context.Context) {
+	c, err := r.host.counts(ctx)
 	if err != nil {
 		return
 	}
 	if starts := r.host.startCount(); starts != r.hostSeenStart {
-		r.hostSeen, r.hostSeenStart = 0, starts
+		r.hostSeen, r.hostSeenStart = hostCounts{}, starts
 	}
-	r.hostProbes += n - r.hostSeen
-	r.hostSeen = n
+	if n := c.errors - r.hostSeen.errors; n > 0 {
+		r.violation("libgoindex.so returned %d error(s) to the C host (the last: code %s)", n, c.lastError)
+	}
+	r.hostTotal.probes += c.probes - r.hostSeen.probes
+	r.hostTotal.degraded += c.degraded - r.hostSeen.degraded
+	r.hostSeen = c
 }
 
 // setup starts everything and waits until each part answers.
@@ -371,9 +377,10 @@ func (r *run) violationList() []string {
 	return out
 }
 
-// record counts one request's outcome in the current row; a failure
-// while the router was up is a violation.
-func (r *run) record(err error, routerDown bool) {
+// record counts one request's outcome in the current row (served, and
+// degraded when the router said so); a failure while the router was up is
+// a violation.
+func (r *run) record(err error, degraded, routerDown bool) {
 	idx := int(r.phase.Load())
 	r.mu.Lock()
 	c, name := r.counts[idx], r.rows[idx].Fault
@@ -381,6 +388,9 @@ func (r *run) record(err error, routerDown bool) {
 	switch {
 	case err == nil:
 		c.served.Add(1)
+		if degraded {
+			c.degraded.Add(1)
+		}
 	case routerDown:
 		c.routerDown.Add(1)
 	default:
@@ -405,7 +415,8 @@ func (r *run) snapshotRows() []Row {
 	out := make([]Row, len(r.rows))
 	for i, row := range r.rows {
 		out[i] = *row
-		out[i].Served, out[i].Failed, out[i].RouterDown = r.counts[i].served.Load(), r.counts[i].failed.Load(), r.counts[i].routerDown.Load()
+		c := r.counts[i]
+		out[i].Served, out[i].Degraded, out[i].Failed, out[i].RouterDown = c.served.Load(), c.degraded.Load(), c.failed.Load(), c.routerDown.Load()
 	}
 	return out
 }

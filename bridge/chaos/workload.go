@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/relay/relaytest"
+	"github.com/goindex/goindex/bridge/route"
 	"github.com/goindex/goindex/dynamo"
 )
 
@@ -163,17 +164,19 @@ func (c *clients) one(ctx context.Context, rng *rand.Rand) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.client.Do(req)
+	degraded := false
 	if err == nil {
 		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("status %d (%s)", resp.StatusCode, resp.Header.Get("X-Goindex-DC"))
+			err = fmt.Errorf("status %d (%s)", resp.StatusCode, resp.Header.Get(route.HeaderDC))
 		}
+		degraded = resp.Header.Get(route.HeaderDegraded) != ""
 	}
 	if ctx.Err() != nil {
 		return // the run ended under it
 	}
-	c.r.record(err, downBefore || c.r.routerDown.Load())
+	c.r.record(err, degraded, downBefore || c.r.routerDown.Load())
 }
 
 // wait waits for every client to return (after ctx ended).

@@ -55,6 +55,13 @@ func TestChaos_EveryDefaultFaultKeepsEveryPromise(t *testing.T) {
 			t.Errorf("%s: %d requests failed while the router was up", row.Fault, row.Failed)
 		}
 	}
+	// Held down past the router's staleness bound, these leave no DC with
+	// fresh signals: the router must have routed degraded, not refused.
+	for _, row := range rep.Rows {
+		if (row.Fault == chaos.KillConsumer.String() || row.Fault == chaos.KillHubNATS.String()) && row.Degraded == 0 {
+			t.Errorf("%s: no request was routed degraded (X-Goindex-Degraded) with the consumer's signals gone", row.Fault)
+		}
+	}
 	if rep.HostProbes == 0 || rep.Events == 0 {
 		t.Errorf("the C host probed %d times and the DCs published %d events; want both busy", rep.HostProbes, rep.Events)
 	}

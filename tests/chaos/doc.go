@@ -10,7 +10,8 @@
 // The test fails on any broken promise the driver reports (a process that
 // exited on its own, a request failed while a DC was reachable, a system
 // that did not converge back to its producers' bytes with no false
-// negative) and checks the report itself: every fault injected, requests
-// served during every fault, the C host probing throughout, and the
-// stalled clients' connections released.
+// negative, an error from libgoindex.so to its host) and checks the report
+// itself: every fault injected, requests served during every fault, requests
+// routed degraded while the consumer or the hub was down, the C host probing
+// throughout.
 package chaos

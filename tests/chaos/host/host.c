@@ -10,12 +10,13 @@
  * there). PROBERS threads then probe without pause, each with 16 random
  * local hashes (random buckets all over the mapping) or one of the paths of
  * the last check file, and score every 64th probe with the handle's own
- * lanes. A call that fails with GOINDEX_EREPLICA or GOINDEX_EINTERNAL makes
- * the thread attach the replica again. Commands on stdin, one per line,
+ * lanes (a score without fresh signals answers degraded, counted apart).
+ * Any call that fails is counted; GOINDEX_EREPLICA or GOINDEX_EINTERNAL
+ * makes the thread attach the replica again. Commands on stdin, one per line,
  * each answered by one line on stdout:
  *
- *   status       "status probes=N scores=N errors=N attaches=N generation=G
- *                 lanes_ready=R last_error=CODE"
+ *   status       "status probes=N scores=N degraded=N errors=N attaches=N
+ *                 generation=G lanes_ready=R last_error=CODE"
  *   check PATH   runs PATH's probes once, each line "DC MIN N h1 .. hN": the
  *                probe of the N local hashes must report lane DC at depth
  *                MIN or more (no false negative); answers "check probes=N
@@ -41,7 +42,7 @@
 
 static const char *replica;
 static uint64_t handle;
-static atomic_ulong probes, scores, errors, attaches;
+static atomic_ulong probes, scores, degraded, errors, attaches;
 static atomic_int last_error;
 
 /* The paths of the last check file, which the probers also probe; a
@@ -120,10 +121,12 @@ static void *prober(void *arg) {
 			req.n_hashes = n;
 			req.isl_tokens = (uint64_t)n * 16;
 			rc = goindex_score(handle, &req, &res);
-			if (rc == GOINDEX_OK || rc == GOINDEX_ENOCANDIDATE)
-				atomic_fetch_add(&scores, 1); /* no fresh lane is an answer, not a fault */
-			else
+			if (rc == GOINDEX_OK) {
+				atomic_fetch_add(&scores, 1);
+				if (res.flags & GOINDEX_SCORE_DEGRADED) atomic_fetch_add(&degraded, 1);
+			} else {
 				failed(rc);
+			}
 		}
 	}
 	return NULL;
@@ -134,9 +137,10 @@ static void status(void) {
 	c.struct_size = sizeof c;
 	int rc = goindex_stats(handle, &c);
 	if (rc != GOINDEX_OK) failed(rc);
-	printf("status probes=%lu scores=%lu errors=%lu attaches=%lu generation=%" PRIu64 " lanes_ready=%" PRIu64 " last_error=%d\n",
-	       atomic_load(&probes), atomic_load(&scores), atomic_load(&errors), atomic_load(&attaches), c.replica_generation,
-	       c.lanes_ready, atomic_load(&last_error));
+	printf("status probes=%lu scores=%lu degraded=%lu errors=%lu attaches=%lu generation=%" PRIu64 " lanes_ready=%" PRIu64
+	       " last_error=%d\n",
+	       atomic_load(&probes), atomic_load(&scores), atomic_load(&degraded), atomic_load(&errors), atomic_load(&attaches),
+	       c.replica_generation, c.lanes_ready, atomic_load(&last_error));
 }
 
 /* check runs the probes of the file at path and makes its paths the
