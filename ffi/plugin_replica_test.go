@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,25 +66,34 @@ func TestPlugin_ReplicaRatesSteerTheChoice(t *testing.T) {
 	}
 }
 
-// A replica that is missing, whose DC has no lane or no ready lane, or
-// whose DC's load report is stale makes select USE_DEFAULT with the reason;
-// a replica that appears later is attached at the next retry.
+// Every verdict of the engine's replica follower makes select USE_DEFAULT
+// with follow's reason and the detail: a replica missing, damaged (not a
+// replica file) or whose consumer stopped beating, a DC without a lane or
+// with a lane not ready, a DC whose load report is stale. A replica that
+// appears later is attached at one of the follower's next checks.
 func TestPlugin_ReplicaMissingOrStaleIsUseDefault(t *testing.T) {
 	dir := t.TempDir()
-	fresh, notReady, stale := filepath.Join(dir, "fresh"), filepath.Join(dir, "not-ready"), filepath.Join(dir, "stale")
+	fresh, notReady, stale, garbage := filepath.Join(dir, "fresh"), filepath.Join(dir, "not-ready"), filepath.Join(dir, "stale"), filepath.Join(dir, "garbage")
 	writePluginReplica(t, fresh, true, time.Now())
 	writePluginReplica(t, notReady, false, time.Now())
 	writePluginReplica(t, stale, true, time.Now().Add(-time.Hour))
+	if err := os.WriteFile(garbage, bytes.Repeat([]byte("not a replica "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name, config, detail string
+		later                time.Duration // the state's clock runs this far ahead
 	}{
-		{"missing file", replicaConfig(filepath.Join(dir, "absent"), 3), "no such file"},
-		{"dc not in the replica", replicaConfig(fresh, 4), "dc 4 has no lane"},
-		{"lane not ready", replicaConfig(notReady, 3), "not ready"},
-		{"load report an hour old", replicaConfig(stale, 3), "over max_staleness_ms"},
+		{"missing file", replicaConfig(filepath.Join(dir, "absent"), 3), "replica-missing: follow: no replica", 0},
+		{"not a replica file", replicaConfig(garbage, 3), "replica-damaged", 0},
+		{"consumer stopped beating", replicaConfig(fresh, 3), "consumer-stale", time.Hour},
+		{"dc not in the replica", replicaConfig(fresh, 4), "dc 4 has no lane", 0},
+		{"lane not ready", replicaConfig(notReady, 3), "not ready", 0},
+		{"load report an hour old", replicaConfig(stale, 3), "signals-stale: dc 3's load report is 1h0m", 0},
 	} {
 		st := pluginStateT(t, c.config)
-		for range 2 { // the second select answers from the retry's memory
+		handles.plugins.get(uint64(st)).replica.clock = func() time.Time { return time.Now().Add(c.later) }
+		for range 2 { // the second select is answered by the follower's memory
 			if rc, idx, msg := selectOnce(st); rc != wsUseDefault || idx != 77 || !strings.Contains(msg, c.detail) {
 				t.Errorf("%s: select = %d, index %d, %q; want USE_DEFAULT mentioning %q", c.name, rc, idx, msg, c.detail)
 			}
@@ -95,12 +106,15 @@ func TestPlugin_ReplicaMissingOrStaleIsUseDefault(t *testing.T) {
 		t.Fatalf("select before the replica exists = %d, want USE_DEFAULT", rc)
 	}
 	writePluginReplica(t, late, true, time.Now())
-	rp := handles.plugins.get(uint64(st)).replica
-	if rc, _, msg := selectOnce(st); rc != wsUseDefault || !strings.Contains(msg, "no such file") {
-		t.Errorf("select within the retry interval = %d (%s), want the remembered failure", rc, msg)
-	}
-	rp.clock = func() time.Time { return time.Now().Add(replicaRetry) }
-	if rc, idx, msg := selectOnce(st); rc != wsOK || idx != 1 {
-		t.Errorf("select after the retry interval = %d, index %d (%s); want OK, 1", rc, idx, msg)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rc, idx, msg := selectOnce(st)
+		if rc == wsOK && idx == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("select after the replica appeared = %d, index %d (%s); want OK, 1 once the follower checks again", rc, idx, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
