@@ -1,6 +1,7 @@
 package dynkv
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path"
@@ -109,19 +110,25 @@ func (s *Server) admin(name string, args [][]byte) (reply, afterReply) {
 		return bulk([]byte(s.info(args[1:]))), afterNothing
 	case "CONFIG":
 		return s.config(args), afterNothing
-	case "SAVE", "BGSAVE", "BGREWRITEAOF":
-		if err := s.syncLog(); err != nil {
+	case "SAVE":
+		if err := s.rewriteLog(); errors.Is(err, errRewriteRunning) {
+			return errText("ERR Background save already in progress"), afterNothing
+		} else if err != nil {
 			return errText("ERR goindex dynkv: " + err.Error()), afterNothing
 		}
-		switch name {
-		case "BGSAVE":
-			return status("Background saving started"), afterNothing
-		case "BGREWRITEAOF":
-			return status("Background append only file rewriting started"), afterNothing
-		}
 		return status("OK"), afterNothing
+	case "BGSAVE":
+		if !s.rewriteInBackground() {
+			return errText("ERR Background save already in progress"), afterNothing
+		}
+		return status("Background saving started"), afterNothing
+	case "BGREWRITEAOF":
+		if !s.rewriteInBackground() {
+			return errText("ERR Background append only file rewriting already in progress"), afterNothing
+		}
+		return status("Background append only file rewriting started"), afterNothing
 	case "LASTSAVE":
-		return integer(time.Now().Unix()), afterNothing
+		return integer(s.rw.lastSave.Load()), afterNothing
 	case "SHUTDOWN":
 		if err := s.syncLog(); err != nil {
 			return errText("ERR Errors trying to SHUTDOWN. Check logs."), afterNothing
@@ -169,8 +176,7 @@ func (s *Server) port() string {
 	return port
 }
 
-// syncLog makes every logged command durable (SAVE, BGREWRITEAOF,
-// SHUTDOWN): goindex's persistence is its append-only log.
+// syncLog makes every logged command durable (SHUTDOWN).
 func (s *Server) syncLog() error {
 	if s.log == nil {
 		return nil
@@ -195,6 +201,8 @@ func (s *Server) configParams() [][2]string {
 		{"appendfilename", path.Base(s.cfg.LogPath)}, {"dir", path.Dir(s.cfg.LogPath)},
 		{"maxclients", strconv.Itoa(s.cfg.MaxConns)}, {"timeout", strconv.Itoa(int(s.cfg.IdleTimeout / time.Second))},
 		{"port", port}, {"bind", host}, {"databases", "1"}, {"maxmemory", "0"}, {"protected-mode", "no"},
+		{"auto-aof-rewrite-percentage", strconv.FormatInt(s.rw.percent.Load(), 10)},
+		{"auto-aof-rewrite-min-size", strconv.FormatInt(s.rw.minSize.Load(), 10)},
 	}
 }
 
@@ -235,6 +243,18 @@ func (s *Server) config(args [][]byte) reply {
 				s.logMu.Lock()
 				s.log.setFsync(value == "always")
 				s.logMu.Unlock()
+			case name == "auto-aof-rewrite-percentage":
+				n, err := strconv.ParseInt(value, 10, 32)
+				if err != nil || n < 0 {
+					return errText(fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - argument must be an integer from 0 (off) up", name))
+				}
+				s.rw.percent.Store(n)
+			case name == "auto-aof-rewrite-min-size":
+				n, err := ParseMemory(value)
+				if err != nil {
+					return errText(fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - argument must be a memory value", name))
+				}
+				s.rw.minSize.Store(n)
 			case known:
 				return errText(fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - goindex dynkv sets it by a flag at start", name))
 			default:
@@ -288,16 +308,26 @@ func (s *Server) info(sections [][]byte) string {
 			b.WriteString(l + "\r\n")
 		}
 	}
-	aof := "0"
+	aof, size := "0", int64(0)
 	if s.log != nil {
-		aof = "1"
+		aof, size = "1", s.log.Size()
+	}
+	rewriting, rwStatus := "0", "ok"
+	if s.rw.running.Load() {
+		rewriting = "1"
+	}
+	if s.rw.failed.Load() {
+		rwStatus = "err"
 	}
 	section("Server", "redis_version:7.2.4", "server_name:goindex-dynkv", "redis_mode:standalone",
 		"tcp_port:"+s.port(),
 		fmt.Sprintf("uptime_in_seconds:%d", int(time.Since(s.started).Seconds())))
 	section("Clients", fmt.Sprintf("connected_clients:%d", s.conns.Load()), fmt.Sprintf("maxclients:%d", s.cfg.MaxConns))
-	section("Persistence", "loading:0", "async_loading:0", "rdb_bgsave_in_progress:0", "aof_enabled:"+aof,
-		"aof_rewrite_in_progress:0", "aof_rewrite_scheduled:0", "aof_last_write_status:ok", "aof_last_bgrewrite_status:ok")
+	section("Persistence", "loading:0", "async_loading:0", "rdb_bgsave_in_progress:"+rewriting,
+		fmt.Sprintf("rdb_last_save_time:%d", s.rw.lastSave.Load()), "rdb_last_bgsave_status:"+rwStatus, "aof_enabled:"+aof,
+		"aof_rewrite_in_progress:"+rewriting, "aof_rewrite_scheduled:0", fmt.Sprintf("aof_rewrites:%d", s.rw.done.Load()),
+		"aof_last_write_status:ok", "aof_last_bgrewrite_status:"+rwStatus,
+		fmt.Sprintf("aof_current_size:%d", size), fmt.Sprintf("aof_base_size:%d", s.rw.base.Load()))
 	section("Replication", "role:master", "connected_slaves:0", "master_failover_state:no-failover",
 		"master_replid:0000000000000000000000000000000000000000", "master_replid2:0000000000000000000000000000000000000000",
 		"master_repl_offset:0", "second_repl_offset:-1", "repl_backlog_active:0")

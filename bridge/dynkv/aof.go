@@ -2,6 +2,7 @@ package dynkv
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,6 +27,19 @@ import (
 // without an outcome: accepted mutations only; or no stamp: replayed at the
 // current time) replay the same way. A torn or corrupt tail (a crash
 // mid-write) is truncated on open; everything before it is replayed.
+//
+// A rewrite (Log.rewrite, run by the server's SAVE, BGSAVE, BGREWRITEAOF and
+// automatic trigger) replaces the log with a compact one: the engine's state
+// image (image.go) as records imageChunk, each a part of it, closed by
+// imageEnd (the image's length and CRC-32C), then every record appended
+// since the image was taken. It writes that into a temporary file beside
+// the log (rewriteSuffix), syncs it, renames it over the log and syncs the
+// directory, so a crash at any point leaves either the old log or the new
+// one, each complete; a temporary file left by a crash is removed on open.
+// Replay restores the image, then re-executes the records after it. An
+// image that does not start the log, or a log that ends inside its image
+// (possible only if the file was damaged), is an error: the server refuses
+// to start rather than serve an empty index.
 
 // maxRecordBytes bounds one log record (the largest command the server accepts).
 const maxRecordBytes = MaxRequestBytes + 1<<16
@@ -44,6 +58,19 @@ const recordStamp = "GOINDEX.RUN"
 // with a time stamp but no outcome.
 const recordStampV1 = "GOINDEX.AT"
 
+// Records of a state image: imageChunk carries one part of the image,
+// imageEnd closes it with the image's length (8 bytes) and CRC-32C (4
+// bytes), both big-endian.
+const (
+	imageChunk = "GOINDEX.IMAGE"
+	imageEnd   = "GOINDEX.IMAGEEND"
+	// imageChunkBytes is the image bytes one record carries.
+	imageChunkBytes = 1 << 20
+)
+
+// rewriteSuffix names the temporary file a rewrite writes beside the log.
+const rewriteSuffix = ".rewrite"
+
 // Record outcomes.
 const (
 	outcomeAccepted = '+'
@@ -55,11 +82,14 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // Log is an open append-only log. Safe for concurrent use.
 type Log struct {
 	mu       sync.Mutex
+	path     string
 	f        *os.File
 	w        *bufio.Writer
+	size     int64 // bytes appended, buffered or not
 	fsync    bool
 	buf      []byte
 	diverged int
+	closed   bool
 }
 
 // Diverged returns how many replayed records had another outcome than the
@@ -69,6 +99,9 @@ func (l *Log) Diverged() int { return l.diverged }
 // OpenLog opens (or creates) the log at path, replays it into e and returns
 // it ready for appends. fsync makes every append durable before the reply.
 func OpenLog(path string, e *Engine, fsync bool) (*Log, int, error) {
+	if err := os.Remove(path + rewriteSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, 0, fmt.Errorf("dynkv: remove the temporary file of an unfinished rewrite: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, 0, fmt.Errorf("dynkv: open log: %w", err)
@@ -86,50 +119,98 @@ func OpenLog(path string, e *Engine, fsync bool) (*Log, int, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("dynkv: seek log: %w", err)
 	}
-	return &Log{f: f, w: bufio.NewWriterSize(f, 1<<16), fsync: fsync, diverged: diverged}, n, nil
+	return &Log{path: path, f: f, w: bufio.NewWriterSize(f, 1<<16), size: good, fsync: fsync, diverged: diverged}, n, nil
 }
 
-// replay re-executes every intact record and returns the offset after the
-// last one, the records replayed and how many had another outcome than the
-// one recorded.
+// replay restores the state image the log may start with and re-executes
+// every intact record after it; it returns the offset after the last one,
+// the records replayed and how many had another outcome than the one
+// recorded.
 func replay(f *os.File, e *Engine) (good int64, n, diverged int, err error) {
 	r := bufio.NewReaderSize(f, 1<<16)
-	var head [8]byte
+	var img []byte
+	inImage, imaged := false, false
 	for {
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return good, n, diverged, nil // clean end or torn header
+		// A first record cut short that names an image part is a damaged
+		// image, not an empty log.
+		first, _ := r.Peek(8 + 8 + len(imageChunk))
+		args, size, ok := readRecord(r)
+		if !ok {
+			if good == 0 && bytes.HasSuffix(first, []byte(imageChunk)) {
+				inImage = true
+			}
+			if inImage {
+				return 0, 0, 0, fmt.Errorf("dynkv: log ends inside its state image (%d bytes read): the file is damaged", len(img))
+			}
+			return good, n, diverged, nil // clean end, or a torn tail
 		}
-		size, sum := binary.LittleEndian.Uint32(head[:4]), binary.LittleEndian.Uint32(head[4:])
-		if size > maxRecordBytes {
-			return good, n, diverged, nil
+		switch name := string(args[0]); {
+		case name == imageChunk:
+			if len(args) != 2 || imaged || n > 0 {
+				return 0, 0, 0, fmt.Errorf("dynkv: log record at %d: a state image part after commands", good)
+			}
+			inImage = true
+			img = append(img, args[1]...)
+		case name == imageEnd:
+			if !inImage || len(args) != 3 || len(args[1]) != 8 || len(args[2]) != 4 ||
+				binary.BigEndian.Uint64(args[1]) != uint64(len(img)) || binary.BigEndian.Uint32(args[2]) != crc32.Checksum(img, crcTable) {
+				return 0, 0, 0, fmt.Errorf("dynkv: log record at %d: state image end does not match its parts", good)
+			}
+			if err := e.restoreImage(img); err != nil {
+				return 0, 0, 0, err
+			}
+			img, inImage, imaged = nil, false, true
+		case inImage:
+			return 0, 0, 0, fmt.Errorf("dynkv: log record at %d: a command inside the state image", good)
+		default:
+			if !replayRecord(e, args) {
+				diverged++
+			}
+			n++
 		}
-		body := make([]byte, size)
-		if _, err := io.ReadFull(r, body); err != nil || crc32.Checksum(body, crcTable) != sum {
-			return good, n, diverged, nil
-		}
-		args, err := decodeRecord(body)
-		if err != nil {
-			return good, n, diverged, nil
-		}
-		now, want := time.Now(), byte(outcomeAccepted)
-		switch {
-		case len(args) >= 4 && string(args[0]) == recordStamp && len(args[1]) == 8 && len(args[2]) == 1:
-			now, want = time.Unix(0, int64(binary.BigEndian.Uint64(args[1]))), args[2][0]
-			args = args[3:]
-		case len(args) >= 3 && string(args[0]) == recordStampV1 && len(args[1]) == 8:
-			now = time.Unix(0, int64(binary.BigEndian.Uint64(args[1])))
-			args = args[2:]
-		}
-		got := byte(outcomeAccepted)
-		if res := e.ExecAt(now, args); res.kind == replyError {
-			got = outcomeRejected
-		}
-		if got != want {
-			diverged++
-		}
-		good += int64(len(head)) + int64(size)
-		n++
+		good += size
 	}
+}
+
+// readRecord reads one intact record and its size on disk; ok is false at
+// the end, at a torn record or at a corrupt one.
+func readRecord(r *bufio.Reader) (args [][]byte, size int64, ok bool) {
+	var head [8]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, 0, false
+	}
+	n, sum := binary.LittleEndian.Uint32(head[:4]), binary.LittleEndian.Uint32(head[4:])
+	if n > maxRecordBytes {
+		return nil, 0, false
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil || crc32.Checksum(body, crcTable) != sum {
+		return nil, 0, false
+	}
+	args, err := decodeRecord(body)
+	if err != nil {
+		return nil, 0, false
+	}
+	return args, int64(len(head)) + int64(n), true
+}
+
+// replayRecord re-executes one command record at its time and reports
+// whether its outcome is the one recorded.
+func replayRecord(e *Engine, args [][]byte) bool {
+	now, want := time.Now(), byte(outcomeAccepted)
+	switch {
+	case len(args) >= 4 && string(args[0]) == recordStamp && len(args[1]) == 8 && len(args[2]) == 1:
+		now, want = time.Unix(0, int64(binary.BigEndian.Uint64(args[1]))), args[2][0]
+		args = args[3:]
+	case len(args) >= 3 && string(args[0]) == recordStampV1 && len(args[1]) == 8:
+		now = time.Unix(0, int64(binary.BigEndian.Uint64(args[1])))
+		args = args[2:]
+	}
+	got := byte(outcomeAccepted)
+	if res := e.ExecAt(now, args); res.kind == replyError {
+		got = outcomeRejected
+	}
+	return got == want
 }
 
 func decodeRecord(b []byte) ([][]byte, error) {
@@ -168,27 +249,12 @@ func (l *Log) Append(now time.Time, accepted bool, args [][]byte) error {
 	if accepted {
 		outcome = outcomeAccepted
 	}
-	body := binary.LittleEndian.AppendUint32(l.buf[:0], uint32(len(args)+3))
-	body = binary.LittleEndian.AppendUint32(body, uint32(len(recordStamp)))
-	body = append(body, recordStamp...)
-	body = binary.LittleEndian.AppendUint32(body, 8)
-	body = binary.BigEndian.AppendUint64(body, uint64(now.UnixNano()))
-	body = binary.LittleEndian.AppendUint32(body, 1)
-	body = append(body, outcome)
-	for _, a := range args {
-		body = binary.LittleEndian.AppendUint32(body, uint32(len(a)))
-		body = append(body, a...)
-	}
-	l.buf = body
-	var head [8]byte
-	binary.LittleEndian.PutUint32(head[:4], uint32(len(body)))
-	binary.LittleEndian.PutUint32(head[4:], crc32.Checksum(body, crcTable))
-	if _, err := l.w.Write(head[:]); err != nil {
+	stamp := [][]byte{[]byte(recordStamp), binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano())), {outcome}}
+	l.buf = appendRecord(l.buf[:0], stamp, args)
+	if _, err := l.w.Write(l.buf); err != nil {
 		return fmt.Errorf("dynkv: append log: %w", err)
 	}
-	if _, err := l.w.Write(body); err != nil {
-		return fmt.Errorf("dynkv: append log: %w", err)
-	}
+	l.size += int64(len(l.buf))
 	if err := l.w.Flush(); err != nil {
 		return fmt.Errorf("dynkv: flush log: %w", err)
 	}
@@ -198,6 +264,35 @@ func (l *Log) Append(now time.Time, accepted bool, args [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// appendRecord appends the record (header and body) of the arguments of
+// every list, in order.
+func appendRecord(dst []byte, lists ...[][]byte) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, 8)...)
+	argc := 0
+	for _, l := range lists {
+		argc += len(l)
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(argc))
+	for _, l := range lists {
+		for _, a := range l {
+			dst = binary.LittleEndian.AppendUint32(dst, uint32(len(a)))
+			dst = append(dst, a...)
+		}
+	}
+	body := dst[start+8:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(body, crcTable))
+	return dst
+}
+
+// Size returns the bytes the log holds (appended records included).
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size
 }
 
 // Sync makes every appended record durable.
@@ -231,6 +326,10 @@ func (l *Log) setFsync(on bool) {
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
 	if err := l.w.Flush(); err != nil {
 		l.f.Close()
 		return fmt.Errorf("dynkv: flush log: %w", err)

@@ -83,8 +83,16 @@
 // before the reply; a restarted server re-executes the log at each record's
 // time (owner leases depend on it), so whatever a command did is replayed,
 // counts a record whose outcome differs (a bug; Server.LogDiverged) instead
-// of refusing to start, and truncates a torn tail. SAVE, BGSAVE,
-// BGREWRITEAOF and SHUTDOWN sync the log.
+// of refusing to start, and truncates a torn tail. A rewrite replaces the
+// log by the engine's state image (every key's whole state, image.go)
+// followed by the records appended since, written beside the log, synced
+// and renamed over it, so the log grows with the state, not its history,
+// and a crash at any point leaves a log that replays: SAVE (answered once
+// the new log is on disk), BGSAVE and BGREWRITEAOF (in the background) and
+// Valkey's automatic trigger (Config.AutoRewritePercentage,
+// AutoRewriteMinSize, CONFIG SET auto-aof-rewrite-*) run one. SHUTDOWN syncs
+// the log. In ckf mode a restored image rebuilds the filters from the exact
+// state: the same blocks, with the CKF's own counters started over.
 //
 // Connections. Each connection is bounded: a command must arrive within
 // Config.CommandTimeout of its first byte and be at most MaxRequestBytes, a
@@ -111,7 +119,10 @@
 //   - admin.go: the server commands (INFO, CONFIG, EXISTS, ROLE, WAIT,
 //     SAVE, SHUTDOWN, MEMORY, …).
 //   - server.go: the redcon server, AUTH, connection bounds.
-//   - aof.go: the append-only log.
+//   - aof.go: the append-only log and its replay.
+//   - image.go: the state image, the whole state of an Engine as bytes.
+//   - rewrite.go: log rewrites (SAVE, BGSAVE, BGREWRITEAOF, the automatic
+//     trigger) and ParseMemory.
 //   - errors.go: the module's error names.
 //
 // Tests prove the spec's golden byte vectors; the scenarios of the module's
@@ -125,7 +136,12 @@
 // bounds every score), in process and over the wire; restart recovery (after Close and after SIGKILL,
 // with lease takeovers, concurrent writers and rejected commands in the
 // log; goindex dynkv's own test kills its child at random points of random
-// workloads and compares with a twin); and concurrency under -race. In ckf
+// workloads, during and between log rewrites, and compares with a twin);
+// state images (engines restored at random points of random lifecycle
+// streams answer every later command as the original, every state field
+// placed, damaged images refused, FuzzDecodeImage); log rewrites (compaction,
+// a crash at every stage of a rewrite, the automatic trigger and its
+// CONFIG); and concurrency under -race. In ckf
 // mode they prove the semantic and golden tests unchanged, the harness's
 // bounds with no undercount, and, on a random stream of every mutation kind
 // over the wire against an exact server, byte-identical mutation replies,

@@ -73,12 +73,7 @@ func (s *Store) gcPhase() uint64 {
 // sortedEpochs returns the epochs by worker id (GC's deterministic order:
 // a replayed log must make the same transitions).
 func (s *Store) sortedEpochs() []*epoch {
-	eps := make([]*epoch, 0, len(s.epochs))
-	for _, ep := range s.epochs {
-		eps = append(eps, ep)
-	}
-	slices.SortFunc(eps, func(a, b *epoch) int { return cmp.Compare(a.worker, b.worker) })
-	return eps
+	return sortedValues(s.epochs, func(a, b *epoch) int { return cmp.Compare(a.worker, b.worker) })
 }
 
 // gc makes at most budget lifecycle transitions at time nowMs: fences

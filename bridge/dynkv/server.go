@@ -1,6 +1,7 @@
 package dynkv
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -49,6 +50,16 @@ type Config struct {
 	// IdleTimeout disconnects a client silent for that long between
 	// commands (Valkey's `timeout`); optional; default: 0, never.
 	IdleTimeout time.Duration
+	// AutoRewritePercentage rewrites the log in the background once it has
+	// grown by this percentage over its size after the last rewrite (or at
+	// start) and is over AutoRewriteMinSize (Valkey's
+	// auto-aof-rewrite-percentage); optional; default:
+	// DefaultAutoRewritePercentage; negative: never.
+	AutoRewritePercentage int
+	// AutoRewriteMinSize is the log size below which no automatic rewrite
+	// runs (auto-aof-rewrite-min-size); optional; default:
+	// DefaultAutoRewriteMinSize.
+	AutoRewriteMinSize int64
 }
 
 // Server speaks RESP2 and implements the dynkv command set over an Engine.
@@ -62,6 +73,7 @@ type Server struct {
 	conns   atomic.Int64
 	started time.Time
 	closed  sync.Once
+	rw      rewriter
 }
 
 // connState is a connection's authentication flag.
@@ -83,12 +95,21 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, engine: engine, started: time.Now()}
+	switch {
+	case cfg.AutoRewritePercentage == 0:
+		s.rw.percent.Store(DefaultAutoRewritePercentage)
+	case cfg.AutoRewritePercentage > 0:
+		s.rw.percent.Store(int64(cfg.AutoRewritePercentage))
+	}
+	s.rw.minSize.Store(cmp.Or(cfg.AutoRewriteMinSize, DefaultAutoRewriteMinSize))
+	s.rw.lastSave.Store(s.started.Unix())
 	if cfg.LogPath != "" {
 		l, _, err := OpenLog(cfg.LogPath, s.engine, cfg.Fsync)
 		if err != nil {
 			return nil, err
 		}
 		s.log = l
+		s.rw.base.Store(l.Size())
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -127,12 +148,14 @@ func (s *Server) Serve() error {
 	return nil
 }
 
-// Close stops listening, closes connections and the log.
+// Close stops listening, closes connections, waits for a running log
+// rewrite and closes the log.
 func (s *Server) Close() error {
 	var err error
 	s.closed.Do(func() {
 		s.ln.Close()
 		s.srv.Close()
+		s.rw.close()
 		if s.log != nil {
 			s.logMu.Lock()
 			err = s.log.Close()
@@ -226,14 +249,16 @@ func (s *Server) engineCommand(name string, args [][]byte) reply {
 	// sibling rank's clear dropped meanwhile would fail. Write commands
 	// therefore run one at a time, each with its record; reads do not wait.
 	s.logMu.Lock()
-	defer s.logMu.Unlock()
 	now := s.engine.now()
 	r := s.engine.ExecAt(now, args)
-	if err := s.log.Append(now, r.kind != replyError, args); err != nil {
+	err := s.log.Append(now, r.kind != replyError, args)
+	s.logMu.Unlock()
+	if err != nil {
 		// The command ran but its record is not durable: say so rather
 		// than pretend success.
 		return errText("ERR goindex dynkv: " + err.Error())
 	}
+	s.autoRewrite()
 	return r
 }
 

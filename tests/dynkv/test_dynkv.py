@@ -626,7 +626,9 @@ def server_commands(directory):
     check(c.cmd("CONFIG", "SET", "appendfsync", "always") == b"OK", "CONFIG SET appendfsync")
     check(c.cmd("CONFIG", "GET", "appendfsync") == [b"appendfsync", b"always"], "CONFIG GET appendfsync")
     check(c.cmd("SAVE") == b"OK", "SAVE")
+    check(abs(c.cmd("LASTSAVE") - time.time()) < 30, "LASTSAVE: the rewrite SAVE ran")
     check(c.cmd("BGREWRITEAOF").startswith(b"Background append only file rewriting"), "BGREWRITEAOF")
+    wait_rewrite(c)
     role = c.cmd("ROLE")
     check(role[0] == b"master", "ROLE %r" % (role,))
     check(c.cmd("WAIT", 1, 3000) == 1, "WAIT with a log: the log stands in for the replica")
@@ -678,6 +680,59 @@ def kill_restart(directory):
     c = Client(s)
     after = [c.stats(k), c.match(k, [7]), c.rank_gen(k, 1, 0)]
     check(after == before, "after SIGKILL %r, want %r" % (after, before))
+    s.stop()
+
+
+def info_field(c, name):
+    for line in c.cmd("INFO", "persistence").decode().split("\r\n"):
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1]
+    raise Failure("INFO persistence has no " + name)
+
+
+def wait_rewrite(c):
+    deadline = time.time() + 30
+    while info_field(c, "aof_rewrite_in_progress") != "0":
+        check(time.time() < deadline, "the log rewrite did not finish")
+        time.sleep(0.02)
+
+
+def rewrite_restart(directory):
+    """BGREWRITEAOF (as upstream's gc suites send it) and the automatic
+    trigger compact the log to the state; SIGKILL after each restarts to
+    the same state."""
+    s = Server(directory).start()
+    c = Client(s)
+    k = "rewrite-index"
+    log = os.path.join(directory, "dynkv.aof")
+    for n in range(1, 1500):
+        ext = 5000 + n % 40
+        c.cmd("DYNKV.APPLY", k, event(STORE, 1 + n % 3, 0, 2 * n, blocks=[(ext, ext)]))
+        c.cmd("DYNKV.APPLY", k, event(REMOVE, 1 + n % 3, 0, 2 * n + 1, blocks=[(ext, 0)]))
+    c.cmd("DYNKV.APPLY", k, event(STORE, 7, 0, 1, blocks=[(1, 11), (2, 12)]))
+    grown = os.path.getsize(log)
+    check(c.cmd("BGREWRITEAOF") == b"Background append only file rewriting started", "BGREWRITEAOF")
+    wait_rewrite(c)
+    compact = os.path.getsize(log)
+    check(compact < grown // 10, "the rewritten log has %d bytes of %d" % (compact, grown))
+    check(int(info_field(c, "aof_current_size")) == compact, "aof_current_size")
+    before = [c.stats(k), c.match(k, [11, 12]), c.rank_gen(k, 1, 0), c.rank_gen(k, 7, 0)]
+    s.kill()
+    s = Server(directory).start()
+    c = Client(s)
+    check([c.stats(k), c.match(k, [11, 12]), c.rank_gen(k, 1, 0), c.rank_gen(k, 7, 0)] == before, "after a rewrite and SIGKILL")
+    check(c.cmd("CONFIG", "SET", "auto-aof-rewrite-min-size", "4kb") == b"OK", "CONFIG SET auto-aof-rewrite-min-size")
+    check(c.cmd("CONFIG", "GET", "auto-aof-rewrite-percentage") == [b"auto-aof-rewrite-percentage", b"100"], "CONFIG GET")
+    for n in range(1, 400):
+        c.cmd("DYNKV.APPLY", k, event(STORE, 1, 0, 10000 + n, blocks=[(9000 + n, 9000 + n)]))
+    wait_rewrite(c)
+    check(int(info_field(c, "aof_rewrites")) > 0, "no automatic rewrite")
+    before = [c.stats(k), c.match(k, [9001]), c.rank_gen(k, 1, 0)]
+    s.kill()
+    s = Server(directory).start()
+    c = Client(s)
+    check([c.stats(k), c.match(k, [9001]), c.rank_gen(k, 1, 0)] == before, "after automatic rewrites and SIGKILL")
+    check(not os.path.exists(log + ".rewrite"), "a rewrite's temporary file left behind")
     s.stop()
 
 
@@ -752,7 +807,7 @@ def frontend(directory):
     s.stop()
 
 
-SUITES = [frontend, admission, core, registration, leases, limits, fuzz, server_commands, slow_clients, kill_restart]
+SUITES = [frontend, admission, core, registration, leases, limits, fuzz, server_commands, slow_clients, kill_restart, rewrite_restart]
 
 
 def main():

@@ -11,6 +11,7 @@ import (
 )
 
 const dynkvSynopsis = `Usage: goindex dynkv [--listen ADDR] [--log FILE [--fsync]] [--password PW]
+                    [--auto-aof-rewrite-percentage P] [--auto-aof-rewrite-min-size SIZE]
                     [--index exact|ckf [--ckf-expected-blocks N]]
                     [--command-timeout D] [--write-timeout D] [--idle-timeout D]
 
@@ -26,6 +27,21 @@ unmodified Dynamo frontend keeps its KV index in goindex:
 Every key is an independent index with the module's semantics. With --log,
 every write command (accepted or rejected) is appended to a log that a
 restarted server replays, whatever the crash.
+
+Log rewrites keep the log, and so the restart time, in proportion to the
+state rather than to its history: the log is replaced by a compact image of
+every key's state (ranks, blocks, tickets, registrations, leases, admission
+grants, counters) followed by the commands since, written to FILE.rewrite,
+synced and renamed over FILE (a crash at any point leaves a log that
+replays). SAVE rewrites and answers once the new log is on disk; BGSAVE and
+BGREWRITEAOF rewrite in the background (INFO persistence shows
+aof_rewrite_in_progress, aof_rewrites, aof_current_size, aof_base_size);
+and, as Valkey's auto-aof-rewrite-*, a rewrite starts by itself once the log
+is over --auto-aof-rewrite-min-size and has grown by
+--auto-aof-rewrite-percentage over its size after the last rewrite (or at
+start). CONFIG SET changes both while running. The image answers every
+later command as the history would; in ckf mode the filters are rebuilt
+from it (same blocks; the CKF's own counters start over).
 
 Backing index (--index):
   exact  (default) MATCH, MATCH_PRIMARY and SELECT read the module's own
@@ -74,15 +90,29 @@ func runDynkv(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	commandTimeout := fs.Duration("command-timeout", dynkv.DefaultCommandTimeout, "longest time from a command's first byte to its last; a client stalling mid-command is disconnected (0: none)")
 	writeTimeout := fs.Duration("write-timeout", dynkv.DefaultWriteTimeout, "longest time one reply may wait for a client that does not read (0: none)")
 	idleTimeout := fs.Duration("idle-timeout", 0, "disconnect a client silent this long between commands (0: never)")
+	rewritePercent := fs.Int("auto-aof-rewrite-percentage", dynkv.DefaultAutoRewritePercentage, "rewrite the log once it has grown by this percentage over its size after the last rewrite (0: never by itself)")
+	rewriteMin := fs.String("auto-aof-rewrite-min-size", "64mb", "no automatic rewrite while the log is smaller: bytes, or with a unit k, kb, m, mb, g, gb")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	minSize, err := dynkv.ParseMemory(*rewriteMin)
+	if err != nil {
+		return fmt.Errorf("goindex dynkv: --auto-aof-rewrite-min-size: %v: %w", err, errUsage)
+	}
+	if *rewritePercent < 0 {
+		return fmt.Errorf("goindex dynkv: --auto-aof-rewrite-percentage %d: want 0 (off) or more: %w", *rewritePercent, errUsage)
+	}
+	autoPercent := *rewritePercent
+	if autoPercent == 0 {
+		autoPercent = -1 // the Config's "never"
 	}
 	backing := dynkv.Backing{Index: dynkv.Index(*index), CKFExpectedBlocks: *expected}
 	if backing.Index != dynkv.IndexExact && backing.Index != dynkv.IndexCKF {
 		return fmt.Errorf("goindex dynkv: --index %q: want %s or %s: %w", *index, dynkv.IndexExact, dynkv.IndexCKF, errUsage)
 	}
 	srv, err := dynkv.NewServer(dynkv.Config{Addr: *listen, LogPath: *logPath, Fsync: *fsync, MaxConns: *maxConns, Password: *password, Backing: backing,
-		CommandTimeout: orNegative(*commandTimeout), WriteTimeout: orNegative(*writeTimeout), IdleTimeout: *idleTimeout})
+		CommandTimeout: orNegative(*commandTimeout), WriteTimeout: orNegative(*writeTimeout), IdleTimeout: *idleTimeout,
+		AutoRewritePercentage: autoPercent, AutoRewriteMinSize: max(minSize, 1)}) // a 0 minimum is the Config's default, 1 byte is none
 	if err != nil {
 		if errors.Is(err, dynkv.ErrBadBacking) {
 			return fmt.Errorf("goindex dynkv: %v: %w", err, errUsage)

@@ -23,6 +23,9 @@ import (
 // child process of TestDynkv_KillNineRestartsEqualToATwin).
 const killChildEnv = "GOINDEX_DYNKV_KILL_CHILD"
 
+// killChildMinSizeEnv is the child's --auto-aof-rewrite-min-size.
+const killChildMinSizeEnv = "GOINDEX_DYNKV_KILL_CHILD_MIN_SIZE"
+
 // workload draws random dynkv write commands over a small universe of keys,
 // workers, ranks and block chains, so that conflicts, missing parents,
 // stale tickets, retired ranks, duplicate clears and owner fences all occur.
@@ -204,11 +207,18 @@ func signature(ctx context.Context, c *redis.Client, keys []string) string {
 // write commands (rejected ones included) and compares every reply; at
 // random points it kills the child with SIGKILL, restarts it on its log and
 // compares every observable of the state with the twin's, which never
-// stopped: zero differences allowed. Six rounds run seeds GOINDEX_SEED
-// (default 1) to GOINDEX_SEED+5; a failing round names its seed.
+// stopped: zero differences allowed. The log is rewritten all along: the
+// child starts with a small --auto-aof-rewrite-min-size (a rewrite each time
+// the log doubles), the workload sends SAVE, BGSAVE and BGREWRITEAOF at
+// random points, and after half of those the child is killed at once, so
+// that kills land in the middle of rewrites (a kill that leaves the
+// rewrite's temporary file behind is counted, and logged). Six rounds run
+// seeds GOINDEX_SEED (default 1) to GOINDEX_SEED+5; a failing round names
+// its seed.
 func TestDynkv_KillNineRestartsEqualToATwin(t *testing.T) {
 	if path := os.Getenv(killChildEnv); path != "" {
-		err := runDynkv(context.Background(), []string{"--listen", "127.0.0.1:0", "--log", path}, os.Stdout, os.Stderr)
+		err := runDynkv(context.Background(), []string{"--listen", "127.0.0.1:0", "--log", path,
+			"--auto-aof-rewrite-min-size", os.Getenv(killChildMinSizeEnv)}, os.Stdout, os.Stderr)
 		fmt.Fprintln(os.Stderr, "child:", err)
 		os.Exit(3)
 	}
@@ -224,10 +234,11 @@ func killNineRound(t *testing.T, seed uint64) {
 	logPath := filepath.Join(t.TempDir(), "dynkv.aof")
 	ctx := context.Background()
 	addrLine := regexp.MustCompile(`serving on (\S+)`)
+	minSize := []string{"2kb", "8kb", "32kb"}[seed%3]
 	start := func() (*exec.Cmd, *redis.Client) {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestDynkv_KillNineRestartsEqualToATwin$")
-		cmd.Env = append(os.Environ(), killChildEnv+"="+logPath)
+		cmd.Env = append(os.Environ(), killChildEnv+"="+logPath, killChildMinSizeEnv+"="+minSize)
 		errPipe, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatalf("child stderr: %v", err)
@@ -270,7 +281,22 @@ func killNineRound(t *testing.T, seed uint64) {
 	for len(killAt) < kills {
 		killAt[1+rng.IntN(commands-1)] = true
 	}
-	replyDiffs := 0
+	replyDiffs, rewrites, midRewrite := 0, 0, 0
+	kill := func(when string) {
+		t.Helper()
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatalf("SIGKILL the child: %v", err)
+		}
+		cmd.Wait()
+		child.Close()
+		if _, err := os.Stat(logPath + ".rewrite"); err == nil {
+			midRewrite++
+		}
+		cmd, child = start()
+		if g, wnt := signature(ctx, child, w.keys), signature(ctx, twin, w.keys); g != wnt {
+			t.Fatalf("after SIGKILL %s and restart, state differs from the twin:\n%s", when, firstDiff(g, wnt))
+		}
+	}
 	for i := range commands {
 		read := func(args ...any) []byte {
 			s, _ := child.Do(ctx, args...).Text()
@@ -284,18 +310,23 @@ func killNineRound(t *testing.T, seed uint64) {
 				t.Errorf("command %d %v: child %q %v, twin %q %v", i, args[0], got, gotErr, want, wantErr)
 			}
 		}
-		if killAt[i] {
-			if err := cmd.Process.Kill(); err != nil {
-				t.Fatalf("SIGKILL the child: %v", err)
+		if rng.IntN(60) == 0 {
+			// A rewrite asked for; the twin keeps no log. Half the time
+			// the child is killed at once, while it likely still runs.
+			persist := []string{"SAVE", "BGSAVE", "BGREWRITEAOF"}[rng.IntN(3)]
+			if err := child.Do(ctx, persist).Err(); err != nil && !strings.Contains(err.Error(), "in progress") {
+				t.Fatalf("command %d %s: %v", i, persist, err)
 			}
-			cmd.Wait()
-			child.Close()
-			cmd, child = start()
-			if g, wnt := signature(ctx, child, w.keys), signature(ctx, twin, w.keys); g != wnt {
-				t.Fatalf("after SIGKILL at command %d and restart, state differs from the twin:\n%s", i, firstDiff(g, wnt))
+			rewrites++
+			if rng.IntN(2) == 0 {
+				kill(fmt.Sprintf("right after %s at command %d", persist, i))
 			}
 		}
+		if killAt[i] {
+			kill(fmt.Sprintf("at command %d", i))
+		}
 	}
+	t.Logf("%d rewrites asked for (and automatic ones, min size %s); %d kills found a rewrite's temporary file", rewrites, minSize, midRewrite)
 	if g, wnt := signature(ctx, child, w.keys), signature(ctx, twin, w.keys); g != wnt {
 		t.Errorf("at the end, state differs from the twin:\n%s", firstDiff(g, wnt))
 	}

@@ -28,7 +28,8 @@ func TestDynkv_HelpListsWhatIsNotImplemented(t *testing.T) {
 	for _, want := range []string{"DYNKV.APPLY_OWNED_AT",
 		"DYNKV.ADMIT_APPLY", "DYNKV.WORKER_LEASE_APPLY", "DYNKV.GC_APPLY", "DYNKV.RESTORE", "DYNKV.GC ",
 		"WAIT", "Replication is out of scope",
-		"--command-timeout", "--write-timeout", "--idle-timeout"} {
+		"--command-timeout", "--write-timeout", "--idle-timeout",
+		"--auto-aof-rewrite-percentage", "--auto-aof-rewrite-min-size", "BGREWRITEAOF", "SAVE"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("goindex dynkv --help does not mention %q", want)
 		}
@@ -36,6 +37,22 @@ func TestDynkv_HelpListsWhatIsNotImplemented(t *testing.T) {
 	for _, name := range dynkv.CommandNames() {
 		if !dynkv.IsCommand(name) {
 			t.Errorf("CommandNames lists %s, IsCommand denies it", name)
+		}
+	}
+}
+
+// TestDynkv_RejectsBadRewriteFlags: the automatic rewrite's flags are
+// checked before anything starts.
+func TestDynkv_RejectsBadRewriteFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--auto-aof-rewrite-min-size", "12xb"},
+		{"--auto-aof-rewrite-min-size", "-5"},
+		{"--auto-aof-rewrite-percentage", "-1"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := dispatch(context.Background(), append([]string{"dynkv", "--listen", "127.0.0.1:0"}, args...), &stdout, &stderr)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("goindex dynkv %v: %v, want a usage error", args, err)
 		}
 	}
 }
