@@ -399,3 +399,29 @@ func byMember(a, b kv.Overlap) int {
 	}
 	return cmp.Compare(a.Member.Rank, b.Member.Rank)
 }
+
+// goindex_remove of hashes never inserted is GOINDEX_ENOTFOUND in both
+// event modes, as include/goindex.h promises (ckf mode used to say OK), and
+// the known ones of a mixed removal are removed.
+func TestRemove_UnknownHashesAreENOTFOUNDInEveryMode(t *testing.T) {
+	for _, cfg := range []string{`{}`, `{"mode":"ckf","lanes":4,"expected_blocks_per_lane":64}`} {
+		h := openT(t, cfg)
+		locals := []uint64{1, 2, 3}
+		ext := chainOf(locals)
+		if rc := store(h, 7, nil, locals); rc != 0 {
+			t.Fatalf("%s: store = %d: %s", cfg, rc, lastError(h))
+		}
+		if rc := goindex_remove(h, 7, 0, 1, u64p([]uint64{0xdead}), 1); rc != code(radix.ErrBlockNotFound) {
+			t.Errorf("%s: remove of a hash never inserted = %d, want GOINDEX_ENOTFOUND", cfg, rc)
+		}
+		if rc := goindex_remove(h, 8, 0, 2, u64p([]uint64{ext[0]}), 1); rc != code(radix.ErrBlockNotFound) {
+			t.Errorf("%s: remove for a member that holds nothing = %d, want GOINDEX_ENOTFOUND", cfg, rc)
+		}
+		if rc := goindex_remove(h, 7, 0, 3, u64p([]uint64{ext[2], 0xbeef}), 2); rc != code(radix.ErrBlockNotFound) {
+			t.Errorf("%s: mixed removal = %d, want GOINDEX_ENOTFOUND", cfg, rc)
+		}
+		if got := probe(t, h, locals); got != "7/0=2" {
+			t.Errorf("%s: probe after the mixed removal = %q, want 7/0=2 (the known block removed)", cfg, got)
+		}
+	}
+}

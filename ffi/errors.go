@@ -64,6 +64,7 @@ var codes = []struct {
 	{radix.ErrConflictingBlock, C.GOINDEX_ESEQUENCE},
 	{ckf.ErrInvalidBlockSequence, C.GOINDEX_ESEQUENCE},
 	{radix.ErrBlockNotFound, C.GOINDEX_ENOTFOUND},
+	{ckfindex.ErrBlockNotFound, C.GOINDEX_ENOTFOUND},
 	{ckf.ErrCapacityExhausted, C.GOINDEX_ECAPACITY},
 	{ckfindex.ErrNoFreeLane, C.GOINDEX_ECAPACITY},
 	{radix.ErrCapacity, C.GOINDEX_ECAPACITY},

@@ -309,8 +309,9 @@ int goindex_insert_tokens(uint64_t handle, uint64_t worker_id, uint32_t dp_rank,
  * of that block unreachable (Dynamo's semantics).
  * Threading, Ownership: as goindex_insert.
  * Returns: GOINDEX_OK; GOINDEX_EINVAL; GOINDEX_ETOOBIG; GOINDEX_EHANDLE;
- * GOINDEX_EMODE; GOINDEX_ENOTFOUND (unknown hashes skipped, known ones
- * removed); GOINDEX_EINTERNAL. */
+ * GOINDEX_EMODE; GOINDEX_ENOTFOUND (in exact and ckf modes alike: some
+ * hashes were not the member's, or the member holds nothing; unknown
+ * hashes skipped, known ones removed); GOINDEX_EINTERNAL. */
 int goindex_remove(uint64_t handle, uint64_t worker_id, uint32_t dp_rank, uint64_t event_id,
                    goindex_in_u64* external_hashes, size_t n);
 

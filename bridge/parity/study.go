@@ -156,6 +156,10 @@ func (s *Study) Apply(ev *kv.Event) error {
 		h.clear()
 	}
 	err := s.lossy.Apply(ev)
+	var cre *ckfindex.RemoveError
+	if errors.As(err, &cre) {
+		err = nil // unknown removals skipped, as the exact side's; no rejection
+	}
 	capacity := ckfindex.IsCapacity(err)
 	switch {
 	case errors.Is(err, ckfindex.ErrNoFreeLane):

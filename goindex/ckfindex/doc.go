@@ -22,7 +22,10 @@
 // back when it holds no blocks any more (after removals, a clear or a member
 // removal), so Config.Lanes bounds concurrent members, not members over the
 // index's lifetime. A stored event for a new member when every lane is taken
-// fails with ErrNoFreeLane and changes nothing.
+// fails with ErrNoFreeLane and changes nothing. A removal naming blocks the
+// member does not hold (or a member that holds none) removes the known ones
+// and returns a *RemoveError wrapping ErrBlockNotFound, as the radix tree
+// reports it, so both modes of the C ABI answer GOINDEX_ENOTFOUND.
 //
 // Concurrency. Mutations (Apply, RemoveMember, RemoveWorker) are serialized
 // by an internal mutex. Match and Stats may run from any number of
@@ -34,7 +37,7 @@
 // Files:
 //   - index.go: Config, Index, New, Apply, RemoveMember, RemoveWorker, Stats.
 //   - match.go: Match and its per-goroutine scratch.
-//   - errors.go: sentinels.
+//   - errors.go: sentinels and RemoveError.
 //
 // Tests run the differential harness (40 seeds × 2000 steps by default) in
 // serial, concurrent-readers and lane-pool modes with overcounts reported,
@@ -46,6 +49,6 @@
 // of spec §7's expectation for the lanes' actual slot occupancy α; and, with
 // 64 buckets per member, that probes of never-stored hashes hit at
 // 1 − (1 − 1/65535)^(8α) per lane within a margin a filter with twice that
-// rate fails. Unit tests cover lane reuse, capacity omissions, clear scopes
-// and zero-allocation Match.
+// rate fails. Unit tests cover lane reuse, capacity omissions, clear scopes,
+// removals of unknown blocks and zero-allocation Match.
 package ckfindex

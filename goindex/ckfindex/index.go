@@ -109,7 +109,9 @@ func New(cfg Config) (*Index, error) {
 func (x *Index) Format() *ckf.Format { return x.format }
 
 // Apply applies one event of one member. A Cleared event with ClearWorker
-// scope drops every rank of the worker.
+// scope drops every rank of the worker. A removal that names blocks the
+// member does not hold removes the known ones and returns a *RemoveError
+// (ErrBlockNotFound), as the radix tree does.
 func (x *Index) Apply(ev *kv.Event) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -130,15 +132,25 @@ func (x *Index) applyLocked(ev *kv.Event) error {
 	lane, ok := x.byMember[ev.Member]
 	if !ok {
 		if ev.Kind != kv.Stored {
-			return ev.Validate() // nothing held: a removal or clear changes nothing
+			// Nothing held: a removal or clear changes nothing, and a
+			// removal's blocks are all unknown.
+			if err := ev.Validate(); err != nil || ev.Kind != kv.Removed || len(ev.Removed) == 0 {
+				return err
+			}
+			return &RemoveError{Member: ev.Member, EventID: ev.EventID, Missing: len(ev.Removed)}
 		}
 		var err error
 		if lane, err = x.assign(ev.Member); err != nil {
 			return err
 		}
 	}
-	_, err := x.producers[lane].Apply(ev)
+	p := x.producers[lane]
+	unknown := p.Stats().UnknownRemovals
+	_, err := p.Apply(ev)
 	x.publish(lane)
+	if n := int(p.Stats().UnknownRemovals - unknown); err == nil && n > 0 {
+		err = &RemoveError{Member: ev.Member, EventID: ev.EventID, Missing: n, Removed: len(ev.Removed) - n}
+	}
 	return err
 }
 

@@ -68,9 +68,33 @@ func TestIndex_NoFreeLaneChangesNothing(t *testing.T) {
 	if got := x.Match(nil, []uint64{1}); len(got) != 1 || got[0].Member != a {
 		t.Errorf("Match = %+v, want only member a", got)
 	}
-	// A removal for a member that holds nothing is a no-op, not an error.
-	if err := x.Apply(&kv.Event{Member: b, Kind: kv.Removed, Removed: []uint64{1}}); err != nil {
-		t.Errorf("remove for an unknown member: %v", err)
+	// A removal for a member that holds nothing changes nothing and says
+	// its blocks were unknown, as the radix tree does.
+	var re *RemoveError
+	if err := x.Apply(&kv.Event{Member: b, Kind: kv.Removed, Removed: []uint64{1}}); !errors.As(err, &re) || re.Missing != 1 || re.Removed != 0 {
+		t.Errorf("remove for an unknown member = %v, want a RemoveError of 1 unknown block", err)
+	}
+}
+
+// A removal naming blocks the member never stored removes the known ones
+// and returns ErrBlockNotFound with the counts; one of known blocks only
+// returns nil.
+func TestIndex_RemovalOfUnknownBlocksIsErrBlockNotFound(t *testing.T) {
+	x := mustNew(t, Config{Lanes: 2, ExpectedBlocksPerLane: 64})
+	a := kv.Member{Worker: 1}
+	if err := x.Apply(store(a, 1, 2, 3)); err != nil {
+		t.Fatal(err)
+	}
+	err := x.Apply(&kv.Event{Member: a, Kind: kv.Removed, Removed: []uint64{kv.AppendChain(nil, false, 0, []uint64{1, 2, 3})[2], 99}})
+	var re *RemoveError
+	if !errors.Is(err, ErrBlockNotFound) || !errors.As(err, &re) || re.Missing != 1 || re.Removed != 1 || re.Member != a {
+		t.Errorf("remove [block 3, 99] = %v, want ErrBlockNotFound with 1 unknown and 1 removed", err)
+	}
+	if d := depthOf(x, a, 1, 2, 3); d != 2 {
+		t.Errorf("depth after removing block 3 = %d, want 2 (the known block was removed)", d)
+	}
+	if err := x.Apply(&kv.Event{Member: a, Kind: kv.Removed, Removed: []uint64{kv.AppendChain(nil, false, 0, []uint64{1, 2, 3})[1]}}); err != nil {
+		t.Errorf("remove of a held block = %v, want nil", err)
 	}
 }
 
