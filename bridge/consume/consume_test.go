@@ -487,10 +487,11 @@ func TestConsumer_RebuildsADamagedReplicaFile(t *testing.T) {
 	}
 }
 
-// Bytes written over a lane's buckets behind the consumer's back are found
-// by its verification, which resyncs the lane from its relay's snapshot:
-// the lane converges back to the producer's words (also in readers'
-// integrity checks), and its status counts the failure.
+// Bytes written over a lane's buckets and over the ready mask behind the
+// consumer's back are found by its verification: the mask is restored and
+// the lane resynced from its relay's snapshot, converging back to the
+// producer's words (also in readers' integrity checks), and its status
+// counts both failures.
 func TestConsumer_CorruptLaneIsResyncedFromASnapshot(t *testing.T) {
 	seed := relaytest.Seed(t, 14)
 	_, nc := natstest.Start(t)
@@ -521,14 +522,19 @@ func TestConsumer_CorruptLaneIsResyncedFromASnapshot(t *testing.T) {
 			flipped++
 		}
 	}
+	// And junk over the ready mask (no sum covers it): the lane loses its
+	// bit, which the consumer restores.
+	if _, err := f.WriteAt(make([]byte, 8), int64(info.HeaderBytes)); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	if flipped == 0 {
 		t.Fatal("the lane holds no words to damage")
 	}
 	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
 		st := c.Status()[0]
-		if st.IntegrityFailures == 0 || st.Snapshots < 2 {
-			return fmt.Errorf("status %+v: want an integrity failure and a second snapshot", st)
+		if st.IntegrityFailures < 2 || st.Snapshots < 2 {
+			return fmt.Errorf("status %+v: want the mask's and the words' integrity failures and a second snapshot", st)
 		}
 		if err := converged(ctx, r, 0, d); err != nil {
 			return err

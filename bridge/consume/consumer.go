@@ -234,10 +234,18 @@ func (c *Consumer) check() error {
 // millisecond of one core per tick (shm's BenchmarkVerify: about 2 GiB/s).
 const verifyBytes = 1 << 20
 
-// verify checks the next segments of every ready lane of the file against
-// the sums the writer kept (shm.Writer.VerifySegment), about verifyBytes of
-// them, and resyncs each lane found damaged.
+// verify restores the file's ready mask if it was damaged
+// (shm.Writer.RepairReady: no sum covers it), checks the next segments of
+// every ready lane of the file against the sums the writer kept
+// (shm.Writer.VerifySegment), about verifyBytes of them, and resyncs each
+// lane found damaged.
 func (c *Consumer) verify() {
+	if wrong := c.w.RepairReady(); wrong != 0 {
+		c.cfg.Logger.Error("the replica file's ready mask was damaged; restored", "path", c.cfg.Path, "lanes", fmt.Sprintf("%#x", wrong))
+		for m := wrong; m != 0; m &= m - 1 {
+			c.lanes[bits.TrailingZeros64(m)].count(func(st *LaneStatus) { st.IntegrityFailures++ })
+		}
+	}
 	k := c.w.Segments()
 	n := max(1, min(k, int(verifyBytes/(c.w.Info().RegionBytes/uint64(k)+1))))
 	var bad uint64

@@ -40,7 +40,12 @@
 // relay's stored snapshot; routers follow the new generation. Every write
 // to the mapping is fault-guarded (shm), so a truncation under a lane is a
 // lost write, never a crash. A path that names another consumer's live
-// replica is left to it (logged once) rather than fought over.
+// replica is left to it (logged once) rather than fought over. Bytes
+// written into the file behind the consumer's back are found too: every
+// tick it restores a damaged ready mask (shm.Writer.RepairReady) and
+// verifies about 1 MiB of the lanes against the sums it keeps
+// (shm.Writer.VerifySegment), resyncing a damaged lane from its relay's
+// snapshot (LaneStatus.IntegrityFailures counts both).
 //
 // Each lane's status counts what it received by frame type (log frames,
 // stored snapshot chunks, load reports), its pending log messages (the
@@ -98,6 +103,8 @@
 // replica file; that a consumer starts over a damaged file and rebuilds
 // its file after each of truncation, growth, a scribbled header, removal
 // and replacement by garbage, converging again with RTTs and load carried
-// over; and that bad configs and missing relays are refused. The end-to-end suite (tests/e2e) adds WAN latency,
-// relay and NATS restarts, cold restarts and slow consumers.
+// over; that a lane whose words and ready bit were overwritten in the file
+// is restored, resynced and converges back; and that bad configs and
+// missing relays are refused. The end-to-end suite (tests/e2e) adds WAN
+// latency, relay and NATS restarts, cold restarts and slow consumers.
 package consume

@@ -152,9 +152,12 @@
 // private copy (which it publishes again when the file's copy was
 // damaged). A lane's version word, odd while its writer stores, tells a
 // verifier when it raced the writer (busy: try again); probes never read
-// it, so the probe path is unchanged. Who verifies: goindex/follow on
-// attach and in the background, leaving failed lanes out of searches until
-// healed; the consumer every tick, resyncing failed lanes from a snapshot.
+// it, so the probe path is unchanged. The ready mask is no lane's word and
+// no sum covers it: the Writer keeps its own copy (set through Lanes) and
+// RepairReady writes it back when the file's was damaged. Who verifies:
+// goindex/follow on attach and in the background, leaving failed lanes out
+// of searches until healed; the consumer every tick, restoring the mask
+// and resyncing failed lanes from a snapshot.
 //
 // Non-goals: no locking against two writers of one path (the consumer owns
 // its path), no persistence across reboots (tmpfs), no in-place resize, no
@@ -192,7 +195,8 @@
 // random bytes over the region are found in exactly the lanes they changed
 // and healed by a whole snapshot, that scribbled sums are republished by
 // the writer, that a verifier racing the writers sees no false damage and
-// a version left odd is taken over; and that this file map matches the
+// a version left odd is taken over, that RepairReady restores a damaged
+// ready mask; and that this file map matches the
 // directory. BenchmarkVerify, BenchmarkApply and BenchmarkInstall time
 // verification and the writer's cost.
 package shm

@@ -254,3 +254,32 @@ func TestIntegrity_AbandonedSnapshotIsSummedAnew(t *testing.T) {
 		}
 	}
 }
+
+// Junk over the region's header line (the ready mask, which no lane's sums
+// cover) is undone by the writer's RepairReady: lanes that lost their bit
+// get it back, a lane that is not ready loses the one it gained.
+func TestWriter_RepairReadyRestoresTheMask(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replica")
+	w := filled(t, path, 4, 64)
+	w.Table().ClearReady(3)
+	r := attach(t, path)
+	if got := w.RepairReady(); got != 0 || r.Ready() != 0b0111 {
+		t.Fatalf("before the damage: RepairReady() = %#x, Ready() = %#x; want 0 and 0b0111", got, r.Ready())
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := make([]byte, 8)
+	junk[0] = 0b1010 // lanes 1 and 3: 0 and 2 lose their bit, 3 gains one
+	if _, err := f.WriteAt(junk, int64(r.Info().HeaderBytes)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if got := w.RepairReady(); got != 0b1101 || r.Ready() != 0b0111 {
+		t.Errorf("after the damage: RepairReady() = %#b, Ready() = %#b; want lanes 0, 2, 3 wrong and 0b0111 restored", got, r.Ready())
+	}
+	if got := w.RepairReady(); got != 0 {
+		t.Errorf("a second RepairReady() = %#b, want 0", got)
+	}
+}

@@ -99,6 +99,7 @@ func (l *Lanes) SetReady(lane int) {
 	if l.w.seal != nil && uint(lane) < uint(l.t.Lanes()) {
 		l.w.sealFresh(lane)
 	}
+	l.w.ready.Or(1 << uint(lane))
 	l.t.SetReady(lane)
 }
 
@@ -107,6 +108,7 @@ func (l *Lanes) ClearReady(lane int) {
 	if l.guarded() {
 		defer l.w.m.guard(debug.SetPanicOnFault(true), nil)
 	}
+	l.w.ready.And(^(1 << uint(lane)))
 	l.t.ClearReady(lane)
 }
 
@@ -123,10 +125,9 @@ func (l *Lanes) Install(lane int, snapshot []uint64) (err error) {
 		return fmt.Errorf("%w: lane %d snapshot has %d words, want %d", replica.ErrSnapshotSize, lane, len(snapshot), l.t.Buckets())
 	}
 	defer l.w.m.guard(debug.SetPanicOnFault(true), &err)
-	l.t.ClearReady(lane)
+	l.ClearReady(lane)
 	l.w.storeChunk(lane, 0, snapshot)
-	l.w.sealFresh(lane)
-	l.t.SetReady(lane)
+	l.SetReady(lane)
 	return nil
 }
 
@@ -140,7 +141,7 @@ func (l *Lanes) Clear(lane int) (err error) {
 		return fmt.Errorf("%w: lane %d, table has %d", replica.ErrBadLane, lane, l.t.Lanes())
 	}
 	defer l.w.m.guard(debug.SetPanicOnFault(true), &err)
-	l.t.ClearReady(lane)
+	l.ClearReady(lane)
 	l.w.store(lane, 0, make([]uint64, l.t.Buckets()), nil)
 	return nil
 }

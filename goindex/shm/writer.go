@@ -25,6 +25,9 @@ type Writer struct {
 	m        *mapping
 	replaced error    // why the file Create replaced was unusable
 	seal     *sealing // the lanes' integrity sums; nil for an in-memory image
+	// ready is the ready mask as the lanes' writers set it (Lanes), which
+	// RepairReady restores when the file's copy was damaged.
+	ready atomic.Uint64
 }
 
 // Create writes a new replica file for l at path and maps it read-write:
@@ -125,6 +128,25 @@ func previous(path string) (prev *mapping, generation uint64, damage, err error)
 	}
 	f.Close()
 	return nil, generation, damage, nil
+}
+
+// RepairReady compares the file's ready mask with the one the lanes'
+// writers set through Lanes and, when bytes written behind the writer's
+// back changed it, writes the right one back (unless a lane's writer
+// changed it meanwhile: the next call will). It returns the lanes whose bit
+// was wrong. The segment sums do not cover the mask (it is no lane's
+// word); this does, for the writer. An in-memory image always passes.
+func (w *Writer) RepairReady() (wrong uint64) {
+	if w.m.memory {
+		return 0
+	}
+	defer w.m.guard(debug.SetPanicOnFault(true), nil)
+	word := &w.m.words[w.m.hdr.headerBytes/8] // the region's ready word
+	want, got := w.ready.Load(), atomic.LoadUint64(word)
+	if want == got || !atomic.CompareAndSwapUint64(word, got, want) {
+		return 0
+	}
+	return want ^ got
 }
 
 // Replaced returns why the file Create replaced was not a valid replica
