@@ -499,11 +499,11 @@ func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
 	}
 	tw.Flush()
 	checks := 0
-	if len(rep.Results) > 0 {
-		checks = rep.Results[0].CKF.LaneChecks
+	for _, r := range rep.Results {
+		checks = max(checks, r.CKF.LaneChecks)
 	}
 	fmt.Fprintf(w, "\nworkers/DCs: the capacity each policy ran on (%d KV blocks per worker); single-dc is one DC at %s holding the grid's workers, single-dc-slice one DC's own share. WAN hops: requests served outside their client's site.\n", c.KVBlocksPerWorker, rep.SingleDCSite)
-	fmt.Fprintf(w, "CKF over/under: probe depth above/below the exact depth of the lane's delivered state, of %d lane checks per policy; every lane converged to its producer's bytes.\n", checks)
+	fmt.Fprintf(w, "CKF over/under: probe depth above/below the exact depth of the lane's delivered state, of up to %d lane checks per policy (every ready lane of the deciding router at every decision); every lane converged to its producer's bytes.\n", checks)
 	fmt.Fprintf(w, "≠exact: decisions a prefix-aware policy would have made differently with every DC's exact, current depth; ≠ckf: with each lane's exact depth of its delivered state (the CKF's own effect).\n")
 	fmt.Fprintf(w, "ideal (infinite shared cache, no queue, no RTT): TTFT p50 %.0f, p95 %.0f, p99 %.0f ms, hit rate %.1f%%\n",
 		rep.Ideal.TTFTp50Ms, rep.Ideal.TTFTp95Ms, rep.Ideal.TTFTp99Ms, 100*rep.Ideal.HitRate)
