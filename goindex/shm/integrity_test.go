@@ -272,6 +272,7 @@ func TestWriter_RepairReadyRestoresTheMask(t *testing.T) {
 	}
 	junk := make([]byte, 8)
 	junk[0] = 0b1010 // lanes 1 and 3: 0 and 2 lose their bit, 3 gains one
+	junk[7] = 0xff   // and bits past the last lane
 	if _, err := f.WriteAt(junk, int64(r.Info().HeaderBytes)); err != nil {
 		t.Fatal(err)
 	}

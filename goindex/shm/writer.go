@@ -134,7 +134,7 @@ func previous(path string) (prev *mapping, generation uint64, damage, err error)
 // writers set through Lanes and, when bytes written behind the writer's
 // back changed it, writes the right one back (unless a lane's writer
 // changed it meanwhile: the next call will). It returns the lanes whose bit
-// was wrong. The segment sums do not cover the mask (it is no lane's
+// was wrong (bits past the last lane are cleared and not returned). The segment sums do not cover the mask (it is no lane's
 // word); this does, for the writer. An in-memory image always passes.
 func (w *Writer) RepairReady() (wrong uint64) {
 	if w.m.memory {
@@ -146,7 +146,8 @@ func (w *Writer) RepairReady() (wrong uint64) {
 	if want == got || !atomic.CompareAndSwapUint64(word, got, want) {
 		return 0
 	}
-	return want ^ got
+	// Junk may have set bits past the last lane too: cleared, not named.
+	return (want ^ got) & (^uint64(0) >> (64 - w.m.hdr.lanes))
 }
 
 // Replaced returns why the file Create replaced was not a valid replica
