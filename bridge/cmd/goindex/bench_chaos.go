@@ -35,7 +35,7 @@ Faults (--faults: comma-separated names, "default" or "all"):
   frontend-down   a DC's frontend refuses connections for --hold
   truncate-replica, grow-replica, replace-replica, corrupt-replica
                   the replica file changed under every process mapping it
-"default" is every fault the system survives today.
+"default" is every fault the system survives today (at present, all).
 
 Promises checked (each break is listed and the command fails): no process
 exits other than the one killed; no request fails while the router is up
