@@ -16,7 +16,8 @@
 //     one interleaved run, the ratios chunked / other, the chunked scan on
 //     huge and on 4 KiB pages, ingest rates and memory per block.
 //   - Relay (RelayConfig, RelayReport): DC relays and a consumer over an
-//     embedded NATS server: cold resync time and wire bytes per block,
+//     embedded NATS server: cold resync time, its CPU time and optionally
+//     its CPU profile (RelayConfig.ResyncProfile), wire bytes per block,
 //     snapshot encodings, steady delta rates, event → replica latency and
 //     the consumer's delta apply.
 //
