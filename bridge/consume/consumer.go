@@ -11,15 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/goindex/goindex/bridge/kvrelay"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/shm"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // touchEvery is how often the consumer refreshes the replica file's writer
@@ -331,25 +327,4 @@ func (c *Consumer) Writer() *shm.Writer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.w
-}
-
-// followUpstream runs lane i from a Dynamo Pool Relay at addr until ctx
-// ends (hook for bridge/kvrelay; the lane's NATS runner does not start).
-func (c *Consumer) followUpstream(ctx context.Context, wg *sync.WaitGroup, i int, dc relayproto.DCID, addr string) error {
-	lane, err := kvrelay.NewReplicaLane(c.w, i)
-	if err != nil {
-		return err
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return fmt.Errorf("consume: upstream relay of DC %d at %s: %w", dc, addr, err)
-	}
-	cfg := kvrelay.FollowConfig{SubscriberID: fmt.Sprintf("goindex-consume-%x-%d", c.cfg.Instance, dc), DCID: uint64(dc),
-		Lane: lane, Retry: c.cfg.RetryEvery, OnLoad: lane.RecordLoad}
-	wg.Go(func() {
-		defer conn.Close()
-		err := kvrelay.Follow(ctx, conn, cfg)
-		c.cfg.Logger.Info("upstream relay lane ended", "dc", dc, "relay", addr, "err", err)
-	})
-	return nil
 }

@@ -47,6 +47,14 @@
 // (shm.Writer.VerifySegment), resyncing a damaged lane from its relay's
 // snapshot (LaneStatus.IntegrityFailures counts both).
 //
+// A DC of Config.Upstream is followed from a Dynamo Pool Relay instead
+// (bridge/kvrelay.Follow over dynamo.kvrelay.v1): its words and lane record
+// are written by a kvrelay.ReplicaLane, and its status reads as a native
+// lane's: state, incarnation, installed and latest sequences (a heartbeat
+// names the relay's), snapshots, deltas, frames by kind, faults, resyncs,
+// load windows as load reports, and the RTT of the contract's GetRelayInfo
+// every PingEvery (heartbeats are one-way, stamped by the relay's clock).
+//
 // Each lane's status counts what it received by frame type (log frames,
 // stored snapshot chunks, load reports), its pending log messages (the
 // lag JetStream reports) and its catch-ups (subscriptions that started
@@ -87,6 +95,7 @@
 //   - consumer.go: Consumer: New (resolve, replica file, lanes), Run (epochs, file checks, rebuilds), Status.
 //   - discover.go: discovery, ping, resolving the DC list and format.
 //   - lane.go: a lane's ingestor (sync, install, follow, apply), prober and load record.
+//   - upstream.go: a lane followed from a Dynamo Pool Relay, its status, RTT and load.
 //   - errors.go: sentinels and SyncError.
 //
 // # Tests
@@ -104,7 +113,10 @@
 // its file after each of truncation, growth, a scribbled header, removal
 // and replacement by garbage, converging again with RTTs and load carried
 // over; that a lane whose words and ready bit were overwritten in the file
-// is restored, resynced and converges back; and that bad configs and
-// missing relays are refused. The end-to-end suite (tests/e2e) adds WAN
-// latency, relay and NATS restarts, cold restarts and slow consumers.
+// is restored, resynced and converges back; that a lane followed from a
+// Pool Relay holds its pool's words and shows state, sequences, frames,
+// RTT and load like a native lane, and is left idle when the consumer
+// stops; and that bad configs and missing relays are refused. The
+// end-to-end suite (tests/e2e) adds WAN latency, relay and NATS restarts,
+// cold restarts and slow consumers.
 package consume

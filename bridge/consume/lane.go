@@ -452,11 +452,7 @@ func (l *laneRunner) probe(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		if _, rtt, err := ping(ctx, cfg.Conn, l.names, cfg.RequestTimeout); err == nil {
-			now := time.Now()
-			l.c.w.SetRTT(l.index, rtt, now)
-			l.mu.Lock()
-			l.lastRTT, l.rttAt = rtt, now
-			l.mu.Unlock()
+			l.recordRTT(rtt, time.Now())
 		}
 		select {
 		case <-ctx.Done():
@@ -464,6 +460,15 @@ func (l *laneRunner) probe(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// recordRTT keeps a round trip measured at now and writes it to the
+// replica file's record.
+func (l *laneRunner) recordRTT(rtt time.Duration, now time.Time) {
+	l.c.w.SetRTT(l.index, rtt, now)
+	l.mu.Lock()
+	l.lastRTT, l.rttAt = rtt, now
+	l.mu.Unlock()
 }
 
 // loadLast reads the relay's last load report from its state bucket, so a

@@ -31,16 +31,19 @@ func (u *upstreamPool) Catalog() (uint64, []*kvrelay.Pool, <-chan struct{}) {
 }
 
 func (u *upstreamPool) Follow(ctx context.Context, _ *pb.ProducerIdentity) (<-chan kvrelay.Update, error) {
-	ch := make(chan kvrelay.Update, 2)
+	ch := make(chan kvrelay.Update, 3)
 	before := slices.Clone(u.words)
 	before[5] = 0
 	ch <- kvrelay.Update{Kind: kvrelay.Snapshot, Sequence: 4, Words: before}
 	ch <- kvrelay.Update{Kind: kvrelay.Delta, Base: 4, Sequence: 5, Images: []cbi1.Image{{Bucket: 5, Word: u.words[5]}}}
+	ch <- kvrelay.Update{Kind: kvrelay.Heartbeat, Sequence: 5}
 	go func() { <-ctx.Done(); close(ch) }()
 	return ch, nil
 }
 
-func (u *upstreamPool) Loads() []*kvrelay.Load { return nil }
+func (u *upstreamPool) Loads() []*kvrelay.Load {
+	return []*kvrelay.Load{{Producer: u.producer, KvUsedBlocks: 30, TotalKvBlocks: 300, KvObservedRanks: 3, KvExpectedRanks: 3}}
+}
 
 // A consumer given --upstream-relays follows that DC's lane from a Dynamo
 // Pool Relay over dynamo.kvrelay.v1 into its replica file: the router's
@@ -55,7 +58,8 @@ func TestConsumer_FollowsAnUpstreamPoolRelay(t *testing.T) {
 	for i := range buckets {
 		pool.words = append(pool.words, uint64(i)*0x1_0001_0001_0001+1)
 	}
-	srv, err := kvrelay.NewServer(kvrelay.ServerConfig{Relay: &pb.RelayIdentity{RelayIncarnation: 1}, Source: pool})
+	srv, err := kvrelay.NewServer(kvrelay.ServerConfig{Relay: &pb.RelayIdentity{RelayIncarnation: 1}, Source: pool,
+		LoadInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,13 +76,19 @@ func TestConsumer_FollowsAnUpstreamPoolRelay(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.replica")
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := New(ctx, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{3}, Seed: seed, Buckets: buckets, Path: path,
-		RetryEvery: 10 * time.Millisecond, Upstream: map[relayproto.DCID]string{3: ln.Addr().String()}})
+		RetryEvery: 10 * time.Millisecond, PingEvery: 10 * time.Millisecond, Upstream: map[relayproto.DCID]string{3: ln.Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	})
 	r, err := shm.Attach(path)
 	if err != nil {
 		t.Fatal(err)
@@ -92,8 +102,38 @@ func TestConsumer_FollowsAnUpstreamPoolRelay(t *testing.T) {
 			t.Fatalf("the upstream pool never reached the replica: ready %b, installed %d", r.Ready(), r.Lane(0).Installed)
 		}
 	}
+	// The lane's status reads as a native lane's: state, incarnation,
+	// sequences, frames by kind, RTT and load.
+	var st LaneStatus
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		st = c.Status()[0]
+		if st.RTT > 0 && st.Load != nil && st.FramesReceived[relayproto.FrameHeartbeat.String()] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream lane's status never showed an RTT, a load report and a heartbeat: %+v", st)
+		}
+	}
+	if st.State != relayproto.StateReady.String() || st.Incarnation != 2 || st.Installed != 5 || st.Latest != 5 || st.Lag != 0 ||
+		st.Snapshots != 1 || st.Deltas != 1 || st.FramesReceived[relayproto.FrameSnapshot.String()] == 0 ||
+		st.FramesReceived[relayproto.FrameDelta.String()] != 1 || st.Load.CapacityBlocks != 300 || st.Load.ActiveDecodeBlocks != 30 ||
+		st.Load.LiveWorkers != 3 || st.FramesReceived[relayproto.FrameLoadReport.String()] == 0 {
+		t.Errorf("upstream lane status %+v (load %+v): want READY of incarnation 2 at 5, lag 0, 1 snapshot, 1 delta, "+
+			"frames of each kind, load 30 of 300 blocks over 3 workers", st, *st.Load)
+	}
+	if info := r.Lane(0); info.RTT <= 0 || info.Load.CapacityBlocks != 300 {
+		t.Errorf("the replica's lane record has RTT %v, capacity %d; want the status's", info.RTT, info.Load.CapacityBlocks)
+	}
 	if _, err := New(ctx, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{3}, Seed: seed, Buckets: buckets, Path: path + "2",
 		Upstream: map[relayproto.DCID]string{4: "x:1"}}); err == nil {
 		t.Error("New accepted an upstream DC outside DCs")
+	}
+	stopped = true
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if st := c.Status()[0]; st.State != relayproto.StateIdle.String() || r.Ready() != 0 {
+		t.Errorf("after Run: lane %s, ready %b; want IDLE and no ready bit", st.State, r.Ready())
 	}
 }

@@ -27,7 +27,10 @@
 // ahead of it), a frame of another producer or format, a CBI1 error, a
 // broken stream or a new producer generation retires the lane and starts
 // over from a snapshot; other lanes are untouched (spec §5.3's rule: a
-// fault is local to its lane).
+// fault is local to its lane). Optional hooks see every FilterUpdate
+// (OnUpdate), the load windows (OnLoad) and the round trip of a
+// GetRelayInfo every PingEvery (OnRTT); every goroutine of a session, and
+// so every Lane call and hook, has returned when Follow does.
 //
 // # Serving goindex's relay
 //
@@ -65,7 +68,7 @@
 // protocol version, and every stream rule one frame at a time. Over
 // goindex's own relay (embedded NATS, real events) a followed lane ends
 // byte-identical to the relay's words and sequence through deltas, a gap
-// (sequences burned after an uncertain publish), and a restart on the same
+// (sequences burned after an uncertain publish), and a restart behind the same
 // address; a raw subscriber sees chunks, then contiguous deltas and
 // heartbeats, and upstream-valid identities; a subscriber that does not
 // read ends SUBSCRIBER_LAGGED. tests/kvrelay checks a `goindex relay

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -33,6 +34,14 @@ type FollowConfig struct {
 	Retry        time.Duration // optional; default: 1s between attempts
 	// OnLoad receives the followed pool's entry of every load window.
 	OnLoad func(*Load) // optional; default: the load stream is not read
+	// OnUpdate sees every FilterUpdate the pool stream delivers, before
+	// the stream rules judge it (a consumer's frame counters).
+	OnUpdate func(*pb.FilterUpdate) // optional
+	// OnRTT receives the round trip of a GetRelayInfo call, timed every
+	// PingEvery while a session runs (the contract's cheapest exchange;
+	// heartbeats are one-way and their send_ts_us is the relay's clock).
+	OnRTT     func(time.Duration) // optional; default: no probe
+	PingEvery time.Duration       // optional; default: 1s
 }
 
 // Follow keeps cfg.Lane in step with the pool of cfg.DCID on the relay at
@@ -48,6 +57,9 @@ func Follow(ctx context.Context, conn grpc.ClientConnInterface, cfg FollowConfig
 	}
 	if cfg.Retry <= 0 {
 		cfg.Retry = time.Second
+	}
+	if cfg.PingEvery <= 0 {
+		cfg.PingEvery = time.Second
 	}
 	client := pb.NewKvEventRelayClient(conn)
 	for {
@@ -79,6 +91,10 @@ func session(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfi
 	if err := checkResponse(info); err != nil {
 		return err
 	}
+	// Every goroutine of the session has ended when it returns, so no
+	// callback or Lane call outlives Follow.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	catalog, err := client.WatchKvPoolCatalog(ctx, &pb.WatchKvPoolCatalogRequest{SubscriberId: cfg.SubscriberID, ContractMarker: ContractMarker})
@@ -87,9 +103,12 @@ func session(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfi
 	}
 	producers := make(chan *pb.ProducerIdentity, 1)
 	catalogErr := make(chan error, 1)
-	go func() { catalogErr <- watch(catalog, cfg.DCID, producers) }()
+	wg.Go(func() { catalogErr <- watch(catalog, cfg.DCID, producers) })
 	if cfg.OnLoad != nil {
-		go loads(ctx, client, cfg)
+		wg.Go(func() { loads(ctx, client, cfg) })
+	}
+	if cfg.OnRTT != nil {
+		wg.Go(func() { probe(ctx, client, cfg) })
 	}
 	var current *pb.ProducerIdentity
 	var subCancel context.CancelFunc = func() {}
@@ -116,7 +135,7 @@ func session(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfi
 			}
 			subCtx, cancelSub := context.WithCancel(ctx)
 			subCancel = cancelSub
-			go func() { subErr <- subscribe(subCtx, client, cfg, p) }()
+			wg.Go(func() { subErr <- subscribe(subCtx, client, cfg, p) })
 		}
 	}
 }
@@ -164,6 +183,9 @@ func subscribe(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowCon
 		u, err := stream.Recv()
 		if err != nil {
 			return fmt.Errorf("kvrelay: pool stream of dc %d: %w", cfg.DCID, err)
+		}
+		if cfg.OnUpdate != nil {
+			cfg.OnUpdate(u)
 		}
 		if err := f.step(u); err != nil {
 			return err
@@ -265,6 +287,24 @@ func loads(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfig)
 			if e.GetProducer().GetPoolId().GetDcId() == cfg.DCID {
 				cfg.OnLoad(e)
 			}
+		}
+	}
+}
+
+// probe times a GetRelayInfo call every cfg.PingEvery and hands each round
+// trip whose answer keeps the contract to cfg.OnRTT, until ctx is done.
+func probe(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfig) {
+	tick := time.NewTicker(cfg.PingEvery)
+	defer tick.Stop()
+	for {
+		start := time.Now()
+		if info, err := client.GetRelayInfo(ctx, &pb.RelayInfoRequest{ContractMarker: ContractMarker}); err == nil && checkResponse(info) == nil {
+			cfg.OnRTT(time.Since(start))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }

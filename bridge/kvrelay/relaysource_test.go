@@ -21,6 +21,7 @@ import (
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/internal/movable"
 )
 
 // testPool is the catalog description the tests publish goindex's relay
@@ -41,8 +42,8 @@ type goRelay struct {
 }
 
 // startGoRelay runs a relay of DC 3 (domain 1) on nc and serves it in the
-// Pool Relay contract on addr ("127.0.0.1:0" for a new port).
-func startGoRelay(t *testing.T, nc *nats.Conn, addr string, heartbeat time.Duration) (*goRelay, string) {
+// Pool Relay contract on a new loopback port, which it returns.
+func startGoRelay(t *testing.T, nc *nats.Conn, heartbeat time.Duration) (*goRelay, string) {
 	t.Helper()
 	r, err := relay.New(relay.Config{Conn: nc, DC: 3, HeartbeatEvery: heartbeat, LoadEvery: 20 * time.Millisecond,
 		WorkerCapacityBlocks: 100, Pools: []relay.PoolConfig{{Domain: 1, Namespace: "dynamo", Component: "backend", ExpectedBlocks: 4096}}})
@@ -69,7 +70,7 @@ func startGoRelay(t *testing.T, nc *nats.Conn, addr string, heartbeat time.Durat
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,14 +128,15 @@ func publish(t *testing.T, nc *nats.Conn, g *relaytest.Generator, n int) {
 // sequence through real events, a gap (a foreign message in the delta log
 // makes a publish uncertain; the relay burns sequences and stores a
 // recovery snapshot, which ends the stream: the lane starts over), and a
-// relay restart on the same address (a new incarnation); the load windows
+// relay restart behind the same address (a new incarnation); the load windows
 // carry the relay's load reports.
 func TestRelaySource_FollowedPoolConvergesThroughGapsAndARestart(t *testing.T) {
 	seed := relaytest.Seed(t, 17)
 	_, nc := natstest.Start(t)
 	gen := relaytest.NewGenerator(seed, 4)
-	first, addr := startGoRelay(t, nc, "127.0.0.1:0", time.Hour)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	first, addr := startGoRelay(t, nc, time.Hour)
+	fwd := movable.New(t, addr) // the relay's address across its restart
+	conn, err := grpc.NewClient(fwd.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,12 +192,13 @@ func TestRelaySource_FollowedPoolConvergesThroughGapsAndARestart(t *testing.T) {
 		return nil
 	})
 
-	// A relay restart on the same address: a new incarnation, an empty
-	// pool, then new events.
+	// A relay restart behind the same address: a new incarnation, an
+	// empty pool, then new events.
 	first.r.Close()
 	<-first.done
 	first.g.Stop()
-	second, _ := startGoRelay(t, nc, addr, time.Hour)
+	second, addr := startGoRelay(t, nc, time.Hour)
+	fwd.Point(addr)
 	gen.Forget()
 	converge("the restarted relay", second, 0)
 	publish(t, nc, gen, 200)
@@ -214,7 +217,7 @@ func TestRelaySource_StreamIsChunksThenContiguousDeltasAndHeartbeats(t *testing.
 	seed := relaytest.Seed(t, 19)
 	_, nc := natstest.Start(t)
 	gen := relaytest.NewGenerator(seed, 3)
-	gr, addr := startGoRelay(t, nc, "127.0.0.1:0", 20*time.Millisecond)
+	gr, addr := startGoRelay(t, nc, 20*time.Millisecond)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +285,7 @@ func TestRelaySource_StreamIsChunksThenContiguousDeltasAndHeartbeats(t *testing.
 func TestRelaySource_SubscriberThatFallsBehindEndsLagged(t *testing.T) {
 	_, nc := natstest.Start(t)
 	gen := relaytest.NewGenerator(3, 2)
-	gr, _ := startGoRelay(t, nc, "127.0.0.1:0", time.Hour)
+	gr, _ := startGoRelay(t, nc, time.Hour)
 	src, err := NewRelaySource(RelaySourceConfig{Relay: gr.r, Pools: map[relayproto.DomainID]*Pool{1: testPool()}, Buffer: 1})
 	if err != nil {
 		t.Fatal(err)

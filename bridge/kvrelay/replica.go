@@ -83,18 +83,38 @@ func (r *ReplicaLane) Retire(error) {
 	r.w.SetState(r.lane, &r.st)
 }
 
-// RecordLoad stores a load window's entry as the lane's load report: the
-// pool's KV blocks in use (as its active blocks, and as the decode blocks
-// the scorer weighs against the capacity: both are KV occupancy) and its
-// capacity, received now. The contract's load carries no queue or rates,
-// so those stay unmeasured (0).
+// Stop clears the lane's ready bit and leaves its record idle, without
+// counting a fault: its follower ended (the consumer stops).
+func (r *ReplicaLane) Stop() {
+	r.w.Table().ClearReady(r.lane)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.State = uint8(relayproto.StateIdle)
+	r.w.SetState(r.lane, &r.st)
+}
+
+// RecordLoad stores a load window's entry as the lane's load report
+// (LoadReportOf), received now.
 func (r *ReplicaLane) RecordLoad(e *Load) {
 	now := time.Now()
+	lr := LoadReportOf(e, now)
+	ld := shm.LoadOf(&lr, now)
+	r.w.SetLoad(r.lane, &ld)
+}
+
+// LoadReportOf returns a load window's entry as goindex's load report,
+// sampled at: the pool's KV blocks in use as its active blocks and as the
+// decode blocks the scorer weighs against the capacity (both are KV
+// occupancy), the capacity only when every expected rank reported (a
+// partial sum is never read as the pool's), the observed ranks as live
+// workers. The contract's load carries no queue or rates: those stay
+// unmeasured (0).
+func LoadReportOf(e *Load, at time.Time) relayproto.LoadReport {
 	capacity := e.GetTotalKvBlocks()
 	if e.GetKvObservedRanks() < e.GetKvExpectedRanks() {
-		capacity = 0 // incomplete coverage is never read as a whole pool's capacity
+		capacity = 0
 	}
 	used := e.GetKvUsedBlocks()
-	r.w.SetLoad(r.lane, &shm.Load{At: now, ReceivedAt: now, ActiveBlocks: used, ActiveDecodeBlocks: used, CapacityBlocks: capacity,
-		LiveWorkers: uint64(e.GetKvObservedRanks())})
+	return relayproto.LoadReport{TimestampUnixNano: uint64(at.UnixNano()), ActiveBlocks: used, ActiveDecodeBlocks: used,
+		CapacityBlocks: capacity, LiveWorkers: e.GetKvObservedRanks()}
 }

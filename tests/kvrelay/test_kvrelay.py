@@ -243,18 +243,20 @@ class Engine:
 class Relay:
     """One `goindex relay` process serving the Pool Relay contract."""
 
-    def __init__(self, directory, engine, port):
+    def __init__(self, directory, engine):
         self.args = [BIN, "relay", "--listen", "127.0.0.1:0", "--store", os.path.join(directory, "nats"),
                      "--dc", str(DC), "--domain", str(DOMAIN), "--expected-blocks", "4096",
                      "--zmq-endpoint", engine.pub, "--zmq-replay", engine.replay, "--worker-id", str(WORKER),
                      "--block-size", str(BLOCK), "--model", MODEL, "--worker-capacity-blocks", "64",
-                     "--heartbeat-every", "50ms", "--load-every", "100ms", "--status-every", "0",
-                     "--kvrelay-listen", "127.0.0.1:%d" % port]
+                     "--heartbeat-every", "50ms", "--load-every", "100ms", "--status-every", "0"]
         self.log = open(os.path.join(directory, "relay.log"), "a")
         self.proc = None
+        self.addr = None
 
     def start(self):
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=self.log)
+        """Start the relay with its Pool Relay server on a new port."""
+        self.addr = "127.0.0.1:%d" % free_port()
+        self.proc = subprocess.Popen(self.args + ["--kvrelay-listen", self.addr], stdout=subprocess.DEVNULL, stderr=self.log)
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -464,10 +466,17 @@ def agree(client, producer, follower, reader, who):
 class Setup:
     def __init__(self, d):
         self.engine = Engine()
-        self.port = free_port()
-        self.relay = Relay(d, self.engine, self.port)
+        self.relay = Relay(d, self.engine)
         self.relay.start()
-        self.client = Client("127.0.0.1:%d" % self.port)
+        self.client = Client(self.relay.addr)
+
+    def restart(self):
+        """Stop the relay gracefully and start it again (same NATS store,
+        a new server port) with a new client."""
+        self.relay.stop()
+        self.client.close()
+        self.relay.start()
+        self.client = Client(self.relay.addr)
 
     def close(self):
         self.client.close()
@@ -575,7 +584,7 @@ def stream(d):
                 break
             check(kind == "msg", "the pool stream ended without an error")
             a.step(*item)
-        s.relay.start()
+        s.restart()
         _, info2 = wait_info(s.client, info.relay.relay_incarnation)
         u2 = first_catalog(s.client)
         producer2 = u2.snapshot.pools[0].producer

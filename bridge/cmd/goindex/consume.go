@@ -48,7 +48,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	readyLanes := fs.String("ready-lanes", obs.ReadyAnyLane, "/readyz: any (at least one lane READY) or all (every lane READY)")
 	domain := fs.Uint64("domain", 1, "indexer domain id")
 	dcsArg := fs.String("dcs", "", "comma-separated DC ids (empty: discover)")
-	upstreamArg := fs.String("upstream-relays", "", "DC=HOST:PORT,…: those DCs' lanes follow a Dynamo Pool Relay (dynamo.kvrelay.v1 gRPC) instead of NATS; each DC must be in --dcs")
+	upstreamArg := fs.String("upstream-relays", "", "DC=HOST:PORT,…: those DCs' lanes follow a Dynamo Pool Relay or goindex relay --kvrelay-listen (dynamo.kvrelay.v1 gRPC) instead of NATS, with status and metrics as other lanes (RTT: a GetRelayInfo round trip every --ping-every); each DC must be in --dcs")
 	discoverFor := fs.Duration("discover-for", consume.DefaultDiscoverFor, "how long discovery (or a first ping, for the format) waits")
 	seed := fs.Uint64("seed", 0, "addressing seed of every lane (0: learned from the relays)")
 	expected := fs.Uint64("expected-blocks", 0, "the relays' --expected-blocks, which gives the bucket count (0: learned)")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,11 +20,23 @@ import (
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/shm"
+	"github.com/goindex/goindex/internal/movable"
 )
 
 // kvrelayAddrPattern finds the address goindex relay serves the Pool Relay
 // contract on, in its log.
 var kvrelayAddrPattern = regexp.MustCompile(`pool relay contract served"?[ ,]"?addr"?[=:]"?([0-9.:]+)`)
+
+// scrape returns the body of a GET of url.
+func scrape(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
 
 // laneOf attaches the replica file at path and returns lane 0's words,
 // record and ready bit.
@@ -38,7 +52,7 @@ func laneOf(path string) ([]uint64, shm.LaneInfo, bool, error) {
 // `goindex relay --kvrelay-listen` serves its pool in the Pool Relay
 // contract: `goindex consume --upstream-relays` follows it into a replica
 // lane byte-identical to the lane another consumer follows over NATS, and
-// follows the relay's restart on the same address (a new incarnation).
+// follows the relay's restart behind the same address (a new incarnation).
 func TestRelay_KvRelayListenServesConsumeUpstreamRelays(t *testing.T) {
 	seed := relaytest.Seed(t, 29)
 	srv, nc := natstest.Start(t)
@@ -51,7 +65,10 @@ func TestRelay_KvRelayListenServesConsumeUpstreamRelays(t *testing.T) {
 	dir := t.TempDir()
 	viaGRPC, viaNATS := filepath.Join(dir, "grpc"), filepath.Join(dir, "nats")
 	consumeArgs := []string{"--nats", srv.ClientURL(), "--dcs", "5", "--expected-blocks", "4096", "--retry-every", "20ms", "--ping-every", "20ms"}
-	_, grpcErr, stopGRPC, grpcDone := background(runConsume, append(consumeArgs, "--shm", viaGRPC, "--upstream-relays", "5="+addr)...)
+	fwd := movable.New(t, addr) // the relay's address across its restart
+	_, grpcErr, stopGRPC, grpcDone := background(runConsume, append(consumeArgs, "--shm", viaGRPC, "--upstream-relays", "5="+fwd.Addr(),
+		"--metrics-addr", "127.0.0.1:0")...)
+	metricsURL := metricsBase(t, grpcErr, grpcDone) + "/metrics"
 	_, _, stopNATS, natsDone := background(runConsume, append(consumeArgs, "--shm", viaNATS)...)
 	defer func() {
 		stopGRPC()
@@ -106,19 +123,38 @@ func TestRelay_KvRelayListenServesConsumeUpstreamRelays(t *testing.T) {
 		}
 		return nil
 	})
+	// The upstream lane's metrics read as a native lane's.
+	relaytest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		body, err := scrape(metricsURL)
+		if err != nil {
+			return err
+		}
+		for _, want := range []*regexp.Regexp{
+			regexp.MustCompile(`goindex_consume_lane_state\{dc="5",lane="0",state="READY"\} 1`),
+			regexp.MustCompile(`goindex_consume_lane_rtt_seconds\{dc="5",lane="0"\} [0-9.e-]+`),
+			regexp.MustCompile(`goindex_consume_lane_deltas_applied_total\{dc="5",lane="0"\} [1-9]`),
+			regexp.MustCompile(`goindex_consume_lane_frames_received_total\{dc="5",lane="0",type="heartbeat"\} [1-9]`),
+			regexp.MustCompile(`goindex_consume_lane_load_capacity_blocks\{dc="5",lane="0"\} 128`),
+		} {
+			if !want.MatchString(body) {
+				return fmt.Errorf("the gRPC consumer's metrics lack %s", want)
+			}
+		}
+		return nil
+	})
 
 	stopRelay()
 	if err := <-relayDone; err != nil {
 		t.Fatalf("relay: %v; stderr: %s", err, relayErr.String())
 	}
-	_, relayErr, stopRelay, relayDone = background(runRelay, append(relayArgs, "--kvrelay-listen", addr)...)
+	_, relayErr, stopRelay, relayDone = background(runRelay, append(relayArgs, "--kvrelay-listen", "127.0.0.1:0")...)
 	defer func() {
 		stopRelay()
 		if err := <-relayDone; err != nil {
 			t.Errorf("restarted relay: %v; stderr: %s", err, relayErr.String())
 		}
 	}()
-	awaitLogged(t, "the restarted relay", kvrelayAddrPattern, relayErr, relayDone)
+	fwd.Point(awaitLogged(t, "the restarted relay", kvrelayAddrPattern, relayErr, relayDone))
 	gen.Forget()
 	waitRelay(t, nc, names)
 	publishEvents(100)
