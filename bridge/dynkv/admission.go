@@ -42,10 +42,12 @@ type reservationKey struct {
 // module owns for one rank in one domain, its incarnation (a fence that
 // changes when the rank's lifecycle does) and its live reservations.
 type admissionRank struct {
+	key         admissionKey
 	capacity    uint32
 	incarnation uint64
 	active      uint32
 	cleanupGen  uint64 // the lease cleanup that last advanced it (gc.go)
+	epochIdx    int    // position in its worker's epoch (-1: none)
 }
 
 // reservation is one granted admission lease.
@@ -58,6 +60,7 @@ type reservation struct {
 	atGrant     uint32 // active reservations of the rank once granted
 	raw         []byte // the SELECT_RESERVE payload, to recognize a retry
 	seq         uint64 // grant order: expiry ties are taken in it
+	epochIdx    int    // position in its worker's epoch (-1: none)
 }
 
 // admissionRequest is a decoded SELECT_RESERVE payload.
@@ -136,11 +139,76 @@ func reservationReply(res *reservation) reply {
 	return bulk(b)
 }
 
+// removeReservation is router_index_remove_reservation.
 func (s *Store) removeReservation(res *reservation) {
 	delete(s.reservations, res.key)
 	if a := s.admissions[admissionKey{res.key.domain, res.rank}]; a != nil && a.active > 0 {
 		a.active--
 	}
+	if st := s.ranks[res.rank]; st != nil && st.reservationCount > 0 {
+		st.reservationCount--
+	}
+	if ep := s.epochs[res.rank.Worker]; ep != nil {
+		ep.reservations = listRemove(ep.reservations, res)
+	}
+}
+
+// addReservation is router_index_add_reservation, after the checks.
+func (s *Store) addReservation(res *reservation, a *admissionRank) {
+	res.epochIdx = -1
+	s.reservations[res.key] = res
+	a.active++
+	if st := s.ranks[res.rank]; st != nil {
+		st.reservationCount++
+	}
+	if ep := s.epochs[res.rank.Worker]; ep != nil {
+		ep.reservations = listAdd(ep.reservations, res)
+	}
+}
+
+// admission is router_index_admission_rank: the rank's admission state in
+// a domain, created if absent and asked for.
+func (s *Store) admission(k admissionKey, create bool) *admissionRank {
+	a := s.admissions[k]
+	if a == nil && create {
+		a = &admissionRank{key: k, epochIdx: -1}
+		s.admissions[k] = a
+		s.admissionOrder.add(k)
+		if st := s.ranks[k.rank]; st != nil {
+			st.admissionCount++
+		}
+		if ep := s.epochs[k.rank.Worker]; ep != nil {
+			ep.admissions = listAdd(ep.admissions, a)
+		}
+	}
+	return a
+}
+
+// deleteAdmission is router_index_delete_admission_rank.
+func (s *Store) deleteAdmission(a *admissionRank) {
+	if s.admissions[a.key] != a {
+		return
+	}
+	delete(s.admissions, a.key)
+	if st := s.ranks[a.key.rank]; st != nil && st.admissionCount > 0 {
+		st.admissionCount--
+	}
+	if ep := s.epochs[a.key.rank.Worker]; ep != nil {
+		ep.admissions = listRemove(ep.admissions, a)
+	}
+}
+
+// reservationsOf returns the reservations of the worker's ranks (all, or
+// one) in dictionary order.
+func (s *Store) reservationsOf(worker uint64, all bool, dpRank uint32) []*reservation {
+	var out []*reservation
+	for _, res := range s.reservations {
+		if res.rank.Worker == worker && (all || res.rank.DPRank == dpRank) {
+			out = append(out, res)
+		}
+	}
+	slices.SortFunc(out, func(a, b *reservation) int { return compareReservationKey(a.key, b.key) })
+	return out
 }
 
 // expireReservations is router_index_cleanup_expired_reservations: up to
@@ -174,10 +242,8 @@ func (s *Store) revokeAdmission(worker uint64, all bool, dpRank uint32) {
 			a.incarnation++
 		}
 	}
-	for _, res := range s.reservations {
-		if res.rank.Worker == worker && (all || res.rank.DPRank == dpRank) {
-			s.removeReservation(res)
-		}
+	for _, res := range s.reservationsOf(worker, all, dpRank) {
+		s.removeReservation(res)
 	}
 }
 
@@ -202,19 +268,9 @@ func (s *Store) endLeaseInline(nowMs uint64) bool {
 	if first == nil || first.expiresMs > nowMs || !s.canAdvance() || s.lifecycle == ^uint64(0) {
 		return false
 	}
-	cost := 1 + len(first.ranks)
-	for k := range s.admissions {
-		if k.rank.Worker == first.worker {
-			cost++
-		}
-	}
-	for _, res := range s.reservations {
-		if res.rank.Worker == first.worker {
-			cost += 32
-		}
-	}
+	cost := 1 + len(first.ranks) + len(first.admissions) + 32*len(first.reservations)
 	for _, st := range first.ranks {
-		cost += len(st.nodes)
+		cost += len(st.members)
 	}
 	if cost > inlineExpiryWorkBudget {
 		return false
@@ -312,23 +368,17 @@ func cmdSelectReserve(c *call) reply {
 		commitCleanup()
 		return reservationReply(nil)
 	}
-	ak := admissionKey{req.key.domain, best.rank}
-	a := s.admissions[ak]
-	if a == nil {
-		a = &admissionRank{}
-		s.admissions[ak] = a
-	}
+	a := s.admission(admissionKey{req.key.domain, best.rank}, true)
 	if a.capacity == 0 {
 		a.capacity = best.capacity
 	}
 	if a.incarnation == 0 {
 		a.incarnation = 1
 	}
-	a.active++
 	s.reservationSeq++
 	res := &reservation{key: req.key, rank: best.rank, incarnation: a.incarnation, expiresMs: c.nowMs + req.leaseMs,
-		matched: bestMatched, atGrant: a.active, raw: bytes.Clone(req.raw), seq: s.reservationSeq}
-	s.reservations[req.key] = res
+		matched: bestMatched, atGrant: a.active + 1, raw: bytes.Clone(req.raw), seq: s.reservationSeq}
+	s.addReservation(res, a)
 	commitCleanup()
 	s.mutations++
 	return reservationReply(res)

@@ -72,7 +72,20 @@ func TestServer_RestartReplaysLeasesAtTheirLoggedTime(t *testing.T) {
 	require.Equal(t, "+OK", render(run(s, "DYNKV.APPLY_OWNED", testKey, u64(1), AppendEvent(nil, chainStore(r10, 1, nil, []uint64{4, 5})))), "APPLY_OWNED(owner 1)")
 	clock = clock.Add(5 * time.Second) // owner 1's 1 s lease has expired
 	require.Equal(t, "-DYNKV_WORKER_CLEANUP_PENDING", render(register(2)), "REGISTER_WORKER_RANKS(owner 2) before GC")
-	require.Equal(t, "*[:6 :6 :2 :0 :1 :1 :1 :0]", render(run(s, "DYNKV.GC", testKey, "CURRENT", u32(64))), "GC: begin, 2 owners, 1 rank, finalize, 1 leaf")
+	// The module's GC, call by call (gc.go): the cursor visits the rank,
+	// the two nodes and the epoch, which begins the lease's cleanup and
+	// stops the walk; the next call cleans the rank's two owners (owner-
+	// fenced: removed), the next the rank and the leaf, the last releases
+	// the lease and removes the last node. Each leaves the cursor at the
+	// epochs (phase 3).
+	for i, want := range []string{
+		"*[:4 :1 :0 :0 :0 :0 :1 :3]",
+		"*[:5 :2 :2 :0 :0 :0 :0 :3]",
+		"*[:4 :2 :0 :0 :1 :1 :0 :3]",
+		"*[:3 :2 :0 :0 :1 :0 :1 :3]",
+	} {
+		require.Equal(t, want, render(run(s, "DYNKV.GC", testKey, "CURRENT", u32(64))), "GC call %d", i+1)
+	}
 	require.Equal(t, "+OK", render(register(2)), "REGISTER_WORKER_RANKS(owner 2) after GC")
 	granted := run(s, "DYNKV.SELECT_RESERVE", testKey, reserveRequest("prefill", 5, 6, 60_000, []uint64{4, 5}, [3]uint64{1, 0, 2}))
 	require.Equal(t, replyBulk, granted.kind, "SELECT_RESERVE = %s", render(granted))

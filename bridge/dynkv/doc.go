@@ -66,12 +66,17 @@
 // revoked by every rank lifecycle change; a SELECT_RESERVE also ends, inline,
 // the first expired owner lease when that is little work.
 //
-// Differs. Lifecycle GC (gc.go) makes the module's transitions under its
-// conditions, one per unit of budget, but visits them in key order rather
-// than with the module's resumable cursor: a budget-limited call can reach
-// other items first and count differently. Replication is out of scope: the replication-internal commands answer the module's
-// internal-only errors, ROLE master, REPLICAOF and its kin an ERR line, and
-// WAIT counts the log as the replica (admin.go).
+// Lifecycle GC (gc.go) walks the module's resumable cursor over its four
+// dictionaries and plans and applies the module's transitions, call for
+// call, so a budget-limited call counts as the module's does; the orders it
+// follows are kept as the module keeps them (order.go).
+//
+// Differs. GC's cursor survives a restart (the log replays the calls, an
+// image holds it), where the module's, kept only in memory, starts again
+// at the first phase (at the epochs while a cleanup is pending).
+// Replication is out of scope: the replication-internal commands answer the
+// module's internal-only errors, ROLE master, REPLICAOF and its kin an ERR
+// line, and WAIT counts the log as the replica (admin.go).
 //
 // Errors. A failed command replies the module's error name and changes
 // nothing beyond what the module changes (a write may leave its key
@@ -111,7 +116,10 @@
 //   - rank.go: rank replacement, retirement, reset, worker-wide removal.
 //   - register.go: registrations, registration tokens, owner leases.
 //   - admission.go: authoritative admission (reservations, capacities).
-//   - gc.go: lifecycle GC and the lifecycle and GC counters.
+//   - gc.go: lifecycle GC (the module's resumable cursor, plans and
+//     transitions) and the lifecycle and GC counters.
+//   - order.go: the module's dictionary orders and per-object arrays that
+//     GC and the lifecycle commands follow.
 //   - ckf.go: the Backing choice, the CKF projection and its MATCH, and
 //     STATS DETAIL.
 //   - commands.go: the Engine, the module's command table and keyspace

@@ -35,6 +35,8 @@ const (
 	CodeReplicationFailed        Code = "DYNKV_REPLICATION_FAILED"             // a leased registration refused after its preflight
 	CodeInvalidGCRequest         Code = "DYNKV_INVALID_GC_REQUEST"             // GC
 	CodeGCFutureWatermark        Code = "DYNKV_GC_FUTURE_WATERMARK"            // GC
+	CodeInvalidGCState           Code = "DYNKV_INVALID_GC_STATE"               // GC: a plan the state contradicts (never expected)
+	CodeGCCommitInvariant        Code = "DYNKV_GC_COMMIT_INVARIANT_FAILED"     // GC: a planned transition refused (never expected)
 	CodeRestoreLoadingOnly       Code = "DYNKV_RESTORE_LOADING_ONLY"           // RESTORE from a client
 	CodeApplyOwnedAtInternalOnly Code = "DYNKV_APPLY_OWNED_AT_INTERNAL_ONLY"   // APPLY_OWNED_AT from a client
 	CodeWorkerLeaseApplyInternal Code = "DYNKV_WORKER_LEASE_APPLY_INTERNAL_ONLY"

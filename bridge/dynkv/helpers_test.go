@@ -201,3 +201,28 @@ func snapshotStats(s *Store) [3]uint64 {
 	n, r, m := s.Stats()
 	return [3]uint64{n, r, m}
 }
+
+// drainGC is upstream's _drain_gc: GC calls with the budget until GC_STATS
+// shows no owner-fenced tombstone, ownerless owner-fenced epoch or
+// ownerless node; 16 calls in a row that reclaim nothing fail the test.
+func (x *eng) drainGC(key string, budget uint32) {
+	x.t.Helper()
+	idle := 0
+	for range 256 {
+		res := x.do("DYNKV.GC", key, "CURRENT", u32(budget))
+		stats := x.do("DYNKV.GC_STATS", key)
+		if res.kind != replyArray || stats.kind != replyArray {
+			x.t.Fatalf("GC %s, GC_STATS %s", render(res), render(stats))
+		}
+		if stats.array[1].integer == 0 && stats.array[3].integer == 0 && stats.array[6].integer == 0 {
+			return
+		}
+		if idle++; res.array[1].integer != 0 {
+			idle = 0
+		}
+		if idle >= 16 {
+			x.t.Fatalf("GC does not converge: %s, GC_STATS %s", render(res), render(stats))
+		}
+	}
+	x.t.Fatalf("GC did not converge in 256 calls: GC_STATS %s", render(x.do("DYNKV.GC_STATS", key)))
+}

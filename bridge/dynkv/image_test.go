@@ -255,13 +255,18 @@ func firstLineDiff(got, want string) string {
 func TestImage_CoversEveryField(t *testing.T) {
 	placed := map[reflect.Type][]string{
 		reflect.TypeOf(Store{}): {"mu", "nodes", "edges", "ranks", "epochs", "mutations", "tickets", "lifecycle", "gcFloor",
-			"admissions", "reservations", "reservationSeq", "holding", "proj", "laneLimit"},
-		reflect.TypeOf(node{}):          {"hash", "parent", "local", "canon", "owners", "children"},
-		reflect.TypeOf(owner{}):         {"rank", "eventID", "active", "cleanupGen"},
-		reflect.TypeOf(rankState{}):     {"rank", "lastClear", "dedupe", "hasDedupe", "generation", "retired", "registered", "tombstone", "tombGen", "managed", "tainted", "cleanupGen", "nodes", "active"},
-		reflect.TypeOf(epoch{}):         {"worker", "generation", "lifecycle", "retiredAll", "ownerSet", "nonce", "expiresMs", "managed", "tainted", "lastExpSet", "lastExp", "pending", "cleanupGen", "ranks"},
-		reflect.TypeOf(admissionRank{}): {"capacity", "incarnation", "active", "cleanupGen"},
-		reflect.TypeOf(reservation{}):   {"key", "rank", "incarnation", "expiresMs", "matched", "atGrant", "raw", "seq"},
+			"admissions", "reservations", "reservationSeq", "holding", "proj", "laneLimit",
+			"gcPhase", "gcCursor", "nodeOrder", "rankOrder", "epochOrder", "admissionOrder"},
+		reflect.TypeOf(node{}):  {"hash", "parent", "local", "canon", "owners", "children"},
+		reflect.TypeOf(owner{}): {"rank", "eventID", "active", "cleanupGen"},
+		reflect.TypeOf(rankState{}): {"rank", "lastClear", "dedupe", "hasDedupe", "generation", "retired", "registered", "tombstone", "tombGen", "managed", "tainted", "cleanupGen", "members", "nodes", "active",
+			"epochIdx", "admissionCount", "reservationCount", "cleanupNodeGen", "cleanupNodesLeft"},
+		reflect.TypeOf(epoch{}): {"worker", "generation", "lifecycle", "retiredAll", "ownerSet", "nonce", "expiresMs", "managed", "tainted", "lastExpSet", "lastExp", "pending", "cleanupGen", "ranks",
+			"admissions", "reservations", "cleanupRanksLeft", "cleanupAdmissionsLeft"},
+		reflect.TypeOf(admissionRank{}): {"key", "capacity", "incarnation", "active", "cleanupGen", "epochIdx"},
+		reflect.TypeOf(reservation{}):   {"key", "rank", "incarnation", "expiresMs", "matched", "atGrant", "raw", "seq", "epochIdx"},
+		reflect.TypeOf(gcKey{}):         {"set", "rank", "admission", "hash"},
+		reflect.TypeOf(ownedNode{}):     {"n", "owner"},
 	}
 	for typ, names := range placed {
 		var fields []string

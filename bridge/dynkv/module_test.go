@@ -278,12 +278,27 @@ func TestModule_OwnerLeases(t *testing.T) {
 	if got := x.leased(k, w, successor, 10000, 0, 1); got != "-DYNKV_WORKER_CLEANUP_PENDING" {
 		t.Fatalf("successor before GC = %s, want -DYNKV_WORKER_CLEANUP_PENDING", got)
 	}
-	// One transition per unit of budget. The owned CLEAR's compaction
-	// deleted rank 1's inactive owner but kept rank 0's: the legacy
-	// REGISTER_WORKER above tainted rank 0. Left: that owner, 2 rank
-	// cleanups and the release.
-	x.want("*[:2 :2 :1 :0 :0 :1 :0 :3]", "DYNKV.GC", k, "CURRENT", u32(2))
-	x.want("*[:2 :2 :0 :0 :0 :1 :1 :0]", "DYNKV.GC", k, "CURRENT", u32(64))
+	// The module's cleanup, chunk by chunk from the end of the epoch's
+	// ranks [0, 1]. The owned CLEAR's compaction deleted rank 1's inactive
+	// owner but kept rank 0's: the legacy REGISTER_WORKER above tainted
+	// rank 0 and the epoch. Call 1 (budget 2): rank 1 has no owner left, so
+	// it becomes a tombstone; the second unit visits rank 0. Call 2: rank
+	// 0's owner is reset (tainted: kept, inactive), then the cursor visits
+	// both ranks and the node and comes back to the epoch. Call 3: rank 0
+	// becomes a tombstone. Call 4: the lease is released. Nothing is
+	// reclaimed: the epoch is tainted.
+	for _, want := range []string{"*[:2 :1 :0 :0 :0 :1 :0 :3]", "*[:4 :1 :1 :0 :0 :0 :0 :3]",
+		"*[:4 :1 :0 :0 :0 :1 :0 :3]", "*[:4 :1 :0 :0 :0 :0 :1 :3]"} {
+		if got := x.leased(k, w, successor, 10000, 0, 1); got != "-DYNKV_WORKER_CLEANUP_PENDING" {
+			t.Fatalf("successor during the cleanup = %s, want -DYNKV_WORKER_CLEANUP_PENDING", got)
+		}
+		budget := uint32(64)
+		if want == "*[:2 :1 :0 :0 :0 :1 :0 :3]" {
+			budget = 2
+		}
+		x.want(want, "DYNKV.GC", k, "CURRENT", u32(budget))
+	}
+	x.want("*[:4 :0 :0 :0 :0 :0 :0 :3]", "DYNKV.GC", k, "CURRENT", u32(64)) // back at the epoch: nothing to do
 	if got := x.leased(k, w, successor, 10000, 0, 1); got != "+OK" {
 		t.Fatalf("successor after GC = %s", got)
 	}
@@ -308,8 +323,14 @@ func TestModule_OwnerLeases(t *testing.T) {
 	if got := x.leased(k, cw, 20002, 10000, 3); got != "-DYNKV_WORKER_CLEANUP_PENDING" {
 		t.Fatalf("crash successor before GC = %s", got)
 	}
-	// Begin, the owner, the rank, the release, then the ownerless leaf.
-	x.want("*[:5 :5 :1 :0 :1 :1 :1 :0]", "DYNKV.GC", k, "CURRENT", u32(64))
+	// The cursor was left at worker 940's epoch: 941's is next, and its
+	// expired lease begins its cleanup, which ends the call. Then each call
+	// walks both epochs, the three ranks and the nodes: the owner (owner-
+	// fenced: removed), the rank and the leaf it left, the release.
+	for _, want := range []string{"*[:1 :1 :0 :0 :0 :0 :1 :3]", "*[:7 :1 :1 :0 :0 :0 :0 :3]",
+		"*[:7 :2 :0 :0 :1 :1 :0 :3]", "*[:6 :1 :0 :0 :0 :0 :1 :3]"} {
+		x.want(want, "DYNKV.GC", k, "CURRENT", u32(64))
+	}
 	if after := x.ticketOf("DYNKV.REGISTRATION_GENERATION", k, u64(cw)); after != tok {
 		t.Errorf("registration token after the lapsed lease's cleanup = %d, want %d (announced while it lapsed)", after, tok)
 	}
@@ -340,13 +361,12 @@ func TestStore_ManyOwnersKeepTheirPositions(t *testing.T) {
 		x.apply(k, ev(KindStore, legacyWorker, r, 1, root, chain...), "+OK")
 	}
 	x.want("+OK", "DYNKV.UNREGISTER_WORKER", k, lease(leasedWorker, owner, 0))
-	for i := 0; i < 10 && render(x.do("DYNKV.GC", k, "CURRENT", u32(16))) != "*[:0 :0 :0 :0 :0 :0 :0 :0]"; i++ {
-	}
+	x.drainGC(k, 16)
 	s := x.e.lookup([]byte(k))
 	for r, st := range s.ranks {
-		for n, i := range st.nodes {
-			if i >= len(n.owners) || n.owners[i].rank != st {
-				t.Fatalf("rank %d/%d's position %d at node %#x is wrong", r.Worker, r.DPRank, i, n.hash)
+		for n, p := range st.nodes {
+			if m := st.members[p]; m.n != n || m.owner >= len(n.owners) || n.owners[m.owner].rank != st {
+				t.Fatalf("rank %d/%d's member %d (node %#x) is wrong", r.Worker, r.DPRank, p, n.hash)
 			}
 		}
 		if r.Worker == leasedWorker && len(st.nodes) != 0 {
@@ -406,12 +426,24 @@ func TestModule_GCReclaimsWhatAnOwnerLeft(t *testing.T) {
 	x.want("*[:3 :3 :4]", "DYNKV.STATS", k)
 	x.want("+OK", "DYNKV.UNREGISTER_WORKER", k, lease(w, owner, 0))
 	stale := x.ticketOf("DYNKV.REGISTRATION_GENERATION", k, u64(w))
-	for i := 0; i < 40; i++ {
-		if render(x.do("DYNKV.GC", k, "CURRENT", u32(3))) == "*[:0 :0 :0 :0 :0 :0 :0 :0]" {
-			break
+	// The module's walk with a budget of 3 (gc.go), call by call: rank 1's
+	// three owners (from the end of the epoch's ranks [0, 1]); rank 1 made
+	// a tombstone, then the cursor visits both ranks; rank 0's owners; rank
+	// 0; the release; both tombstones deleted (phase 0 left at rank 5/1);
+	// rank 6/0 and nodes 501 and 502 visited (502 still has a child);
+	// leaf 503 and the empty epoch, which ends the call; leaf 502; then
+	// nothing, the cursor going round from wherever the last call left it.
+	for i, want := range []string{
+		"*[:3 :3 :3 :0 :0 :0 :0 :3]", "*[:3 :1 :0 :0 :0 :1 :0 :3]", "*[:3 :3 :3 :0 :0 :0 :0 :3]",
+		"*[:3 :1 :0 :0 :0 :1 :0 :3]", "*[:3 :1 :0 :0 :0 :0 :1 :3]", "*[:3 :2 :0 :0 :0 :2 :0 :0]",
+		"*[:3 :0 :0 :0 :0 :0 :0 :2]", "*[:2 :2 :0 :0 :1 :0 :1 :3]", "*[:3 :1 :0 :0 :1 :0 :0 :2]",
+		"*[:2 :0 :0 :0 :0 :0 :0 :0]", "*[:2 :0 :0 :0 :0 :0 :0 :2]",
+	} {
+		if got := render(x.do("DYNKV.GC", k, "CURRENT", u32(3))); got != want {
+			t.Fatalf("GC call %d = %s, want %s", i+1, got, want)
 		}
 	}
-	x.want("*[:1 :1 :10]", "DYNKV.STATS", k) // node 501 and rank 6/0 stay; 5 GC calls reclaimed
+	x.want("*[:1 :1 :13]", "DYNKV.STATS", k) // node 501 and rank 6/0 stay; 8 GC calls reclaimed
 	x.want("*[:0 :0 :0]", "DYNKV.LIFECYCLE_STATS", k)
 	wantMatch(t, x, k, []uint64{1, 2, 3}, map[Rank][2]uint64{{6, 0}: {1, 501}})
 	reg := Registration{Version: 3, OwnerNonce: 56, LeaseMs: 60_000, ExpectedGeneration: stale - 1, Ranks: []uint32{0}}

@@ -277,17 +277,17 @@ func (s *Store) applyRegister(nowMs, worker uint64, reg Registration, expires ui
 		}
 	}
 	if removesRank {
-		for r, st := range s.ranks {
-			if r.Worker != worker || !st.registered || containsRank(reg.Ranks, r.DPRank) {
+		for _, st := range s.ranksOf(worker) {
+			if !st.registered || containsRank(reg.Ranks, st.rank.DPRank) {
 				continue
 			}
 			s.deactivate(st)
 			st.registered, st.tombstone = false, true
-			s.revokeAdmission(worker, false, r.DPRank)
+			s.revokeAdmission(worker, false, st.rank.DPRank)
 		}
 		s.advanceWorker(worker)
-		for r, st := range s.ranks {
-			if r.Worker == worker && st.tombstone {
+		for _, st := range s.ranksOf(worker) {
+			if st.tombstone {
 				st.tombGen = ep.generation
 			}
 		}
@@ -370,23 +370,10 @@ func cmdUnregister(c *call) reply {
 	if ep == nil || !ep.ownerSet || ep.pending || ep.nonce != p.OwnerNonce {
 		return errCode(CodeStaleWorkerOwner)
 	}
-	if !s.canAdvance() || s.lifecycle == ^uint64(0) {
+	if !s.leaseCanEnd(ep) {
 		return errCode(CodeInvalidWorkerLease)
 	}
 	s.beginCleanup(ep)
 	s.mutations++
 	return status("OK")
-}
-
-// beginCleanup fences an ended lease (gc_begin_lease_cleanup): the worker
-// takes a new ticket and a new registration token and its cleanup is
-// pending until GC has drained it; the owner stays installed meanwhile, so
-// no successor can race the partial cleanup.
-func (s *Store) beginCleanup(ep *epoch) {
-	s.tickets++
-	ep.generation = s.tickets
-	s.lifecycle++
-	ep.lifecycle = s.lifecycle
-	ep.pending, ep.cleanupGen = true, s.tickets
-	ep.lastExpSet, ep.lastExp = false, 0
 }

@@ -46,6 +46,15 @@ type Store struct {
 	holding   int         // ranks with an active owner
 	proj      *projection // ckf mode; nil in exact mode
 	laneLimit int         // ranks that may hold blocks at once; 0: no limit
+
+	// GC's resumable cursor (gc.go) and the dictionary orders it walks
+	// (order.go).
+	gcPhase        uint8
+	gcCursor       gcKey
+	nodeOrder      keyOrder[uint64]
+	rankOrder      keyOrder[Rank]
+	epochOrder     keyOrder[uint64]
+	admissionOrder keyOrder[admissionKey]
 }
 
 type edge struct{ parent, local uint64 }
@@ -82,11 +91,24 @@ type rankState struct {
 	managed    bool   // lifecycle_managed: registered under an owner lease
 	tainted    bool   // legacy_tainted: touched by a legacy (unfenced) command
 	cleanupGen uint64 // the lease cleanup that last completed this rank (gc.go)
-	// nodes maps every node the rank owns to its owner's position in the
-	// node's owners (the module's node_owner_indices), so the owner of a
-	// shared block is found in O(1) however many ranks hold it.
-	nodes  map[*node]int
-	active int // owners of this rank with the active flag
+	// members are the nodes the rank owns in the module's order, each with
+	// its owner's position in the node's owners, and nodes maps each node
+	// to its position in members (order.go): the owner of a shared block
+	// is found in O(1) however many ranks hold it.
+	members []ownedNode
+	nodes   map[*node]int
+	active  int // owners of this rank with the active flag
+	// epochIdx is the rank's position in its epoch's ranks (-1: none).
+	epochIdx int
+	// admissionCount and reservationCount count the rank's admission ranks
+	// and reservations (the module's admission_rank_count and
+	// reservation_count).
+	admissionCount, reservationCount int
+	// cleanupNodeGen and cleanupNodesLeft partition members during a lease
+	// cleanup (the module's runtime lease_cleanup_node_* fields): the
+	// first cleanupNodesLeft are still to clean for cleanup cleanupNodeGen.
+	cleanupNodeGen   uint64
+	cleanupNodesLeft int
 }
 
 // epoch is the module's WorkerEpoch: worker-wide state.
@@ -104,16 +126,23 @@ type epoch struct {
 	lastExp    uint64
 	pending    bool // lease cleanup pending (GC drains it)
 	cleanupGen uint64
-	// ranks are the worker's rank states in the module's epoch order
-	// (worker_states): those that existed when the epoch was created, by
-	// rank, then each rank as it is created. Compaction on an owned CLEAR
-	// walks them in this order, which decides the owner order it leaves.
-	ranks []*rankState
+	// ranks, admissions and reservations are the worker's rank states,
+	// admission ranks and reservations in the module's epoch order
+	// (order.go). Compaction on an owned CLEAR walks ranks in this order,
+	// which decides the owner order it leaves; lease cleanup takes each
+	// list from its end.
+	ranks        []*rankState
+	admissions   []*admissionRank
+	reservations []*reservation
+	// cleanupRanksLeft and cleanupAdmissionsLeft are the lease cleanup's
+	// partitions: the first so many ranks and admission ranks are still to
+	// clean.
+	cleanupRanksLeft, cleanupAdmissionsLeft int
 }
 
 // NewStore returns an empty exact index.
 func NewStore() *Store {
-	return &Store{
+	s := &Store{
 		nodes:  map[uint64]*node{},
 		edges:  map[edge]*node{},
 		ranks:  map[Rank]*rankState{},
@@ -122,6 +151,8 @@ func NewStore() *Store {
 		admissions:   map[admissionKey]*admissionRank{},
 		reservations: map[reservationKey]*reservation{},
 	}
+	s.initOrders()
+	return s
 }
 
 // Changed is the outcome of a mutation: true replies +OK, false +NOOP.
@@ -138,30 +169,45 @@ const (
 	applyNoop
 )
 
+// rankState is router_index_worker: the rank's state, created (and added
+// to its worker's epoch) if absent and asked for.
 func (s *Store) rankState(r Rank, create bool) *rankState {
 	st := s.ranks[r]
 	if st == nil && create {
-		st = &rankState{rank: r, nodes: map[*node]int{}}
+		st = &rankState{rank: r, nodes: map[*node]int{}, epochIdx: -1}
 		s.ranks[r] = st
+		s.rankOrder.add(r)
 		if ep := s.epochs[r.Worker]; ep != nil {
-			ep.ranks = append(ep.ranks, st)
+			ep.ranks = listAdd(ep.ranks, st)
 		}
 	}
 	return st
 }
 
+// epochOf is router_index_worker_epoch: a new epoch gathers the worker's
+// rank states, admission ranks and reservations in dictionary order.
 func (s *Store) epochOf(worker uint64, create bool) *epoch {
 	ep := s.epochs[worker]
 	if ep == nil && create {
-		ep = &epoch{worker: worker, ranks: s.ranksOf(worker)}
-		slices.SortFunc(ep.ranks, func(a, b *rankState) int { return cmp.Compare(a.rank.DPRank, b.rank.DPRank) })
+		ep = &epoch{worker: worker}
+		for _, st := range s.ranksOf(worker) {
+			ep.ranks = listAdd(ep.ranks, st)
+		}
+		for _, a := range sortedValues(s.admissions, func(a, b *admissionRank) int { return compareAdmissionKey(a.key, b.key) }) {
+			if a.key.rank.Worker == worker {
+				ep.admissions = listAdd(ep.admissions, a)
+			}
+		}
+		for _, res := range s.reservationsOf(worker, true, 0) {
+			ep.reservations = listAdd(ep.reservations, res)
+		}
 		s.epochs[worker] = ep
+		s.epochOrder.add(worker)
 	}
 	return ep
 }
 
-// ranksOf returns the rank states of worker (any order: callers apply the
-// same change to each).
+// ranksOf returns the rank states of worker in dictionary order (by rank).
 func (s *Store) ranksOf(worker uint64) []*rankState {
 	var out []*rankState
 	for r, st := range s.ranks {
@@ -169,6 +215,7 @@ func (s *Store) ranksOf(worker uint64) []*rankState {
 			out = append(out, st)
 		}
 	}
+	slices.SortFunc(out, func(a, b *rankState) int { return cmp.Compare(a.rank.DPRank, b.rank.DPRank) })
 	return out
 }
 
@@ -187,7 +234,7 @@ func (n *node) owner(st *rankState) *owner {
 		return nil
 	}
 	if i, ok := st.nodes[n]; ok {
-		return &n.owners[i]
+		return &n.owners[st.members[i].owner]
 	}
 	return nil
 }
@@ -204,6 +251,7 @@ func (s *Store) addNode(hash, parent, local uint64) *node {
 	}
 	s.nodes[hash] = n
 	s.edges[edge{parent, local}] = n
+	s.nodeOrder.add(hash)
 	return n
 }
 
@@ -220,7 +268,7 @@ func (s *Store) setOwner(n *node, st *rankState, eventID uint64, active bool) bo
 	}
 	if o == nil {
 		n.owners = append(n.owners, owner{rank: st})
-		st.nodes[n] = len(n.owners) - 1
+		st.addMember(n, len(n.owners)-1)
 		o = &n.owners[len(n.owners)-1]
 	}
 	o.eventID = eventID
@@ -257,20 +305,23 @@ func (s *Store) setActive(n *node, st *rankState, o *owner, active bool) {
 }
 
 // removeOwner is node_remove_owner: the owner leaves the node's array by
-// swap-remove (the module's order) and the rank forgets the node.
+// swap-remove (the module's order) and the rank forgets the node, by
+// swap-remove from its members.
 func (s *Store) removeOwner(n *node, st *rankState) bool {
-	i, ok := st.nodes[n]
+	p, ok := st.nodes[n]
 	if !ok {
 		return false
 	}
+	i := st.members[p].owner
 	s.setActive(n, st, &n.owners[i], false)
 	last := len(n.owners) - 1
 	if i != last {
+		moved := n.owners[last].rank
+		moved.members[moved.nodes[n]].owner = i
 		n.owners[i] = n.owners[last]
-		n.owners[i].rank.nodes[n] = i
 	}
+	st.forgetMember(n)
 	n.owners = n.owners[:last]
-	delete(st.nodes, n)
 	return true
 }
 
@@ -292,12 +343,11 @@ func (s *Store) pruneOwnerless(hash uint64) {
 func (s *Store) deactivate(st *rankState) bool {
 	changed := st.lastClear != 0
 	st.lastClear = 0
-	for n := range st.nodes {
-		if o := n.owner(st); o != nil {
-			changed = changed || o.eventID != 0 || o.active
-			o.eventID = 0
-			s.setActive(n, st, o, false)
-		}
+	for _, m := range st.members {
+		o := &m.n.owners[m.owner]
+		changed = changed || o.eventID != 0 || o.active
+		o.eventID = 0
+		s.setActive(m.n, st, o, false)
 	}
 	return changed
 }
@@ -315,10 +365,10 @@ func (s *Store) clearRank(st *rankState, eventID uint64) bool {
 		return false
 	}
 	st.lastClear, st.dedupe, st.hasDedupe = eventID, eventID, true
-	for n := range st.nodes {
-		if o := n.owner(st); o != nil && eventID >= o.eventID && (o.eventID != eventID || o.active) {
+	for _, m := range st.members {
+		if o := &m.n.owners[m.owner]; eventID >= o.eventID && (o.eventID != eventID || o.active) {
 			o.eventID = eventID
-			s.setActive(n, st, o, false)
+			s.setActive(m.n, st, o, false)
 		}
 	}
 	return true
@@ -583,15 +633,20 @@ func (s *Store) cleanupPending(worker uint64) bool {
 // rank's inactive owners are deleted (its tickets stay the recovery fence)
 // and the nodes left without owners or children are pruned.
 func (s *Store) compactRank(st *rankState) {
-	if st == nil || !st.managed || st.tainted || len(st.nodes) == 0 {
+	if st == nil || !st.managed || st.tainted || len(st.members) == 0 {
 		return
 	}
+	// As the module: a removal swaps the last member into position i,
+	// which is examined next.
 	var removed []uint64
-	for n := range st.nodes {
-		if o := n.owner(st); o != nil && !o.active {
-			removed = append(removed, n.hash)
-			s.removeOwner(n, st)
+	for i := 0; i < len(st.members); {
+		m := st.members[i]
+		if m.n.owners[m.owner].active {
+			i++
+			continue
 		}
+		removed = append(removed, m.n.hash)
+		s.removeOwner(m.n, st)
 	}
 	for _, h := range removed {
 		s.pruneOwnerless(h)

@@ -60,15 +60,15 @@ Backing index (--index):
          the backing and the CKF's counters; DYNKV.STATS KEY keeps the
          module's triple. A --log replays into either backing.
 
-Not implemented:
+Not implemented, or not as the module:
   Replication is out of scope: DYNKV.APPLY_OWNED_AT, DYNKV.ADMIT_APPLY,
     DYNKV.WORKER_LEASE_APPLY, DYNKV.GC_APPLY and DYNKV.RESTORE answer the
     module's internal-only errors as for any client; ROLE answers master,
     REPLICAOF/SLAVEOF/SYNC/PSYNC an ERR line. WAIT answers the count asked
     for when --log is set (the log stands in for the replica), 0 without.
-  DYNKV.GC makes the module's transitions (expired leases, pending lease
-    cleanups, reclaiming what owner-fenced workers left) but visits them in
-    key order, not with the module's cursor: one call's counters can differ.
+  DYNKV.GC follows the module's resumable cursor, plans and transitions
+    call for call (its counters and GC_STATS' phase are the module's), but
+    the cursor survives a restart, where the module's starts over.
 
 Slow or hostile clients: a command must arrive within --command-timeout of
 its first byte, a reply must be read within --write-timeout, or the
