@@ -135,8 +135,10 @@
 //
 // Tests prove the spec's golden byte vectors; the scenarios of the module's
 // own suites reply for reply (module_test.go: core, fences, registration,
-// leases, limits, GC reclamation; admission_test.go: admission and its
-// expiry order; tests/dynkv over the wire with Debian's python3-redis,
+// leases, limits, GC reclamation; gc_test.go: gc_bounded, gc_persistence
+// and gc_oversized, GC replies call by call as derived from the module's
+// source; admission_test.go: admission and its expiry order; tests/dynkv
+// over the wire with Debian's python3-redis,
 // with the traffic of a Dynamo frontend and its workers); FuzzEngine; hostile inputs (malformed payloads,
 // over-limit counts, unknown commands, oversized bulk strings, connections
 // over the limit, clients stalling mid-command or never reading, while

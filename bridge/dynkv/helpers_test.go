@@ -3,6 +3,7 @@ package dynkv
 import (
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -98,15 +99,45 @@ func render(r reply) string {
 	return "(none)"
 }
 
-// eng drives an Engine in-process at a clock the test sets.
+// eng drives an Engine in-process at a clock the test sets, or, made by
+// newLoggedEng, a Server with a log as its connections would.
 type eng struct {
 	t   *testing.T
 	e   *Engine
 	now time.Time
+	srv *Server // nil: commands go to e directly
 }
 
 func newEng(t *testing.T) *eng {
 	return &eng{t: t, e: NewEngine(), now: time.UnixMilli(1_000_000_000)}
+}
+
+// newLoggedEng drives a Server with a log (server commands included) that
+// restart stops and starts again on its log.
+func newLoggedEng(t *testing.T) *eng {
+	x := &eng{t: t, now: time.UnixMilli(1_000_000_000)}
+	x.open(Config{Addr: "127.0.0.1:0", LogPath: filepath.Join(t.TempDir(), "dynkv.aof")})
+	return x
+}
+
+func (x *eng) open(cfg Config) {
+	x.t.Helper()
+	s, err := NewServer(cfg)
+	if err != nil {
+		x.t.Fatalf("NewServer: %v", err)
+	}
+	s.engine.now = func() time.Time { return x.now }
+	x.srv, x.e = s, s.engine
+	x.t.Cleanup(func() { s.Close() })
+}
+
+// restart closes the server (SHUTDOWN) and starts it again on its log.
+func (x *eng) restart() {
+	x.t.Helper()
+	if err := x.srv.Close(); err != nil {
+		x.t.Fatalf("Close: %v", err)
+	}
+	x.open(x.srv.cfg)
 }
 
 // args converts strings, byte slices and integers (as decimal) to command
@@ -128,7 +159,13 @@ func args(vs ...any) [][]byte {
 	return out
 }
 
-func (x *eng) do(vs ...any) reply { return x.e.ExecAt(x.now, args(vs...)) }
+func (x *eng) do(vs ...any) reply {
+	if x.srv != nil {
+		r, _ := x.srv.exec(&connState{authed: true}, args(vs...))
+		return r
+	}
+	return x.e.ExecAt(x.now, args(vs...))
+}
 
 // want runs a command and checks its rendered reply.
 func (x *eng) want(want string, vs ...any) {
