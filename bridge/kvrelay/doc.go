@@ -17,6 +17,14 @@
 // one snapshot (package cbi1), then contiguous deltas (base = the
 // installed sequence, sequence = base + 1), heartbeats between that do not
 // advance the sequence. SubscribeKvPoolLoad sends complete load windows.
+// SubscribeServingReadiness sends a complete topology projection (per
+// namespace and model: READY, UNAVAILABLE or UNKNOWN, the roles present
+// and missing, the member endpoints with their pool ids) now and again
+// every ReadinessInterval, with a revision that moves when it changes;
+// SubscribeServingLoad (additive to v1) complete windows of pool and model
+// load, each with a data status (COMPLETE sets the gauges, DEGRADED and
+// UNAVAILABLE leave them unset). A Source that is not a ReadinessSource or
+// a ServingLoadSource answers those UNIMPLEMENTED / UNSUPPORTED_FEATURE.
 // Subscriber ids are 1..128 bytes. Messages are bounded at 8 MiB.
 //
 // # Following
@@ -41,20 +49,23 @@
 // subscription is a relay.Watch (the pool's words at its last sequence,
 // copied in the pool's writer loop after the pending window is published,
 // then the deltas and heartbeats its NATS delta log takes, at the same
-// sequences), and its load reports make the load windows. What a stream
+// sequences), and its load reports make the load windows, the readiness
+// projection (READY while a worker is live) and the serving load
+// (COMPLETE once every live worker sent load samples). What a stream
 // cannot carry (a stored snapshot of a new layout generation or past the
 // stream's sequence, the drain marker, a subscriber that fell behind)
 // ends it with the contract's reason, and the subscriber starts over.
 //
-// Non-goals: the serving-readiness and serving-load streams (UNIMPLEMENTED);
-// TLS (the contract is plaintext HTTP/2, behind a TLS-terminating proxy).
+// Non-goals: TLS (the contract is plaintext HTTP/2, behind a
+// TLS-terminating proxy); model load from frontends (goindex's relay sees
+// none).
 //
 // Files:
 //   - contract.go: the envelope constants and the checks of markers,
 //     versions, subscriber ids, producers and catalog entries.
 //   - server.go: Source, Update, Server and its RPCs.
 //   - relaysource.go: RelaySource, ProducerOf, CheckPool: goindex's relay
-//     as a Source.
+//     as a Source, with its readiness projection and serving load.
 //   - follow.go: Lane, FollowConfig, Follow and the stream rules.
 //   - replica.go: ReplicaLane, the Lane of one lane of goindex's replica
 //     file (what `goindex consume --upstream-relay` follows into).
@@ -71,7 +82,9 @@
 // (sequences burned after an uncertain publish), and a restart behind the same
 // address; a raw subscriber sees chunks, then contiguous deltas and
 // heartbeats, and upstream-valid identities; a subscriber that does not
-// read ends SUBSCRIBER_LAGGED. tests/kvrelay checks a `goindex relay
+// read ends SUBSCRIBER_LAGGED; its readiness turns READY with a new
+// revision when a worker is live, and its serving load goes UNAVAILABLE,
+// DEGRADED, COMPLETE as workers send load samples. tests/kvrelay checks a `goindex relay
 // --kvrelay-listen` process from Python, apart from this package: Debian's
 // python3-grpcio, messages protoc generates from relay.proto at test time,
 // the marker read from the wire bytes, CBI1 decoded and its checksums

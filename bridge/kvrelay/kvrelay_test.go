@@ -272,7 +272,9 @@ func TestFollow_ConvergesThroughDeltasGapsAndNewGenerations(t *testing.T) {
 }
 
 // The server refuses a wrong marker, a stale generation and an unknown
-// pool with the contract's codes and reason trailers.
+// pool with the contract's codes and reason trailers, and the readiness
+// and serving-load streams of a source that projects none as
+// UNIMPLEMENTED / UNSUPPORTED_FEATURE.
 func TestServer_RefusesWithTheContractsCodesAndReasons(t *testing.T) {
 	m := newModel(3)
 	client := pb.NewKvEventRelayClient(serve(t, m))
@@ -283,6 +285,28 @@ func TestServer_RefusesWithTheContractsCodesAndReasons(t *testing.T) {
 	info, err := client.GetRelayInfo(ctx, &pb.RelayInfoRequest{ContractMarker: ContractMarker})
 	if err != nil || checkResponse(info) != nil || info.GetRelay().GetRelayIncarnation() != 9 {
 		t.Errorf("GetRelayInfo = %v, %v", info, err)
+	}
+	for name, call := range map[string]func(opt grpc.CallOption) error{
+		"readiness": func(opt grpc.CallOption) error {
+			s, err := client.SubscribeServingReadiness(ctx, &pb.SubscribeServingReadinessRequest{SubscriberId: "s", ContractMarker: ContractMarker}, opt)
+			if err == nil {
+				_, err = s.Recv()
+			}
+			return err
+		},
+		"serving load": func(opt grpc.CallOption) error {
+			s, err := client.SubscribeServingLoad(ctx, &pb.SubscribeServingLoadRequest{SubscriberId: "s", ContractMarker: ContractMarker}, opt)
+			if err == nil {
+				_, err = s.Recv()
+			}
+			return err
+		},
+	} {
+		var trailer metadata.MD
+		if err := call(grpc.Trailer(&trailer)); status.Code(err) != codes.Unimplemented ||
+			Reason(trailer) != pb.RelayErrorReason_RELAY_ERROR_REASON_UNSUPPORTED_FEATURE {
+			t.Errorf("%s of a source that projects none = %v, reason %v; want UNIMPLEMENTED, UNSUPPORTED_FEATURE", name, err, Reason(trailer))
+		}
 	}
 	for _, c := range []struct {
 		name   string

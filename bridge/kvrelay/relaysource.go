@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -73,7 +75,13 @@ type RelaySourceConfig struct {
 // its deltas and heartbeats as its delta log takes them, so the sequences
 // are the NATS publication's), and its load reports make the load
 // windows.
-type RelaySource struct{ cfg RelaySourceConfig }
+type RelaySource struct {
+	cfg RelaySourceConfig
+
+	mu        sync.Mutex // guards the readiness projection's revision
+	revision  uint64
+	readiness []*pb.TopologyEntry
+}
 
 // NewRelaySource checks cfg's pool descriptions and returns the Source.
 func NewRelaySource(cfg RelaySourceConfig) (*RelaySource, error) {
@@ -145,10 +153,16 @@ func (s *RelaySource) domainOf(want *pb.ProducerIdentity) (relayproto.DomainID, 
 			return 0, fmt.Errorf("%w: dc %d's producer is incarnation %d, generation %d", ErrProducerChanged,
 				want.GetPoolId().GetDcId(), p.GetProducer().GetProducerIncarnation(), p.GetProducer().GetLayoutGeneration())
 		default:
-			return relayproto.DomainID(binary.BigEndian.Uint64(p.GetProducer().GetPoolId().GetIndexerDomain().GetCacheSemantics().GetDigest()[8:])), nil
+			return poolDomain(p), nil
 		}
 	}
 	return 0, fmt.Errorf("%w: dc %d", ErrPoolNotFound, want.GetPoolId().GetDcId())
+}
+
+// poolDomain returns the goindex domain of one of the source's own
+// catalog entries (ProducerOf put it in the digest's last 8 bytes).
+func poolDomain(p *Pool) relayproto.DomainID {
+	return relayproto.DomainID(binary.BigEndian.Uint64(p.GetProducer().GetPoolId().GetIndexerDomain().GetCacheSemantics().GetDigest()[8:]))
 }
 
 // Follow watches the pool of want and streams its publication: the watch's
@@ -250,16 +264,15 @@ func pump(ctx context.Context, w *relay.Watch, out chan<- Update) {
 // and all count as observed only when the capacity is known (else none,
 // so a consumer never reads a partial capacity as the pool's).
 func (s *RelaySource) Loads() []*Load {
-	_, infos, _ := s.cfg.Relay.Catalog()
+	_, pools, _ := s.Catalog()
 	var out []*Load
-	for _, info := range infos {
-		d := relayproto.DomainID(info.Domain)
-		lr, ok := s.cfg.Relay.Load(d)
-		if _, described := s.cfg.Pools[d]; !ok || !described || lr.Identity.Incarnation != info.Incarnation ||
-			lr.Identity.LayoutGeneration != info.LayoutGeneration {
+	for _, p := range pools {
+		pl, ok := s.load(p)
+		if !ok {
 			continue
 		}
-		e := &Load{Producer: ProducerOf(lr.Identity), KvUsedBlocks: lr.ActiveDecodeBlocks, TotalKvBlocks: lr.CapacityBlocks,
+		lr := pl.Report
+		e := &Load{Producer: p.GetProducer(), KvUsedBlocks: lr.ActiveDecodeBlocks, TotalKvBlocks: lr.CapacityBlocks,
 			KvExpectedRanks: lr.LiveWorkers}
 		if lr.CapacityBlocks > 0 {
 			e.KvObservedRanks = lr.LiveWorkers
@@ -267,4 +280,105 @@ func (s *RelaySource) Loads() []*Load {
 		out = append(out, e)
 	}
 	return out
+}
+
+// load returns the last load of a catalog pool when it is of the pool's
+// current producer.
+func (s *RelaySource) load(p *Pool) (relay.PoolLoad, bool) {
+	pl, ok := s.cfg.Relay.Load(poolDomain(p))
+	id := pl.Report.Identity
+	return pl, ok && id.Incarnation == p.GetProducer().GetProducerIncarnation() && id.LayoutGeneration == p.GetProducer().GetLayoutGeneration()
+}
+
+// Readiness projects one topology per (namespace, canonical model) of the
+// described live pools, each pool a member linked to its pool id: READY
+// while some member's last load report counts a live worker (its roles
+// present), UNAVAILABLE when reports count none (the roles missing),
+// UNKNOWN before any report. A pool without a model registration is in no
+// topology. The revision moves whenever the projection changes.
+func (s *RelaySource) Readiness() (uint64, []*pb.TopologyEntry) {
+	_, pools, _ := s.Catalog()
+	var entries []*pb.TopologyEntry
+	index := map[[2]string]int{}
+	for _, p := range pools {
+		state := pb.ServingReadinessState_SERVING_READINESS_STATE_UNKNOWN
+		if pl, ok := s.load(p); ok {
+			state = pb.ServingReadinessState_SERVING_READINESS_STATE_UNAVAILABLE
+			if pl.Report.LiveWorkers > 0 {
+				state = pb.ServingReadinessState_SERVING_READINESS_STATE_READY
+			}
+		}
+		member := &pb.TopologyMember{Endpoint: p.GetServingEndpoint(), Roles: p.GetPoolRoles(), PoolId: p.GetProducer().GetPoolId()}
+		for _, r := range p.GetRegistrations() {
+			key := [2]string{p.GetServingEndpoint().GetNamespace(), r.GetCanonicalModelId()}
+			i, ok := index[key]
+			if !ok {
+				i = len(entries)
+				index[key] = i
+				entries = append(entries, &pb.TopologyEntry{Namespace: key[0], CanonicalModelId: key[1]})
+			}
+			e := entries[i]
+			e.State = max(e.State, state) // READY over UNAVAILABLE over UNKNOWN
+			e.Members = append(e.Members, member)
+			if state == pb.ServingReadinessState_SERVING_READINESS_STATE_READY {
+				e.PresentRoles = addRoles(e.PresentRoles, p.GetPoolRoles())
+			}
+		}
+	}
+	for _, e := range entries {
+		for _, m := range e.Members {
+			for _, r := range m.GetRoles() {
+				if !slices.Contains(e.PresentRoles, r) && !slices.Contains(e.MissingRoles, r) {
+					e.MissingRoles = append(e.MissingRoles, r)
+				}
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.revision == 0 || !slices.EqualFunc(entries, s.readiness, func(a, b *pb.TopologyEntry) bool { return proto.Equal(a, b) }) {
+		s.revision++
+		s.readiness = entries
+	}
+	return s.revision, entries
+}
+
+// addRoles adds the roles not in set yet.
+func addRoles(set, roles []pb.WorkerRole) []pb.WorkerRole {
+	for _, r := range roles {
+		if !slices.Contains(set, r) {
+			set = append(set, r)
+		}
+	}
+	return set
+}
+
+// ServingLoad reports each described live pool's scheduler load from its
+// last load report: the queued prefill tokens and active decode blocks,
+// COMPLETE when every live worker sent load samples (the gauges set, and
+// the oldest sample's time), DEGRADED when some did not (the gauges
+// unset: a partial sum would read as less load), UNAVAILABLE when none
+// did or no report came yet; the live workers as its deployment. goindex's
+// relay sees no frontends: no model load.
+func (s *RelaySource) ServingLoad() ([]*pb.PoolServingLoad, []*pb.ModelServingLoad) {
+	_, pools, _ := s.Catalog()
+	var out []*pb.PoolServingLoad
+	for _, p := range pools {
+		psl := &pb.PoolServingLoad{Producer: p.GetProducer(), Load: &pb.LoadView{Status: pb.DataStatus_DATA_STATUS_UNAVAILABLE}}
+		if pl, ok := s.load(p); ok {
+			r, cov := pl.Report, pl.Coverage
+			psl.Deployment = &pb.PoolDeploymentStatus{LiveWorkers: proto.Uint64(uint64(r.LiveWorkers))}
+			if cov.Sampled > 0 {
+				psl.Load.SourceObservedMs = uint64(cov.Oldest.UnixMilli())
+				psl.Load.Status = pb.DataStatus_DATA_STATUS_DEGRADED
+			}
+			if cov.Sampled > 0 && cov.Sampled >= r.LiveWorkers {
+				psl.Load.Status = pb.DataStatus_DATA_STATUS_COMPLETE
+				psl.Load.Tokens = &pb.TokenLoadStats{ActivePrefillTokens: proto.Uint64(r.QueuedPrefillTokens),
+					ActiveDecodeBlocks: proto.Uint64(r.ActiveDecodeBlocks)}
+			}
+		}
+		out = append(out, psl)
+	}
+	return out, nil
 }

@@ -66,7 +66,7 @@ func startGoRelay(t *testing.T, nc *nats.Conn, heartbeat time.Duration) (*goRela
 		t.Fatal(err)
 	}
 	s, err := NewServer(ServerConfig{Relay: &pb.RelayIdentity{DrtInstanceId: 1, RelayIncarnation: uint64(time.Now().UnixNano())},
-		Source: src, LoadInterval: 20 * time.Millisecond, ChunkWords: 500})
+		Source: src, LoadInterval: 20 * time.Millisecond, ReadinessInterval: 20 * time.Millisecond, ChunkWords: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,5 +325,88 @@ func TestRelaySource_SubscriberThatFallsBehindEndsLagged(t *testing.T) {
 	stale.ProducerIncarnation--
 	if _, err := src.Follow(ctx, stale); !errors.Is(err, ErrProducerChanged) {
 		t.Errorf("Follow(an older incarnation) = %v, want ErrProducerChanged", err)
+	}
+}
+
+// goindex's relay projects serving readiness and serving load: the pool's
+// topology (namespace, model) is UNAVAILABLE before a worker is live and
+// READY after, with a new revision; the pool's serving load is UNAVAILABLE
+// while no worker sent a load sample, DEGRADED (no gauges) while some did,
+// COMPLETE with the summed gauges once every live worker did.
+func TestRelaySource_ServesReadinessAndServingLoad(t *testing.T) {
+	_, nc := natstest.Start(t)
+	gen := relaytest.NewGenerator(7, 2)
+	_, addr := startGoRelay(t, nc, time.Hour)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	client := pb.NewKvEventRelayClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := client.SubscribeServingReadiness(ctx, &pb.SubscribeServingReadinessRequest{SubscriberId: "r", ContractMarker: ContractMarker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readiness := func(want pb.ServingReadinessState) *pb.ServingReadinessUpdate {
+		t.Helper()
+		for {
+			u, err := rs.Recv()
+			if err != nil || checkResponse(u) != nil {
+				t.Fatalf("readiness stream: %v, %v", u, err)
+			}
+			if len(u.GetEntries()) == 1 && u.GetEntries()[0].GetState() == want {
+				return u
+			}
+		}
+	}
+	before := readiness(pb.ServingReadinessState_SERVING_READINESS_STATE_UNAVAILABLE)
+	publish(t, nc, gen, 20)
+	after := readiness(pb.ServingReadinessState_SERVING_READINESS_STATE_READY)
+	e := after.GetEntries()[0]
+	if after.GetRevision() <= before.GetRevision() || e.GetNamespace() != "dynamo" || e.GetCanonicalModelId() != "Qwen/Qwen3-0.6B" ||
+		!slices.Equal(e.GetPresentRoles(), []pb.WorkerRole{pb.WorkerRole_WORKER_ROLE_AGGREGATED}) || len(e.GetMissingRoles()) != 0 ||
+		len(e.GetMembers()) != 1 || e.GetMembers()[0].GetPoolId().GetDcId() != 3 {
+		t.Errorf("readiness %v after %v: want a new revision, dynamo/Qwen READY with the aggregated role present and the pool as member", after, before)
+	}
+	if u := readiness(pb.ServingReadinessState_SERVING_READINESS_STATE_READY); u.GetRevision() != after.GetRevision() {
+		t.Errorf("the repeated projection has revision %d, want %d (nothing changed)", u.GetRevision(), after.GetRevision())
+	}
+
+	ls, err := client.SubscribeServingLoad(ctx, &pb.SubscribeServingLoadRequest{SubscriberId: "l", ContractMarker: ContractMarker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	servingLoad := func(want pb.DataStatus) *pb.PoolServingLoad {
+		t.Helper()
+		for {
+			u, err := ls.Recv()
+			if err != nil || checkResponse(u) != nil || len(u.GetModels()) != 0 {
+				t.Fatalf("serving load stream: %v, %v", u, err)
+			}
+			if len(u.GetPools()) == 1 && u.GetPools()[0].GetLoad().GetStatus() == want {
+				return u.GetPools()[0]
+			}
+		}
+	}
+	if p := servingLoad(pb.DataStatus_DATA_STATUS_UNAVAILABLE); p.GetLoad().GetTokens() != nil || p.GetDeployment().GetLiveWorkers() != 2 {
+		t.Errorf("serving load without samples %v: want no gauges, 2 live workers", p)
+	}
+	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 3}
+	sample := func(worker, queued, decode uint64) {
+		b := fmt.Appendf(nil, `{"worker_id": %d, "queued_prefill_tokens": %d, "active_decode_blocks": %d}`, worker, queued, decode)
+		if err := nc.Publish(names.WorkerLoadSubject(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sample(1, 100, 10)
+	if p := servingLoad(pb.DataStatus_DATA_STATUS_DEGRADED); p.GetLoad().GetTokens() != nil || p.GetLoad().GetSourceObservedMs() == 0 {
+		t.Errorf("serving load with 1 of 2 workers sampled %v: want no gauges, the sample's time", p)
+	}
+	sample(2, 50, 5)
+	p := servingLoad(pb.DataStatus_DATA_STATUS_COMPLETE)
+	if tk := p.GetLoad().GetTokens(); tk.GetActivePrefillTokens() != 150 || tk.GetActiveDecodeBlocks() != 15 || tk.ActivePrefillTokens == nil {
+		t.Errorf("serving load with every worker sampled %v: want 150 prefill tokens and 15 decode blocks", p)
 	}
 }

@@ -55,11 +55,33 @@ type Source interface {
 	Loads() []*Load
 }
 
+// ReadinessSource is a Source that also projects serving readiness:
+// SubscribeServingReadiness streams it. A Source without it answers that
+// RPC UNIMPLEMENTED.
+type ReadinessSource interface {
+	Source
+	// Readiness returns the complete topology projection and its
+	// revision, which moves whenever the projection changes.
+	Readiness() (revision uint64, entries []*pb.TopologyEntry)
+}
+
+// ServingLoadSource is a Source that also reports serving load:
+// SubscribeServingLoad streams it. A Source without it answers that RPC
+// UNIMPLEMENTED.
+type ServingLoadSource interface {
+	Source
+	// ServingLoad returns one complete window's pools and models.
+	ServingLoad() ([]*pb.PoolServingLoad, []*pb.ModelServingLoad)
+}
+
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	Relay        *pb.RelayIdentity // required: this relay's identity
 	Source       Source            // required
 	LoadInterval time.Duration     // optional; default: 1s
+	// ReadinessInterval is how often the readiness projection is sent
+	// again (its heartbeat) and checked for a new revision.
+	ReadinessInterval time.Duration // optional; default: 1s
 	// ChunkWords bounds the bucket words of one snapshot chunk.
 	ChunkWords int // optional; default: cbi1.MaxChunkWords
 }
@@ -78,6 +100,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.LoadInterval <= 0 {
 		cfg.LoadInterval = time.Second
+	}
+	if cfg.ReadinessInterval <= 0 {
+		cfg.ReadinessInterval = time.Second
 	}
 	return &Server{cfg: cfg}, nil
 }
@@ -114,11 +139,8 @@ func (s *Server) GetRelayInfo(_ context.Context, req *pb.RelayInfoRequest) (*pb.
 
 // WatchKvPoolCatalog sends the complete catalog now and after every change.
 func (s *Server) WatchKvPoolCatalog(req *pb.WatchKvPoolCatalogRequest, stream grpc.ServerStreamingServer[pb.KvPoolCatalogUpdate]) error {
-	if err := checkRequest(req); err != nil {
-		return s.refuse(stream, err)
-	}
-	if err := checkSubscriber(req.GetSubscriberId()); err != nil {
-		return s.refuse(stream, err)
+	if err := s.checkStream(req, req.GetSubscriberId(), stream); err != nil {
+		return err
 	}
 	for {
 		rev, pools, changed := s.cfg.Source.Catalog()
@@ -189,19 +211,71 @@ func (s *Server) SubscribeKvPool(req *pb.SubscribeKvPoolRequest, stream grpc.Ser
 
 // SubscribeKvPoolLoad sends a complete load window every LoadInterval.
 func (s *Server) SubscribeKvPoolLoad(req *pb.SubscribeKvPoolLoadRequest, stream grpc.ServerStreamingServer[pb.KvPoolLoadUpdate]) error {
+	if err := s.checkStream(req, req.GetSubscriberId(), stream); err != nil {
+		return err
+	}
+	return every(stream, s.cfg.LoadInterval, func(window uint64) error {
+		return stream.Send(&pb.KvPoolLoadUpdate{ProtocolVersion: ProtocolVersion, Relay: s.cfg.Relay, WindowSequence: window,
+			ObservedMs: uint64(time.Now().UnixMilli()), WindowMs: uint64(s.cfg.LoadInterval.Milliseconds()),
+			Pools: s.cfg.Source.Loads(), ContractMarker: ContractMarker})
+	})
+}
+
+// SubscribeServingReadiness sends the complete readiness projection now
+// and every ReadinessInterval (its heartbeat), with its revision; a
+// Source that projects none answers UNIMPLEMENTED.
+func (s *Server) SubscribeServingReadiness(req *pb.SubscribeServingReadinessRequest, stream grpc.ServerStreamingServer[pb.ServingReadinessUpdate]) error {
+	if err := s.checkStream(req, req.GetSubscriberId(), stream); err != nil {
+		return err
+	}
+	src, ok := s.cfg.Source.(ReadinessSource)
+	if !ok {
+		return relayError(stream, codes.Unimplemented, pb.RelayErrorReason_RELAY_ERROR_REASON_UNSUPPORTED_FEATURE, "this relay projects no serving readiness")
+	}
+	return every(stream, s.cfg.ReadinessInterval, func(uint64) error {
+		rev, entries := src.Readiness()
+		return stream.Send(&pb.ServingReadinessUpdate{ProtocolVersion: ProtocolVersion, Relay: s.cfg.Relay, Revision: rev,
+			Entries: entries, ContractMarker: ContractMarker})
+	})
+}
+
+// SubscribeServingLoad sends a complete serving-load window every
+// LoadInterval; a Source that reports none answers UNIMPLEMENTED.
+func (s *Server) SubscribeServingLoad(req *pb.SubscribeServingLoadRequest, stream grpc.ServerStreamingServer[pb.ServingLoadUpdate]) error {
+	if err := s.checkStream(req, req.GetSubscriberId(), stream); err != nil {
+		return err
+	}
+	src, ok := s.cfg.Source.(ServingLoadSource)
+	if !ok {
+		return relayError(stream, codes.Unimplemented, pb.RelayErrorReason_RELAY_ERROR_REASON_UNSUPPORTED_FEATURE, "this relay reports no serving load")
+	}
+	return every(stream, s.cfg.LoadInterval, func(window uint64) error {
+		pools, models := src.ServingLoad()
+		return stream.Send(&pb.ServingLoadUpdate{ProtocolVersion: ProtocolVersion, Relay: s.cfg.Relay, WindowSequence: window,
+			ObservedMs: uint64(time.Now().UnixMilli()), WindowMs: uint64(s.cfg.LoadInterval.Milliseconds()),
+			Pools: pools, Models: models, ContractMarker: ContractMarker})
+	})
+}
+
+// checkStream checks a streaming request's marker and subscriber id, and
+// refuses the stream when either is wrong.
+func (s *Server) checkStream(req marked, subscriber string, stream grpc.ServerStream) error {
 	if err := checkRequest(req); err != nil {
 		return s.refuse(stream, err)
 	}
-	if err := checkSubscriber(req.GetSubscriberId()); err != nil {
+	if err := checkSubscriber(subscriber); err != nil {
 		return s.refuse(stream, err)
 	}
-	tick := time.NewTicker(s.cfg.LoadInterval)
+	return nil
+}
+
+// every calls send with 1, 2, … now and then every interval until the
+// stream's context ends (nil) or send fails.
+func every(stream grpc.ServerStream, interval time.Duration, send func(n uint64) error) error {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for window := uint64(1); ; window++ {
-		err := stream.Send(&pb.KvPoolLoadUpdate{ProtocolVersion: ProtocolVersion, Relay: s.cfg.Relay, WindowSequence: window,
-			ObservedMs: uint64(time.Now().UnixMilli()), WindowMs: uint64(s.cfg.LoadInterval.Milliseconds()),
-			Pools: s.cfg.Source.Loads(), ContractMarker: ContractMarker})
-		if err != nil {
+	for n := uint64(1); ; n++ {
+		if err := send(n); err != nil {
 			return err
 		}
 		select {

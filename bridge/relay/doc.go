@@ -95,7 +95,9 @@
 // The pool never waits for a watch: one whose buffer is full is dropped
 // (ErrLagged). A fenced publication has no consistent start (ErrFenced).
 // Catalog and Load give the live pools' identities (with a change
-// channel) and their last load reports.
+// channel) and their last load reports, with how many live workers sent
+// the load samples summed in them and the oldest sample's time (Coverage:
+// a partial sum reads as less load than there is).
 //
 // Non-goals: no recovery of events lost in an envelope gap (that would need
 // the workers' dumps through ckf.ReplaceRanks; gaps are counted and

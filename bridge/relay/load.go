@@ -13,10 +13,11 @@ import (
 // merged field by field (workers and routers each send some of the fields;
 // a nil field keeps the last known value).
 type workerState struct {
-	seen   time.Time
-	sample WorkerLoad
-	hasLd  bool
-	ranks  map[uint32]*dynamo.ActiveLoad
+	seen    time.Time
+	sampled time.Time // the last load sample, either kind; zero: none yet
+	sample  WorkerLoad
+	hasLd   bool
+	ranks   map[uint32]*dynamo.ActiveLoad
 }
 
 // maxRanksPerWorker bounds the dp ranks kept per worker: real deployments
@@ -83,7 +84,7 @@ func (t *loadTracker) sawEvent(id uint64, now time.Time) {
 // sample keeps worker s.WorkerID's latest load sample.
 func (t *loadTracker) sample(s WorkerLoad, now time.Time) {
 	if w := t.worker(s.WorkerID, now); w != nil {
-		w.seen, w.sample, w.hasLd = now, s, true
+		w.seen, w.sampled, w.sample, w.hasLd = now, now, s, true
 	}
 }
 
@@ -101,7 +102,7 @@ func (t *loadTracker) active(l dynamo.ActiveLoad, now time.Time, knownOnly bool)
 	if w == nil {
 		return
 	}
-	w.seen = now
+	w.seen, w.sampled = now, now
 	if w.ranks == nil {
 		w.ranks = map[uint32]*dynamo.ActiveLoad{}
 	}
@@ -134,13 +135,28 @@ func activeBlocks(r *dynamo.ActiveLoad) uint64 {
 	return r.KVUsedBlocks
 }
 
+// Coverage is how much of a load report its live workers' own samples
+// make: Sampled of its LiveWorkers sent a load sample (the others count
+// for liveness and configured capacity only), the oldest of those samples
+// at Oldest (zero when none).
+type Coverage struct {
+	Sampled uint32
+	Oldest  time.Time
+}
+
 // fill sums the live workers' samples into r, forgets workers silent for
-// longer than the window, and uses perWorkerCapacity for live workers that
-// sent no capacity.
-func (t *loadTracker) fill(r *relayproto.LoadReport, now time.Time, perWorkerCapacity uint64) {
+// longer than the window, uses perWorkerCapacity for live workers that
+// sent no capacity, and says how many live workers' samples it summed.
+func (t *loadTracker) fill(r *relayproto.LoadReport, now time.Time, perWorkerCapacity uint64) (cov Coverage) {
 	t.forget(now)
 	for _, w := range t.workers {
 		r.LiveWorkers++
+		if !w.sampled.IsZero() {
+			cov.Sampled++
+			if cov.Oldest.IsZero() || w.sampled.Before(cov.Oldest) {
+				cov.Oldest = w.sampled
+			}
+		}
 		capacity := perWorkerCapacity
 		if w.hasLd {
 			r.QueuedPrefillTokens = addSaturating(r.QueuedPrefillTokens, w.sample.QueuedPrefillTokens)
@@ -158,6 +174,7 @@ func (t *loadTracker) fill(r *relayproto.LoadReport, now time.Time, perWorkerCap
 		}
 		r.CapacityBlocks = addSaturating(r.CapacityBlocks, capacity)
 	}
+	return cov
 }
 
 // addSaturating returns a+b, or 2^64-1 when that overflows: samples come

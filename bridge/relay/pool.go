@@ -817,8 +817,8 @@ func (p *pool) reportLoad(now time.Time) {
 		TimestampUnixNano: uint64(now.UnixNano()), IntervalMs: uint32(c.LoadEvery / time.Millisecond),
 		ActiveBlocks: st.TrackedBlocks, PrefillTokensPerMs: c.PrefillTokensPerMs,
 		QueueTokensPerMs: c.QueueTokensPerMs, DecodeBlocksPerMs: c.DecodeBlocksPerMs}
-	p.load.fill(&r, now, c.WorkerCapacityBlocks)
-	p.r.setLoad(p.cfg.Domain, &r)
+	cov := p.load.fill(&r, now, c.WorkerCapacityBlocks)
+	p.r.setLoad(p.cfg.Domain, PoolLoad{Report: r, Coverage: cov})
 	b, err := relayproto.AppendLoadReport(p.frame[:0], &r)
 	if err != nil {
 		p.log.Warn("load report", "err", err)

@@ -26,7 +26,7 @@ type Relay struct {
 	mu      sync.Mutex
 	infos   map[relayproto.DomainID]Info
 	final   map[relayproto.DomainID]PoolStatus
-	loads   map[relayproto.DomainID]relayproto.LoadReport
+	loads   map[relayproto.DomainID]PoolLoad
 	catalog uint64        // revision of the set of live pool identities
 	changed chan struct{} // closed when catalog moves
 	closed  bool
@@ -40,7 +40,7 @@ func New(cfg Config) (*Relay, error) {
 	base, kill := context.WithCancel(context.Background())
 	r := &Relay{cfg: cfg, base: base, kill: kill, stop: base.Done(), ready: make(chan struct{}),
 		infos: map[relayproto.DomainID]Info{}, final: map[relayproto.DomainID]PoolStatus{},
-		loads: map[relayproto.DomainID]relayproto.LoadReport{}, changed: make(chan struct{})}
+		loads: map[relayproto.DomainID]PoolLoad{}, changed: make(chan struct{})}
 	for _, pc := range cfg.Pools {
 		p, err := newPool(r, pc)
 		if err != nil {
@@ -133,15 +133,21 @@ func (r *Relay) Catalog() (revision uint64, pools []Info, changed <-chan struct{
 	return r.catalog, pools, r.changed
 }
 
-func (r *Relay) setLoad(d relayproto.DomainID, lr *relayproto.LoadReport) {
+// PoolLoad is a pool's last load report (what the load subject carried)
+// and how much of it its workers' own samples make.
+type PoolLoad struct {
+	Report   relayproto.LoadReport
+	Coverage Coverage
+}
+
+func (r *Relay) setLoad(d relayproto.DomainID, pl PoolLoad) {
 	r.mu.Lock()
-	r.loads[d] = *lr
+	r.loads[d] = pl
 	r.mu.Unlock()
 }
 
-// Load returns domain d's last load report (what the load subject
-// carried), and false before the first one.
-func (r *Relay) Load(d relayproto.DomainID) (relayproto.LoadReport, bool) {
+// Load returns domain d's last load, and false before the first report.
+func (r *Relay) Load(d relayproto.DomainID) (PoolLoad, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	lr, ok := r.loads[d]

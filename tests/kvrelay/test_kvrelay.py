@@ -16,7 +16,8 @@ fed by a vLLM-shaped ZeroMQ publisher (bridge/zmqfeed/testdata/engine_pub.py,
 python3-zmq and python3-msgpack). A follower's state, built from a snapshot
 and deltas, must equal byte for byte the snapshot a later subscription gets
 at the same sequence; removing every block must bring it back to all zero;
-a restart must bring a new relay and producer incarnation, refuse the old
+the readiness and serving-load streams must name the pool; a restart must
+bring a new relay and producer incarnation, refuse the old
 producer (PRODUCER_CHANGED) and be followed again. Prints
 "N passed, N failed".
 
@@ -301,6 +302,14 @@ class Client:
         return self.stream("SubscribeKvPoolLoad", pb.SubscribeKvPoolLoadRequest(subscriber_id=who, contract_marker=MARKER),
                            pb.KvPoolLoadUpdate)
 
+    def readiness(self, who="py-readiness"):
+        return self.stream("SubscribeServingReadiness", pb.SubscribeServingReadinessRequest(subscriber_id=who, contract_marker=MARKER),
+                           pb.ServingReadinessUpdate)
+
+    def serving_load(self, who="py-serving-load"):
+        return self.stream("SubscribeServingLoad", pb.SubscribeServingLoadRequest(subscriber_id=who, contract_marker=MARKER),
+                           pb.ServingLoadUpdate)
+
     def close(self):
         self.channel.close()
 
@@ -525,7 +534,8 @@ def contract(d):
 
 def stream(d):
     """Snapshot then contiguous deltas and heartbeats, byte-identical to a
-    fresh snapshot; back to all zero; load windows; a restart."""
+    fresh snapshot; back to all zero; load windows; serving readiness and
+    serving load; a restart."""
     s = Setup(d)
     blocks = Blocks(SEED)
     try:
@@ -573,6 +583,40 @@ def stream(d):
                 break
             check(time.time() < deadline, "no load window with the pool's capacity: %s" % w)
         loads.cancel()
+
+        # Readiness: the model's topology in the pool's namespace, READY
+        # with the aggregated role present, the pool as its member; the
+        # projection is repeated with the same revision while nothing
+        # changes.
+        rs = Reader(s.client.readiness())
+        seen = []
+        while len(seen) < 2:
+            kind, item = rs.next(DEADLINE)
+            check(kind == "msg", "the readiness stream ended: %s" % (item,))
+            raw, r = item
+            check_envelope(raw, r, "ServingReadinessUpdate")
+            if len(r.entries) == 1 and r.entries[0].state == pb.SERVING_READINESS_STATE_READY:
+                seen.append(r)
+        rs.cancel()
+        e = seen[0].entries[0]
+        check(e.namespace == "dynamo" and e.canonical_model_id == MODEL and list(e.present_roles) == [pb.WORKER_ROLE_AGGREGATED]
+              and not e.missing_roles and len(e.members) == 1 and e.members[0].HasField("pool_id")
+              and e.members[0].pool_id == producer.pool_id and list(e.members[0].roles) == [pb.WORKER_ROLE_AGGREGATED],
+              "readiness entry %s" % e)
+        check(seen[1].revision == seen[0].revision, "revision %d then %d with nothing changed" % (seen[0].revision, seen[1].revision))
+
+        # Serving load: the engine sends no load samples, so the pool's
+        # window is UNAVAILABLE with its gauges unset and 1 live worker.
+        sl = Reader(s.client.serving_load())
+        kind, item = sl.next(DEADLINE)
+        sl.cancel()
+        check(kind == "msg", "the serving load stream ended: %s" % (item,))
+        raw, w = item
+        check_envelope(raw, w, "ServingLoadUpdate")
+        check(len(w.pools) == 1 and not w.models, "serving load window %s" % w)
+        pl = w.pools[0]
+        check(pl.producer == producer and pl.load.status == pb.DATA_STATUS_UNAVAILABLE and not pl.load.HasField("tokens")
+              and pl.deployment.HasField("live_workers") and pl.deployment.live_workers == 1, "pool serving load %s" % pl)
 
         # A restart: the stream ends, a new relay and producer incarnation,
         # the old producer is refused, the new one followed.

@@ -31,8 +31,12 @@ gRPC; put a TLS proxy in front across a WAN):
                           behind ends the stream and the subscriber starts over),
                           SubscribeKvPoolLoad (a window every --load-every: KV blocks
                           in use = active decode blocks, total = capacity, ranks =
-                          live workers); SubscribeServingReadiness and
-                          SubscribeServingLoad answer UNIMPLEMENTED`
+                          live workers), SubscribeServingReadiness (a topology per
+                          --model, READY while a worker is live, sent again every
+                          --heartbeat-every) and SubscribeServingLoad (every
+                          --load-every: queued prefill tokens and active decode
+                          blocks, COMPLETE once every live worker sent load samples,
+                          and live workers; no model load: goindex sees no frontends)`
 
 // kvrelayFlags are goindex relay's flags of the Pool Relay contract.
 type kvrelayFlags struct {
@@ -76,9 +80,10 @@ func (f kvrelayFlags) poolOf(scope relay.PoolConfig, blockSize int) (*kvrelay.Po
 }
 
 // serve starts the Pool Relay server of r's pool of domain d, described by
-// pool, when --kvrelay-listen is set; stop ends it. A refused description
-// is a usage error.
-func (f kvrelayFlags) serve(log *slog.Logger, r *relay.Relay, d relayproto.DomainID, pool *kvrelay.Pool, loadEvery time.Duration) (stop func(), err error) {
+// pool, when --kvrelay-listen is set: load windows every loadEvery, the
+// readiness projection again every heartbeatEvery; stop ends it. A refused
+// description is a usage error.
+func (f kvrelayFlags) serve(log *slog.Logger, r *relay.Relay, d relayproto.DomainID, pool *kvrelay.Pool, loadEvery, heartbeatEvery time.Duration) (stop func(), err error) {
 	if *f.listen == "" {
 		return func() {}, nil
 	}
@@ -92,7 +97,7 @@ func (f kvrelayFlags) serve(log *slog.Logger, r *relay.Relay, d relayproto.Domai
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := &pb.RelayIdentity{DrtInstanceId: binary.LittleEndian.Uint64(b[:]), RelayIncarnation: uint64(time.Now().UnixNano())}
-	s, err := kvrelay.NewServer(kvrelay.ServerConfig{Relay: id, Source: src, LoadInterval: loadEvery})
+	s, err := kvrelay.NewServer(kvrelay.ServerConfig{Relay: id, Source: src, LoadInterval: loadEvery, ReadinessInterval: heartbeatEvery})
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}

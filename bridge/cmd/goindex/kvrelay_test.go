@@ -171,7 +171,7 @@ func TestRelay_KvRelayFlagsInHelpAndUsageErrors(t *testing.T) {
 	if err := runRelay(context.Background(), []string{"--help"}, &out, &errb); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("relay --help = %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"--kvrelay-listen", "-model string", "-worker-role string", "dynamo.kvrelay.v1", "SubscribeKvPoolLoad"} {
+	for _, want := range []string{"--kvrelay-listen", "-model string", "-worker-role string", "dynamo.kvrelay.v1", "SubscribeKvPoolLoad", "SubscribeServingReadiness", "SubscribeServingLoad"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("relay --help lacks %q", want)
 		}

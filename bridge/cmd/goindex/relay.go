@@ -205,7 +205,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("relay: %w", err)
 	}
 	defer stopMetrics()
-	stopKvRelay, err := kf.serve(log, r, poolCfg.Domain, kvPool, *loadEvery)
+	stopKvRelay, err := kf.serve(log, r, poolCfg.Domain, kvPool, *loadEvery, *hbEvery)
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,9 @@
 // publish it (src/kv_dc_relay/docs/grpc-contract.md and
 // wan/grpc/protocol/README.md). Field numbers and types are the contract;
 // names follow upstream so that either side can read the other's bytes.
-// goindex serves and follows the four RPCs below; the serving-readiness and
-// serving-load streams are not part of this copy (a peer calling them gets
-// UNIMPLEMENTED).
+// goindex serves every RPC below (the serving-readiness and serving-load
+// streams as upstream's main branch defines them, the latter additive to
+// v1) and follows the catalog, pool and pool-load streams.
 //
 // Rules every message here obeys (see bridge/kvrelay's doc.go):
 //   - each top-level request and response carries contract_marker (field
@@ -218,6 +218,55 @@ func (FilterUpdateKind) EnumDescriptor() ([]byte, []int) {
 	return file_relay_proto_rawDescGZIP(), []int{2}
 }
 
+type ServingReadinessState int32
+
+const (
+	ServingReadinessState_SERVING_READINESS_STATE_UNKNOWN     ServingReadinessState = 0
+	ServingReadinessState_SERVING_READINESS_STATE_UNAVAILABLE ServingReadinessState = 1
+	ServingReadinessState_SERVING_READINESS_STATE_READY       ServingReadinessState = 2
+)
+
+// Enum value maps for ServingReadinessState.
+var (
+	ServingReadinessState_name = map[int32]string{
+		0: "SERVING_READINESS_STATE_UNKNOWN",
+		1: "SERVING_READINESS_STATE_UNAVAILABLE",
+		2: "SERVING_READINESS_STATE_READY",
+	}
+	ServingReadinessState_value = map[string]int32{
+		"SERVING_READINESS_STATE_UNKNOWN":     0,
+		"SERVING_READINESS_STATE_UNAVAILABLE": 1,
+		"SERVING_READINESS_STATE_READY":       2,
+	}
+)
+
+func (x ServingReadinessState) Enum() *ServingReadinessState {
+	p := new(ServingReadinessState)
+	*p = x
+	return p
+}
+
+func (x ServingReadinessState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ServingReadinessState) Descriptor() protoreflect.EnumDescriptor {
+	return file_relay_proto_enumTypes[3].Descriptor()
+}
+
+func (ServingReadinessState) Type() protoreflect.EnumType {
+	return &file_relay_proto_enumTypes[3]
+}
+
+func (x ServingReadinessState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ServingReadinessState.Descriptor instead.
+func (ServingReadinessState) EnumDescriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{3}
+}
+
 type WorkerRole int32
 
 const (
@@ -260,11 +309,11 @@ func (x WorkerRole) String() string {
 }
 
 func (WorkerRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_relay_proto_enumTypes[3].Descriptor()
+	return file_relay_proto_enumTypes[4].Descriptor()
 }
 
 func (WorkerRole) Type() protoreflect.EnumType {
-	return &file_relay_proto_enumTypes[3]
+	return &file_relay_proto_enumTypes[4]
 }
 
 func (x WorkerRole) Number() protoreflect.EnumNumber {
@@ -273,7 +322,7 @@ func (x WorkerRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkerRole.Descriptor instead.
 func (WorkerRole) EnumDescriptor() ([]byte, []int) {
-	return file_relay_proto_rawDescGZIP(), []int{3}
+	return file_relay_proto_rawDescGZIP(), []int{4}
 }
 
 // One whole token-to-sequence-hash pipeline.
@@ -310,11 +359,11 @@ func (x KvQueryHashFormat) String() string {
 }
 
 func (KvQueryHashFormat) Descriptor() protoreflect.EnumDescriptor {
-	return file_relay_proto_enumTypes[4].Descriptor()
+	return file_relay_proto_enumTypes[5].Descriptor()
 }
 
 func (KvQueryHashFormat) Type() protoreflect.EnumType {
-	return &file_relay_proto_enumTypes[4]
+	return &file_relay_proto_enumTypes[5]
 }
 
 func (x KvQueryHashFormat) Number() protoreflect.EnumNumber {
@@ -323,7 +372,60 @@ func (x KvQueryHashFormat) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KvQueryHashFormat.Descriptor instead.
 func (KvQueryHashFormat) EnumDescriptor() ([]byte, []int) {
-	return file_relay_proto_rawDescGZIP(), []int{4}
+	return file_relay_proto_rawDescGZIP(), []int{5}
+}
+
+// How much of an aggregate's expected sources reported.
+type DataStatus int32
+
+const (
+	DataStatus_DATA_STATUS_UNSPECIFIED DataStatus = 0
+	DataStatus_DATA_STATUS_COMPLETE    DataStatus = 1 // every expected source, recently: the gauges are set
+	DataStatus_DATA_STATUS_DEGRADED    DataStatus = 2 // some: the gauges are unset (a partial sum reads as less load)
+	DataStatus_DATA_STATUS_UNAVAILABLE DataStatus = 3 // none
+)
+
+// Enum value maps for DataStatus.
+var (
+	DataStatus_name = map[int32]string{
+		0: "DATA_STATUS_UNSPECIFIED",
+		1: "DATA_STATUS_COMPLETE",
+		2: "DATA_STATUS_DEGRADED",
+		3: "DATA_STATUS_UNAVAILABLE",
+	}
+	DataStatus_value = map[string]int32{
+		"DATA_STATUS_UNSPECIFIED": 0,
+		"DATA_STATUS_COMPLETE":    1,
+		"DATA_STATUS_DEGRADED":    2,
+		"DATA_STATUS_UNAVAILABLE": 3,
+	}
+)
+
+func (x DataStatus) Enum() *DataStatus {
+	p := new(DataStatus)
+	*p = x
+	return p
+}
+
+func (x DataStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DataStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_relay_proto_enumTypes[6].Descriptor()
+}
+
+func (DataStatus) Type() protoreflect.EnumType {
+	return &file_relay_proto_enumTypes[6]
+}
+
+func (x DataStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DataStatus.Descriptor instead.
+func (DataStatus) EnumDescriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{6}
 }
 
 type RelayIdentity struct {
@@ -1558,6 +1660,366 @@ func (x *FilterUpdate) GetContractMarker() uint32 {
 	return 0
 }
 
+type SubscribeServingReadinessRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SubscriberId   string                 `protobuf:"bytes,1,opt,name=subscriber_id,json=subscriberId,proto3" json:"subscriber_id,omitempty"`
+	ContractMarker uint32                 `protobuf:"fixed32,127,opt,name=contract_marker,json=contractMarker,proto3" json:"contract_marker,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SubscribeServingReadinessRequest) Reset() {
+	*x = SubscribeServingReadinessRequest{}
+	mi := &file_relay_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeServingReadinessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeServingReadinessRequest) ProtoMessage() {}
+
+func (x *SubscribeServingReadinessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeServingReadinessRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeServingReadinessRequest) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SubscribeServingReadinessRequest) GetSubscriberId() string {
+	if x != nil {
+		return x.SubscriberId
+	}
+	return ""
+}
+
+func (x *SubscribeServingReadinessRequest) GetContractMarker() uint32 {
+	if x != nil {
+		return x.ContractMarker
+	}
+	return 0
+}
+
+// One endpoint serving a topology, linked to its pool when it has one.
+type TopologyMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      *DynamoEndpointId      `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Roles         []WorkerRole           `protobuf:"varint,2,rep,packed,name=roles,proto3,enum=dynamo.kvrelay.v1.WorkerRole" json:"roles,omitempty"`
+	PoolId        *KvPoolId              `protobuf:"bytes,3,opt,name=pool_id,json=poolId,proto3,oneof" json:"pool_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologyMember) Reset() {
+	*x = TopologyMember{}
+	mi := &file_relay_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyMember) ProtoMessage() {}
+
+func (x *TopologyMember) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyMember.ProtoReflect.Descriptor instead.
+func (*TopologyMember) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *TopologyMember) GetEndpoint() *DynamoEndpointId {
+	if x != nil {
+		return x.Endpoint
+	}
+	return nil
+}
+
+func (x *TopologyMember) GetRoles() []WorkerRole {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *TopologyMember) GetPoolId() *KvPoolId {
+	if x != nil {
+		return x.PoolId
+	}
+	return nil
+}
+
+type AdapterReadiness struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	CanonicalModelId string                 `protobuf:"bytes,1,opt,name=canonical_model_id,json=canonicalModelId,proto3" json:"canonical_model_id,omitempty"`
+	State            ServingReadinessState  `protobuf:"varint,2,opt,name=state,proto3,enum=dynamo.kvrelay.v1.ServingReadinessState" json:"state,omitempty"`
+	MissingRoles     []WorkerRole           `protobuf:"varint,3,rep,packed,name=missing_roles,json=missingRoles,proto3,enum=dynamo.kvrelay.v1.WorkerRole" json:"missing_roles,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AdapterReadiness) Reset() {
+	*x = AdapterReadiness{}
+	mi := &file_relay_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdapterReadiness) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdapterReadiness) ProtoMessage() {}
+
+func (x *AdapterReadiness) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdapterReadiness.ProtoReflect.Descriptor instead.
+func (*AdapterReadiness) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AdapterReadiness) GetCanonicalModelId() string {
+	if x != nil {
+		return x.CanonicalModelId
+	}
+	return ""
+}
+
+func (x *AdapterReadiness) GetState() ServingReadinessState {
+	if x != nil {
+		return x.State
+	}
+	return ServingReadinessState_SERVING_READINESS_STATE_UNKNOWN
+}
+
+func (x *AdapterReadiness) GetMissingRoles() []WorkerRole {
+	if x != nil {
+		return x.MissingRoles
+	}
+	return nil
+}
+
+// The serving topology of one (namespace, canonical model).
+type TopologyEntry struct {
+	state                  protoimpl.MessageState `protogen:"open.v1"`
+	Namespace              string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	CanonicalModelId       string                 `protobuf:"bytes,2,opt,name=canonical_model_id,json=canonicalModelId,proto3" json:"canonical_model_id,omitempty"`
+	State                  ServingReadinessState  `protobuf:"varint,3,opt,name=state,proto3,enum=dynamo.kvrelay.v1.ServingReadinessState" json:"state,omitempty"`
+	PresentRoles           []WorkerRole           `protobuf:"varint,4,rep,packed,name=present_roles,json=presentRoles,proto3,enum=dynamo.kvrelay.v1.WorkerRole" json:"present_roles,omitempty"`
+	MissingRoles           []WorkerRole           `protobuf:"varint,5,rep,packed,name=missing_roles,json=missingRoles,proto3,enum=dynamo.kvrelay.v1.WorkerRole" json:"missing_roles,omitempty"`
+	Members                []*TopologyMember      `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
+	DuplicateRoleEndpoints []WorkerRole           `protobuf:"varint,7,rep,packed,name=duplicate_role_endpoints,json=duplicateRoleEndpoints,proto3,enum=dynamo.kvrelay.v1.WorkerRole" json:"duplicate_role_endpoints,omitempty"` // PREFILL or DECODE only
+	LegacyFallbackActive   bool                   `protobuf:"varint,8,opt,name=legacy_fallback_active,json=legacyFallbackActive,proto3" json:"legacy_fallback_active,omitempty"`
+	Adapters               []*AdapterReadiness    `protobuf:"bytes,9,rep,name=adapters,proto3" json:"adapters,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *TopologyEntry) Reset() {
+	*x = TopologyEntry{}
+	mi := &file_relay_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyEntry) ProtoMessage() {}
+
+func (x *TopologyEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyEntry.ProtoReflect.Descriptor instead.
+func (*TopologyEntry) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *TopologyEntry) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *TopologyEntry) GetCanonicalModelId() string {
+	if x != nil {
+		return x.CanonicalModelId
+	}
+	return ""
+}
+
+func (x *TopologyEntry) GetState() ServingReadinessState {
+	if x != nil {
+		return x.State
+	}
+	return ServingReadinessState_SERVING_READINESS_STATE_UNKNOWN
+}
+
+func (x *TopologyEntry) GetPresentRoles() []WorkerRole {
+	if x != nil {
+		return x.PresentRoles
+	}
+	return nil
+}
+
+func (x *TopologyEntry) GetMissingRoles() []WorkerRole {
+	if x != nil {
+		return x.MissingRoles
+	}
+	return nil
+}
+
+func (x *TopologyEntry) GetMembers() []*TopologyMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *TopologyEntry) GetDuplicateRoleEndpoints() []WorkerRole {
+	if x != nil {
+		return x.DuplicateRoleEndpoints
+	}
+	return nil
+}
+
+func (x *TopologyEntry) GetLegacyFallbackActive() bool {
+	if x != nil {
+		return x.LegacyFallbackActive
+	}
+	return false
+}
+
+func (x *TopologyEntry) GetAdapters() []*AdapterReadiness {
+	if x != nil {
+		return x.Adapters
+	}
+	return nil
+}
+
+// A complete projection: sent at once, on every revision, and again on
+// heartbeats.
+type ServingReadinessUpdate struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	Relay           *RelayIdentity         `protobuf:"bytes,2,opt,name=relay,proto3" json:"relay,omitempty"`
+	Revision        uint64                 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	Entries         []*TopologyEntry       `protobuf:"bytes,4,rep,name=entries,proto3" json:"entries,omitempty"`
+	ContractMarker  uint32                 `protobuf:"fixed32,127,opt,name=contract_marker,json=contractMarker,proto3" json:"contract_marker,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ServingReadinessUpdate) Reset() {
+	*x = ServingReadinessUpdate{}
+	mi := &file_relay_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServingReadinessUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServingReadinessUpdate) ProtoMessage() {}
+
+func (x *ServingReadinessUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServingReadinessUpdate.ProtoReflect.Descriptor instead.
+func (*ServingReadinessUpdate) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ServingReadinessUpdate) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *ServingReadinessUpdate) GetRelay() *RelayIdentity {
+	if x != nil {
+		return x.Relay
+	}
+	return nil
+}
+
+func (x *ServingReadinessUpdate) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ServingReadinessUpdate) GetEntries() []*TopologyEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ServingReadinessUpdate) GetContractMarker() uint32 {
+	if x != nil {
+		return x.ContractMarker
+	}
+	return 0
+}
+
 type SubscribeKvPoolLoadRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	SubscriberId   string                 `protobuf:"bytes,1,opt,name=subscriber_id,json=subscriberId,proto3" json:"subscriber_id,omitempty"`
@@ -1568,7 +2030,7 @@ type SubscribeKvPoolLoadRequest struct {
 
 func (x *SubscribeKvPoolLoadRequest) Reset() {
 	*x = SubscribeKvPoolLoadRequest{}
-	mi := &file_relay_proto_msgTypes[20]
+	mi := &file_relay_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +2042,7 @@ func (x *SubscribeKvPoolLoadRequest) String() string {
 func (*SubscribeKvPoolLoadRequest) ProtoMessage() {}
 
 func (x *SubscribeKvPoolLoadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_proto_msgTypes[20]
+	mi := &file_relay_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +2055,7 @@ func (x *SubscribeKvPoolLoadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeKvPoolLoadRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeKvPoolLoadRequest) Descriptor() ([]byte, []int) {
-	return file_relay_proto_rawDescGZIP(), []int{20}
+	return file_relay_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubscribeKvPoolLoadRequest) GetSubscriberId() string {
@@ -1625,7 +2087,7 @@ type KvPoolLoadEntry struct {
 
 func (x *KvPoolLoadEntry) Reset() {
 	*x = KvPoolLoadEntry{}
-	mi := &file_relay_proto_msgTypes[21]
+	mi := &file_relay_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +2099,7 @@ func (x *KvPoolLoadEntry) String() string {
 func (*KvPoolLoadEntry) ProtoMessage() {}
 
 func (x *KvPoolLoadEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_proto_msgTypes[21]
+	mi := &file_relay_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +2112,7 @@ func (x *KvPoolLoadEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvPoolLoadEntry.ProtoReflect.Descriptor instead.
 func (*KvPoolLoadEntry) Descriptor() ([]byte, []int) {
-	return file_relay_proto_rawDescGZIP(), []int{21}
+	return file_relay_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KvPoolLoadEntry) GetProducer() *ProducerIdentity {
@@ -1703,7 +2165,7 @@ type KvPoolLoadUpdate struct {
 
 func (x *KvPoolLoadUpdate) Reset() {
 	*x = KvPoolLoadUpdate{}
-	mi := &file_relay_proto_msgTypes[22]
+	mi := &file_relay_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +2177,7 @@ func (x *KvPoolLoadUpdate) String() string {
 func (*KvPoolLoadUpdate) ProtoMessage() {}
 
 func (x *KvPoolLoadUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_relay_proto_msgTypes[22]
+	mi := &file_relay_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +2190,7 @@ func (x *KvPoolLoadUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvPoolLoadUpdate.ProtoReflect.Descriptor instead.
 func (*KvPoolLoadUpdate) Descriptor() ([]byte, []int) {
-	return file_relay_proto_rawDescGZIP(), []int{22}
+	return file_relay_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KvPoolLoadUpdate) GetProtocolVersion() uint32 {
@@ -1774,6 +2236,644 @@ func (x *KvPoolLoadUpdate) GetPools() []*KvPoolLoadEntry {
 }
 
 func (x *KvPoolLoadUpdate) GetContractMarker() uint32 {
+	if x != nil {
+		return x.ContractMarker
+	}
+	return 0
+}
+
+type SubscribeServingLoadRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SubscriberId   string                 `protobuf:"bytes,1,opt,name=subscriber_id,json=subscriberId,proto3" json:"subscriber_id,omitempty"`
+	ContractMarker uint32                 `protobuf:"fixed32,127,opt,name=contract_marker,json=contractMarker,proto3" json:"contract_marker,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SubscribeServingLoadRequest) Reset() {
+	*x = SubscribeServingLoadRequest{}
+	mi := &file_relay_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeServingLoadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeServingLoadRequest) ProtoMessage() {}
+
+func (x *SubscribeServingLoadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeServingLoadRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeServingLoadRequest) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SubscribeServingLoadRequest) GetSubscriberId() string {
+	if x != nil {
+		return x.SubscriberId
+	}
+	return ""
+}
+
+func (x *SubscribeServingLoadRequest) GetContractMarker() uint32 {
+	if x != nil {
+		return x.ContractMarker
+	}
+	return 0
+}
+
+// Frontends' request counts (models only).
+type RequestLifecycleStats struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	RequestsStartedTotal       uint64                 `protobuf:"varint,1,opt,name=requests_started_total,json=requestsStartedTotal,proto3" json:"requests_started_total,omitempty"`
+	RequestsCompletedTotal     uint64                 `protobuf:"varint,2,opt,name=requests_completed_total,json=requestsCompletedTotal,proto3" json:"requests_completed_total,omitempty"`
+	RequestsFailedTotal        uint64                 `protobuf:"varint,3,opt,name=requests_failed_total,json=requestsFailedTotal,proto3" json:"requests_failed_total,omitempty"`
+	RequestsCancelledTotal     uint64                 `protobuf:"varint,4,opt,name=requests_cancelled_total,json=requestsCancelledTotal,proto3" json:"requests_cancelled_total,omitempty"`
+	RequestsAwaitingFirstToken *uint64                `protobuf:"varint,5,opt,name=requests_awaiting_first_token,json=requestsAwaitingFirstToken,proto3,oneof" json:"requests_awaiting_first_token,omitempty"`
+	RequestsGenerating         *uint64                `protobuf:"varint,6,opt,name=requests_generating,json=requestsGenerating,proto3,oneof" json:"requests_generating,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *RequestLifecycleStats) Reset() {
+	*x = RequestLifecycleStats{}
+	mi := &file_relay_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestLifecycleStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestLifecycleStats) ProtoMessage() {}
+
+func (x *RequestLifecycleStats) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestLifecycleStats.ProtoReflect.Descriptor instead.
+func (*RequestLifecycleStats) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RequestLifecycleStats) GetRequestsStartedTotal() uint64 {
+	if x != nil {
+		return x.RequestsStartedTotal
+	}
+	return 0
+}
+
+func (x *RequestLifecycleStats) GetRequestsCompletedTotal() uint64 {
+	if x != nil {
+		return x.RequestsCompletedTotal
+	}
+	return 0
+}
+
+func (x *RequestLifecycleStats) GetRequestsFailedTotal() uint64 {
+	if x != nil {
+		return x.RequestsFailedTotal
+	}
+	return 0
+}
+
+func (x *RequestLifecycleStats) GetRequestsCancelledTotal() uint64 {
+	if x != nil {
+		return x.RequestsCancelledTotal
+	}
+	return 0
+}
+
+func (x *RequestLifecycleStats) GetRequestsAwaitingFirstToken() uint64 {
+	if x != nil && x.RequestsAwaitingFirstToken != nil {
+		return *x.RequestsAwaitingFirstToken
+	}
+	return 0
+}
+
+func (x *RequestLifecycleStats) GetRequestsGenerating() uint64 {
+	if x != nil && x.RequestsGenerating != nil {
+		return *x.RequestsGenerating
+	}
+	return 0
+}
+
+type TokenLoadStats struct {
+	state                         protoimpl.MessageState `protogen:"open.v1"`
+	ActivePrefillTokens           *uint64                `protobuf:"varint,1,opt,name=active_prefill_tokens,json=activePrefillTokens,proto3,oneof" json:"active_prefill_tokens,omitempty"`                                   // pools
+	ActiveDecodeBlocks            *uint64                `protobuf:"varint,2,opt,name=active_decode_blocks,json=activeDecodeBlocks,proto3,oneof" json:"active_decode_blocks,omitempty"`                                      // pools
+	AwaitingFirstTokenInputTokens *uint64                `protobuf:"varint,3,opt,name=awaiting_first_token_input_tokens,json=awaitingFirstTokenInputTokens,proto3,oneof" json:"awaiting_first_token_input_tokens,omitempty"` // models
+	InflightInputTokens           *uint64                `protobuf:"varint,4,opt,name=inflight_input_tokens,json=inflightInputTokens,proto3,oneof" json:"inflight_input_tokens,omitempty"`                                   // models
+	InputTokensTotal              *uint64                `protobuf:"varint,5,opt,name=input_tokens_total,json=inputTokensTotal,proto3,oneof" json:"input_tokens_total,omitempty"`                                            // models
+	OutputTokensTotal             *uint64                `protobuf:"varint,6,opt,name=output_tokens_total,json=outputTokensTotal,proto3,oneof" json:"output_tokens_total,omitempty"`                                         // models
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
+}
+
+func (x *TokenLoadStats) Reset() {
+	*x = TokenLoadStats{}
+	mi := &file_relay_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenLoadStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenLoadStats) ProtoMessage() {}
+
+func (x *TokenLoadStats) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenLoadStats.ProtoReflect.Descriptor instead.
+func (*TokenLoadStats) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *TokenLoadStats) GetActivePrefillTokens() uint64 {
+	if x != nil && x.ActivePrefillTokens != nil {
+		return *x.ActivePrefillTokens
+	}
+	return 0
+}
+
+func (x *TokenLoadStats) GetActiveDecodeBlocks() uint64 {
+	if x != nil && x.ActiveDecodeBlocks != nil {
+		return *x.ActiveDecodeBlocks
+	}
+	return 0
+}
+
+func (x *TokenLoadStats) GetAwaitingFirstTokenInputTokens() uint64 {
+	if x != nil && x.AwaitingFirstTokenInputTokens != nil {
+		return *x.AwaitingFirstTokenInputTokens
+	}
+	return 0
+}
+
+func (x *TokenLoadStats) GetInflightInputTokens() uint64 {
+	if x != nil && x.InflightInputTokens != nil {
+		return *x.InflightInputTokens
+	}
+	return 0
+}
+
+func (x *TokenLoadStats) GetInputTokensTotal() uint64 {
+	if x != nil && x.InputTokensTotal != nil {
+		return *x.InputTokensTotal
+	}
+	return 0
+}
+
+func (x *TokenLoadStats) GetOutputTokensTotal() uint64 {
+	if x != nil && x.OutputTokensTotal != nil {
+		return *x.OutputTokensTotal
+	}
+	return 0
+}
+
+type LoadView struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Requests         *RequestLifecycleStats `protobuf:"bytes,1,opt,name=requests,proto3" json:"requests,omitempty"` // unset for pools
+	Tokens           *TokenLoadStats        `protobuf:"bytes,2,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	Status           DataStatus             `protobuf:"varint,3,opt,name=status,proto3,enum=dynamo.kvrelay.v1.DataStatus" json:"status,omitempty"`
+	SourceObservedMs uint64                 `protobuf:"varint,4,opt,name=source_observed_ms,json=sourceObservedMs,proto3" json:"source_observed_ms,omitempty"` // the oldest contributing report's wall clock; 0: none
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *LoadView) Reset() {
+	*x = LoadView{}
+	mi := &file_relay_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadView) ProtoMessage() {}
+
+func (x *LoadView) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadView.ProtoReflect.Descriptor instead.
+func (*LoadView) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *LoadView) GetRequests() *RequestLifecycleStats {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *LoadView) GetTokens() *TokenLoadStats {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *LoadView) GetStatus() DataStatus {
+	if x != nil {
+		return x.Status
+	}
+	return DataStatus_DATA_STATUS_UNSPECIFIED
+}
+
+func (x *LoadView) GetSourceObservedMs() uint64 {
+	if x != nil {
+		return x.SourceObservedMs
+	}
+	return 0
+}
+
+type PoolDeploymentStatus struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	LiveWorkers    *uint64                `protobuf:"varint,1,opt,name=live_workers,json=liveWorkers,proto3,oneof" json:"live_workers,omitempty"`
+	MaxConcurrency *uint64                `protobuf:"varint,2,opt,name=max_concurrency,json=maxConcurrency,proto3,oneof" json:"max_concurrency,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PoolDeploymentStatus) Reset() {
+	*x = PoolDeploymentStatus{}
+	mi := &file_relay_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolDeploymentStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolDeploymentStatus) ProtoMessage() {}
+
+func (x *PoolDeploymentStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolDeploymentStatus.ProtoReflect.Descriptor instead.
+func (*PoolDeploymentStatus) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *PoolDeploymentStatus) GetLiveWorkers() uint64 {
+	if x != nil && x.LiveWorkers != nil {
+		return *x.LiveWorkers
+	}
+	return 0
+}
+
+func (x *PoolDeploymentStatus) GetMaxConcurrency() uint64 {
+	if x != nil && x.MaxConcurrency != nil {
+		return *x.MaxConcurrency
+	}
+	return 0
+}
+
+type PoolServingLoad struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Producer      *ProducerIdentity      `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Load          *LoadView              `protobuf:"bytes,2,opt,name=load,proto3" json:"load,omitempty"`
+	Deployment    *PoolDeploymentStatus  `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolServingLoad) Reset() {
+	*x = PoolServingLoad{}
+	mi := &file_relay_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolServingLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolServingLoad) ProtoMessage() {}
+
+func (x *PoolServingLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolServingLoad.ProtoReflect.Descriptor instead.
+func (*PoolServingLoad) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PoolServingLoad) GetProducer() *ProducerIdentity {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *PoolServingLoad) GetLoad() *LoadView {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+func (x *PoolServingLoad) GetDeployment() *PoolDeploymentStatus {
+	if x != nil {
+		return x.Deployment
+	}
+	return nil
+}
+
+type ModelDeploymentStatus struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	ExpectedFrontends uint64                 `protobuf:"varint,1,opt,name=expected_frontends,json=expectedFrontends,proto3" json:"expected_frontends,omitempty"`
+	ObservedFrontends uint64                 `protobuf:"varint,2,opt,name=observed_frontends,json=observedFrontends,proto3" json:"observed_frontends,omitempty"`
+	ReadyFrontends    uint64                 `protobuf:"varint,3,opt,name=ready_frontends,json=readyFrontends,proto3" json:"ready_frontends,omitempty"`
+	ServingPools      []*KvPoolId            `protobuf:"bytes,4,rep,name=serving_pools,json=servingPools,proto3" json:"serving_pools,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ModelDeploymentStatus) Reset() {
+	*x = ModelDeploymentStatus{}
+	mi := &file_relay_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelDeploymentStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelDeploymentStatus) ProtoMessage() {}
+
+func (x *ModelDeploymentStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelDeploymentStatus.ProtoReflect.Descriptor instead.
+func (*ModelDeploymentStatus) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ModelDeploymentStatus) GetExpectedFrontends() uint64 {
+	if x != nil {
+		return x.ExpectedFrontends
+	}
+	return 0
+}
+
+func (x *ModelDeploymentStatus) GetObservedFrontends() uint64 {
+	if x != nil {
+		return x.ObservedFrontends
+	}
+	return 0
+}
+
+func (x *ModelDeploymentStatus) GetReadyFrontends() uint64 {
+	if x != nil {
+		return x.ReadyFrontends
+	}
+	return 0
+}
+
+func (x *ModelDeploymentStatus) GetServingPools() []*KvPoolId {
+	if x != nil {
+		return x.ServingPools
+	}
+	return nil
+}
+
+type ModelServingLoad struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Namespace        string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	CanonicalModelId string                 `protobuf:"bytes,2,opt,name=canonical_model_id,json=canonicalModelId,proto3" json:"canonical_model_id,omitempty"`
+	Load             *LoadView              `protobuf:"bytes,3,opt,name=load,proto3" json:"load,omitempty"`
+	Deployment       *ModelDeploymentStatus `protobuf:"bytes,4,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ModelServingLoad) Reset() {
+	*x = ModelServingLoad{}
+	mi := &file_relay_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelServingLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelServingLoad) ProtoMessage() {}
+
+func (x *ModelServingLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelServingLoad.ProtoReflect.Descriptor instead.
+func (*ModelServingLoad) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ModelServingLoad) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ModelServingLoad) GetCanonicalModelId() string {
+	if x != nil {
+		return x.CanonicalModelId
+	}
+	return ""
+}
+
+func (x *ModelServingLoad) GetLoad() *LoadView {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+func (x *ModelServingLoad) GetDeployment() *ModelDeploymentStatus {
+	if x != nil {
+		return x.Deployment
+	}
+	return nil
+}
+
+// A complete window: a pool or model absent from the next one is gone.
+type ServingLoadUpdate struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	Relay           *RelayIdentity         `protobuf:"bytes,2,opt,name=relay,proto3" json:"relay,omitempty"`
+	WindowSequence  uint64                 `protobuf:"varint,3,opt,name=window_sequence,json=windowSequence,proto3" json:"window_sequence,omitempty"`
+	ObservedMs      uint64                 `protobuf:"varint,4,opt,name=observed_ms,json=observedMs,proto3" json:"observed_ms,omitempty"`
+	WindowMs        uint64                 `protobuf:"varint,5,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	Pools           []*PoolServingLoad     `protobuf:"bytes,6,rep,name=pools,proto3" json:"pools,omitempty"`
+	Models          []*ModelServingLoad    `protobuf:"bytes,7,rep,name=models,proto3" json:"models,omitempty"`
+	ContractMarker  uint32                 `protobuf:"fixed32,127,opt,name=contract_marker,json=contractMarker,proto3" json:"contract_marker,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ServingLoadUpdate) Reset() {
+	*x = ServingLoadUpdate{}
+	mi := &file_relay_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServingLoadUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServingLoadUpdate) ProtoMessage() {}
+
+func (x *ServingLoadUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_relay_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServingLoadUpdate.ProtoReflect.Descriptor instead.
+func (*ServingLoadUpdate) Descriptor() ([]byte, []int) {
+	return file_relay_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ServingLoadUpdate) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *ServingLoadUpdate) GetRelay() *RelayIdentity {
+	if x != nil {
+		return x.Relay
+	}
+	return nil
+}
+
+func (x *ServingLoadUpdate) GetWindowSequence() uint64 {
+	if x != nil {
+		return x.WindowSequence
+	}
+	return 0
+}
+
+func (x *ServingLoadUpdate) GetObservedMs() uint64 {
+	if x != nil {
+		return x.ObservedMs
+	}
+	return 0
+}
+
+func (x *ServingLoadUpdate) GetWindowMs() uint64 {
+	if x != nil {
+		return x.WindowMs
+	}
+	return 0
+}
+
+func (x *ServingLoadUpdate) GetPools() []*PoolServingLoad {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+func (x *ServingLoadUpdate) GetModels() []*ModelServingLoad {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *ServingLoadUpdate) GetContractMarker() uint32 {
 	if x != nil {
 		return x.ContractMarker
 	}
@@ -1871,6 +2971,35 @@ const file_relay_proto_rawDesc = "" +
 	"send_ts_us\x18\x06 \x01(\x04R\bsendTsUs\x127\n" +
 	"\x04kind\x18\a \x01(\x0e2#.dynamo.kvrelay.v1.FilterUpdateKindR\x04kind\x12\x18\n" +
 	"\apayload\x18\b \x01(\fR\apayload\x12'\n" +
+	"\x0fcontract_marker\x18\x7f \x01(\aR\x0econtractMarker\"p\n" +
+	" SubscribeServingReadinessRequest\x12#\n" +
+	"\rsubscriber_id\x18\x01 \x01(\tR\fsubscriberId\x12'\n" +
+	"\x0fcontract_marker\x18\x7f \x01(\aR\x0econtractMarker\"\xcd\x01\n" +
+	"\x0eTopologyMember\x12?\n" +
+	"\bendpoint\x18\x01 \x01(\v2#.dynamo.kvrelay.v1.DynamoEndpointIdR\bendpoint\x123\n" +
+	"\x05roles\x18\x02 \x03(\x0e2\x1d.dynamo.kvrelay.v1.WorkerRoleR\x05roles\x129\n" +
+	"\apool_id\x18\x03 \x01(\v2\x1b.dynamo.kvrelay.v1.KvPoolIdH\x00R\x06poolId\x88\x01\x01B\n" +
+	"\n" +
+	"\b_pool_id\"\xc4\x01\n" +
+	"\x10AdapterReadiness\x12,\n" +
+	"\x12canonical_model_id\x18\x01 \x01(\tR\x10canonicalModelId\x12>\n" +
+	"\x05state\x18\x02 \x01(\x0e2(.dynamo.kvrelay.v1.ServingReadinessStateR\x05state\x12B\n" +
+	"\rmissing_roles\x18\x03 \x03(\x0e2\x1d.dynamo.kvrelay.v1.WorkerRoleR\fmissingRoles\"\xb0\x04\n" +
+	"\rTopologyEntry\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12,\n" +
+	"\x12canonical_model_id\x18\x02 \x01(\tR\x10canonicalModelId\x12>\n" +
+	"\x05state\x18\x03 \x01(\x0e2(.dynamo.kvrelay.v1.ServingReadinessStateR\x05state\x12B\n" +
+	"\rpresent_roles\x18\x04 \x03(\x0e2\x1d.dynamo.kvrelay.v1.WorkerRoleR\fpresentRoles\x12B\n" +
+	"\rmissing_roles\x18\x05 \x03(\x0e2\x1d.dynamo.kvrelay.v1.WorkerRoleR\fmissingRoles\x12;\n" +
+	"\amembers\x18\x06 \x03(\v2!.dynamo.kvrelay.v1.TopologyMemberR\amembers\x12W\n" +
+	"\x18duplicate_role_endpoints\x18\a \x03(\x0e2\x1d.dynamo.kvrelay.v1.WorkerRoleR\x16duplicateRoleEndpoints\x124\n" +
+	"\x16legacy_fallback_active\x18\b \x01(\bR\x14legacyFallbackActive\x12?\n" +
+	"\badapters\x18\t \x03(\v2#.dynamo.kvrelay.v1.AdapterReadinessR\badapters\"\xfc\x01\n" +
+	"\x16ServingReadinessUpdate\x12)\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x126\n" +
+	"\x05relay\x18\x02 \x01(\v2 .dynamo.kvrelay.v1.RelayIdentityR\x05relay\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x04R\brevision\x12:\n" +
+	"\aentries\x18\x04 \x03(\v2 .dynamo.kvrelay.v1.TopologyEntryR\aentries\x12'\n" +
 	"\x0fcontract_marker\x18\x7f \x01(\aR\x0econtractMarker\"j\n" +
 	"\x1aSubscribeKvPoolLoadRequest\x12#\n" +
 	"\rsubscriber_id\x18\x01 \x01(\tR\fsubscriberId\x12'\n" +
@@ -1889,6 +3018,69 @@ const file_relay_proto_rawDesc = "" +
 	"observedMs\x12\x1b\n" +
 	"\twindow_ms\x18\x05 \x01(\x04R\bwindowMs\x128\n" +
 	"\x05pools\x18\x06 \x03(\v2\".dynamo.kvrelay.v1.KvPoolLoadEntryR\x05pools\x12'\n" +
+	"\x0fcontract_marker\x18\x7f \x01(\aR\x0econtractMarker\"k\n" +
+	"\x1bSubscribeServingLoadRequest\x12#\n" +
+	"\rsubscriber_id\x18\x01 \x01(\tR\fsubscriberId\x12'\n" +
+	"\x0fcontract_marker\x18\x7f \x01(\aR\x0econtractMarker\"\xad\x03\n" +
+	"\x15RequestLifecycleStats\x124\n" +
+	"\x16requests_started_total\x18\x01 \x01(\x04R\x14requestsStartedTotal\x128\n" +
+	"\x18requests_completed_total\x18\x02 \x01(\x04R\x16requestsCompletedTotal\x122\n" +
+	"\x15requests_failed_total\x18\x03 \x01(\x04R\x13requestsFailedTotal\x128\n" +
+	"\x18requests_cancelled_total\x18\x04 \x01(\x04R\x16requestsCancelledTotal\x12F\n" +
+	"\x1drequests_awaiting_first_token\x18\x05 \x01(\x04H\x00R\x1arequestsAwaitingFirstToken\x88\x01\x01\x124\n" +
+	"\x13requests_generating\x18\x06 \x01(\x04H\x01R\x12requestsGenerating\x88\x01\x01B \n" +
+	"\x1e_requests_awaiting_first_tokenB\x16\n" +
+	"\x14_requests_generating\"\x92\x04\n" +
+	"\x0eTokenLoadStats\x127\n" +
+	"\x15active_prefill_tokens\x18\x01 \x01(\x04H\x00R\x13activePrefillTokens\x88\x01\x01\x125\n" +
+	"\x14active_decode_blocks\x18\x02 \x01(\x04H\x01R\x12activeDecodeBlocks\x88\x01\x01\x12M\n" +
+	"!awaiting_first_token_input_tokens\x18\x03 \x01(\x04H\x02R\x1dawaitingFirstTokenInputTokens\x88\x01\x01\x127\n" +
+	"\x15inflight_input_tokens\x18\x04 \x01(\x04H\x03R\x13inflightInputTokens\x88\x01\x01\x121\n" +
+	"\x12input_tokens_total\x18\x05 \x01(\x04H\x04R\x10inputTokensTotal\x88\x01\x01\x123\n" +
+	"\x13output_tokens_total\x18\x06 \x01(\x04H\x05R\x11outputTokensTotal\x88\x01\x01B\x18\n" +
+	"\x16_active_prefill_tokensB\x17\n" +
+	"\x15_active_decode_blocksB$\n" +
+	"\"_awaiting_first_token_input_tokensB\x18\n" +
+	"\x16_inflight_input_tokensB\x15\n" +
+	"\x13_input_tokens_totalB\x16\n" +
+	"\x14_output_tokens_total\"\xf0\x01\n" +
+	"\bLoadView\x12D\n" +
+	"\brequests\x18\x01 \x01(\v2(.dynamo.kvrelay.v1.RequestLifecycleStatsR\brequests\x129\n" +
+	"\x06tokens\x18\x02 \x01(\v2!.dynamo.kvrelay.v1.TokenLoadStatsR\x06tokens\x125\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x1d.dynamo.kvrelay.v1.DataStatusR\x06status\x12,\n" +
+	"\x12source_observed_ms\x18\x04 \x01(\x04R\x10sourceObservedMs\"\x91\x01\n" +
+	"\x14PoolDeploymentStatus\x12&\n" +
+	"\flive_workers\x18\x01 \x01(\x04H\x00R\vliveWorkers\x88\x01\x01\x12,\n" +
+	"\x0fmax_concurrency\x18\x02 \x01(\x04H\x01R\x0emaxConcurrency\x88\x01\x01B\x0f\n" +
+	"\r_live_workersB\x12\n" +
+	"\x10_max_concurrency\"\xcc\x01\n" +
+	"\x0fPoolServingLoad\x12?\n" +
+	"\bproducer\x18\x01 \x01(\v2#.dynamo.kvrelay.v1.ProducerIdentityR\bproducer\x12/\n" +
+	"\x04load\x18\x02 \x01(\v2\x1b.dynamo.kvrelay.v1.LoadViewR\x04load\x12G\n" +
+	"\n" +
+	"deployment\x18\x03 \x01(\v2'.dynamo.kvrelay.v1.PoolDeploymentStatusR\n" +
+	"deployment\"\xe0\x01\n" +
+	"\x15ModelDeploymentStatus\x12-\n" +
+	"\x12expected_frontends\x18\x01 \x01(\x04R\x11expectedFrontends\x12-\n" +
+	"\x12observed_frontends\x18\x02 \x01(\x04R\x11observedFrontends\x12'\n" +
+	"\x0fready_frontends\x18\x03 \x01(\x04R\x0ereadyFrontends\x12@\n" +
+	"\rserving_pools\x18\x04 \x03(\v2\x1b.dynamo.kvrelay.v1.KvPoolIdR\fservingPools\"\xd9\x01\n" +
+	"\x10ModelServingLoad\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12,\n" +
+	"\x12canonical_model_id\x18\x02 \x01(\tR\x10canonicalModelId\x12/\n" +
+	"\x04load\x18\x03 \x01(\v2\x1b.dynamo.kvrelay.v1.LoadViewR\x04load\x12H\n" +
+	"\n" +
+	"deployment\x18\x04 \x01(\v2(.dynamo.kvrelay.v1.ModelDeploymentStatusR\n" +
+	"deployment\"\xfd\x02\n" +
+	"\x11ServingLoadUpdate\x12)\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x126\n" +
+	"\x05relay\x18\x02 \x01(\v2 .dynamo.kvrelay.v1.RelayIdentityR\x05relay\x12'\n" +
+	"\x0fwindow_sequence\x18\x03 \x01(\x04R\x0ewindowSequence\x12\x1f\n" +
+	"\vobserved_ms\x18\x04 \x01(\x04R\n" +
+	"observedMs\x12\x1b\n" +
+	"\twindow_ms\x18\x05 \x01(\x04R\bwindowMs\x128\n" +
+	"\x05pools\x18\x06 \x03(\v2\".dynamo.kvrelay.v1.PoolServingLoadR\x05pools\x12;\n" +
+	"\x06models\x18\a \x03(\v2#.dynamo.kvrelay.v1.ModelServingLoadR\x06models\x12'\n" +
 	"\x0fcontract_marker\x18\x7f \x01(\aR\x0econtractMarker*\x84\x04\n" +
 	"\x10RelayErrorReason\x12\"\n" +
 	"\x1eRELAY_ERROR_REASON_UNSPECIFIED\x10\x00\x12(\n" +
@@ -1912,7 +3104,11 @@ const file_relay_proto_rawDesc = "" +
 	"\x1eFILTER_UPDATE_KIND_UNSPECIFIED\x10\x00\x12%\n" +
 	"!FILTER_UPDATE_KIND_SNAPSHOT_CHUNK\x10\x01\x12\x1c\n" +
 	"\x18FILTER_UPDATE_KIND_DELTA\x10\x02\x12 \n" +
-	"\x1cFILTER_UPDATE_KIND_HEARTBEAT\x10\x03*\xa6\x01\n" +
+	"\x1cFILTER_UPDATE_KIND_HEARTBEAT\x10\x03*\x88\x01\n" +
+	"\x15ServingReadinessState\x12#\n" +
+	"\x1fSERVING_READINESS_STATE_UNKNOWN\x10\x00\x12'\n" +
+	"#SERVING_READINESS_STATE_UNAVAILABLE\x10\x01\x12!\n" +
+	"\x1dSERVING_READINESS_STATE_READY\x10\x02*\xa6\x01\n" +
 	"\n" +
 	"WorkerRole\x12\x1b\n" +
 	"\x17WORKER_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -1924,12 +3120,20 @@ const file_relay_proto_rawDesc = "" +
 	"\x11KvQueryHashFormat\x12$\n" +
 	" KV_QUERY_HASH_FORMAT_UNSPECIFIED\x10\x00\x12+\n" +
 	"'KV_QUERY_HASH_FORMAT_DYNAMO_STANDARD_V1\x10\x01\x12(\n" +
-	"$KV_QUERY_HASH_FORMAT_DYNAMO_EAGLE_V1\x10\x022\x9d\x03\n" +
+	"$KV_QUERY_HASH_FORMAT_DYNAMO_EAGLE_V1\x10\x02*z\n" +
+	"\n" +
+	"DataStatus\x12\x1b\n" +
+	"\x17DATA_STATUS_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14DATA_STATUS_COMPLETE\x10\x01\x12\x18\n" +
+	"\x14DATA_STATUS_DEGRADED\x10\x02\x12\x1b\n" +
+	"\x17DATA_STATUS_UNAVAILABLE\x10\x032\x8c\x05\n" +
 	"\fKvEventRelay\x12Q\n" +
 	"\fGetRelayInfo\x12#.dynamo.kvrelay.v1.RelayInfoRequest\x1a\x1c.dynamo.kvrelay.v1.RelayInfo\x12l\n" +
 	"\x12WatchKvPoolCatalog\x12,.dynamo.kvrelay.v1.WatchKvPoolCatalogRequest\x1a&.dynamo.kvrelay.v1.KvPoolCatalogUpdate0\x01\x12_\n" +
-	"\x0fSubscribeKvPool\x12).dynamo.kvrelay.v1.SubscribeKvPoolRequest\x1a\x1f.dynamo.kvrelay.v1.FilterUpdate0\x01\x12k\n" +
-	"\x13SubscribeKvPoolLoad\x12-.dynamo.kvrelay.v1.SubscribeKvPoolLoadRequest\x1a#.dynamo.kvrelay.v1.KvPoolLoadUpdate0\x01B5Z3github.com/goindex/goindex/bridge/kvrelay/kvrelaypbb\x06proto3"
+	"\x0fSubscribeKvPool\x12).dynamo.kvrelay.v1.SubscribeKvPoolRequest\x1a\x1f.dynamo.kvrelay.v1.FilterUpdate0\x01\x12}\n" +
+	"\x19SubscribeServingReadiness\x123.dynamo.kvrelay.v1.SubscribeServingReadinessRequest\x1a).dynamo.kvrelay.v1.ServingReadinessUpdate0\x01\x12k\n" +
+	"\x13SubscribeKvPoolLoad\x12-.dynamo.kvrelay.v1.SubscribeKvPoolLoadRequest\x1a#.dynamo.kvrelay.v1.KvPoolLoadUpdate0\x01\x12n\n" +
+	"\x14SubscribeServingLoad\x12..dynamo.kvrelay.v1.SubscribeServingLoadRequest\x1a$.dynamo.kvrelay.v1.ServingLoadUpdate0\x01B5Z3github.com/goindex/goindex/bridge/kvrelay/kvrelaypbb\x06proto3"
 
 var (
 	file_relay_proto_rawDescOnce sync.Once
@@ -1943,78 +3147,123 @@ func file_relay_proto_rawDescGZIP() []byte {
 	return file_relay_proto_rawDescData
 }
 
-var file_relay_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_relay_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_relay_proto_goTypes = []any{
-	(RelayErrorReason)(0),              // 0: dynamo.kvrelay.v1.RelayErrorReason
-	(IdentitySource)(0),                // 1: dynamo.kvrelay.v1.IdentitySource
-	(FilterUpdateKind)(0),              // 2: dynamo.kvrelay.v1.FilterUpdateKind
-	(WorkerRole)(0),                    // 3: dynamo.kvrelay.v1.WorkerRole
-	(KvQueryHashFormat)(0),             // 4: dynamo.kvrelay.v1.KvQueryHashFormat
-	(*RelayIdentity)(nil),              // 5: dynamo.kvrelay.v1.RelayIdentity
-	(*DigestIdentity)(nil),             // 6: dynamo.kvrelay.v1.DigestIdentity
-	(*IndexerDomainId)(nil),            // 7: dynamo.kvrelay.v1.IndexerDomainId
-	(*KvPoolId)(nil),                   // 8: dynamo.kvrelay.v1.KvPoolId
-	(*CkfFormat)(nil),                  // 9: dynamo.kvrelay.v1.CkfFormat
-	(*ProducerIdentity)(nil),           // 10: dynamo.kvrelay.v1.ProducerIdentity
-	(*DynamoEndpointId)(nil),           // 11: dynamo.kvrelay.v1.DynamoEndpointId
-	(*BaseModelTarget)(nil),            // 12: dynamo.kvrelay.v1.BaseModelTarget
-	(*LoraModelTarget)(nil),            // 13: dynamo.kvrelay.v1.LoraModelTarget
-	(*ModelTarget)(nil),                // 14: dynamo.kvrelay.v1.ModelTarget
-	(*ModelRegistration)(nil),          // 15: dynamo.kvrelay.v1.ModelRegistration
-	(*KvQuerySemantics)(nil),           // 16: dynamo.kvrelay.v1.KvQuerySemantics
-	(*KvPoolDescriptor)(nil),           // 17: dynamo.kvrelay.v1.KvPoolDescriptor
-	(*KvPoolCatalogSnapshot)(nil),      // 18: dynamo.kvrelay.v1.KvPoolCatalogSnapshot
-	(*RelayInfoRequest)(nil),           // 19: dynamo.kvrelay.v1.RelayInfoRequest
-	(*RelayInfo)(nil),                  // 20: dynamo.kvrelay.v1.RelayInfo
-	(*WatchKvPoolCatalogRequest)(nil),  // 21: dynamo.kvrelay.v1.WatchKvPoolCatalogRequest
-	(*KvPoolCatalogUpdate)(nil),        // 22: dynamo.kvrelay.v1.KvPoolCatalogUpdate
-	(*SubscribeKvPoolRequest)(nil),     // 23: dynamo.kvrelay.v1.SubscribeKvPoolRequest
-	(*FilterUpdate)(nil),               // 24: dynamo.kvrelay.v1.FilterUpdate
-	(*SubscribeKvPoolLoadRequest)(nil), // 25: dynamo.kvrelay.v1.SubscribeKvPoolLoadRequest
-	(*KvPoolLoadEntry)(nil),            // 26: dynamo.kvrelay.v1.KvPoolLoadEntry
-	(*KvPoolLoadUpdate)(nil),           // 27: dynamo.kvrelay.v1.KvPoolLoadUpdate
+	(RelayErrorReason)(0),                    // 0: dynamo.kvrelay.v1.RelayErrorReason
+	(IdentitySource)(0),                      // 1: dynamo.kvrelay.v1.IdentitySource
+	(FilterUpdateKind)(0),                    // 2: dynamo.kvrelay.v1.FilterUpdateKind
+	(ServingReadinessState)(0),               // 3: dynamo.kvrelay.v1.ServingReadinessState
+	(WorkerRole)(0),                          // 4: dynamo.kvrelay.v1.WorkerRole
+	(KvQueryHashFormat)(0),                   // 5: dynamo.kvrelay.v1.KvQueryHashFormat
+	(DataStatus)(0),                          // 6: dynamo.kvrelay.v1.DataStatus
+	(*RelayIdentity)(nil),                    // 7: dynamo.kvrelay.v1.RelayIdentity
+	(*DigestIdentity)(nil),                   // 8: dynamo.kvrelay.v1.DigestIdentity
+	(*IndexerDomainId)(nil),                  // 9: dynamo.kvrelay.v1.IndexerDomainId
+	(*KvPoolId)(nil),                         // 10: dynamo.kvrelay.v1.KvPoolId
+	(*CkfFormat)(nil),                        // 11: dynamo.kvrelay.v1.CkfFormat
+	(*ProducerIdentity)(nil),                 // 12: dynamo.kvrelay.v1.ProducerIdentity
+	(*DynamoEndpointId)(nil),                 // 13: dynamo.kvrelay.v1.DynamoEndpointId
+	(*BaseModelTarget)(nil),                  // 14: dynamo.kvrelay.v1.BaseModelTarget
+	(*LoraModelTarget)(nil),                  // 15: dynamo.kvrelay.v1.LoraModelTarget
+	(*ModelTarget)(nil),                      // 16: dynamo.kvrelay.v1.ModelTarget
+	(*ModelRegistration)(nil),                // 17: dynamo.kvrelay.v1.ModelRegistration
+	(*KvQuerySemantics)(nil),                 // 18: dynamo.kvrelay.v1.KvQuerySemantics
+	(*KvPoolDescriptor)(nil),                 // 19: dynamo.kvrelay.v1.KvPoolDescriptor
+	(*KvPoolCatalogSnapshot)(nil),            // 20: dynamo.kvrelay.v1.KvPoolCatalogSnapshot
+	(*RelayInfoRequest)(nil),                 // 21: dynamo.kvrelay.v1.RelayInfoRequest
+	(*RelayInfo)(nil),                        // 22: dynamo.kvrelay.v1.RelayInfo
+	(*WatchKvPoolCatalogRequest)(nil),        // 23: dynamo.kvrelay.v1.WatchKvPoolCatalogRequest
+	(*KvPoolCatalogUpdate)(nil),              // 24: dynamo.kvrelay.v1.KvPoolCatalogUpdate
+	(*SubscribeKvPoolRequest)(nil),           // 25: dynamo.kvrelay.v1.SubscribeKvPoolRequest
+	(*FilterUpdate)(nil),                     // 26: dynamo.kvrelay.v1.FilterUpdate
+	(*SubscribeServingReadinessRequest)(nil), // 27: dynamo.kvrelay.v1.SubscribeServingReadinessRequest
+	(*TopologyMember)(nil),                   // 28: dynamo.kvrelay.v1.TopologyMember
+	(*AdapterReadiness)(nil),                 // 29: dynamo.kvrelay.v1.AdapterReadiness
+	(*TopologyEntry)(nil),                    // 30: dynamo.kvrelay.v1.TopologyEntry
+	(*ServingReadinessUpdate)(nil),           // 31: dynamo.kvrelay.v1.ServingReadinessUpdate
+	(*SubscribeKvPoolLoadRequest)(nil),       // 32: dynamo.kvrelay.v1.SubscribeKvPoolLoadRequest
+	(*KvPoolLoadEntry)(nil),                  // 33: dynamo.kvrelay.v1.KvPoolLoadEntry
+	(*KvPoolLoadUpdate)(nil),                 // 34: dynamo.kvrelay.v1.KvPoolLoadUpdate
+	(*SubscribeServingLoadRequest)(nil),      // 35: dynamo.kvrelay.v1.SubscribeServingLoadRequest
+	(*RequestLifecycleStats)(nil),            // 36: dynamo.kvrelay.v1.RequestLifecycleStats
+	(*TokenLoadStats)(nil),                   // 37: dynamo.kvrelay.v1.TokenLoadStats
+	(*LoadView)(nil),                         // 38: dynamo.kvrelay.v1.LoadView
+	(*PoolDeploymentStatus)(nil),             // 39: dynamo.kvrelay.v1.PoolDeploymentStatus
+	(*PoolServingLoad)(nil),                  // 40: dynamo.kvrelay.v1.PoolServingLoad
+	(*ModelDeploymentStatus)(nil),            // 41: dynamo.kvrelay.v1.ModelDeploymentStatus
+	(*ModelServingLoad)(nil),                 // 42: dynamo.kvrelay.v1.ModelServingLoad
+	(*ServingLoadUpdate)(nil),                // 43: dynamo.kvrelay.v1.ServingLoadUpdate
 }
 var file_relay_proto_depIdxs = []int32{
 	1,  // 0: dynamo.kvrelay.v1.DigestIdentity.source:type_name -> dynamo.kvrelay.v1.IdentitySource
-	6,  // 1: dynamo.kvrelay.v1.IndexerDomainId.cache_semantics:type_name -> dynamo.kvrelay.v1.DigestIdentity
-	6,  // 2: dynamo.kvrelay.v1.IndexerDomainId.routing_scope:type_name -> dynamo.kvrelay.v1.DigestIdentity
-	7,  // 3: dynamo.kvrelay.v1.KvPoolId.indexer_domain:type_name -> dynamo.kvrelay.v1.IndexerDomainId
-	8,  // 4: dynamo.kvrelay.v1.ProducerIdentity.pool_id:type_name -> dynamo.kvrelay.v1.KvPoolId
-	9,  // 5: dynamo.kvrelay.v1.ProducerIdentity.ckf_format:type_name -> dynamo.kvrelay.v1.CkfFormat
-	12, // 6: dynamo.kvrelay.v1.ModelTarget.base:type_name -> dynamo.kvrelay.v1.BaseModelTarget
-	13, // 7: dynamo.kvrelay.v1.ModelTarget.lora:type_name -> dynamo.kvrelay.v1.LoraModelTarget
-	14, // 8: dynamo.kvrelay.v1.ModelRegistration.target:type_name -> dynamo.kvrelay.v1.ModelTarget
-	4,  // 9: dynamo.kvrelay.v1.KvQuerySemantics.hash_format:type_name -> dynamo.kvrelay.v1.KvQueryHashFormat
-	10, // 10: dynamo.kvrelay.v1.KvPoolDescriptor.producer:type_name -> dynamo.kvrelay.v1.ProducerIdentity
-	11, // 11: dynamo.kvrelay.v1.KvPoolDescriptor.serving_endpoint:type_name -> dynamo.kvrelay.v1.DynamoEndpointId
-	15, // 12: dynamo.kvrelay.v1.KvPoolDescriptor.registrations:type_name -> dynamo.kvrelay.v1.ModelRegistration
-	16, // 13: dynamo.kvrelay.v1.KvPoolDescriptor.query_semantics:type_name -> dynamo.kvrelay.v1.KvQuerySemantics
-	3,  // 14: dynamo.kvrelay.v1.KvPoolDescriptor.pool_roles:type_name -> dynamo.kvrelay.v1.WorkerRole
-	17, // 15: dynamo.kvrelay.v1.KvPoolCatalogSnapshot.pools:type_name -> dynamo.kvrelay.v1.KvPoolDescriptor
-	5,  // 16: dynamo.kvrelay.v1.RelayInfo.relay:type_name -> dynamo.kvrelay.v1.RelayIdentity
-	5,  // 17: dynamo.kvrelay.v1.KvPoolCatalogUpdate.relay:type_name -> dynamo.kvrelay.v1.RelayIdentity
-	18, // 18: dynamo.kvrelay.v1.KvPoolCatalogUpdate.snapshot:type_name -> dynamo.kvrelay.v1.KvPoolCatalogSnapshot
-	10, // 19: dynamo.kvrelay.v1.SubscribeKvPoolRequest.expected_producer:type_name -> dynamo.kvrelay.v1.ProducerIdentity
-	5,  // 20: dynamo.kvrelay.v1.FilterUpdate.relay:type_name -> dynamo.kvrelay.v1.RelayIdentity
-	10, // 21: dynamo.kvrelay.v1.FilterUpdate.producer:type_name -> dynamo.kvrelay.v1.ProducerIdentity
+	8,  // 1: dynamo.kvrelay.v1.IndexerDomainId.cache_semantics:type_name -> dynamo.kvrelay.v1.DigestIdentity
+	8,  // 2: dynamo.kvrelay.v1.IndexerDomainId.routing_scope:type_name -> dynamo.kvrelay.v1.DigestIdentity
+	9,  // 3: dynamo.kvrelay.v1.KvPoolId.indexer_domain:type_name -> dynamo.kvrelay.v1.IndexerDomainId
+	10, // 4: dynamo.kvrelay.v1.ProducerIdentity.pool_id:type_name -> dynamo.kvrelay.v1.KvPoolId
+	11, // 5: dynamo.kvrelay.v1.ProducerIdentity.ckf_format:type_name -> dynamo.kvrelay.v1.CkfFormat
+	14, // 6: dynamo.kvrelay.v1.ModelTarget.base:type_name -> dynamo.kvrelay.v1.BaseModelTarget
+	15, // 7: dynamo.kvrelay.v1.ModelTarget.lora:type_name -> dynamo.kvrelay.v1.LoraModelTarget
+	16, // 8: dynamo.kvrelay.v1.ModelRegistration.target:type_name -> dynamo.kvrelay.v1.ModelTarget
+	5,  // 9: dynamo.kvrelay.v1.KvQuerySemantics.hash_format:type_name -> dynamo.kvrelay.v1.KvQueryHashFormat
+	12, // 10: dynamo.kvrelay.v1.KvPoolDescriptor.producer:type_name -> dynamo.kvrelay.v1.ProducerIdentity
+	13, // 11: dynamo.kvrelay.v1.KvPoolDescriptor.serving_endpoint:type_name -> dynamo.kvrelay.v1.DynamoEndpointId
+	17, // 12: dynamo.kvrelay.v1.KvPoolDescriptor.registrations:type_name -> dynamo.kvrelay.v1.ModelRegistration
+	18, // 13: dynamo.kvrelay.v1.KvPoolDescriptor.query_semantics:type_name -> dynamo.kvrelay.v1.KvQuerySemantics
+	4,  // 14: dynamo.kvrelay.v1.KvPoolDescriptor.pool_roles:type_name -> dynamo.kvrelay.v1.WorkerRole
+	19, // 15: dynamo.kvrelay.v1.KvPoolCatalogSnapshot.pools:type_name -> dynamo.kvrelay.v1.KvPoolDescriptor
+	7,  // 16: dynamo.kvrelay.v1.RelayInfo.relay:type_name -> dynamo.kvrelay.v1.RelayIdentity
+	7,  // 17: dynamo.kvrelay.v1.KvPoolCatalogUpdate.relay:type_name -> dynamo.kvrelay.v1.RelayIdentity
+	20, // 18: dynamo.kvrelay.v1.KvPoolCatalogUpdate.snapshot:type_name -> dynamo.kvrelay.v1.KvPoolCatalogSnapshot
+	12, // 19: dynamo.kvrelay.v1.SubscribeKvPoolRequest.expected_producer:type_name -> dynamo.kvrelay.v1.ProducerIdentity
+	7,  // 20: dynamo.kvrelay.v1.FilterUpdate.relay:type_name -> dynamo.kvrelay.v1.RelayIdentity
+	12, // 21: dynamo.kvrelay.v1.FilterUpdate.producer:type_name -> dynamo.kvrelay.v1.ProducerIdentity
 	2,  // 22: dynamo.kvrelay.v1.FilterUpdate.kind:type_name -> dynamo.kvrelay.v1.FilterUpdateKind
-	10, // 23: dynamo.kvrelay.v1.KvPoolLoadEntry.producer:type_name -> dynamo.kvrelay.v1.ProducerIdentity
-	5,  // 24: dynamo.kvrelay.v1.KvPoolLoadUpdate.relay:type_name -> dynamo.kvrelay.v1.RelayIdentity
-	26, // 25: dynamo.kvrelay.v1.KvPoolLoadUpdate.pools:type_name -> dynamo.kvrelay.v1.KvPoolLoadEntry
-	19, // 26: dynamo.kvrelay.v1.KvEventRelay.GetRelayInfo:input_type -> dynamo.kvrelay.v1.RelayInfoRequest
-	21, // 27: dynamo.kvrelay.v1.KvEventRelay.WatchKvPoolCatalog:input_type -> dynamo.kvrelay.v1.WatchKvPoolCatalogRequest
-	23, // 28: dynamo.kvrelay.v1.KvEventRelay.SubscribeKvPool:input_type -> dynamo.kvrelay.v1.SubscribeKvPoolRequest
-	25, // 29: dynamo.kvrelay.v1.KvEventRelay.SubscribeKvPoolLoad:input_type -> dynamo.kvrelay.v1.SubscribeKvPoolLoadRequest
-	20, // 30: dynamo.kvrelay.v1.KvEventRelay.GetRelayInfo:output_type -> dynamo.kvrelay.v1.RelayInfo
-	22, // 31: dynamo.kvrelay.v1.KvEventRelay.WatchKvPoolCatalog:output_type -> dynamo.kvrelay.v1.KvPoolCatalogUpdate
-	24, // 32: dynamo.kvrelay.v1.KvEventRelay.SubscribeKvPool:output_type -> dynamo.kvrelay.v1.FilterUpdate
-	27, // 33: dynamo.kvrelay.v1.KvEventRelay.SubscribeKvPoolLoad:output_type -> dynamo.kvrelay.v1.KvPoolLoadUpdate
-	30, // [30:34] is the sub-list for method output_type
-	26, // [26:30] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	13, // 23: dynamo.kvrelay.v1.TopologyMember.endpoint:type_name -> dynamo.kvrelay.v1.DynamoEndpointId
+	4,  // 24: dynamo.kvrelay.v1.TopologyMember.roles:type_name -> dynamo.kvrelay.v1.WorkerRole
+	10, // 25: dynamo.kvrelay.v1.TopologyMember.pool_id:type_name -> dynamo.kvrelay.v1.KvPoolId
+	3,  // 26: dynamo.kvrelay.v1.AdapterReadiness.state:type_name -> dynamo.kvrelay.v1.ServingReadinessState
+	4,  // 27: dynamo.kvrelay.v1.AdapterReadiness.missing_roles:type_name -> dynamo.kvrelay.v1.WorkerRole
+	3,  // 28: dynamo.kvrelay.v1.TopologyEntry.state:type_name -> dynamo.kvrelay.v1.ServingReadinessState
+	4,  // 29: dynamo.kvrelay.v1.TopologyEntry.present_roles:type_name -> dynamo.kvrelay.v1.WorkerRole
+	4,  // 30: dynamo.kvrelay.v1.TopologyEntry.missing_roles:type_name -> dynamo.kvrelay.v1.WorkerRole
+	28, // 31: dynamo.kvrelay.v1.TopologyEntry.members:type_name -> dynamo.kvrelay.v1.TopologyMember
+	4,  // 32: dynamo.kvrelay.v1.TopologyEntry.duplicate_role_endpoints:type_name -> dynamo.kvrelay.v1.WorkerRole
+	29, // 33: dynamo.kvrelay.v1.TopologyEntry.adapters:type_name -> dynamo.kvrelay.v1.AdapterReadiness
+	7,  // 34: dynamo.kvrelay.v1.ServingReadinessUpdate.relay:type_name -> dynamo.kvrelay.v1.RelayIdentity
+	30, // 35: dynamo.kvrelay.v1.ServingReadinessUpdate.entries:type_name -> dynamo.kvrelay.v1.TopologyEntry
+	12, // 36: dynamo.kvrelay.v1.KvPoolLoadEntry.producer:type_name -> dynamo.kvrelay.v1.ProducerIdentity
+	7,  // 37: dynamo.kvrelay.v1.KvPoolLoadUpdate.relay:type_name -> dynamo.kvrelay.v1.RelayIdentity
+	33, // 38: dynamo.kvrelay.v1.KvPoolLoadUpdate.pools:type_name -> dynamo.kvrelay.v1.KvPoolLoadEntry
+	36, // 39: dynamo.kvrelay.v1.LoadView.requests:type_name -> dynamo.kvrelay.v1.RequestLifecycleStats
+	37, // 40: dynamo.kvrelay.v1.LoadView.tokens:type_name -> dynamo.kvrelay.v1.TokenLoadStats
+	6,  // 41: dynamo.kvrelay.v1.LoadView.status:type_name -> dynamo.kvrelay.v1.DataStatus
+	12, // 42: dynamo.kvrelay.v1.PoolServingLoad.producer:type_name -> dynamo.kvrelay.v1.ProducerIdentity
+	38, // 43: dynamo.kvrelay.v1.PoolServingLoad.load:type_name -> dynamo.kvrelay.v1.LoadView
+	39, // 44: dynamo.kvrelay.v1.PoolServingLoad.deployment:type_name -> dynamo.kvrelay.v1.PoolDeploymentStatus
+	10, // 45: dynamo.kvrelay.v1.ModelDeploymentStatus.serving_pools:type_name -> dynamo.kvrelay.v1.KvPoolId
+	38, // 46: dynamo.kvrelay.v1.ModelServingLoad.load:type_name -> dynamo.kvrelay.v1.LoadView
+	41, // 47: dynamo.kvrelay.v1.ModelServingLoad.deployment:type_name -> dynamo.kvrelay.v1.ModelDeploymentStatus
+	7,  // 48: dynamo.kvrelay.v1.ServingLoadUpdate.relay:type_name -> dynamo.kvrelay.v1.RelayIdentity
+	40, // 49: dynamo.kvrelay.v1.ServingLoadUpdate.pools:type_name -> dynamo.kvrelay.v1.PoolServingLoad
+	42, // 50: dynamo.kvrelay.v1.ServingLoadUpdate.models:type_name -> dynamo.kvrelay.v1.ModelServingLoad
+	21, // 51: dynamo.kvrelay.v1.KvEventRelay.GetRelayInfo:input_type -> dynamo.kvrelay.v1.RelayInfoRequest
+	23, // 52: dynamo.kvrelay.v1.KvEventRelay.WatchKvPoolCatalog:input_type -> dynamo.kvrelay.v1.WatchKvPoolCatalogRequest
+	25, // 53: dynamo.kvrelay.v1.KvEventRelay.SubscribeKvPool:input_type -> dynamo.kvrelay.v1.SubscribeKvPoolRequest
+	27, // 54: dynamo.kvrelay.v1.KvEventRelay.SubscribeServingReadiness:input_type -> dynamo.kvrelay.v1.SubscribeServingReadinessRequest
+	32, // 55: dynamo.kvrelay.v1.KvEventRelay.SubscribeKvPoolLoad:input_type -> dynamo.kvrelay.v1.SubscribeKvPoolLoadRequest
+	35, // 56: dynamo.kvrelay.v1.KvEventRelay.SubscribeServingLoad:input_type -> dynamo.kvrelay.v1.SubscribeServingLoadRequest
+	22, // 57: dynamo.kvrelay.v1.KvEventRelay.GetRelayInfo:output_type -> dynamo.kvrelay.v1.RelayInfo
+	24, // 58: dynamo.kvrelay.v1.KvEventRelay.WatchKvPoolCatalog:output_type -> dynamo.kvrelay.v1.KvPoolCatalogUpdate
+	26, // 59: dynamo.kvrelay.v1.KvEventRelay.SubscribeKvPool:output_type -> dynamo.kvrelay.v1.FilterUpdate
+	31, // 60: dynamo.kvrelay.v1.KvEventRelay.SubscribeServingReadiness:output_type -> dynamo.kvrelay.v1.ServingReadinessUpdate
+	34, // 61: dynamo.kvrelay.v1.KvEventRelay.SubscribeKvPoolLoad:output_type -> dynamo.kvrelay.v1.KvPoolLoadUpdate
+	43, // 62: dynamo.kvrelay.v1.KvEventRelay.SubscribeServingLoad:output_type -> dynamo.kvrelay.v1.ServingLoadUpdate
+	57, // [57:63] is the sub-list for method output_type
+	51, // [51:57] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_relay_proto_init() }
@@ -2026,13 +3275,17 @@ func file_relay_proto_init() {
 		(*ModelTarget_Base)(nil),
 		(*ModelTarget_Lora)(nil),
 	}
+	file_relay_proto_msgTypes[21].OneofWrappers = []any{}
+	file_relay_proto_msgTypes[29].OneofWrappers = []any{}
+	file_relay_proto_msgTypes[30].OneofWrappers = []any{}
+	file_relay_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_relay_proto_rawDesc), len(file_relay_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   23,
+			NumEnums:      7,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -3,9 +3,9 @@
 // publish it (src/kv_dc_relay/docs/grpc-contract.md and
 // wan/grpc/protocol/README.md). Field numbers and types are the contract;
 // names follow upstream so that either side can read the other's bytes.
-// goindex serves and follows the four RPCs below; the serving-readiness and
-// serving-load streams are not part of this copy (a peer calling them gets
-// UNIMPLEMENTED).
+// goindex serves every RPC below (the serving-readiness and serving-load
+// streams as upstream's main branch defines them, the latter additive to
+// v1) and follows the catalog, pool and pool-load streams.
 //
 // Rules every message here obeys (see bridge/kvrelay's doc.go):
 //   - each top-level request and response carries contract_marker (field
@@ -37,10 +37,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	KvEventRelay_GetRelayInfo_FullMethodName        = "/dynamo.kvrelay.v1.KvEventRelay/GetRelayInfo"
-	KvEventRelay_WatchKvPoolCatalog_FullMethodName  = "/dynamo.kvrelay.v1.KvEventRelay/WatchKvPoolCatalog"
-	KvEventRelay_SubscribeKvPool_FullMethodName     = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool"
-	KvEventRelay_SubscribeKvPoolLoad_FullMethodName = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPoolLoad"
+	KvEventRelay_GetRelayInfo_FullMethodName              = "/dynamo.kvrelay.v1.KvEventRelay/GetRelayInfo"
+	KvEventRelay_WatchKvPoolCatalog_FullMethodName        = "/dynamo.kvrelay.v1.KvEventRelay/WatchKvPoolCatalog"
+	KvEventRelay_SubscribeKvPool_FullMethodName           = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool"
+	KvEventRelay_SubscribeServingReadiness_FullMethodName = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeServingReadiness"
+	KvEventRelay_SubscribeKvPoolLoad_FullMethodName       = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPoolLoad"
+	KvEventRelay_SubscribeServingLoad_FullMethodName      = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeServingLoad"
 )
 
 // KvEventRelayClient is the client API for KvEventRelay service.
@@ -50,7 +52,9 @@ type KvEventRelayClient interface {
 	GetRelayInfo(ctx context.Context, in *RelayInfoRequest, opts ...grpc.CallOption) (*RelayInfo, error)
 	WatchKvPoolCatalog(ctx context.Context, in *WatchKvPoolCatalogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[KvPoolCatalogUpdate], error)
 	SubscribeKvPool(ctx context.Context, in *SubscribeKvPoolRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FilterUpdate], error)
+	SubscribeServingReadiness(ctx context.Context, in *SubscribeServingReadinessRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ServingReadinessUpdate], error)
 	SubscribeKvPoolLoad(ctx context.Context, in *SubscribeKvPoolLoadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[KvPoolLoadUpdate], error)
+	SubscribeServingLoad(ctx context.Context, in *SubscribeServingLoadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ServingLoadUpdate], error)
 }
 
 type kvEventRelayClient struct {
@@ -109,9 +113,28 @@ func (c *kvEventRelayClient) SubscribeKvPool(ctx context.Context, in *SubscribeK
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type KvEventRelay_SubscribeKvPoolClient = grpc.ServerStreamingClient[FilterUpdate]
 
+func (c *kvEventRelayClient) SubscribeServingReadiness(ctx context.Context, in *SubscribeServingReadinessRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ServingReadinessUpdate], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &KvEventRelay_ServiceDesc.Streams[2], KvEventRelay_SubscribeServingReadiness_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeServingReadinessRequest, ServingReadinessUpdate]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KvEventRelay_SubscribeServingReadinessClient = grpc.ServerStreamingClient[ServingReadinessUpdate]
+
 func (c *kvEventRelayClient) SubscribeKvPoolLoad(ctx context.Context, in *SubscribeKvPoolLoadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[KvPoolLoadUpdate], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &KvEventRelay_ServiceDesc.Streams[2], KvEventRelay_SubscribeKvPoolLoad_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &KvEventRelay_ServiceDesc.Streams[3], KvEventRelay_SubscribeKvPoolLoad_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +151,25 @@ func (c *kvEventRelayClient) SubscribeKvPoolLoad(ctx context.Context, in *Subscr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type KvEventRelay_SubscribeKvPoolLoadClient = grpc.ServerStreamingClient[KvPoolLoadUpdate]
 
+func (c *kvEventRelayClient) SubscribeServingLoad(ctx context.Context, in *SubscribeServingLoadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ServingLoadUpdate], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &KvEventRelay_ServiceDesc.Streams[4], KvEventRelay_SubscribeServingLoad_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeServingLoadRequest, ServingLoadUpdate]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KvEventRelay_SubscribeServingLoadClient = grpc.ServerStreamingClient[ServingLoadUpdate]
+
 // KvEventRelayServer is the server API for KvEventRelay service.
 // All implementations must embed UnimplementedKvEventRelayServer
 // for forward compatibility.
@@ -135,7 +177,9 @@ type KvEventRelayServer interface {
 	GetRelayInfo(context.Context, *RelayInfoRequest) (*RelayInfo, error)
 	WatchKvPoolCatalog(*WatchKvPoolCatalogRequest, grpc.ServerStreamingServer[KvPoolCatalogUpdate]) error
 	SubscribeKvPool(*SubscribeKvPoolRequest, grpc.ServerStreamingServer[FilterUpdate]) error
+	SubscribeServingReadiness(*SubscribeServingReadinessRequest, grpc.ServerStreamingServer[ServingReadinessUpdate]) error
 	SubscribeKvPoolLoad(*SubscribeKvPoolLoadRequest, grpc.ServerStreamingServer[KvPoolLoadUpdate]) error
+	SubscribeServingLoad(*SubscribeServingLoadRequest, grpc.ServerStreamingServer[ServingLoadUpdate]) error
 	mustEmbedUnimplementedKvEventRelayServer()
 }
 
@@ -155,8 +199,14 @@ func (UnimplementedKvEventRelayServer) WatchKvPoolCatalog(*WatchKvPoolCatalogReq
 func (UnimplementedKvEventRelayServer) SubscribeKvPool(*SubscribeKvPoolRequest, grpc.ServerStreamingServer[FilterUpdate]) error {
 	return status.Errorf(codes.Unimplemented, "method SubscribeKvPool not implemented")
 }
+func (UnimplementedKvEventRelayServer) SubscribeServingReadiness(*SubscribeServingReadinessRequest, grpc.ServerStreamingServer[ServingReadinessUpdate]) error {
+	return status.Errorf(codes.Unimplemented, "method SubscribeServingReadiness not implemented")
+}
 func (UnimplementedKvEventRelayServer) SubscribeKvPoolLoad(*SubscribeKvPoolLoadRequest, grpc.ServerStreamingServer[KvPoolLoadUpdate]) error {
 	return status.Errorf(codes.Unimplemented, "method SubscribeKvPoolLoad not implemented")
+}
+func (UnimplementedKvEventRelayServer) SubscribeServingLoad(*SubscribeServingLoadRequest, grpc.ServerStreamingServer[ServingLoadUpdate]) error {
+	return status.Errorf(codes.Unimplemented, "method SubscribeServingLoad not implemented")
 }
 func (UnimplementedKvEventRelayServer) mustEmbedUnimplementedKvEventRelayServer() {}
 func (UnimplementedKvEventRelayServer) testEmbeddedByValue()                      {}
@@ -219,6 +269,17 @@ func _KvEventRelay_SubscribeKvPool_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type KvEventRelay_SubscribeKvPoolServer = grpc.ServerStreamingServer[FilterUpdate]
 
+func _KvEventRelay_SubscribeServingReadiness_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeServingReadinessRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(KvEventRelayServer).SubscribeServingReadiness(m, &grpc.GenericServerStream[SubscribeServingReadinessRequest, ServingReadinessUpdate]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KvEventRelay_SubscribeServingReadinessServer = grpc.ServerStreamingServer[ServingReadinessUpdate]
+
 func _KvEventRelay_SubscribeKvPoolLoad_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(SubscribeKvPoolLoadRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -229,6 +290,17 @@ func _KvEventRelay_SubscribeKvPoolLoad_Handler(srv interface{}, stream grpc.Serv
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type KvEventRelay_SubscribeKvPoolLoadServer = grpc.ServerStreamingServer[KvPoolLoadUpdate]
+
+func _KvEventRelay_SubscribeServingLoad_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeServingLoadRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(KvEventRelayServer).SubscribeServingLoad(m, &grpc.GenericServerStream[SubscribeServingLoadRequest, ServingLoadUpdate]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KvEventRelay_SubscribeServingLoadServer = grpc.ServerStreamingServer[ServingLoadUpdate]
 
 // KvEventRelay_ServiceDesc is the grpc.ServiceDesc for KvEventRelay service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -254,8 +326,18 @@ var KvEventRelay_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 		{
+			StreamName:    "SubscribeServingReadiness",
+			Handler:       _KvEventRelay_SubscribeServingReadiness_Handler,
+			ServerStreams: true,
+		},
+		{
 			StreamName:    "SubscribeKvPoolLoad",
 			Handler:       _KvEventRelay_SubscribeKvPoolLoad_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SubscribeServingLoad",
+			Handler:       _KvEventRelay_SubscribeServingLoad_Handler,
 			ServerStreams: true,
 		},
 	},
