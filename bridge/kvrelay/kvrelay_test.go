@@ -212,7 +212,14 @@ func serve(t *testing.T, src Source) *grpc.ClientConn {
 	pb.RegisterKvEventRelayServer(g, s)
 	go func() { _ = g.Serve(ln) }()
 	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dial(t, ln.Addr().String())
+}
+
+// dial returns a plaintext client connection to addr, closed when the
+// test ends.
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

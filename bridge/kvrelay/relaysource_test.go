@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
@@ -136,11 +135,7 @@ func TestRelaySource_FollowedPoolConvergesThroughGapsAndARestart(t *testing.T) {
 	gen := relaytest.NewGenerator(seed, 4)
 	first, addr := startGoRelay(t, nc, time.Hour)
 	fwd := movable.New(t, addr) // the relay's address across its restart
-	conn, err := grpc.NewClient(fwd.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := dial(t, fwd.Addr())
 	l := &lane{}
 	var loadMu sync.Mutex
 	var last *Load
@@ -218,12 +213,7 @@ func TestRelaySource_StreamIsChunksThenContiguousDeltasAndHeartbeats(t *testing.
 	_, nc := natstest.Start(t)
 	gen := relaytest.NewGenerator(seed, 3)
 	gr, addr := startGoRelay(t, nc, 20*time.Millisecond)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	client := pb.NewKvEventRelayClient(conn)
+	client := pb.NewKvEventRelayClient(dial(t, addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	publish(t, nc, gen, 100)
@@ -337,12 +327,7 @@ func TestRelaySource_ServesReadinessAndServingLoad(t *testing.T) {
 	_, nc := natstest.Start(t)
 	gen := relaytest.NewGenerator(7, 2)
 	_, addr := startGoRelay(t, nc, time.Hour)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	client := pb.NewKvEventRelayClient(conn)
+	client := pb.NewKvEventRelayClient(dial(t, addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rs, err := client.SubscribeServingReadiness(ctx, &pb.SubscribeServingReadinessRequest{SubscriberId: "r", ContractMarker: ContractMarker})
