@@ -253,13 +253,7 @@ func (c *Consumer) verify() {
 	}
 	for m := bad; m != 0; m &= m - 1 {
 		l := c.lanes[bits.TrailingZeros64(m)]
-		err := fmt.Errorf("%w: verified against the consumer's sums", ErrIntegrity)
-		if _, upstream := c.cfg.Upstream[l.dc]; upstream {
-			l.count(func(st *LaneStatus) { st.IntegrityFailures++ })
-			l.base.Error("lane's words in the replica file are damaged; its upstream relay's next snapshot heals them", "err", err)
-			continue
-		}
-		l.damaged(err)
+		l.damaged(fmt.Errorf("%w: verified against the consumer's sums", ErrIntegrity))
 	}
 }
 

@@ -54,6 +54,8 @@
 // names the relay's), snapshots, deltas, frames by kind, faults, resyncs,
 // load windows as load reports, and the RTT of the contract's GetRelayInfo
 // every PingEvery (heartbeats are one-way, stamped by the relay's clock).
+// A lane whose words fail the consumer's integrity check is followed again
+// from a fresh snapshot, as a native lane is resynced.
 //
 // Each lane's status counts what it received by frame type (log frames,
 // stored snapshot chunks, load reports), its pending log messages (the
@@ -115,7 +117,8 @@
 // over; that a lane whose words and ready bit were overwritten in the file
 // is restored, resynced and converges back; that a lane followed from a
 // Pool Relay holds its pool's words and shows state, sequences, frames,
-// RTT and load like a native lane, and is left idle when the consumer
+// RTT and load like a native lane, is resynced from a fresh snapshot when
+// its words are damaged in the file, and is left idle when the consumer
 // stops; and that bad configs and missing relays are refused. The
 // end-to-end suite (tests/e2e) adds WAN latency, relay and NATS restarts,
 // cold restarts and slow consumers.

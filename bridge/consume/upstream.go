@@ -30,12 +30,25 @@ func (c *Consumer) followUpstream(ctx context.Context, wg *sync.WaitGroup, i int
 	if err != nil {
 		return fmt.Errorf("consume: upstream relay of DC %d at %s: %w", dc, addr, err)
 	}
-	u := &upstreamLane{ReplicaLane: rl, l: c.lanes[i]}
+	l := c.lanes[i]
+	u := &upstreamLane{ReplicaLane: rl, l: l}
+	// A lane found damaged (laneRunner.damaged) is kicked as a native one
+	// is: its follower starts over from a fresh snapshot.
+	resync := make(chan error, 1)
+	kick := context.CancelCauseFunc(func(err error) {
+		select {
+		case resync <- err:
+		default: // one is pending already
+		}
+	})
+	l.kick.Store(&kick)
 	cfg := kvrelay.FollowConfig{SubscriberID: fmt.Sprintf("goindex-consume-%x-%d", c.cfg.Instance, dc), DCID: uint64(dc),
-		Lane: u, Retry: c.cfg.RetryEvery, OnLoad: u.load, OnUpdate: u.received, OnRTT: u.rtt, PingEvery: c.cfg.PingEvery}
+		Lane: u, Retry: c.cfg.RetryEvery, OnLoad: u.load, OnUpdate: u.received, OnRTT: u.rtt, PingEvery: c.cfg.PingEvery,
+		Resync: resync}
 	wg.Go(func() {
 		defer conn.Close()
 		err := kvrelay.Follow(ctx, conn, cfg) // every callback has returned with it
+		l.kick.Store(nil)
 		u.stop()
 		c.cfg.Logger.Info("upstream relay lane ended", "dc", dc, "relay", addr, "err", err)
 	})

@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -123,6 +124,32 @@ func TestConsumer_FollowsAnUpstreamPoolRelay(t *testing.T) {
 	}
 	if info := r.Lane(0); info.RTT <= 0 || info.Load.CapacityBlocks != 300 {
 		t.Errorf("the replica's lane record has RTT %v, capacity %d; want the status's", info.RTT, info.Load.CapacityBlocks)
+	}
+	// Words damaged behind the consumer's back: its verifier finds them
+	// and the lane follows its relay again from a fresh snapshot, as a
+	// native lane does.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := r.Info()
+	for b := range 3 {
+		if _, err := f.WriteAt([]byte{0xa5}, int64(info.HeaderBytes)+64+int64(8*b*8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		st = c.Status()[0]
+		if st.IntegrityFailures > 0 && st.Snapshots >= 2 && r.Ready()&1 != 0 && slices.Equal(r.Table().AppendLane(nil, 0), pool.words) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the damaged upstream lane was not resynced: %+v", st)
+		}
+	}
+	if st.Faults != 0 {
+		t.Errorf("an integrity resync counted %d faults of the relay, want 0", st.Faults)
 	}
 	if _, err := New(ctx, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{3}, Seed: seed, Buckets: buckets, Path: path + "2",
 		Upstream: map[relayproto.DCID]string{4: "x:1"}}); err == nil {

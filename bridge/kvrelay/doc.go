@@ -37,8 +37,10 @@
 // over from a snapshot; other lanes are untouched (spec §5.3's rule: a
 // fault is local to its lane). Optional hooks see every FilterUpdate
 // (OnUpdate), the load windows (OnLoad) and the round trip of a
-// GetRelayInfo every PingEvery (OnRTT); every goroutine of a session, and
-// so every Lane call and hook, has returned when Follow does.
+// GetRelayInfo every PingEvery (OnRTT); Resync ends the session so the lane
+// starts over from a snapshot (a consumer found its words damaged); every
+// goroutine of a session, and so every Lane call and hook, has returned
+// when Follow does.
 //
 // # Serving goindex's relay
 //

@@ -42,6 +42,10 @@ type FollowConfig struct {
 	// heartbeats are one-way and their send_ts_us is the relay's clock).
 	OnRTT     func(time.Duration) // optional; default: no probe
 	PingEvery time.Duration       // optional; default: 1s
+	// Resync, when it delivers, ends the current session: the lane is
+	// retired with the value as the reason and follows again from a fresh
+	// snapshot (a consumer found the lane's words damaged).
+	Resync <-chan error // optional
 }
 
 // Follow keeps cfg.Lane in step with the pool of cfg.DCID on the relay at
@@ -120,6 +124,8 @@ func session(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfi
 			return err
 		case err := <-subErr:
 			return err
+		case err := <-cfg.Resync:
+			return fmt.Errorf("kvrelay: resync asked: %w", err)
 		case p := <-producers:
 			if current != nil && sameProducer(p, current) {
 				continue
