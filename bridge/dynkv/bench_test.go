@@ -2,14 +2,19 @@ package dynkv
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/goindex/kv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -204,5 +209,140 @@ func BenchmarkStoreMatch(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "matches/s")
 		})
+	}
+}
+
+// restartCommandsEnv sets BenchmarkLogRestart's history lengths (commands,
+// comma-separated); default 100000,1000000.
+const restartCommandsEnv = "GOINDEX_BENCH_DYNKV_COMMANDS"
+
+// BenchmarkLogRestart measures what a log rewrite buys a restart: a server
+// with a log runs a KV-cache churn history (32 ranks store 16-block chains
+// of 2,048 documents and evict their oldest after 256, so the log grows
+// with every event while the state is bounded by the documents: with plain
+// APPLY (mode=apply, the frontend's default) each rank keeps an inactive
+// owner of every block it ever held, as the module does; with owner-leased
+// workers and APPLY_OWNED (mode=owned, --router-valkey-worker-events) an
+// eviction deletes them), then restarts on that log (log=history), SAVE
+// rewrites it, and it restarts on the compacted log (log=compacted). ns/op
+// is one restart (the log's replay); log-MB is the log's size; on
+// log=compacted, rewrite-ms is SAVE's time and stall-ms the part of it
+// write commands wait for (taking the image). Run:
+// go test -run '^$' -bench BenchmarkLogRestart -benchtime 3x ./bridge/dynkv/
+func BenchmarkLogRestart(b *testing.B) {
+	sizes := []int{100_000, 1_000_000}
+	if v := os.Getenv(restartCommandsEnv); v != "" {
+		sizes = sizes[:0]
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatalf("%s=%q: %v", restartCommandsEnv, v, err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, owned := range []bool{false, true} {
+		for _, n := range sizes {
+			mode := map[bool]string{false: "apply", true: "owned"}[owned]
+			b.Run(fmt.Sprintf("mode=%s/commands=%d", mode, n), func(b *testing.B) { logRestart(b, owned, n) })
+		}
+	}
+}
+
+func logRestart(b *testing.B, owned bool, n int) {
+	cfg := Config{Addr: "127.0.0.1:0", LogPath: filepath.Join(b.TempDir(), "dynkv.aof"), AutoRewritePercentage: -1}
+	s, err := NewServer(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	churnHistory(b, s, owned, n)
+	stats := render(s.engine.Exec(args("DYNKV.STATS", testKey)))
+	s.Close()
+	restart := func(b *testing.B) {
+		b.Helper()
+		size := fileSize(b, cfg.LogPath)
+		b.ResetTimer()
+		for range b.N {
+			r, err := NewServer(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if got := render(r.engine.Exec(args("DYNKV.STATS", testKey))); got != stats {
+				b.Fatalf("STATS after restart %s, want %s", got, stats)
+			}
+			r.Close()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(size)/(1<<20), "log-MB")
+	}
+	b.Run("log=history", restart)
+	s, err = NewServer(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	s.engine.image()
+	stall := time.Since(t0)
+	t0 = time.Now()
+	if err := s.rewriteLog(); err != nil {
+		b.Fatal(err)
+	}
+	rewrite := time.Since(t0)
+	s.Close()
+	b.Run("log=compacted", func(b *testing.B) {
+		restart(b)
+		b.ReportMetric(float64(rewrite.Microseconds())/1000, "rewrite-ms")
+		b.ReportMetric(float64(stall.Microseconds())/1000, "stall-ms")
+	})
+}
+
+// churnHistory runs n write commands of KV-cache churn through s: plain
+// APPLY, or APPLY_OWNED from owner-leased workers.
+func churnHistory(b *testing.B, s *Server, owned bool, n int) {
+	const ranks, docs, chain, keep = 32, 2048, 16, 256
+	rng := rand.New(rand.NewPCG(1, 2))
+	auth := &connState{authed: true}
+	run := func(vs ...any) {
+		if rep, _ := s.exec(auth, args(vs...)); rep.kind == replyError {
+			b.Fatalf("%s: %s", vs[0], rep.str)
+		}
+	}
+	if owned {
+		for w := uint64(1); w <= ranks/4; w++ {
+			tok, _ := s.exec(auth, args("DYNKV.REGISTRATION_GENERATION", testKey, u64(w)))
+			gen, _ := be64(tok.bulk)
+			reg := Registration{Version: 3, OwnerNonce: 100 + w, LeaseMs: MaxLeaseMs, ExpectedGeneration: gen, Ranks: []uint32{0, 1, 2, 3}}
+			run("DYNKV.REGISTER_WORKER_RANKS", testKey, u64(w), AppendRegistration(nil, reg))
+		}
+	}
+	held := make([][]int, ranks) // per rank, the documents it holds, oldest first
+	next := make([]uint64, ranks)
+	doc := func(d int) []uint64 {
+		locals := make([]uint64, chain)
+		for i := range locals {
+			locals[i] = uint64(d*chain + i + 1)
+		}
+		return locals
+	}
+	for i := 0; i < n; i++ {
+		r := rng.IntN(ranks)
+		rank := Rank{uint64(r/4 + 1), uint32(r % 4)}
+		next[r]++
+		var e Event
+		if len(held[r]) >= keep {
+			d := held[r][0]
+			held[r] = held[r][1:]
+			e = Event{Kind: KindRemove, Rank: rank, EventID: next[r], Hashes: kv.AppendChain(nil, false, 0, doc(d))}
+		} else {
+			d := rng.IntN(docs)
+			held[r] = append(held[r], d)
+			e = chainStore(rank, next[r], nil, doc(d))
+		}
+		if owned {
+			run("DYNKV.APPLY_OWNED", testKey, u64(100+rank.Worker), AppendEvent(nil, e))
+		} else {
+			run("DYNKV.APPLY", testKey, AppendEvent(nil, e))
+		}
 	}
 }

@@ -102,7 +102,13 @@ func (e *Engine) image() []byte {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	w := &imageWriter{b: []byte(imageMagic)}
+	size := len(imageMagic) + 8
+	for k, s := range e.stores {
+		s.mu.RLock()
+		size += len(k) + s.imageSize()
+		s.mu.RUnlock()
+	}
+	w := &imageWriter{b: append(make([]byte, 0, size), imageMagic...)}
 	w.u32(imageVersion)
 	w.u32(uint32(len(keys)))
 	for _, k := range keys {
@@ -113,6 +119,16 @@ func (e *Engine) image() []byte {
 		s.mu.RUnlock()
 	}
 	return w.b
+}
+
+// imageSize is about the bytes of the Store's image, to allocate it once.
+func (s *Store) imageSize() int {
+	size := 128 + len(s.nodes)*imageNodeBytes + len(s.ranks)*(imageRankBytes+4) + len(s.epochs)*imageEpochBytes +
+		len(s.admissions)*(imageAdmissionBytes+32) + len(s.reservations)*(imageReservationBytes+256)
+	for _, st := range s.ranks {
+		size += len(st.members) * (imageOwnerBytes + 12)
+	}
+	return size
 }
 
 // appendImage writes the Store (read-locked by the caller).
@@ -170,6 +186,7 @@ func (s *Store) appendImage(w *imageWriter) {
 		w.u32(uint32(len(st.members)))
 		for _, m := range st.members {
 			w.u64(m.n.hash)
+			w.u32(uint32(m.owner))
 		}
 	}
 	adm := sortedValues(s.admissions, func(a, b *admissionRank) int { return compareAdmissionKey(a.key, b.key) })
@@ -428,7 +445,8 @@ func (s *Store) decodeNodes(r *reader, ranks []*rankState) error {
 	if r.err == nil && nodes > uint64(len(r.b))/imageNodeBytes {
 		return fmt.Errorf("node count %d over the image's bytes", nodes)
 	}
-	owned := map[*rankState]map[*node]int{} // owner positions, until the members are read
+	s.nodes, s.edges = make(map[uint64]*node, nodes), make(map[edge]*node, nodes)
+	owned := map[*rankState]int{} // owners of each rank, which its members must list
 	var lastHash uint64
 	for i := uint64(0); i < nodes && r.err == nil; i++ {
 		n := &node{hash: r.u64("hash"), parent: r.u64("parent"), local: r.u64("local"), canon: r.u64("canon")}
@@ -450,13 +468,7 @@ func (s *Store) decodeNodes(r *reader, ranks []*rankState) error {
 			if st == nil {
 				return fmt.Errorf("node %#x has an owner of no rank", n.hash)
 			}
-			if owned[st] == nil {
-				owned[st] = map[*node]int{}
-			}
-			if _, dup := owned[st][n]; dup {
-				return fmt.Errorf("node %#x has two owners of rank %v", n.hash, st.rank)
-			}
-			owned[st][n] = len(n.owners)
+			owned[st]++
 			n.owners = append(n.owners, o)
 			if o.active {
 				st.active++
@@ -471,20 +483,26 @@ func (s *Store) decodeNodes(r *reader, ranks []*rankState) error {
 			p.children++
 		}
 	}
+	// Each rank lists every node it owns once, with the owner's position:
+	// as many members as it has owners, each naming one of them, none
+	// twice (so a node with two owners of one rank is refused too).
 	for _, st := range ranks {
-		m := r.count("member count", math.MaxInt32, 8)
+		m := r.count("member count", math.MaxInt32, 12)
+		st.nodes, st.members = make(map[*node]int, m), make([]ownedNode, 0, m)
 		for j := 0; j < m && r.err == nil; j++ {
-			n := s.nodes[r.u64("member")]
-			oi, ok := owned[st][n]
+			n, oi := s.nodes[r.u64("member")], int(r.u32("owner position"))
 			if r.err != nil {
 				break
 			}
-			if _, dup := st.nodes[n]; !ok || dup {
-				return fmt.Errorf("rank %v lists a member it does not own, or twice", st.rank)
+			if n == nil || oi >= len(n.owners) || n.owners[oi].rank != st {
+				return fmt.Errorf("rank %v lists a member it does not own", st.rank)
+			}
+			if _, dup := st.nodes[n]; dup {
+				return fmt.Errorf("rank %v lists node %#x twice", st.rank, n.hash)
 			}
 			st.addMember(n, oi)
 		}
-		if r.err == nil && (len(st.members) != len(owned[st]) || st.cleanupNodesLeft > len(st.members)) {
+		if r.err == nil && (len(st.members) != owned[st] || st.cleanupNodesLeft > len(st.members)) {
 			return fmt.Errorf("rank %v: members do not match its owners", st.rank)
 		}
 	}

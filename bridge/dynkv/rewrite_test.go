@@ -115,7 +115,7 @@ func (d *logDrive) waitRewrite() {
 	}
 }
 
-func fileSize(t *testing.T, path string) int64 {
+func fileSize(t testing.TB, path string) int64 {
 	t.Helper()
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
