@@ -346,3 +346,31 @@ func churnHistory(b *testing.B, s *Server, owned bool, n int) {
 		}
 	}
 }
+
+// BenchmarkStoreChurn applies, in process, 16-block stores of new blocks
+// over 8 ranks with a remove after every fourth: the node-creating path
+// (nodes, edges, owners, each rank's members and GC's dictionary orders).
+// Run: go test -run '^$' -bench BenchmarkStoreChurn ./bridge/dynkv/
+func BenchmarkStoreChurn(b *testing.B) {
+	s := NewStore()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		e := Event{Kind: KindStore, Rank: Rank{uint64(i % 8), 0}, EventID: uint64(i + 1), Parent: RootParent}
+		for j := range uint64(16) {
+			local := j
+			if j == 0 {
+				local = uint64(i)*16 + 1
+			}
+			e.Blocks = append(e.Blocks, Block{External: uint64(i)*16 + j + 1, Local: local})
+		}
+		if _, err := s.Apply(e); err != nil {
+			b.Fatal(err)
+		}
+		if i%4 == 3 {
+			rm := Event{Kind: KindRemove, Rank: e.Rank, EventID: uint64(i + 2), Hashes: []uint64{e.Blocks[15].External}}
+			if _, err := s.Apply(rm); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
