@@ -56,8 +56,8 @@ DCs and signals:
                        DC, and the first of the last-resort fallbacks (default:
                        the first --dc)
 Routing:
-  --policy P           ttft, prefix-then-load, load-only, credit, round-robin,
-                       single-dc (with --home NAME); prompts that cannot be
+  --policy P           ttft, prefix-then-load, load-only, credit, gorgo,
+                       round-robin, single-dc (with --home NAME); prompts that cannot be
                        hashed are routed load-only
   --block-size N       the engines' KV block size in tokens (must match them)
   --temperature T      0: minimum cost; > 0: softmax over costs
@@ -65,6 +65,14 @@ Routing:
                        requests behind it: prefill × ρ/(1−ρ), ρ the fleet's
                        prefill utilization this router measures from what it
                        sends over 10 s (with several routers, each sees its share)
+  --calibrate          ttft also scales each DC's queue and prefill estimates by a
+                       compute factor learned from the first-token times of the
+                       streams it relays (a DC faster or slower than its reports
+                       say); off by default: learned only from the requests this
+                       router chose, the factor is biased where every DC is as
+                       configured (BENCHMARKS.md, Routing). Needs --policy ttft.
+                       How long requests hold a DC's KV, from the streams' ends,
+                       is learned and used either way
   --prefill-tokens-per-ms, --queue-tokens-per-ms, --decode-blocks-per-ms,
   --credit             the cost model's rates (a DC's load report overrides them)
 Prompts:
@@ -134,11 +142,12 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	onStale := fs.String("on-stale", "open", "without fresh signals: open (route degraded) or fail (503)")
 	defaultDC := fs.String("default-dc", "", "the NAME of the DC degraded requests go to when nothing is known (default: the first --dc)")
 	replicaPoll := fs.Duration("replica-poll", route.DefaultReplicaPoll, "how often to reattach a missing or replaced replica file")
-	policyName := fs.String("policy", "ttft", "ttft, prefix-then-load, load-only, credit, round-robin or single-dc")
+	policyName := fs.String("policy", "ttft", "ttft, prefix-then-load, load-only, credit, gorgo, round-robin or single-dc")
 	home := fs.String("home", "", "single-dc: the NAME of the DC every request goes to")
 	blockSize := fs.Int("block-size", route.DefaultBlockSize, "KV block size in tokens the engines hash with")
 	temperature := fs.Float64("temperature", 0, "routing temperature (0: minimum cost, ties at random)")
 	priceOthers := fs.Bool("price-others", false, "ttft also prices the wait a request's prefill adds for the requests behind it")
+	calibrate := fs.Bool("calibrate", false, "ttft also scales each DC's estimates by a compute factor learned from first-token times")
 	prefillRate := fs.Float64("prefill-tokens-per-ms", 0, "one request's prefill speed (0: the scorer's default, 20)")
 	queueRate := fs.Float64("queue-tokens-per-ms", 0, "a DC's queued-prefill drain rate (0: the prefill rate)")
 	decodeRate := fs.Float64("decode-blocks-per-ms", 0, "KV blocks a full DC's decodes release per ms (0: 1)")
@@ -172,6 +181,9 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("route: --policy: %v: %w", err, errUsage)
 	}
+	if *calibrate && policy != score.TTFT {
+		return fmt.Errorf("route: --calibrate applies to --policy ttft only, not %v: %w", policy, errUsage)
+	}
 	sc := score.Config{Policy: policy, PrefillTokensPerMs: *prefillRate, QueueTokensPerMs: *queueRate,
 		DecodeBlocksPerMs: *decodeRate, Credit: *credit}
 	if policy == score.SingleDC {
@@ -189,7 +201,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	metrics := obs.NewRouteMetrics()
-	cfg := route.Config{ReplicaPath: *replicaPath, DCs: dcs, Score: sc, Temperature: *temperature, PriceOthers: *priceOthers, BlockSize: *blockSize,
+	cfg := route.Config{ReplicaPath: *replicaPath, DCs: dcs, Score: sc, Temperature: *temperature, PriceOthers: *priceOthers, Calibrate: *calibrate, BlockSize: *blockSize,
 		LoRAHeader: *loraHeader, NamespaceHeader: *namespaceHeader, MaxStaleness: *maxStaleness,
 		MaxBodyBytes: *maxBody, MaxPromptTokens: *maxTokens, ConnectTimeout: *connectTimeout,
 		ResponseTimeout: *responseTimeout, IdleTimeout: *idleTimeout, BodyTimeout: *bodyTimeout, ReplicaPoll: *replicaPoll,

@@ -77,7 +77,7 @@ func startRoute(t *testing.T, args ...string) (string, *syncBuffer, *syncBuffer,
 func TestRouteCommand_ServesAndPrintsOneJSONObject(t *testing.T) {
 	near, far := routeStub(t, "near"), routeStub(t, "far")
 	base, stdout, stderr, stop := startRoute(t, "--replica", routeReplica(t), "--dc", "1:near="+near.URL,
-		"--dc", "2:far="+far.URL, "--block-size", "16", "--json")
+		"--dc", "2:far="+far.URL, "--block-size", "16", "--calibrate", "--json")
 	resp, err := http.Get(base + "/readyz")
 	if err != nil {
 		t.Fatalf("GET /readyz: %v", err)
@@ -152,6 +152,7 @@ func TestRouteCommand_UsageErrorsAndHelp(t *testing.T) {
 		{"--dc", "near=http://x", "--tokenizer-url", "not a url"},
 		{"--dc", "near=http://x", "--block-size", "-1"},
 		{"--dc", "near=http://x,near=http://y"},
+		{"--dc", "near=http://x", "--policy", "load-only", "--calibrate"},
 	} {
 		var stderr bytes.Buffer
 		if err := runRoute(t.Context(), args, io.Discard, &stderr); !errors.Is(err, errUsage) {
@@ -162,7 +163,7 @@ func TestRouteCommand_UsageErrorsAndHelp(t *testing.T) {
 	if err := runRoute(t.Context(), []string{"--help"}, io.Discard, &stderr); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("route --help = %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"Usage: goindex route", "DCs and signals:", "Routing:", "Prompts:", "Network:", "-tokenizer-cmd", "X-Goindex-Hop"} {
+	for _, want := range []string{"Usage: goindex route", "DCs and signals:", "Routing:", "Prompts:", "Network:", "-tokenizer-cmd", "X-Goindex-Hop", "--calibrate"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("route --help lacks %q", want)
 		}
