@@ -25,7 +25,10 @@
 // asks the relay for a fresh snapshot only when the store holds another
 // identity or the log no longer retains the deltas after the stored one
 // (ErrDeltasGone). A relay restart shows up as a new identity in the log
-// (WrongIdentity) and is recovered the same way. A log message that ends a
+// (WrongIdentity) and is recovered the same way. A stored snapshot the relay
+// replaces while a lane reads it (a refresh purges the replaced object's
+// chunks) ends that read at once, seen by a watch of the store, and the next
+// subscription reads the new one. A log message that ends a
 // subscription (a bad frame, a fault) also asks the relay for a fresh
 // snapshot, so the next subscription starts past it instead of replaying
 // a poison message forever. Frames of other pools and of superseded relay
@@ -78,8 +81,9 @@
 // error (a path it cannot write, or a directory) and leaves nothing behind
 // but, for a replica file error, what Create leaves. A failed rebuild is
 // logged and retried every RetryEvery. A subscription ends with a *SyncError (wrapping the ping, store or
-// log error, ErrDeltasGone, ErrSnapshotTooLarge, ErrSnapshotIncomplete or a
-// *relayproto.LaneError); it is logged, counted and retried, never returned.
+// log error, ErrDeltasGone, ErrSnapshotTooLarge, ErrSnapshotIncomplete,
+// ErrSnapshotReplaced or a *relayproto.LaneError); it is logged, counted and
+// retried, never returned.
 //
 // # Concurrency
 //
@@ -110,7 +114,9 @@
 // relay published catches up once from the retained log and receives
 // exactly the delta frames and bytes the relay published (ObserveDelta
 // seeing each applied delta and every image the producer emitted); that a
-// consumer stopped while load reports stream in never writes its unmapped
+// lane whose stored snapshot is replaced while it reads it (the old chunks
+// purged) reads the new one instead of waiting for its read's deadline;
+// that a consumer stopped while load reports stream in never writes its unmapped
 // replica file; that a consumer starts over a damaged file and rebuilds
 // its file after each of truncation, growth, a scribbled header, removal
 // and replacement by garbage, converging again with RTTs and load carried

@@ -20,6 +20,10 @@ var (
 	// ErrSnapshotIncomplete reports a stored snapshot whose chunks do not
 	// cover the lane.
 	ErrSnapshotIncomplete = errors.New("consume: snapshot incomplete")
+	// ErrSnapshotReplaced reports a stored snapshot that the relay replaced
+	// (or deleted) while the lane read it: its chunks are gone, so the next
+	// subscription reads the new one.
+	ErrSnapshotReplaced = errors.New("consume: stored snapshot replaced during its read")
 	// ErrDeltasGone reports that the log no longer holds the deltas after
 	// the stored snapshot, so the lane asks the relay for a new one.
 	ErrDeltasGone = errors.New("consume: deltas after the snapshot are gone")
