@@ -12,10 +12,12 @@
 // a DC's NATS server restarted, a slow consumer that catches up from the
 // retained log, one that falls past the log's retention and re-snapshots,
 // and a consumer restarted cold; it ends with a graceful drain. After each
-// step it waits (polling, never sleeping) until every lane's words equal
+// step it waits (polling, never sleeping) until every relay has taken
+// every event published at its DC, for as long as the relays keep taking
+// them (their pace is the machine's), then until every lane's words equal
 // its producer's exact words and every block the DC's workers hold is
 // found by a probe of the replica, and checks that the fault stayed in its
-// lane. After the drain the real libgoindex.so attaches the consumer's
+// lane; it logs how long each wait took. After the drain the real libgoindex.so attaches the consumer's
 // replica in a child process (tests/c/global_test.c's attach mode, compiled
 // against $GOINDEX_BUILD) and probes the run of every block the producers
 // track: no lane may report less than its exact depth (skipped without

@@ -82,10 +82,13 @@ func (in *injector) block(dc relayproto.DCID) {
 	in.mu.Unlock()
 }
 
+// release opens the gate block closed (once; later calls do nothing).
 func (in *injector) release() {
 	in.mu.Lock()
-	close(in.gate)
-	in.gate = nil
+	if in.gate != nil {
+		close(in.gate)
+		in.gate = nil
+	}
 	in.mu.Unlock()
 }
 
@@ -131,7 +134,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 	}
 
 	feedAll(300)
-	top.settle(rp, "warm-up")
+	top.settle(t, rp, "warm-up")
 
 	t.Run("DroppedDuplicatedReorderedDeltas", func(t *testing.T) {
 		s := top.sites[0]
@@ -140,6 +143,9 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 			hits := in.arm(s.id, mode)
 			for in.hitCount() == hits {
 				feedAll(16)
+				for _, o := range top.sites {
+					top.ingested(t, o)
+				}
 				settleOr := func() error {
 					if in.hitCount() != hits {
 						return nil
@@ -148,7 +154,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 				}
 				relaytest.CheckFor(t, wait, pollStep, settleOr)
 			}
-			top.settle(rp, mode)
+			top.settle(t, rp, mode)
 			after := cons.c.Status()
 			if faulted := after[0].Faults > before[0].Faults; faulted != (mode != "dup") {
 				t.Errorf("%s delta at %s: lane faults %d → %d, want a fault only when not a duplicate", mode, s.name, before[0].Faults, after[0].Faults)
@@ -163,10 +169,10 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 		old := before[1].Incarnation
 		s.current().Close()
 		<-s.done
-		top.startRelay(s)
+		top.startRelay(t, s)
 		s.gen.Forget() // the new relay starts with no exact state
 		feedAll(200)
-		top.settle(rp, "relay restart")
+		top.settle(t, rp, "relay restart")
 		if st := cons.c.Status()[1]; st.Incarnation == old || st.Snapshots <= before[1].Snapshots {
 			t.Errorf("lane 1 after the relay restart: incarnation %d (was %d), snapshots %d (were %d); want a new identity and a re-snapshot",
 				st.Incarnation, old, st.Snapshots, before[1].Snapshots)
@@ -180,9 +186,9 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 		if err := s.srv.Restart(); err != nil {
 			t.Fatalf("restart %s: %v", s.name, err)
 		}
-		top.waitPing(s)
+		top.waitPing(t, s)
 		feedAll(200)
-		top.settle(rp, "nats restart")
+		top.settle(t, rp, "nats restart")
 		untouched("nats restart", 2, before)
 	})
 
@@ -191,10 +197,14 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 		lane := len(top.sites) - 1
 		before := cons.c.Status()
 		in.block(s.id)
+		defer in.release() // a failed step must not leave the lane blocked
 		top.feed(s, 60)
 		// The other lanes keep converging while this one is stalled.
 		for _, o := range top.sites[:lane] {
 			top.feed(o, 100)
+		}
+		for _, o := range top.sites {
+			top.ingested(t, o)
 		}
 		relaytest.CheckFor(t, wait, pollStep, func() error {
 			err := top.converged(rp)
@@ -209,7 +219,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 			return nil
 		})
 		in.release()
-		top.settle(rp, "slow consumer")
+		top.settle(t, rp, "slow consumer")
 		after := cons.c.Status()[lane]
 		if after.Snapshots != before[lane].Snapshots || after.Faults != before[lane].Faults {
 			t.Errorf("slow lane %d: snapshots %d → %d, faults %d → %d; want a catch-up from the log without a re-snapshot",
@@ -238,24 +248,34 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 		// Whatever the lane has not pulled yet is past this position.
 		gone := info.State.LastSeq + pullMessages + 1
 		in.block(s.id)
+		defer in.release() // a failed step must not leave the lane blocked
 		// Publish until the 48 KiB log has dropped everything the stalled
-		// lane still needs.
-		relaytest.CheckFor(t, wait, time.Millisecond, func() error {
+		// lane still needs, at the relay's pace: a batch more only once it
+		// took the last one (publishing ahead of a slow relay would queue
+		// far more events than the log needs, and fill the filter). Each
+		// batch moves the log on, or the relay published nothing for a
+		// whole wait.
+		last, moved := info.State.LastSeq, time.Now()
+		for info.State.FirstSeq <= gone {
 			top.feed(s, 100)
-			if err := s.current().Flush(ctx, domain); err != nil {
-				return err
+			top.ingested(t, s)
+			c, cancel := context.WithTimeout(context.Background(), wait)
+			err := s.current().Flush(c, domain)
+			if err == nil {
+				info, err = stream.Info(c)
 			}
-			info, err := stream.Info(ctx)
+			cancel()
 			if err != nil {
-				return err
+				t.Fatalf("flush %s and read its log's state: %v", s.name, err)
 			}
-			if info.State.FirstSeq <= gone {
-				return fmt.Errorf("log of %s still starts at %d, want past %d", s.name, info.State.FirstSeq, gone)
+			if info.State.LastSeq > last {
+				last, moved = info.State.LastSeq, time.Now()
+			} else if time.Since(moved) > wait {
+				t.Fatalf("log of %s stays at %d (starts at %d, want past %d)", s.name, last, info.State.FirstSeq, gone)
 			}
-			return nil
-		})
+		}
 		in.release()
-		top.settle(rp, "past retention")
+		top.settle(t, rp, "past retention")
 		if after := cons.c.Status()[lane]; after.Snapshots <= before[lane].Snapshots {
 			t.Errorf("lane %d past retention: snapshots %d → %d, want a re-snapshot", lane, before[lane].Snapshots, after.Snapshots)
 		}
@@ -269,7 +289,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 		}
 		feedAll(100)
 		cons = top.startConsumer(rp.path, in.filter)
-		top.settle(rp, "cold restart")
+		top.settle(t, rp, "cold restart")
 		r, err := rp.reader()
 		if err != nil {
 			t.Fatalf("reader: %v", err)
@@ -286,7 +306,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 
 	t.Run("GracefulDrain", func(t *testing.T) {
 		feedAll(50)
-		top.settle(rp, "before the drain") // every event reached its relay
+		top.settle(t, rp, "before the drain") // every event reached its relay
 		for _, s := range top.sites {
 			s.cancel()
 		}
@@ -303,7 +323,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 			}
 			return nil
 		})
-		top.settle(rp, "drained")
+		top.settle(t, rp, "drained")
 		r, _ := rp.reader()
 		for i := range top.sites {
 			if li := r.Lane(i); li.RTT <= 0 || li.Load.At.IsZero() {
@@ -319,7 +339,7 @@ func TestE2E_LanesConvergeThroughEveryFault(t *testing.T) {
 	// block at no less than its exact depth in every lane.
 	t.Run("LibraryProbesTheReplica", func(t *testing.T) {
 		bin, env := libraryHost(t, t.TempDir())
-		top.settle(rp, "before the library probes")
+		top.settle(t, rp, "before the library probes")
 		top.probeThroughLibrary(t, rp, bin, env)
 	})
 }

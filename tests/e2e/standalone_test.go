@@ -154,7 +154,7 @@ func TestE2E_StandaloneServerRestartedLaneConverges(t *testing.T) {
 		gen: relaytest.NewGenerator(relaytest.Seed(t, 2027), 3)}
 	s.relayNC, s.genNC = conn("e2e relay standalone"), conn("e2e workers standalone")
 	top := &topology{t: t, hubNC: conn("e2e consumer standalone"), sites: []*site{s}, dir: srv.dir}
-	top.startRelay(s)
+	top.startRelay(t, s)
 	rp := &replica{path: filepath.Join(top.dir, "replica")}
 	t.Cleanup(func() {
 		if rp.r != nil {
@@ -164,16 +164,16 @@ func TestE2E_StandaloneServerRestartedLaneConverges(t *testing.T) {
 	cons := top.startConsumer(rp.path, nil)
 
 	top.feed(s, 300)
-	top.settle(rp, "before the restart")
+	top.settle(t, rp, "before the restart")
 	pid := srv.cmd.Process.Pid
 	srv.stop()
 	srv.start()
 	if srv.cmd.Process.Pid == pid {
 		t.Fatalf("nats-server restart kept pid %d", pid)
 	}
-	top.waitPing(s)
+	top.waitPing(t, s)
 	top.feed(s, 200)
-	top.settle(rp, "after the restart")
+	top.settle(t, rp, "after the restart")
 	for _, nc := range []*nats.Conn{s.relayNC, s.genNC, top.hubNC} {
 		if nc.Stats().Reconnects == 0 {
 			t.Errorf("connection %q never reconnected: the server restart did not reach it", nc.Opts.Name)

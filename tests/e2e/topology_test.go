@@ -86,6 +86,8 @@ type site struct {
 	relay  *relay.Relay
 	cancel context.CancelFunc
 	done   chan error
+	fed    uint64 // events published at the site
+	since  uint64 // fed when the current relay started
 }
 
 type topology struct {
@@ -159,7 +161,7 @@ func newTopology(t *testing.T, seed uint64, names []string, retention map[string
 		return nil
 	})
 	for _, s := range top.sites {
-		top.startRelay(s)
+		top.startRelay(t, s)
 	}
 	return top
 }
@@ -167,13 +169,17 @@ func newTopology(t *testing.T, seed uint64, names []string, retention map[string
 func jsDomain(id relayproto.DCID) string { return "dc" + strconv.FormatUint(uint64(id), 10) }
 
 // startRelay starts (or restarts) a site's relay and waits until the hub
-// reaches its ping responder.
-func (top *topology) startRelay(s *site) {
-	t := top.t
+// reaches its ping responder; it fails t, and the relay lives as long as
+// the topology.
+func (top *topology) startRelay(t *testing.T, s *site) {
 	t.Helper()
+	// Load reports every second (the default): each one is a synchronous
+	// KV write on the relay's writer goroutine, and at 10 a second they
+	// held a relay on a CPU-starved machine to a fifth of its event pace
+	// (warm-up's 300 events in 56-103 s against 11-13 s, 25% of one core).
 	r, err := relay.New(relay.Config{Conn: s.relayNC, DC: s.id, Name: s.name, JSDomain: jsDomain(s.id),
 		Pools:          []relay.PoolConfig{{Domain: domain, Namespace: "dynamo", Component: s.comp, ExpectedBlocks: 1 << 14}},
-		HeartbeatEvery: 50 * time.Millisecond, LoadEvery: 100 * time.Millisecond, SnapshotEvery: 2 * time.Second,
+		HeartbeatEvery: 50 * time.Millisecond, LoadEvery: time.Second, SnapshotEvery: 2 * time.Second,
 		RetryEvery: 50 * time.Millisecond, MaxBytes: s.maxBytes})
 	if err != nil {
 		t.Fatalf("relay.New(%s): %v", s.name, err)
@@ -189,16 +195,17 @@ func (top *topology) startRelay(s *site) {
 		t.Fatalf("relay %s not ready", s.name)
 	}
 	s.mu.Lock()
-	s.relay, s.cancel, s.done = r, cancel, done
+	s.relay, s.cancel, s.done, s.since = r, cancel, done, s.fed
 	s.mu.Unlock()
-	t.Cleanup(func() { r.Close(); cancel() })
-	top.waitPing(s)
+	top.t.Cleanup(func() { r.Close(); cancel() })
+	top.waitPing(t, s)
 }
 
 // waitPing waits until the hub reaches the site's relay (and so its leaf).
-func (top *topology) waitPing(s *site) {
+func (top *topology) waitPing(t *testing.T, s *site) {
+	t.Helper()
 	names := relay.Names{Prefix: relay.DefaultPrefix, Domain: domain, DC: s.id}
-	relaytest.CheckFor(top.t, wait, pollStep, func() error {
+	relaytest.CheckFor(t, wait, pollStep, func() error {
 		_, err := top.hubNC.Request(names.PingSubject(), nil, s.rtt+time.Second)
 		return err
 	})
@@ -214,6 +221,41 @@ func (top *topology) feed(s *site, n int) {
 	}
 	if err := s.genNC.Flush(); err != nil {
 		top.t.Fatalf("flush at %s: %v", s.name, err)
+	}
+	s.mu.Lock()
+	s.fed += uint64(n)
+	s.mu.Unlock()
+}
+
+// ingested waits until the site's relay has handed every event published
+// since it started to its producer. The relay's pace is the machine's (it
+// writes the log, load reports and snapshots through synchronous JetStream
+// requests): on a loaded 2-core machine under -race one took fewer than
+// 300 events a minute. So the wait lasts as long as the relay keeps taking
+// events, and fails when it takes none for a whole wait.
+func (top *topology) ingested(t *testing.T, s *site) {
+	t.Helper()
+	s.mu.Lock()
+	want := s.fed - s.since
+	s.mu.Unlock()
+	var took uint64
+	progress := time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := s.current().Status(ctx)
+		cancel()
+		if err == nil && len(st) == 1 && st[0].Intake.Events > took {
+			took, progress = st[0].Intake.Events, time.Now()
+		}
+		switch {
+		case took == want:
+			return
+		case took > want:
+			t.Fatalf("relay %s took %d events, %d were published at its site", s.name, took, want)
+		case time.Since(progress) > wait:
+			t.Fatalf("relay %s took %d of %d events, none in the last %v (status: %v)", s.name, took, want, wait, err)
+		}
+		time.Sleep(pollStep)
 	}
 }
 
@@ -282,16 +324,26 @@ func (rp *replica) reader() (*shm.Reader, error) {
 	return r, nil
 }
 
-// settle waits until rp has converged (converged), failing the test with
-// step named if it has not within wait.
-func (top *topology) settle(rp *replica, step string) {
-	top.t.Helper()
-	relaytest.CheckFor(top.t, wait, pollStep, func() error {
+// settle waits until every relay has taken every event published at its
+// site (ingested), then until rp has converged (converged), failing t with
+// step named if it has not within wait of the relays' last event: the
+// producers' words no longer change, so a lane that still differs is not
+// following its relay. It logs how long each part took.
+func (top *topology) settle(t *testing.T, rp *replica, step string) {
+	t.Helper()
+	start := time.Now()
+	for _, s := range top.sites {
+		top.ingested(t, s)
+	}
+	took := time.Since(start)
+	relaytest.CheckFor(t, wait, pollStep, func() error {
 		if err := top.converged(rp); err != nil {
 			return fmt.Errorf("%s: %w", step, err)
 		}
 		return nil
 	})
+	t.Logf("%s: relays took their events in %v, lanes converged %v later", step, took.Round(time.Millisecond),
+		(time.Since(start) - took).Round(time.Millisecond))
 }
 
 // converged returns nil once every lane holds its producer's exact words,
