@@ -14,6 +14,8 @@ import (
 	"github.com/goindex/goindex/goindex/hostindex"
 	"github.com/goindex/goindex/goindex/radix"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/score"
 	"github.com/goindex/goindex/goindex/shm"
 )
@@ -69,13 +71,13 @@ var codes = []struct {
 	{ckfindex.ErrNoFreeLane, C.GOINDEX_ECAPACITY},
 	{radix.ErrCapacity, C.GOINDEX_ECAPACITY},
 	{score.ErrNoCandidate, C.GOINDEX_ENOCANDIDATE},
-	{relayproto.ErrMalformed, C.GOINDEX_EFRAME},
-	{relayproto.ErrChecksum, C.GOINDEX_EFRAME},
-	{relayproto.ErrTooLarge, C.GOINDEX_EFRAME},
-	{relayproto.ErrVersion, C.GOINDEX_EFRAME},
+	{wire.ErrMalformed, C.GOINDEX_EFRAME},
+	{wire.ErrChecksum, C.GOINDEX_EFRAME},
+	{wire.ErrTooLarge, C.GOINDEX_EFRAME},
+	{wire.ErrVersion, C.GOINDEX_EFRAME},
 	{relayproto.ErrBadFormat, C.GOINDEX_EFRAME},
-	{relayproto.ErrWrongFormat, C.GOINDEX_EFRAME},
-	{relayproto.ErrLaneFaulted, C.GOINDEX_EFRAME},
+	{ingest.ErrWrongFormat, C.GOINDEX_EFRAME},
+	{ingest.ErrLaneFaulted, C.GOINDEX_EFRAME},
 }
 
 // code returns the status code of err (GOINDEX_OK for nil).

@@ -18,6 +18,8 @@ import (
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/snapenc"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
 )
 
@@ -237,10 +239,10 @@ func (b *relayBench) encoding(ctx context.Context, rep *RelayReport) error {
 		rep.Buckets, rep.LoadFactor = st[0].Producer.Buckets, st[0].Producer.LoadFactor
 		rep.Resync.SnapshotBytes += int64(st[0].SnapshotBytes)
 		words, _ := r.AppendWords(ctx, nil, 1)
-		for i, enc := range []relayproto.Encoding{relayproto.Dense, relayproto.Compact} {
+		for i, enc := range []snapenc.Encoding{snapenc.Dense, snapenc.Compact} {
 			s := relayproto.Snapshot{Identity: st[0].Publisher.Identity, Words: words, Encoding: enc}
 			for c := range s.Chunks(0) {
-				frame, err := relayproto.AppendSnapshot(nil, c)
+				frame, err := wire.AppendFrame(nil, c)
 				if err != nil {
 					return err
 				}

@@ -21,7 +21,7 @@ const synthSampleEvery = 1024
 // synthTable is one lane's SYNTHETIC table for a RelayConfig.Synthetic
 // run: the words a pool tracking resident blocks would publish,
 // filled directly with random canonical hashes and no exact ownership. It
-// is the pool's relayproto.Source: its words never change, so Drain has
+// is the pool's publish.Source: its words never change, so Drain has
 // nothing to publish.
 type synthTable struct {
 	words    []uint64
@@ -29,10 +29,10 @@ type synthTable struct {
 	sample   []uint64 // some of the placed hashes
 }
 
-// AppendWords implements relayproto.Source.
+// AppendWords implements publish.Source.
 func (t *synthTable) AppendWords(dst []uint64) []uint64 { return append(dst, t.words...) }
 
-// Drain implements relayproto.Source: a synthetic table never changes.
+// Drain implements publish.Source: a synthetic table never changes.
 func (t *synthTable) Drain(dst []relayproto.Image) []relayproto.Image { return dst }
 
 // synthesize fills one table per lane (on every core) with blocks random

@@ -16,6 +16,7 @@ import (
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -169,7 +170,7 @@ func (d *dc) snapshotWords(ctx context.Context) ([]uint64, error) {
 	}
 	var words []uint64
 	for len(body) > 0 {
-		m, rest, err := relayproto.Decode(body)
+		m, rest, err := wire.Decode(body)
 		if err != nil {
 			return nil, fmt.Errorf("%s stored snapshot: %w", d.name, err)
 		}

@@ -21,6 +21,8 @@ import (
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
 )
 
@@ -144,7 +146,7 @@ func TestConsumer_DiscoveredLanesConvergeAndCarryRTTAndLoad(t *testing.T) {
 	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
 		for i := range byLane {
 			li := reader.Lane(i)
-			if li.RTT <= 0 || li.Load.LiveWorkers != 3 || li.Load.ActiveBlocks == 0 || li.State != uint8(relayproto.StateReady) {
+			if li.RTT <= 0 || li.Load.LiveWorkers != 3 || li.Load.ActiveBlocks == 0 || li.State != uint8(ingest.StateReady) {
 				return fmt.Errorf("lane %d record %+v: want an RTT, 3 live workers, active blocks, READY", i, li)
 			}
 		}
@@ -239,7 +241,7 @@ type dropper struct {
 func (d *dropper) filter(dc relayproto.DCID, frame []byte) [][]byte {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if t, err := relayproto.PeekType(frame); dc != d.dc || err != nil || t != relayproto.FrameDelta || d.mode == "" {
+	if m, _, err := wire.Decode(frame); dc != d.dc || err != nil || m.Type() != relayproto.FrameDelta || d.mode == "" {
 		return [][]byte{frame}
 	}
 	mode := d.mode
@@ -380,7 +382,7 @@ func TestConsumer_StopsSafelyWhileLoadReportsArrive(t *testing.T) {
 			default:
 			}
 			r.TimestampUnixNano = uint64(time.Now().UnixNano())
-			buf, _ = relayproto.AppendLoadReport(buf[:0], &r)
+			buf, _ = wire.AppendFrame(buf[:0], &r)
 			if pub.Publish(subject, buf) != nil {
 				return
 			}

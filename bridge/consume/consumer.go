@@ -13,6 +13,8 @@ import (
 
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,7 +44,7 @@ type Consumer struct {
 	// dropped).
 	mu       sync.Mutex
 	w        *shm.Writer
-	core     *relayproto.Consumer
+	core     *ingest.Consumer
 	unmapped bool
 
 	rebuilds atomic.Uint64
@@ -96,7 +98,7 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 
 // bind makes w the replica file and builds the protocol core over it.
 func (c *Consumer) bind(w *shm.Writer) error {
-	core, err := relayproto.NewConsumer(c.manifest, w.Table(), relayproto.ConsumerConfig{OrderedHeartbeats: true})
+	core, err := ingest.New(c.manifest, w.Table(), ingest.Config{OrderedHeartbeats: true})
 	if err != nil {
 		return err
 	}
@@ -295,7 +297,7 @@ func (c *Consumer) rebuild(ctx context.Context, damage error) bool {
 // onLoad records a load report for the lane of its pool (NATS callback).
 func (c *Consumer) onLoad(m *nats.Msg) {
 	var r relayproto.LoadReport
-	if _, err := relayproto.DecodeLoadReport(&r, m.Data); err != nil {
+	if _, err := wire.DecodeLoadReport(&r, m.Data); err != nil {
 		return
 	}
 	c.mu.Lock()

@@ -1,7 +1,7 @@
 // Package consume is the router-site consumer: it keeps one lane per DC of a
 // domain in a shared-memory replica file (package shm), following each
 // DC relay's stored snapshot and ordered delta log over NATS JetStream
-// through relayproto's lane state machine, and records each DC's RTT and
+// through ingest's lane state machine, and records each DC's RTT and
 // load in the lane's record for the scorer.
 //
 // # Concepts
@@ -32,7 +32,7 @@
 // subscription (a bad frame, a fault) also asks the relay for a fresh
 // snapshot, so the next subscription starts past it instead of replaying
 // a poison message forever. Frames of other pools and of superseded relay
-// incarnations are ignored (relayproto's ForeignIdentity).
+// incarnations are ignored (ingest's ForeignIdentity).
 //
 // The replica file is the consumer's, whatever happens to it. New replaces
 // a damaged file at the path (shm.Create) instead of refusing to start.
@@ -82,7 +82,7 @@
 // but, for a replica file error, what Create leaves. A failed rebuild is
 // logged and retried every RetryEvery. A subscription ends with a *SyncError (wrapping the ping, store or
 // log error, ErrDeltasGone, ErrSnapshotTooLarge, ErrSnapshotIncomplete,
-// ErrSnapshotReplaced or a *relayproto.LaneError); it is logged, counted and
+// ErrSnapshotReplaced or a *ingest.LaneError); it is logged, counted and
 // retried, never returned.
 //
 // # Concurrency

@@ -15,6 +15,8 @@ import (
 
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -77,10 +79,10 @@ type laneRunner struct {
 	index int
 	dc    relayproto.DCID
 	names relay.Names
-	lane  *relayproto.Lane
+	lane  *ingest.Lane
 	base  *slog.Logger // lane and pool attributes
 	log   *slog.Logger // base plus the current subscription's lease and incarnation (ingestor only)
-	dec   relayproto.Decoder
+	dec   wire.Decoder
 	// kick ends the current subscription (damaged); nil between them.
 	kick atomic.Pointer[context.CancelCauseFunc]
 
@@ -111,7 +113,7 @@ func newLaneRunner(c *Consumer, i int, dc relayproto.DCID) *laneRunner {
 	base := c.cfg.Logger.With("lane", i, relay.PoolLogKey, relay.PoolLogValue(c.cfg.Domain, dc))
 	return &laneRunner{c: c, index: i, dc: dc, lane: c.core.Lane(i), base: base, log: base,
 		names: relay.Names{Prefix: c.cfg.Prefix, Domain: c.cfg.Domain, DC: dc},
-		st:    LaneStatus{Lane: i, DC: uint64(dc), State: relayproto.StateUnclaimed.String()}}
+		st:    LaneStatus{Lane: i, DC: uint64(dc), State: ingest.StateUnclaimed.String()}}
 }
 
 func (l *laneRunner) status() LaneStatus {
@@ -280,13 +282,13 @@ func (l *laneRunner) install(ctx context.Context, js jetstream.JetStream, info *
 		}
 		s.Lease = lease
 		switch o := l.lane.Snapshot(s); o {
-		case relayproto.ChunkStored:
-		case relayproto.Installed:
+		case ingest.ChunkStored:
+		case ingest.Installed:
 			l.count(func(st *LaneStatus) { st.Snapshots++; st.Drained = false })
 			l.publish(time.Now())
 			l.log.Info("snapshot installed", "sequence", s.Sequence)
 			return logSeq, nil
-		case relayproto.WrongIdentity, relayproto.ForeignIdentity:
+		case ingest.WrongIdentity, ingest.ForeignIdentity:
 			// The store still holds an older producer's snapshot (ignored as
 			// superseded), or one of another identity altogether.
 			l.requestSnapshot(ctx)
@@ -474,12 +476,12 @@ func (l *laneRunner) apply(frame []byte, lease relayproto.Lease) error {
 		return fmt.Errorf("bad log frame: %w", err)
 	}
 	l.count(func(st *LaneStatus) { st.received(m.Type().String(), len(frame)) })
-	var o relayproto.Outcome
+	var o ingest.Outcome
 	images := -1 // a delta's images once applied
 	switch m := m.(type) {
 	case *relayproto.Delta:
 		m.Lease = lease
-		if o = l.lane.Delta(m); o == relayproto.Applied {
+		if o = l.lane.Delta(m); o == ingest.Applied {
 			images = len(m.Images)
 			l.count(func(st *LaneStatus) { st.Deltas++; st.Drained = false })
 		}
@@ -488,7 +490,7 @@ func (l *laneRunner) apply(frame []byte, lease relayproto.Lease) error {
 		o = l.lane.Heartbeat(m)
 	case *relayproto.DrainMarker:
 		m.Lease = lease
-		if o = l.lane.DrainMarker(m); o == relayproto.Acknowledged {
+		if o = l.lane.DrainMarker(m); o == ingest.Acknowledged {
 			l.count(func(st *LaneStatus) { st.Drained = true })
 			l.log.Info("relay drained", "sequence", m.Expected)
 		}
@@ -505,7 +507,7 @@ func (l *laneRunner) apply(frame []byte, lease relayproto.Lease) error {
 		observe(l.index, images, now.Sub(start))
 	}
 	if o.Faults() {
-		return &relayproto.LaneError{Lane: l.index, Outcome: o, Installed: l.lane.Status().Disposition.Installed,
+		return &ingest.LaneError{Lane: l.index, Outcome: o, Installed: l.lane.Status().Disposition.Installed,
 			Sequence: l.lane.Status().Disposition.Sequence}
 	}
 	return nil
@@ -554,7 +556,7 @@ func (l *laneRunner) loadLast(ctx context.Context, js jetstream.JetStream, info 
 		return
 	}
 	var r relayproto.LoadReport
-	if _, err := relayproto.DecodeLoadReport(&r, e.Value()); err == nil && r.Identity.Pool == (relayproto.PoolID{Domain: l.c.cfg.Domain, DC: l.dc}) {
+	if _, err := wire.DecodeLoadReport(&r, e.Value()); err == nil && r.Identity.Pool == (relayproto.PoolID{Domain: l.c.cfg.Domain, DC: l.dc}) {
 		l.recordLoad(&r, time.Now())
 	}
 }

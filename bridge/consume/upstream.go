@@ -15,6 +15,7 @@ import (
 	"github.com/goindex/goindex/bridge/kvrelay/cbi1"
 	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
 )
 
 // followUpstream runs lane i from a Dynamo Pool Relay at addr until ctx
@@ -75,7 +76,7 @@ func (u *upstreamLane) Install(p *pb.ProducerIdentity, seq uint64, words []uint6
 			st.LastFault = err.Error()
 			return
 		}
-		st.State, st.Incarnation, st.Drained = relayproto.StateReady.String(), p.GetProducerIncarnation(), false
+		st.State, st.Incarnation, st.Drained = ingest.StateReady.String(), p.GetProducerIncarnation(), false
 		st.Epoch++
 		st.Installed, st.Latest, st.Lag = seq, seq, 0
 		st.Snapshots++
@@ -104,7 +105,7 @@ func (u *upstreamLane) Apply(base, seq uint64, images []cbi1.Image) error {
 func (u *upstreamLane) Retire(reason error) {
 	u.ReplicaLane.Retire(reason)
 	u.l.count(func(st *LaneStatus) {
-		st.State = relayproto.StateAwaiting.String()
+		st.State = ingest.StateAwaiting.String()
 		st.Resyncs++
 		if reason != nil {
 			st.LastFault = reason.Error()
@@ -118,7 +119,7 @@ func (u *upstreamLane) Retire(reason error) {
 // stop leaves the lane idle when its follower ended.
 func (u *upstreamLane) stop() {
 	u.ReplicaLane.Stop()
-	u.l.count(func(st *LaneStatus) { st.State = relayproto.StateIdle.String() })
+	u.l.count(func(st *LaneStatus) { st.State = ingest.StateIdle.String() })
 }
 
 // received counts a FilterUpdate by kind; a heartbeat names the relay's
@@ -135,7 +136,7 @@ func (u *upstreamLane) received(m *pb.FilterUpdate) {
 	}
 	u.l.count(func(st *LaneStatus) {
 		st.received(kind, proto.Size(m))
-		if kind == relayproto.FrameHeartbeat.String() && st.State == relayproto.StateReady.String() {
+		if kind == relayproto.FrameHeartbeat.String() && st.State == ingest.StateReady.String() {
 			st.Latest = max(st.Latest, m.GetSequence())
 			st.Lag = st.Latest - st.Installed
 		}

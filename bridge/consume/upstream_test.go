@@ -16,6 +16,7 @@ import (
 	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
 	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
 	"github.com/goindex/goindex/goindex/shm"
 )
 
@@ -115,7 +116,7 @@ func TestConsumer_FollowsAnUpstreamPoolRelay(t *testing.T) {
 			t.Fatalf("the upstream lane's status never showed an RTT, a load report and a heartbeat: %+v", st)
 		}
 	}
-	if st.State != relayproto.StateReady.String() || st.Incarnation != 2 || st.Installed != 5 || st.Latest != 5 || st.Lag != 0 ||
+	if st.State != ingest.StateReady.String() || st.Incarnation != 2 || st.Installed != 5 || st.Latest != 5 || st.Lag != 0 ||
 		st.Snapshots != 1 || st.Deltas != 1 || st.FramesReceived[relayproto.FrameSnapshot.String()] == 0 ||
 		st.FramesReceived[relayproto.FrameDelta.String()] != 1 || st.Load.CapacityBlocks != 300 || st.Load.ActiveDecodeBlocks != 30 ||
 		st.Load.LiveWorkers != 3 || st.FramesReceived[relayproto.FrameLoadReport.String()] == 0 {
@@ -160,7 +161,7 @@ func TestConsumer_FollowsAnUpstreamPoolRelay(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v", err)
 	}
-	if st := c.Status()[0]; st.State != relayproto.StateIdle.String() || r.Ready() != 0 {
+	if st := c.Status()[0]; st.State != ingest.StateIdle.String() || r.Ready() != 0 {
 		t.Errorf("after Run: lane %s, ready %b; want IDLE and no ready bit", st.State, r.Ready())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
 	"github.com/goindex/goindex/goindex/shm"
 )
 
@@ -48,7 +49,7 @@ func (r *ReplicaLane) Install(p *pb.ProducerIdentity, seq uint64, words []uint64
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.st = shm.LaneState{State: uint8(relayproto.StateReady), Incarnation: p.GetProducerIncarnation(),
+	r.st = shm.LaneState{State: uint8(ingest.StateReady), Incarnation: p.GetProducerIncarnation(),
 		LayoutGeneration: p.GetLayoutGeneration(), Epoch: r.st.Epoch + 1, Installed: seq, Latest: seq, AppliedAt: time.Now(),
 		Faults: r.st.Faults, Snapshots: r.st.Snapshots + 1, Deltas: r.st.Deltas}
 	r.w.SetState(r.lane, &r.st)
@@ -78,7 +79,7 @@ func (r *ReplicaLane) Retire(error) {
 	r.w.Table().ClearReady(r.lane)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.st.State = uint8(relayproto.StateAwaiting)
+	r.st.State = uint8(ingest.StateAwaiting)
 	r.st.Faults++
 	r.w.SetState(r.lane, &r.st)
 }
@@ -89,7 +90,7 @@ func (r *ReplicaLane) Stop() {
 	r.w.Table().ClearReady(r.lane)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.st.State = uint8(relayproto.StateIdle)
+	r.st.State = uint8(ingest.StateIdle)
 	r.w.SetState(r.lane, &r.st)
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
 	"github.com/goindex/goindex/goindex/shm"
 	"github.com/goindex/goindex/internal/testseed"
 )
@@ -51,7 +51,7 @@ func TestReplicaLane_FollowsAnUpstreamPoolIntoTheReplicaFile(t *testing.T) {
 		info := r.Lane(1)
 		return r.Ready()&2 != 0 && info.Installed == seq && slices.Equal(r.Table().AppendLane(nil, 1), words)
 	})
-	if info := r.Lane(1); info.State != uint8(relayproto.StateReady) || info.Incarnation != 1 {
+	if info := r.Lane(1); info.State != uint8(ingest.StateReady) || info.Incarnation != 1 {
 		t.Errorf("lane record %+v, want READY of incarnation 1", info)
 	}
 	waitFor(t, "a load window lands", func() bool { return r.Lane(1).Load.CapacityBlocks == 100 })
@@ -67,7 +67,7 @@ func TestReplicaLane_FollowsAnUpstreamPoolIntoTheReplicaFile(t *testing.T) {
 		t.Errorf("Install(a producer of another format) = %v, want ErrInvalid", err)
 	}
 	rl.Retire(nil)
-	if r.Ready()&2 != 0 || r.Lane(1).State == uint8(relayproto.StateReady) {
+	if r.Ready()&2 != 0 || r.Lane(1).State == uint8(ingest.StateReady) {
 		t.Error("Retire left the lane ready")
 	}
 }

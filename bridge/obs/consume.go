@@ -5,14 +5,14 @@ import (
 	"strconv"
 
 	"github.com/goindex/goindex/bridge/consume"
-	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // laneStates are the lane states goindex_consume_lane_state reports, one
 // series each (1 for the current state).
-var laneStates = []relayproto.State{relayproto.StateUnclaimed, relayproto.StateIdle, relayproto.StateAwaiting,
-	relayproto.StateReady, relayproto.StateFaulted}
+var laneStates = []ingest.State{ingest.StateUnclaimed, ingest.StateIdle, ingest.StateAwaiting,
+	ingest.StateReady, ingest.StateFaulted}
 
 // consumeCollector reads a consumer's lane statuses at scrape time.
 type consumeCollector struct {
@@ -89,7 +89,7 @@ func (c *consumeCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range lanes {
 		st := &lanes[i]
 		l, dc := strconv.Itoa(st.Lane), strconv.FormatUint(st.DC, 10)
-		isReady := st.State == relayproto.StateReady.String()
+		isReady := st.State == ingest.StateReady.String()
 		if isReady {
 			ready++
 		}
@@ -152,7 +152,7 @@ func ConsumeReady(c *consume.Consumer, policy string) (ReadyFunc, error) {
 		lanes := c.Status()
 		var notReady []string
 		for _, st := range lanes {
-			if st.State != relayproto.StateReady.String() {
+			if st.State != ingest.StateReady.String() {
 				notReady = append(notReady, fmt.Sprintf("lane %d (dc %d) %s", st.Lane, st.DC, st.State))
 			}
 		}

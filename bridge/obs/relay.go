@@ -10,6 +10,7 @@ import (
 
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/publish"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -164,7 +165,7 @@ func (c *relayCollector) collectPool(ch chan<- prometheus.Metric, p *relay.PoolS
 	}
 	c.sequence.emit(ch, float64(pub.LastSequence), d, dc)
 	c.deltas.emit(ch, float64(pub.Deltas), d, dc)
-	c.fenced.emit(ch, boolValue(pub.Fence != relayproto.FenceNone), d, dc)
+	c.fenced.emit(ch, boolValue(pub.Fence != publish.FenceNone), d, dc)
 	c.snapshots.emit(ch, float64(p.Snapshots), d, dc)
 	c.snapshotBytes.emit(ch, float64(p.SnapshotBytes), d, dc)
 	c.snapshotSequence.emit(ch, float64(p.SnapshotSequence), d, dc)

@@ -10,6 +10,8 @@ import (
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/publish"
+	"github.com/goindex/goindex/goindex/relayproto/snapenc"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -102,7 +104,7 @@ type PoolConfig struct {
 	// calls run on the pool's writer goroutine, and its words must be the
 	// pool's Format (ExpectedBlocks, Seed) bucket count; optional; default:
 	// none (the producer).
-	Source relayproto.Source
+	Source publish.Source
 }
 
 // Config configures a Relay.
@@ -131,7 +133,7 @@ type Config struct {
 	// Storage of the JetStream assets; optional; default: file.
 	Storage jetstream.StorageType
 	// Encoding of stored snapshots; optional; default: compact.
-	Encoding relayproto.Encoding
+	Encoding snapenc.Encoding
 	// SnapshotEvery refreshes the stored snapshot when deltas were
 	// published since the last one; optional; default: 1m.
 	SnapshotEvery time.Duration
@@ -248,7 +250,7 @@ func (c *Config) setDefaults() error {
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}
-	if c.Encoding != relayproto.Compact && c.Encoding != relayproto.Dense {
+	if c.Encoding != snapenc.Compact && c.Encoding != snapenc.Dense {
 		return fmt.Errorf("%w: unknown snapshot %v", ErrBadConfig, c.Encoding)
 	}
 	if c.Logger == nil {

@@ -32,7 +32,7 @@
 //
 // Publication: the cadence is the producer's (N events, default 16, or the
 // FlushAfter timer, default 1 ms). Each boundary's batch goes through a
-// relayproto.FanoutPublisher [EXT] into the delta log, cut to the server's
+// publish.Fanout [EXT] into the delta log, cut to the server's
 // max payload; every frame is one stream message, published with the
 // stream's expected last sequence. Snapshots (compact encoding by default)
 // are stored as one object whose metadata name the terminal sequence N and
@@ -52,7 +52,7 @@
 // (ErrSuperseded): two producers of one pool are fenced, never merged.
 // After an uncertain publish (NATS restart, timeout) the publisher is
 // fenced and the pool retries, every RetryEvery, to re-read the log
-// position and store a new snapshot (relayproto burns the uncertain
+// position and store a new snapshot (publish burns the uncertain
 // sequences), dropping batches meanwhile (the snapshot covers them). A
 // producer fenced by an invariant violation is rebuilt empty as the next
 // layout generation.

@@ -14,6 +14,8 @@ import (
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/publish"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -79,7 +81,7 @@ type PoolStatus struct {
 	// owner overflow, bad shape); capacity omissions are in Producer.
 	Rejected         uint64
 	Producer         ckf.Stats
-	Publisher        relayproto.PublisherStatus
+	Publisher        publish.Status
 	Snapshots        uint64 // snapshots stored
 	SnapshotSequence uint64 // terminal sequence of the stored snapshot
 	SnapshotBytes    int    // size of the stored snapshot object
@@ -106,7 +108,7 @@ type pool struct {
 	format *ckf.Format
 
 	prod  *ckf.Producer
-	pub   *relayproto.FanoutPublisher
+	pub   *publish.Fanout
 	id    relayproto.ProducerIdentity
 	dlog  *deltaLog
 	snaps *snapshotStore
@@ -264,7 +266,7 @@ func (p *pool) owner() (uint64, error) {
 }
 
 // source is what the pool publishes: PoolConfig.Source, else its producer.
-func (p *pool) source() relayproto.Source {
+func (p *pool) source() publish.Source {
 	if p.cfg.Source != nil {
 		return p.cfg.Source
 	}
@@ -272,9 +274,9 @@ func (p *pool) source() relayproto.Source {
 }
 
 func (p *pool) newPublisher(start uint64) error {
-	pub, err := relayproto.NewFanoutPublisher(relayproto.FanoutConfig{
-		PublisherConfig: relayproto.PublisherConfig{Identity: p.id, StartSequence: start, Sink: p.dlog, Source: p.source()},
-		Snapshots:       p.snaps, Encoding: p.r.cfg.Encoding,
+	pub, err := publish.NewFanout(publish.FanoutConfig{
+		Config:    publish.Config{Identity: p.id, StartSequence: start, Sink: p.dlog, Source: p.source()},
+		Snapshots: p.snaps, Encoding: p.r.cfg.Encoding,
 	})
 	if err != nil {
 		return fmt.Errorf("publisher: %w", err)
@@ -720,7 +722,7 @@ func (p *pool) publish() error {
 	if len(p.images) == 0 {
 		return nil
 	}
-	if p.pub.Status().Fence != relayproto.FenceNone {
+	if p.pub.Status().Fence != publish.FenceNone {
 		return nil
 	}
 	for imgs := p.images; len(imgs) > 0; {
@@ -767,7 +769,7 @@ func (p *pool) snapshot() error {
 // the snapshot refresh.
 func (p *pool) periodic(now time.Time) error {
 	c := &p.r.cfg
-	if p.pub.Status().Fence != relayproto.FenceNone {
+	if p.pub.Status().Fence != publish.FenceNone {
 		if p.dlog.conflict {
 			if owner, err := p.owner(); err == nil && owner != p.id.Incarnation {
 				return p.fenced(ErrSuperseded)
@@ -819,7 +821,7 @@ func (p *pool) reportLoad(now time.Time) {
 		QueueTokensPerMs: c.QueueTokensPerMs, DecodeBlocksPerMs: c.DecodeBlocksPerMs}
 	cov := p.load.fill(&r, now, c.WorkerCapacityBlocks)
 	p.r.setLoad(p.cfg.Domain, PoolLoad{Report: r, Coverage: cov})
-	b, err := relayproto.AppendLoadReport(p.frame[:0], &r)
+	b, err := wire.AppendFrame(p.frame[:0], &r)
 	if err != nil {
 		p.log.Warn("load report", "err", err)
 		return
@@ -849,7 +851,7 @@ queued:
 	if err := p.publish(); err != nil {
 		return err
 	}
-	if p.pub.Status().Fence != relayproto.FenceNone {
+	if p.pub.Status().Fence != publish.FenceNone {
 		p.log.Warn("shutdown while fenced: no drain marker")
 		return nil
 	}

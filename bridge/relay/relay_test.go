@@ -20,6 +20,7 @@ import (
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -84,7 +85,7 @@ func replay(ctx context.Context, nc *nats.Conn, names Names) ([]uint64, relaypro
 	var id relayproto.ProducerIdentity
 	seq := uint64(0)
 	for len(body) > 0 {
-		m, rest, err := relayproto.Decode(body)
+		m, rest, err := wire.Decode(body)
 		if err != nil {
 			return nil, id, err
 		}
@@ -106,7 +107,7 @@ func replay(ctx context.Context, nc *nats.Conn, names Names) ([]uint64, relaypro
 		if err != nil {
 			return nil, id, err
 		}
-		m, _, err := relayproto.Decode(raw.Data)
+		m, _, err := wire.Decode(raw.Data)
 		if err != nil {
 			return nil, id, err
 		}
@@ -196,7 +197,7 @@ func TestRelay_LogAndSnapshotReproduceProducerWords(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load report: %v", err)
 	}
-	m, _, err := relayproto.Decode(msg.Data)
+	m, _, err := wire.Decode(msg.Data)
 	if err != nil {
 		t.Fatalf("decode load report: %v", err)
 	}
@@ -215,7 +216,7 @@ func TestRelay_LogAndSnapshotReproduceProducerWords(t *testing.T) {
 	if err != nil {
 		t.Fatalf("last log message: %v", err)
 	}
-	lm, _, err := relayproto.Decode(last.Data)
+	lm, _, err := wire.Decode(last.Data)
 	if err != nil {
 		t.Fatalf("decode last: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -95,7 +96,7 @@ func TestRelay_TakesEveryReleaseShapeWithoutBeingTold(t *testing.T) {
 			return err
 		}
 		var r relayproto.LoadReport
-		if _, err := relayproto.DecodeLoadReport(&r, m.Data); err != nil {
+		if _, err := wire.DecodeLoadReport(&r, m.Data); err != nil {
 			return err
 		}
 		if r.ActiveDecodeBlocks != 321 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -69,7 +70,7 @@ func (w *WireStats) clone() WireStats {
 
 // Send publishes m as one frame and waits for the stream's ack.
 func (l *deltaLog) Send(m relayproto.Message) error {
-	b, err := relayproto.AppendFrame(l.buf[:0], m)
+	b, err := wire.AppendFrame(l.buf[:0], m)
 	if err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func (s *snapshotStore) Send(m relayproto.Message) error {
 	if snap.Offset == 0 {
 		s.buf, s.chunks = s.buf[:0], 0
 	}
-	b, err := relayproto.AppendSnapshot(s.buf, snap)
+	b, err := wire.AppendFrame(s.buf, snap)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/publish"
 )
 
 // Watch follows one pool's publication from inside its writer loop, for
@@ -147,7 +148,7 @@ func (p *pool) watch(buffer int) (*Watch, error) {
 		return nil, err
 	}
 	st := p.pub.Status()
-	if st.Fence != relayproto.FenceNone {
+	if st.Fence != publish.FenceNone {
 		return nil, fmt.Errorf("%w: %v", ErrFenced, st.Fence)
 	}
 	// Nothing is published between the copy and the registration: both

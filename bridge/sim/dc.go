@@ -8,6 +8,7 @@ import (
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/radix"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/publish"
 	"github.com/goindex/goindex/goindex/score"
 )
 
@@ -29,7 +30,7 @@ type dc struct {
 	local   *score.Scorer // the local router's credit rule
 
 	prod     *ckf.Producer
-	pub      *relayproto.Publisher
+	pub      *publish.Publisher
 	identity relayproto.ProducerIdentity
 	timerGen int                // the armed cadence timer's generation; a boundary disarms it
 	images   []relayproto.Image // drain scratch

@@ -27,10 +27,10 @@
 //
 // The global routing decision comes from the real engine path. Each DC's
 // events feed one ckf.Producer (one pool per DC); its cadence boundaries
-// (16 events or 1 ms) drain bucket images that a relayproto.Publisher
+// (16 events or 1 ms) drain bucket images that a publish.Publisher
 // sends as Delta frames, encoded to bytes and carried over the DC's link
 // to every router, which delivers them one way (half the RTT between the
-// two sites) later to that router's relayproto.Consumer writing one
+// two sites) later to that router's ingest.Consumer writing one
 // replica.Table lane per DC. Every LoadReportInterval each DC sends a
 // LoadReport frame on the same links. For every request its router
 // runs one replica.Searcher probe over all lanes, builds one
@@ -113,7 +113,7 @@
 // state changes, context growth folded in at the next change), not one by
 // one; attention's growth with a prefill's own context, swap preemption,
 // speculative decoding and disaggregated prefill are not modelled; no
-// network loss or relay faults (the relayproto tests cover those); the
+// network loss or relay faults (the relay protocol tests cover those); the
 // control plane has no jitter, so every link is FIFO.
 //
 // # Files

@@ -5,6 +5,9 @@ import (
 
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
+	"github.com/goindex/goindex/goindex/relayproto/publish"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 )
 
 // RelayStats counts what one DC's relay sent the router over the WAN: the
@@ -40,7 +43,7 @@ type linkItem struct {
 	events []kv.Event
 }
 
-// linkSink is a DC publisher's relayproto.Sink: it encodes each message
+// linkSink is a DC publisher's publish.Sink: it encodes each message
 // into a frame and puts it on the DC's link.
 type linkSink struct {
 	s *simulation
@@ -51,7 +54,7 @@ func (k linkSink) Send(m relayproto.Message) error { return k.s.sendFrame(k.d, k
 
 // sendFrame encodes m and puts the frame on d's link.
 func (s *simulation) sendFrame(d *dc, now float64, m relayproto.Message) error {
-	frame, err := relayproto.AppendFrame(nil, m)
+	frame, err := wire.AppendFrame(nil, m)
 	if err != nil {
 		return fmt.Errorf("%w: dc %s encode %v: %w", ErrEngine, d.name, m.Type(), err)
 	}
@@ -113,9 +116,9 @@ func (s *simulation) deliver(d *dc, rt *router) error {
 	return nil
 }
 
-func progress(o relayproto.Outcome) bool {
+func progress(o ingest.Outcome) bool {
 	switch o {
-	case relayproto.ChunkStored, relayproto.Installed, relayproto.Applied, relayproto.LoadRecorded, relayproto.Acknowledged:
+	case ingest.ChunkStored, ingest.Installed, ingest.Applied, ingest.LoadRecorded, ingest.Acknowledged:
 		return true
 	}
 	return false
@@ -139,7 +142,7 @@ func (s *simulation) connect(d *dc) error {
 			return fmt.Errorf("%w: lane %d: %w", ErrEngine, d.idx, err)
 		}
 	}
-	pub, err := relayproto.NewPublisher(relayproto.PublisherConfig{Identity: d.identity, Sink: linkSink{s: s, d: d}, Source: d.prod})
+	pub, err := publish.New(publish.Config{Identity: d.identity, Sink: linkSink{s: s, d: d}, Source: d.prod})
 	if err != nil {
 		return fmt.Errorf("%w: dc %s: %w", ErrEngine, d.name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/radix"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
 	"github.com/goindex/goindex/goindex/replica"
 	"github.com/goindex/goindex/goindex/score"
 )
@@ -25,7 +26,7 @@ type router struct {
 	site int // grid index of its site (and its clients')
 
 	table    *replica.Table
-	consumer *relayproto.Consumer
+	consumer *ingest.Consumer
 	searcher *replica.Searcher
 	scorer   *score.Scorer
 	// model is the TTFT cost model (the TTFT policy's own scorer, or one
@@ -133,7 +134,7 @@ func newRouter(c *Config, p Policy, idx, site int, home uint64, f *ckf.Format, l
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	m := relayproto.Manifest{ConsumerInstance: 1, Domain: domain, Format: relayproto.FormatOf(f), Lanes: lanes}
-	cons, err := relayproto.NewConsumer(m, t, relayproto.ConsumerConfig{})
+	cons, err := ingest.New(m, t, ingest.Config{})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

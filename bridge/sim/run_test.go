@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/score"
 )
 
@@ -160,9 +160,9 @@ func TestRun_CorruptFrameStopsTheRun(t *testing.T) {
 	it := &s.dcs[1].links[0][0]
 	it.frame[len(it.frame)-1] ^= 0x40
 	err := s.loop(context.Background())
-	var fe *relayproto.FrameError
+	var fe *wire.FrameError
 	if !errors.Is(err, ErrEngine) || !errors.As(err, &fe) {
-		t.Errorf("loop with a corrupt frame = %v, want ErrEngine wrapping a *relayproto.FrameError", err)
+		t.Errorf("loop with a corrupt frame = %v, want ErrEngine wrapping a *wire.FrameError", err)
 	}
 }
 

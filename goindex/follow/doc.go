@@ -44,7 +44,7 @@
 // clean round (its published sums were damaged and republished).
 //
 // A Feed is the lanes a host feeds relay frames to (goindex_apply_frame):
-// relayproto's Consumer over an in-process replica image (shm.NewMemory),
+// ingest's Consumer over an in-process replica image (shm.NewMemory),
 // with the fan-out transport's consumer-local leases stamped on frames that
 // carry none, load reports recorded in the lane records (shm.LoadOf, the
 // consumer's conversion too) and RTTs from the host. Its View reads
@@ -80,9 +80,9 @@
 // view's own file was damaged (shm.ErrCorrupt, shm.ErrFault), which retires
 // it. Searches and lane reads have no error: a fault reads as nothing
 // known and shows in Health. NewFeed
-// returns ErrBadConfig; Feed.Apply a *relayproto.FrameError,
-// *relayproto.LaneError or ErrFrameRejected (the lane's state is what
-// relayproto says); SetRTT ErrUnknownDC.
+// returns ErrBadConfig; Feed.Apply a *wire.FrameError,
+// *ingest.LaneError or ErrFrameRejected (the lane's state is what
+// ingest says); SetRTT ErrUnknownDC.
 //
 // # Concurrency
 //

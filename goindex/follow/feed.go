@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
 )
 
@@ -26,9 +28,9 @@ type FeedConfig struct {
 type Feed struct {
 	w        *shm.Writer
 	view     *View
-	consumer *relayproto.Consumer
+	consumer *ingest.Consumer
 	dcs      []uint64
-	dec      relayproto.Decoder
+	dec      wire.Decoder
 	buf      []byte // the frame being decoded, copied out of the caller's memory
 
 	applied, rejected, ignored atomic.Uint64
@@ -56,7 +58,7 @@ func NewFeed(cfg FeedConfig) (*Feed, error) {
 		m.Lanes = append(m.Lanes, relayproto.PoolID{Domain: m.Domain, DC: relayproto.DCID(dc)})
 	}
 	f := &Feed{w: w, view: newView(w.Reader(), false), dcs: append([]uint64(nil), cfg.DCs...)}
-	if f.consumer, err = relayproto.NewConsumer(m, w.Table(), relayproto.ConsumerConfig{}); err != nil {
+	if f.consumer, err = ingest.New(m, w.Table(), ingest.Config{}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	for i := range f.dcs {
@@ -91,8 +93,8 @@ func (f *Feed) Counts() FeedCounts {
 // snapshot, and every other frame gets the lane's current lease. Frames
 // with a lease (leased transports) are checked against it as they are. A
 // load report of the lane's producer is recorded with now as its arrival.
-// The error is a *relayproto.FrameError for bytes that do not decode, a
-// *relayproto.LaneError for a frame that faulted its lane, or
+// The error is a *wire.FrameError for bytes that do not decode, a
+// *ingest.LaneError for a frame that faulted its lane, or
 // ErrFrameRejected; ignored frames (stale, duplicate, foreign) are not
 // errors.
 func (f *Feed) Apply(frame []byte, now time.Time) error {
@@ -107,7 +109,7 @@ func (f *Feed) Apply(frame []byte, now time.Time) error {
 	}()
 	m, rest, err := f.dec.Decode(f.buf)
 	if err == nil && len(rest) > 0 {
-		err = &relayproto.FrameError{Lane: -1, Offset: len(frame) - len(rest), Reason: fmt.Sprintf("%d bytes after the %v frame (one frame per call)", len(rest), m.Type()), Err: relayproto.ErrMalformed}
+		err = &wire.FrameError{Lane: -1, Offset: len(frame) - len(rest), Reason: fmt.Sprintf("%d bytes after the %v frame (one frame per call)", len(rest), m.Type()), Err: wire.ErrMalformed}
 	}
 	if err == nil {
 		err = f.handle(m, now)
@@ -127,14 +129,14 @@ func (f *Feed) handle(m relayproto.Message, now time.Time) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("%v frame of DC %d: %w", m.Type(), f.dcs[lane], err)
-	case o == relayproto.RetrySnapshot:
+	case o == ingest.RetrySnapshot:
 		s := m.(*relayproto.Snapshot)
 		return fmt.Errorf("%w: lane %d (DC %d): snapshot %d chunk at bucket %d of %d refused (out of order or the wrong size); the lane awaits the snapshot from bucket 0",
 			ErrFrameRejected, lane, f.dcs[lane], s.Sequence, s.Offset, s.Total)
 	case o.Ignored():
 		f.ignored.Add(1)
 		return nil
-	case o == relayproto.LoadRecorded:
+	case o == ingest.LoadRecorded:
 		r, _ := f.consumer.Lane(lane).LastLoad()
 		ld := shm.LoadOf(&r, now)
 		f.w.SetLoad(lane, &ld)
@@ -183,11 +185,11 @@ func (f *Feed) stamp(m relayproto.Message) error {
 // lane's current subscription: its producer's snapshot being installed, or
 // one the lane already holds (a repeat, which the lane ignores). Any other
 // first chunk starts a new subscription.
-func continues(st *relayproto.LaneStatus, s *relayproto.Snapshot) bool {
+func continues(st *ingest.LaneStatus, s *relayproto.Snapshot) bool {
 	if st.Identity != s.Identity {
 		return false
 	}
-	return st.State == relayproto.StateAwaiting || (st.State == relayproto.StateReady && s.Sequence <= st.Installed)
+	return st.State == ingest.StateAwaiting || (st.State == ingest.StateReady && s.Sequence <= st.Installed)
 }
 
 // SetRTT records a round trip to dc measured at now; ErrUnknownDC when dc

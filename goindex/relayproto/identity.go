@@ -107,21 +107,22 @@ type Manifest struct {
 	Lanes            []PoolID
 }
 
-// Validate reports ErrBadManifest or ErrBadFormat when m breaks a rule.
+// Validate reports why m breaks a rule (wrapping ErrBadFormat when its
+// format does), or nil.
 func (m *Manifest) Validate() error {
 	if err := m.Format.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadManifest, err)
+		return fmt.Errorf("%w: %w", errBadManifest, err)
 	}
 	if len(m.Lanes) == 0 || len(m.Lanes) > MaxLanes {
-		return fmt.Errorf("%w: %d lanes, want 1..%d", ErrBadManifest, len(m.Lanes), MaxLanes)
+		return fmt.Errorf("%w: %d lanes, want 1..%d", errBadManifest, len(m.Lanes), MaxLanes)
 	}
 	seen := make(map[PoolID]int, len(m.Lanes))
 	for i, p := range m.Lanes {
 		if p.Domain != m.Domain {
-			return fmt.Errorf("%w: lane %d owner %v is outside domain %d", ErrBadManifest, i, p, m.Domain)
+			return fmt.Errorf("%w: lane %d owner %v is outside domain %d", errBadManifest, i, p, m.Domain)
 		}
 		if j, dup := seen[p]; dup {
-			return fmt.Errorf("%w: lanes %d and %d are both owned by %v", ErrBadManifest, j, i, p)
+			return fmt.Errorf("%w: lanes %d and %d are both owned by %v", errBadManifest, j, i, p)
 		}
 		seen[p] = i
 	}

@@ -5,6 +5,18 @@ import (
 	"strconv"
 
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/relayproto/snapenc"
+)
+
+// Message size limits. Publishers split what is larger; the frame codec
+// refuses it on both ends (goindex/relayproto/wire), before allocating.
+const (
+	// MaxDeltaImages bounds the images of one Delta: 6 MiB of images
+	// leaves room for the rest of a frame under the 8 MiB frame limit.
+	MaxDeltaImages = 1 << 19
+	// MaxChunkWords bounds the words of one Snapshot chunk: 4 MiB dense, as
+	// upstream's chunks, and at most 4.25 MiB compact (every slot full).
+	MaxChunkWords = 1 << 19
 )
 
 // Image is one absolute bucket image of a delta: the bucket index and its
@@ -42,31 +54,6 @@ type Message interface {
 	Type() FrameType
 }
 
-// Encoding is how a snapshot chunk's words travel on the wire.
-type Encoding uint8
-
-// Snapshot encodings. Both round-trip every word byte for byte.
-const (
-	// Compact stores a 4-bit slot-occupancy mask per bucket (two buckets per
-	// byte) followed by the non-zero 16-bit fingerprints, LE: (0.5 + 8α)
-	// bytes per bucket at load α, i.e. 2 + 0.125/α bytes per block (spec §8
-	// open problem 2). It is the default.
-	Compact Encoding = 0
-	// Dense stores every word as LE u64: 8 bytes per bucket (upstream CBI1).
-	Dense Encoding = 1
-)
-
-// String names e.
-func (e Encoding) String() string {
-	switch e {
-	case Compact:
-		return "compact"
-	case Dense:
-		return "dense"
-	}
-	return "encoding(" + strconv.FormatUint(uint64(e), 10) + ")"
-}
-
 // Snapshot is one chunk of a barrier snapshot (spec §5.1): the words of
 // buckets [Offset, Offset+len(Words)) of a snapshot of Total words (n for a
 // valid one) whose terminal sequence is Sequence (the last batch reflected
@@ -81,7 +68,7 @@ type Snapshot struct {
 	Total    uint64 // words in the whole snapshot, across all chunks
 	Offset   uint64
 	Words    []uint64
-	Encoding Encoding // wire encoding; optional; default: Compact
+	Encoding snapenc.Encoding // wire encoding; optional; default: snapenc.Compact
 }
 
 // Type returns FrameSnapshot.

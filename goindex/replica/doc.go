@@ -84,7 +84,7 @@
 //
 // Non-goals: no seqlock, table lock, double buffering or query retry (spec
 // §5.4 forbids them); no lane state machine, leases or sequences (package
-// relayproto drives the lane ops); no file header beyond the ready mask
+// relayproto/ingest drives the lane ops); no file header beyond the ready mask
 // (the shared-memory consumer owns its file's format and manifest); no
 // online resize.
 //

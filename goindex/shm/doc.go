@@ -41,7 +41,7 @@
 //
 // Lane records, 256 bytes each at 256 + 256·l, 32 u64 words, all atomic
 // (word: field): 0 DC id (immutable, under the checksum); 1 lane state
-// (relayproto.State); 2 producer incarnation; 3 producer layout generation;
+// (ingest.State); 2 producer incarnation; 3 producer layout generation;
 // 4 lease epoch; 5 installed sequence; 6 latest known sequence; 7 last apply
 // time; 8 RTT µs (0 unmeasured); 9 RTT measured at; 10 load sampled at
 // (relay clock); 11 load received at; 12 active blocks; 13 queued prefill
@@ -171,7 +171,7 @@
 //   - mapping.go: mapping a file and building the replica table over it; re-validation; Info.
 //   - guard.go: the fault guard of mapped accesses, Faulted.
 //   - writer.go: Writer, Create (temporary file, rename, retire; replacing a damaged file), Resize, Check.
-//   - lanes.go: Lanes, the guarded lane writes of a Writer (relayproto.LaneTable).
+//   - lanes.go: Lanes, the guarded lane writes of a Writer (ingest.LaneTable).
 //   - integrity.go: the lanes' segment sums: kept by every store, sealed by whole snapshots, verified.
 //   - reader.go: Reader, Attach, Stale, Check.
 //   - memory.go: NewMemory, the same image in process memory, and Writer.Reader.

@@ -14,7 +14,7 @@ import (
 // may see buckets of two deltas, spec §5.4). Times are zero when unknown.
 type LaneInfo struct {
 	DC               uint64 // the lane's DC id (fixed at Create)
-	State            uint8  // relayproto.State of the lane (0 unclaimed … 4 faulted)
+	State            uint8  // ingest.State of the lane (0 unclaimed … 4 faulted)
 	Incarnation      uint64 // assigned producer identity: relay incarnation
 	LayoutGeneration uint64 // assigned producer identity: layout generation
 	Epoch            uint64 // the lane's current lease epoch (consumer-local)

@@ -9,7 +9,7 @@ import (
 )
 
 // Lanes is a Writer's bucket region as the lanes' writers use it: the
-// replica.Table's lane operations (it implements relayproto.LaneTable),
+// replica.Table's lane operations (it implements ingest.LaneTable),
 // each run inside a fault guard of the file mapping and, for a file,
 // keeping the lane's integrity sums in step with every word it stores
 // (integrity.go). A write that faults is lost and recorded as the Writer's

@@ -175,7 +175,7 @@ func (w *Writer) Resize(l Layout) (*Writer, error) {
 }
 
 // Table returns the lanes of the file's bucket region as their writers use
-// them (relayproto.LaneTable), each write guarded against a fault of the
+// them (ingest.LaneTable), each write guarded against a fault of the
 // mapping.
 func (w *Writer) Table() *Lanes { return &Lanes{w: w, t: w.m.table} }
 

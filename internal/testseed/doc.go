@@ -6,10 +6,10 @@
 // nothing of ours.
 //
 // A package whose tests answer to a variable of their own (CKF_SEED,
-// RADIX_SEED, RELAYPROTO_SEED, …) keeps its helper: this one reads only
+// RADIX_SEED, …) keeps its helper: this one reads only
 // GOINDEX_SEED.
 //
 // # Files
 //
-//   - testseed.go: For.
+//   - testseed.go: For, Rand.
 package testseed

@@ -1,6 +1,7 @@
 package testseed
 
 import (
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -28,6 +29,15 @@ func For(t testing.TB, def uint64) uint64 {
 		}
 	})
 	return seed
+}
+
+// Rand returns a PCG generator seeded with For(t, def) (the second stream
+// word is the seed xor the golden-ratio constant), so a randomized test
+// replays from the seed it logs.
+func Rand(t testing.TB, def uint64) *rand.Rand {
+	t.Helper()
+	s := For(t, def)
+	return rand.New(rand.NewPCG(s, s^0x9E3779B97F4A7C15))
 }
 
 // parse reads a seed as decimal, or as hexadecimal after 0x or 0X; a

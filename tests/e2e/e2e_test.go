@@ -14,6 +14,7 @@ import (
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -42,7 +43,7 @@ func (in *injector) filter(dc relayproto.DCID, frame []byte) [][]byte {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if t, err := relayproto.PeekType(frame); dc != in.dc || in.mode == "" || err != nil || t != relayproto.FrameDelta {
+	if m, _, err := wire.Decode(frame); dc != in.dc || in.mode == "" || err != nil || m.Type() != relayproto.FrameDelta {
 		return [][]byte{frame}
 	}
 	switch in.mode {

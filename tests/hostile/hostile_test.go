@@ -14,6 +14,8 @@ import (
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/ingest"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/replica"
 )
 
@@ -44,7 +46,7 @@ func seed(t *testing.T, def uint64) uint64 {
 // (DC 1) and lane 1 (DC 2) READY from snapshots of random words.
 type site struct {
 	tbl    *replica.Table
-	c      *relayproto.Consumer
+	c      *ingest.Consumer
 	format relayproto.Format
 	ids    [2]relayproto.ProducerIdentity
 	leases [2]relayproto.Lease
@@ -62,7 +64,7 @@ func newSite(t *testing.T, rng *rand.Rand) *site {
 	}
 	pools := []relayproto.PoolID{{Domain: domain, DC: 1}, {Domain: domain, DC: 2}}
 	m := relayproto.Manifest{ConsumerInstance: instance, Domain: domain, Format: s.format, Lanes: pools}
-	if s.c, err = relayproto.NewConsumer(m, s.tbl, relayproto.ConsumerConfig{OrderedHeartbeats: true}); err != nil {
+	if s.c, err = ingest.New(m, s.tbl, ingest.Config{OrderedHeartbeats: true}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
@@ -82,12 +84,12 @@ func newSite(t *testing.T, rng *rand.Rand) *site {
 		for j := range words {
 			words[j] = rng.Uint64()
 		}
-		frame, err := relayproto.AppendFrame(nil, &relayproto.Snapshot{Identity: s.ids[i], Lease: s.leases[i], Sequence: 10,
+		frame, err := wire.AppendFrame(nil, &relayproto.Snapshot{Identity: s.ids[i], Lease: s.leases[i], Sequence: 10,
 			Total: buckets, Words: words})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o, _, err := s.c.Apply(frame); o != relayproto.Installed || err != nil {
+		if o, _, err := s.c.Apply(frame); o != ingest.Installed || err != nil {
 			t.Fatalf("install lane %d: %v, %v", i, o, err)
 		}
 	}
@@ -123,7 +125,7 @@ func (a state) equal(b state) bool {
 // frame encodes m or fails the test.
 func frame(t *testing.T, m relayproto.Message) []byte {
 	t.Helper()
-	b, err := relayproto.AppendFrame(nil, m)
+	b, err := wire.AppendFrame(nil, m)
 	if err != nil {
 		t.Fatalf("AppendFrame(%T): %v", m, err)
 	}
@@ -147,26 +149,26 @@ func TestHostile_UndecodableFramesAreRejectedAndChangeNothing(t *testing.T) {
 	flipped[len(flipped)-1] ^= 0x40
 	version := slices.Clone(good)
 	version[4]++
-	huge := make([]byte, relayproto.MaxFrameBytes+1024)
-	copy(huge, withBodyLength(good, relayproto.MaxFrameBytes))
+	huge := make([]byte, wire.MaxFrameBytes+1024)
+	copy(huge, withBodyLength(good, wire.MaxFrameBytes))
 	before := s.state()
 	for _, c := range []struct {
 		what string
 		src  []byte
 		want error
 	}{
-		{"empty", nil, relayproto.ErrMalformed},
-		{"short header", good[:7], relayproto.ErrMalformed},
-		{"bad magic", append([]byte("XXXX"), good[4:]...), relayproto.ErrMalformed},
-		{"unknown wire version", version, relayproto.ErrVersion},
-		{"body checksum mismatch", flipped, relayproto.ErrChecksum},
-		{"truncated body", good[:len(good)-3], relayproto.ErrMalformed},
-		{"header claims a body over MaxFrameBytes", withBodyLength(good, relayproto.MaxFrameBytes), relayproto.ErrTooLarge},
-		{"an actual frame over MaxFrameBytes", huge, relayproto.ErrTooLarge},
-		{"header claims 4 GiB", withBodyLength(good, ^uint32(0)), relayproto.ErrTooLarge},
+		{"empty", nil, wire.ErrMalformed},
+		{"short header", good[:7], wire.ErrMalformed},
+		{"bad magic", append([]byte("XXXX"), good[4:]...), wire.ErrMalformed},
+		{"unknown wire version", version, wire.ErrVersion},
+		{"body checksum mismatch", flipped, wire.ErrChecksum},
+		{"truncated body", good[:len(good)-3], wire.ErrMalformed},
+		{"header claims a body over MaxFrameBytes", withBodyLength(good, wire.MaxFrameBytes), wire.ErrTooLarge},
+		{"an actual frame over MaxFrameBytes", huge, wire.ErrTooLarge},
+		{"header claims 4 GiB", withBodyLength(good, ^uint32(0)), wire.ErrTooLarge},
 	} {
 		o, rest, err := s.c.Apply(c.src)
-		var fe *relayproto.FrameError
+		var fe *wire.FrameError
 		if !errors.Is(err, c.want) || !errors.As(err, &fe) || o != 0 || len(rest) != len(c.src) {
 			t.Errorf("Apply(%s) = %v, rest %d of %d bytes, %v; want a *FrameError wrapping %v", c.what, o, len(rest), len(c.src), err, c.want)
 		}
@@ -184,13 +186,13 @@ func TestHostile_EncodersRefuseOverLimitMessages(t *testing.T) {
 		images[i] = relayproto.Image{Bucket: uint32(i), Word: 1}
 	}
 	dst := []byte("keep")
-	out, err := relayproto.AppendFrame(dst, &relayproto.Delta{Identity: s.ids[0], Lease: s.leases[0], Base: 10, Sequence: 11, Images: images})
-	if !errors.Is(err, relayproto.ErrTooLarge) || string(out) != "keep" {
+	out, err := wire.AppendFrame(dst, &relayproto.Delta{Identity: s.ids[0], Lease: s.leases[0], Base: 10, Sequence: 11, Images: images})
+	if !errors.Is(err, wire.ErrTooLarge) || string(out) != "keep" {
 		t.Errorf("AppendFrame(delta of %d images) = %q…, %v; want dst unchanged and ErrTooLarge", len(images), out[:min(len(out), 8)], err)
 	}
 	words := make([]uint64, relayproto.MaxChunkWords+1)
-	out, err = relayproto.AppendFrame(dst, &relayproto.Snapshot{Identity: s.ids[0], Lease: s.leases[0], Total: uint64(len(words)), Words: words})
-	if !errors.Is(err, relayproto.ErrTooLarge) || string(out) != "keep" {
+	out, err = wire.AppendFrame(dst, &relayproto.Snapshot{Identity: s.ids[0], Lease: s.leases[0], Total: uint64(len(words)), Words: words})
+	if !errors.Is(err, wire.ErrTooLarge) || string(out) != "keep" {
 		t.Errorf("AppendFrame(snapshot chunk of %d words) = %v; want dst unchanged and ErrTooLarge", len(words), err)
 	}
 }
@@ -228,23 +230,23 @@ func TestHostile_ForgedAndForeignFramesAreIgnored(t *testing.T) {
 	for _, c := range []struct {
 		what string
 		m    relayproto.Message
-		want relayproto.Outcome
+		want ingest.Outcome
 	}{
-		{"delta under another consumer's lease", delta(id, otherConsumer, 10, 11), relayproto.ForeignLease},
-		{"delta naming a lane the consumer lacks", delta(id, noLane, 10, 11), relayproto.ForeignLease},
-		{"delta under a past epoch", delta(id, pastEpoch, 10, 11), relayproto.ForeignLease},
-		{"delta under no lease", delta(id, relayproto.Lease{}, 10, 11), relayproto.ForeignLease},
-		{"delta of another DC's identity", delta(otherPool, lease, 10, 11), relayproto.ForeignIdentity},
-		{"delta of another domain's identity", delta(otherDomain, lease, 10, 11), relayproto.ForeignIdentity},
-		{"delta of the neighbour lane's producer", delta(lane1, lease, 10, 11), relayproto.ForeignIdentity},
-		{"delta of a replaced incarnation", delta(older, lease, 10, 11), relayproto.ForeignIdentity},
-		{"delta of an older layout generation", delta(oldLayout, lease, 10, 11), relayproto.ForeignIdentity},
-		{"snapshot of a replaced incarnation", &relayproto.Snapshot{Identity: older, Lease: lease, Sequence: 50, Total: buckets, Words: make([]uint64, buckets)}, relayproto.ForeignIdentity},
-		{"heartbeat of another DC's identity", &relayproto.Heartbeat{Identity: otherPool, Lease: lease, Sequence: 1 << 40}, relayproto.ForeignIdentity},
-		{"drain marker of a replaced incarnation", &relayproto.DrainMarker{Identity: older, Lease: lease, Expected: 3}, relayproto.ForeignIdentity},
-		{"duplicate delta", delta(id, lease, 9, 10), relayproto.StaleOrDuplicate},
-		{"stale snapshot", &relayproto.Snapshot{Identity: id, Lease: lease, Sequence: 10, Total: buckets, Words: make([]uint64, buckets)}, relayproto.StaleOrDuplicate},
-		{"another pool's load report", load, relayproto.ForeignLease},
+		{"delta under another consumer's lease", delta(id, otherConsumer, 10, 11), ingest.ForeignLease},
+		{"delta naming a lane the consumer lacks", delta(id, noLane, 10, 11), ingest.ForeignLease},
+		{"delta under a past epoch", delta(id, pastEpoch, 10, 11), ingest.ForeignLease},
+		{"delta under no lease", delta(id, relayproto.Lease{}, 10, 11), ingest.ForeignLease},
+		{"delta of another DC's identity", delta(otherPool, lease, 10, 11), ingest.ForeignIdentity},
+		{"delta of another domain's identity", delta(otherDomain, lease, 10, 11), ingest.ForeignIdentity},
+		{"delta of the neighbour lane's producer", delta(lane1, lease, 10, 11), ingest.ForeignIdentity},
+		{"delta of a replaced incarnation", delta(older, lease, 10, 11), ingest.ForeignIdentity},
+		{"delta of an older layout generation", delta(oldLayout, lease, 10, 11), ingest.ForeignIdentity},
+		{"snapshot of a replaced incarnation", &relayproto.Snapshot{Identity: older, Lease: lease, Sequence: 50, Total: buckets, Words: make([]uint64, buckets)}, ingest.ForeignIdentity},
+		{"heartbeat of another DC's identity", &relayproto.Heartbeat{Identity: otherPool, Lease: lease, Sequence: 1 << 40}, ingest.ForeignIdentity},
+		{"drain marker of a replaced incarnation", &relayproto.DrainMarker{Identity: older, Lease: lease, Expected: 3}, ingest.ForeignIdentity},
+		{"duplicate delta", delta(id, lease, 9, 10), ingest.StaleOrDuplicate},
+		{"stale snapshot", &relayproto.Snapshot{Identity: id, Lease: lease, Sequence: 10, Total: buckets, Words: make([]uint64, buckets)}, ingest.StaleOrDuplicate},
+		{"another pool's load report", load, ingest.ForeignLease},
 	} {
 		o, _, err := s.c.Apply(frame(t, c.m))
 		if o != c.want || err != nil || !o.Ignored() {
@@ -255,7 +257,7 @@ func TestHostile_ForgedAndForeignFramesAreIgnored(t *testing.T) {
 		}
 	}
 	// The lane still follows its own producer.
-	if o, _, err := s.c.Apply(frame(t, delta(id, lease, 10, 11))); o != relayproto.Applied || err != nil {
+	if o, _, err := s.c.Apply(frame(t, delta(id, lease, 10, 11))); o != ingest.Applied || err != nil {
 		t.Errorf("Apply(the producer's own next delta) = %v, %v; want Applied", o, err)
 	}
 }
@@ -276,43 +278,43 @@ func TestHostile_InvalidFramesFaultOnlyTheirLaneAndWriteNothing(t *testing.T) {
 	for _, c := range []struct {
 		what string
 		m    func(s *site) relayproto.Message
-		want relayproto.Outcome
+		want ingest.Outcome
 	}{
 		{"bucket index = n", func(s *site) relayproto.Message {
 			return &relayproto.Delta{Identity: s.ids[0], Lease: s.leases[0], Base: 10, Sequence: 11,
 				Images: []relayproto.Image{{Bucket: 2, Word: 7}, {Bucket: buckets, Word: 7}}}
-		}, relayproto.InvalidIndex},
+		}, ingest.InvalidIndex},
 		{"bucket index 2^32-1", func(s *site) relayproto.Message {
 			return &relayproto.Delta{Identity: s.ids[0], Lease: s.leases[0], Base: 10, Sequence: 11,
 				Images: []relayproto.Image{{Bucket: ^uint32(0), Word: 7}}}
-		}, relayproto.InvalidIndex},
+		}, ingest.InvalidIndex},
 		{"duplicate bucket index", func(s *site) relayproto.Message {
 			return &relayproto.Delta{Identity: s.ids[0], Lease: s.leases[0], Base: 10, Sequence: 11,
 				Images: []relayproto.Image{{Bucket: 9, Word: 7}, {Bucket: 4, Word: 1}, {Bucket: 9, Word: 8}}}
-		}, relayproto.DuplicateIndex},
+		}, ingest.DuplicateIndex},
 		{"empty delta", func(s *site) relayproto.Message {
 			return &relayproto.Delta{Identity: s.ids[0], Lease: s.leases[0], Base: 10, Sequence: 11}
-		}, relayproto.EmptyDelta},
+		}, ingest.EmptyDelta},
 		{"sequence gap", func(s *site) relayproto.Message {
 			return &relayproto.Delta{Identity: s.ids[0], Lease: s.leases[0], Base: 12, Sequence: 13,
 				Images: []relayproto.Image{{Bucket: 1, Word: 7}}}
-		}, relayproto.BaseSequenceMismatch},
+		}, ingest.BaseSequenceMismatch},
 		{"snapshot of the wrong layout size", func(s *site) relayproto.Message {
 			return &relayproto.Snapshot{Identity: s.ids[0], Lease: s.leases[0], Sequence: 20, Total: buckets * 2, Words: make([]uint64, buckets)}
-		}, relayproto.InvalidSnapshot},
+		}, ingest.InvalidSnapshot},
 		{"own identity with another format", func(s *site) relayproto.Message {
 			id := s.ids[0]
 			id.Format = wrongFormat
 			return &relayproto.Delta{Identity: id, Lease: s.leases[0], Base: 10, Sequence: 11, Images: []relayproto.Image{{Bucket: 1, Word: 7}}}
-		}, relayproto.WrongIdentity},
+		}, ingest.WrongIdentity},
 		{"heartbeat proving a lost delta", func(s *site) relayproto.Message {
 			return &relayproto.Heartbeat{Identity: s.ids[0], Lease: s.leases[0], Sequence: 15}
-		}, relayproto.DeltaLost},
+		}, ingest.DeltaLost},
 	} {
 		s := newSite(t, rng)
 		before := s.state()
 		o, _, err := s.c.Apply(frame(t, c.m(s)))
-		var le *relayproto.LaneError
+		var le *ingest.LaneError
 		if o != c.want || !errors.As(err, &le) || le.Lane != 0 || le.Outcome != c.want {
 			t.Errorf("Apply(%s) = %v, %v; want %v as a *LaneError on lane 0", c.what, o, err, c.want)
 		}
@@ -320,7 +322,7 @@ func TestHostile_InvalidFramesFaultOnlyTheirLaneAndWriteNothing(t *testing.T) {
 		if !slices.Equal(after.words[0], before.words[0]) {
 			t.Errorf("Apply(%s) wrote lane 0's words", c.what)
 		}
-		if after.ready&1 != 0 || s.c.Lane(0).Status().State != relayproto.StateFaulted {
+		if after.ready&1 != 0 || s.c.Lane(0).Status().State != ingest.StateFaulted {
 			t.Errorf("Apply(%s): lane 0 %v, ready bits %b; want FAULTED with its ready bit clear", c.what, after.lanes[0], after.ready)
 		}
 		if !slices.Equal(after.words[1], before.words[1]) || after.ready&2 == 0 || after.lanes[1] != before.lanes[1] {
@@ -352,9 +354,9 @@ func TestHostile_AssignmentOfAWrongFormatOrForeignPoolIsRefused(t *testing.T) {
 		lease relayproto.Lease
 		want  error
 	}{
-		{"another bucket count", bad, l.NextLease(), relayproto.ErrWrongFormat},
-		{"another DC's pool", foreign, l.NextLease(), relayproto.ErrForeignPool},
-		{"a reused epoch", s.ids[0], staleLease, relayproto.ErrStaleEpoch},
+		{"another bucket count", bad, l.NextLease(), ingest.ErrWrongFormat},
+		{"another DC's pool", foreign, l.NextLease(), ingest.ErrForeignPool},
+		{"a reused epoch", s.ids[0], staleLease, ingest.ErrStaleEpoch},
 	} {
 		if err := l.Assign(c.id, c.lease); !errors.Is(err, c.want) {
 			t.Errorf("Assign(%s) = %v, want %v", c.what, err, c.want)
@@ -393,7 +395,7 @@ func TestHostile_FrameFloodKeepsMemoryAndStateBounded(t *testing.T) {
 		case 0: // random bytes, sometimes behind a valid magic and version
 			n := rng.IntN(256)
 			if rng.IntN(2) == 0 {
-				buf = append(buf, 'G', 'I', 'R', 'F', relayproto.WireVersion, byte(1+rng.IntN(5)), 0, 0)
+				buf = append(buf, 'G', 'I', 'R', 'F', wire.Version, byte(1+rng.IntN(5)), 0, 0)
 			}
 			for range n {
 				buf = append(buf, byte(rng.Uint32()))

@@ -15,6 +15,7 @@ import (
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -142,7 +143,7 @@ func TestHostile_ForgedAndPoisonFramesInTheDeltaLog(t *testing.T) {
 	last := st[0].Publisher.LastSequence
 	before := c.Status()[0]
 	for _, id := range []relayproto.ProducerIdentity{foreign, older} {
-		f, err := relayproto.AppendFrame(nil, &relayproto.Delta{Identity: id, Base: last, Sequence: last + 1,
+		f, err := wire.AppendFrame(nil, &relayproto.Delta{Identity: id, Base: last, Sequence: last + 1,
 			Images: []relayproto.Image{{Bucket: 1, Word: 0xdeadbeef}, {Bucket: 2, Word: 0xfeedface}}})
 		if err != nil {
 			t.Fatal(err)
@@ -175,7 +176,7 @@ func TestHostile_ForgedAndPoisonFramesInTheDeltaLog(t *testing.T) {
 	// incarnation of the pool (which must fault: it looks like a restart).
 	newer := own
 	newer.Incarnation++
-	forgedRestart, err := relayproto.AppendFrame(nil, &relayproto.Delta{Identity: newer, Base: 0, Sequence: 1,
+	forgedRestart, err := wire.AppendFrame(nil, &relayproto.Delta{Identity: newer, Base: 0, Sequence: 1,
 		Images: []relayproto.Image{{Bucket: 5, Word: 0xbadc0de}}})
 	if err != nil {
 		t.Fatal(err)

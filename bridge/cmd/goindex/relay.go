@@ -18,6 +18,7 @@ import (
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/snapenc"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -145,11 +146,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *dc == 0 {
 		return fmt.Errorf("relay: --dc is required: %w", errUsage)
 	}
-	enc := relayproto.Compact
+	enc := snapenc.Compact
 	switch *encoding {
 	case "compact":
 	case "dense":
-		enc = relayproto.Dense
+		enc = snapenc.Dense
 	default:
 		return fmt.Errorf("relay: --encoding %q: want compact or dense: %w", *encoding, errUsage)
 	}

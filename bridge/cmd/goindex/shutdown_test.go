@@ -16,6 +16,7 @@ import (
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -114,7 +115,7 @@ func TestRelay_SIGTERMDrainsAndTheReplicaStaysConsistent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("last log message: %v", err)
 	}
-	m, _, err := relayproto.Decode(raw.Data)
+	m, _, err := wire.Decode(raw.Data)
 	if dm, ok := m.(*relayproto.DrainMarker); err != nil || !ok || dm.Expected != last {
 		t.Errorf("last delta log message = %T %+v, %v; want a drain marker expecting %d", m, m, err, last)
 	}
