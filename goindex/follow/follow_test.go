@@ -92,6 +92,34 @@ func TestFollower_FollowsGenerationsAndKeepsHeldViews(t *testing.T) {
 	}
 }
 
+// With a check on every call, a caller that finds a check in progress (one
+// that may have begun before the caller replaced the file) waits for it and
+// checks again, so it sees the new generation; before, it skipped the check
+// and answered from the old file (the C ABI's replica scenario failed so
+// under load, the background verifier's tick holding the check).
+func TestFollower_EveryCallCheckWaitsForACheckInProgress(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replica")
+	writeFile(t, path, []uint64{10}, []int{4})
+	f := New(path, Config{CheckEvery: -1, VerifyEvery: -1})
+	defer f.Close()
+	if err := f.Attach(); err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	f.mu.Lock() // a check in progress, begun before the file changes
+	writeFile(t, path, []uint64{10}, []int{6})
+	gen := make(chan uint64)
+	go func() {
+		v := f.Acquire()
+		defer v.Release()
+		gen <- v.Generation()
+	}()
+	time.Sleep(20 * time.Millisecond) // let the caller reach the check (not needed to pass)
+	f.mu.Unlock()
+	if g := <-gen; g != 2 {
+		t.Errorf("Acquire during a check in progress saw generation %d, want 2", g)
+	}
+}
+
 // Health tells a missing file, a damaged one, a stopped writer and a
 // healthy replica apart; a failed attach keeps the current view.
 func TestFollower_HealthSaysWhy(t *testing.T) {

@@ -156,7 +156,7 @@ func (f *Follower) verifier(tick time.Duration) {
 		case <-f.stop:
 			return
 		case <-t.C:
-			if v := f.Acquire(); v != nil {
+			if v := f.held(); v != nil {
 				f.verifyStep(v)
 				v.Release()
 			}
@@ -292,17 +292,35 @@ func (f *Follower) faulted(*View) {
 
 // Acquire returns the current view with a reference taken (Release it), or
 // nil when none is attached. When a check is due (CheckEvery) one caller
-// runs Refresh first; the others skip it rather than wait.
+// runs Refresh first; the others skip it rather than wait, except with a
+// check on every call, where a caller waits for a check in progress and
+// runs its own: that check may have begun before the caller's file
+// change, and every call promises to see it.
 func (f *Follower) Acquire() *View {
 	if v := f.cur.Load(); v != nil && v.r.Faulted() != nil {
 		f.next.Store(0) // a read of the mapping faulted: check it now
 	}
-	if time.Since(f.start) >= time.Duration(f.next.Load()) && f.mu.TryLock() {
-		if time.Since(f.start) >= time.Duration(f.next.Load()) {
+	if f.due() {
+		if f.cfg.CheckEvery == 0 {
+			f.mu.Lock()
+		} else if !f.mu.TryLock() {
+			return f.held()
+		}
+		if f.due() {
 			_, _ = f.refresh()
 		}
 		f.mu.Unlock()
 	}
+	return f.held()
+}
+
+// due reports whether a check of the file is due.
+func (f *Follower) due() bool { return time.Since(f.start) >= time.Duration(f.next.Load()) }
+
+// held returns the current view with a reference taken, or nil, without
+// the check Acquire may run first (the background verifier's access: its
+// ticks must not take a check's turn from a caller).
+func (f *Follower) held() *View {
 	for {
 		v := f.cur.Load()
 		if v == nil || v.acquire() {
