@@ -17,6 +17,15 @@ const (
 	DefaultRequestTimeout = 5 * time.Second
 	DefaultRetryEvery     = 250 * time.Millisecond
 	DefaultPullMessages   = 1024
+	// DefaultPullHeartbeat is the idle heartbeat a lane asks of its delta
+	// log pull. nats.go's own default for an ordered consumer is 5 s, so a
+	// lane whose DC's nats-server restarted, or whose link lost the pull,
+	// sat about 10 s before resubscribing (two missed heartbeats).
+	DefaultPullHeartbeat = time.Second
+	// MinPullHeartbeat and MaxPullHeartbeat bound Config.PullHeartbeat:
+	// nats.go refuses under 500 ms, and above half the pull's 30 s expiry.
+	MinPullHeartbeat = 500 * time.Millisecond
+	MaxPullHeartbeat = 15 * time.Second
 	// MaxSnapshotBytes bounds a stored snapshot object: 2^24 buckets dense
 	// (128 MiB) plus chunk frame overhead.
 	MaxSnapshotBytes = 130 << 20
@@ -56,6 +65,12 @@ type Config struct {
 	// PullMessages is how many log messages a lane keeps requested (the
 	// pipelining that hides the WAN round trip); optional; default: 1024.
 	PullMessages int
+	// PullHeartbeat is the idle heartbeat a lane's delta-log pull asks the
+	// server for; two missed end the pull and the lane resubscribes (a
+	// restarted nats-server or a healed link is noticed after about twice
+	// this). Each lane receives one small message per heartbeat while idle;
+	// optional; default: 1s; from 500ms to 15s.
+	PullHeartbeat time.Duration
 	// Filter, when set, sees every delta-log frame of a lane before it is
 	// decoded and returns the frames to apply instead (none drops it, two
 	// copies duplicate it, holding one back reorders): fault injection at
@@ -122,6 +137,10 @@ func (c *Config) setDefaults() error {
 	def(&c.RetryEvery, DefaultRetryEvery)
 	if c.PullMessages <= 0 {
 		c.PullMessages = DefaultPullMessages
+	}
+	def(&c.PullHeartbeat, DefaultPullHeartbeat)
+	if c.PullHeartbeat < MinPullHeartbeat || c.PullHeartbeat > MaxPullHeartbeat {
+		return fmt.Errorf("%w: pull heartbeat %v outside %v…%v", ErrBadConfig, c.PullHeartbeat, MinPullHeartbeat, MaxPullHeartbeat)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

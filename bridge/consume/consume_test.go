@@ -337,6 +337,9 @@ func TestNew_RejectsBadConfigAndMissingRelays(t *testing.T) {
 		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{1}, Prefix: "goindex.*"},
 		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{1}, Prefix: ">"},
 		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{1}, Prefix: "a..b"},
+		// nats.go refuses a heartbeat under 500 ms, or over half the expiry.
+		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{1}, PullHeartbeat: 100 * time.Millisecond},
+		{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{1}, PullHeartbeat: 20 * time.Second},
 	}
 	for i, cfg := range bad {
 		if _, err := New(ctx, cfg); !errors.Is(err, ErrBadConfig) {

@@ -413,7 +413,7 @@ func (l *laneRunner) follow(ctx context.Context, js jetstream.JetStream, info *r
 	if err != nil {
 		return fmt.Errorf("follow %s from %d: %w", info.Stream, logSeq+1, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.PullMessages))
+	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.PullMessages), jetstream.PullHeartbeat(cfg.PullHeartbeat))
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", info.Stream, err)
 	}
