@@ -170,6 +170,7 @@
 //   - lane.go: LaneInfo, LaneState and Load, the lane record's atomic encoding, LoadOf.
 //   - mapping.go: mapping a file and building the replica table over it; re-validation; Info.
 //   - guard.go: the fault guard of mapped accesses, Faulted.
+//   - populate_linux.go, populate_other.go: backing a new file's pages at Create (MADV_POPULATE_WRITE).
 //   - writer.go: Writer, Create (temporary file, rename, retire; replacing a damaged file), Resize, Check.
 //   - lanes.go: Lanes, the guarded lane writes of a Writer (ingest.LaneTable).
 //   - integrity.go: the lanes' segment sums: kept by every store, sealed by whole snapshots, verified.

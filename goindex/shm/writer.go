@@ -83,6 +83,7 @@ func createAfter(path string, l Layout, after uint64) (*Writer, error) {
 	if err != nil {
 		return fail(err)
 	}
+	populate(m.data)
 	if err := os.Rename(tmp, path); err != nil {
 		m.unmap()
 		return fail(fmt.Errorf("shm: rename %s into place: %w", tmp, err))
