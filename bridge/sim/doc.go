@@ -135,6 +135,7 @@
 //   - report.go: WriteReport: the Markdown report and its PNG charts (policy styles, calibration chart).
 //   - sweep.go: Sweep: ttft against the baselines on a grid of loads, worker counts and KV sizes.
 //   - sweepreport.go: WriteSweep, SweepMarkdown: the sweep's table and heat map.
+//   - console.go: a run's and a sweep's text, JSON and progress lines for a terminal.
 //
 // # Tests
 //

@@ -59,7 +59,7 @@
 //
 // # Files
 //
-//   - reader.go: Request, Reader, ReadAll, the line and id limits.
+//   - reader.go: Request, Reader, ReadAll, ReadFile, the line and id limits.
 //   - transform.go: Stretch, Duplicate, MaxID, Partition.
 //   - hashing.go: Scheme, Mapper (hash ids → local block hashes).
 //   - engine.go: Engine, the LRU prefix cache that emits events.

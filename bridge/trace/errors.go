@@ -20,6 +20,9 @@ var ErrMalformed = errors.New("trace: malformed request")
 // ErrIDOverflow means a transform would push a hash id past 2^64 − 1.
 var ErrIDOverflow = errors.New("trace: hash id overflows uint64")
 
+// ErrEmpty means a trace file holds no request.
+var ErrEmpty = errors.New("trace: no requests")
+
 // ErrConfig reports an invalid configuration or transform factor.
 var ErrConfig = errors.New("trace: invalid config")
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 )
 
@@ -120,6 +121,32 @@ func ReadAll(r io.Reader, cfg ReaderConfig) ([]Request, error) {
 		}
 		out = append(out, req)
 	}
+}
+
+// ReadFile reads the first n requests of the trace file at path (all of
+// them when n is 0). A file without any request is an error (ErrEmpty).
+func ReadFile(path string, n int, cfg ReaderConfig) ([]Request, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := NewReader(f, cfg)
+	var reqs []Request
+	for n == 0 || len(reqs) < n {
+		req, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		reqs = append(reqs, req)
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, ErrEmpty)
+	}
+	return reqs, nil
 }
 
 // parseRequest decodes one non-blank line token by token, so that the id

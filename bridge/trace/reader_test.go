@@ -220,3 +220,39 @@ func encodeRequest(req Request) []byte {
 	b.WriteString("]}")
 	return b.Bytes()
 }
+
+func TestReadFile_APrefixOrTheWholeFile(t *testing.T) {
+	all := readSlice(t)
+	for _, n := range []int{0, 1, 37, 400, 500} {
+		got, err := ReadFile(slicePath, n, ReaderConfig{})
+		want := all
+		if n > 0 && n < len(all) {
+			want = all[:n]
+		}
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("ReadFile(%s, %d) = %d requests, %v; want the first %d", slicePath, n, len(got), err, len(want))
+		}
+	}
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.jsonl")
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(empty, []byte("\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [0]}\nnot json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(empty, 0, ReaderConfig{}); !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), empty) {
+		t.Errorf("ReadFile(blank lines) = %v, want ErrEmpty naming the file", err)
+	}
+	var le *LineError
+	if _, err := ReadFile(bad, 0, ReaderConfig{}); !errors.As(err, &le) || le.Line != 2 {
+		t.Errorf("ReadFile(bad line 2) = %v, want a LineError at line 2", err)
+	}
+	if got, err := ReadFile(bad, 1, ReaderConfig{}); err != nil || len(got) != 1 {
+		t.Errorf("ReadFile(bad line 2, 1) = %d, %v; want the first request only", len(got), err)
+	}
+	if _, err := ReadFile(filepath.Join(dir, "missing"), 0, ReaderConfig{}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ReadFile(missing) = %v, want os.ErrNotExist", err)
+	}
+}

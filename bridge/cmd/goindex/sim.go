@@ -10,8 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/goindex/goindex/bridge/sim"
@@ -235,7 +233,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *sweep && *requests == 0 {
 		*requests = defaultSweepRequests
 	}
-	reqs, err := readTracePrefix(*tracePath, *requests)
+	reqs, err := trace.ReadFile(*tracePath, *requests, trace.ReaderConfig{})
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
@@ -303,10 +301,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if sc.Baselines, err = sim.ParsePolicies(*sweepBase); err != nil {
 			return usageErr("--sweep-baselines: %v", err)
 		}
-		return runSweep(ctx, sc, w, simInput{Trace: *tracePath, Requests: len(reqs)}, *reportDir, *asJSON, *quiet, stdout, stderr)
+		return runSweep(ctx, sc, w, sim.RunInput{Trace: *tracePath, Requests: len(reqs)}, *reportDir, *asJSON, *quiet, stdout, stderr)
 	}
 	if !*quiet {
-		cfg.Progress = progressPrinter(stderr, len(pols))
+		cfg.Progress = sim.ProgressPrinter(stderr, len(pols), simProgressEvery)
 	}
 	began := time.Now()
 	rep, err := sim.Run(ctx, cfg, w)
@@ -316,25 +314,17 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	in := simInput{Trace: *tracePath, Requests: len(reqs), WallSeconds: time.Since(began).Seconds()}
+	in := sim.RunInput{Trace: *tracePath, Requests: len(reqs), WallSeconds: time.Since(began).Seconds()}
 	if *reportDir != "" {
 		if err := sim.WriteReport(*reportDir, rep, in.Trace); err != nil {
 			return fmt.Errorf("sim: report: %w", err)
 		}
 	}
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(simJSON(rep, in))
+		return json.NewEncoder(stdout).Encode(sim.ReportJSON(rep, in))
 	}
-	printSim(stdout, rep, in, *reportDir)
+	sim.WriteTable(stdout, rep, in, *reportDir)
 	return nil
-}
-
-// simInput is what the command adds to a report: where the trace came
-// from and how long the whole run took.
-type simInput struct {
-	Trace       string
-	Requests    int
-	WallSeconds float64
 }
 
 func policyNames() string {
@@ -400,128 +390,11 @@ func loadGrid(path, dcs string) (*sim.Grid, error) {
 	return g, nil
 }
 
-// readTracePrefix reads the first n requests of a Mooncake trace (all of
-// them when n is 0).
-func readTracePrefix(path string, n int) ([]trace.Request, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r := trace.NewReader(f, trace.ReaderConfig{})
-	var reqs []trace.Request
-	for n == 0 || len(reqs) < n {
-		req, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		reqs = append(reqs, req)
-	}
-	if len(reqs) == 0 {
-		return nil, fmt.Errorf("%s: no requests", path)
-	}
-	return reqs, nil
-}
-
-// progressPrinter returns a Progress callback that prints a line per
-// finished policy and, at most every simProgressEvery, the latest state.
-func progressPrinter(w io.Writer, policies int) func(sim.Progress) {
-	var mu sync.Mutex
-	last := time.Now()
-	finished := 0
-	return func(p sim.Progress) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case p.Done:
-			finished++
-			fmt.Fprintf(w, "sim: %-16s done: %d requests in %.1f simulated s (%d of %d policies)\n", p.Policy, p.Completed, p.SimMs/1000, finished, policies)
-		case time.Since(last) >= simProgressEvery:
-			last = time.Now()
-			fmt.Fprintf(w, "sim: %-16s %d/%d requests, %.1f simulated s\n", p.Policy, p.Completed, p.Total, p.SimMs/1000)
-		}
-	}
-}
-
-// simJSON is the --json object: per-policy figures keyed by name, and the
-// configuration the run used.
-func simJSON(rep *sim.Report, in simInput) map[string]any {
-	pols := make(map[string]*sim.Result, len(rep.Results))
-	order := make([]string, len(rep.Results))
-	for i, r := range rep.Results {
-		pols[r.Policy] = r
-		order[i] = r.Policy
-	}
-	c := rep.Config
-	return map[string]any{
-		"policies": pols,
-		"ideal":    rep.Ideal,
-		"config": map[string]any{
-			"policies": order, "trace": in.Trace, "requests": in.Requests, "sites": c.Grid.Sites, "router_site": c.RouterSite,
-			"one_site": c.OneSite, "clients": rep.Clients, "single_dc_site": rep.SingleDCSite,
-			"workers_per_dc": c.WorkersPerDC, "kv_blocks_per_worker": c.KVBlocksPerWorker, "block_size": c.BlockSize,
-			"prefill_tokens_per_ms": c.PrefillTokensPerMs, "decode_ms_per_token": c.DecodeMsPerToken,
-			"decode_ms_per_ktoken": c.DecodeMsPerKToken, "token_budget": c.TokenBudget, "prefill_jitter": c.PrefillJitter,
-			"batch_limit": c.BatchLimit, "concurrency": c.Concurrency, "open_loop": c.OpenLoop, "time_scale": c.TimeScale,
-			"warmup_requests":         rep.Warmup,
-			"load_report_interval_ms": float64(c.LoadReportInterval) / float64(time.Millisecond),
-			"rtt_jitter_ms":           float64(c.RTTJitter) / float64(time.Millisecond),
-			"inflight":                !c.NoInflight, "queue_drain": !c.NoQueueDrain, "drift": !c.NoDrift, "calibration": !c.NoCalibration, "calibrate": c.Calibrate, "dc_speed": c.DCSpeed, "price_others": c.PriceOthers, "seed": c.Seed, "wall_s": in.WallSeconds,
-		},
-	}
-}
-
-// printSim prints the human-readable comparison table.
-func printSim(w io.Writer, rep *sim.Report, in simInput, reportDir string) {
-	c := rep.Config
-	mode := fmt.Sprintf("closed loop, concurrency %d", c.Concurrency)
-	if c.OpenLoop {
-		mode = fmt.Sprintf("open loop, time scale %g", c.TimeScale)
-	}
-	fmt.Fprintf(w, "goindex sim: %s, %d requests; %d DCs × %d workers; clients: %s; %s\n",
-		in.Trace, in.Requests, len(c.Grid.Sites), c.WorkersPerDC, rep.Clients, mode)
-	fmt.Fprintf(w, "model: %d KV blocks × %d tokens per worker, compute %g tokens/ms, iteration ≥ %g ms + %g ms per 1k context tokens, budget %d tokens, batch limit %d; load reports every %v, RTT jitter ≤ %v\n",
-		c.KVBlocksPerWorker, c.BlockSize, c.PrefillTokensPerMs, c.DecodeMsPerToken, c.DecodeMsPerKToken, c.TokenBudget, c.BatchLimit, c.LoadReportInterval, c.RTTJitter)
-	if rep.Warmup > 0 {
-		fmt.Fprintf(w, "figures over requests %d–%d: the first %d (the start-up burst to cold caches) are served but not counted (--warmup)\n",
-			rep.Warmup+1, in.Requests, rep.Warmup)
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tworkers/DCs\treq/s\tTTFT p50 ms\tp95\tp99\te2e p95 ms\thit rate\tWAN hops\tmean RTT ms\timbalance\tpreempt\tCKF over/under\t≠exact\t≠ckf\t")
-	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%s\t%d/%d\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f%%\t%d\t%.1f\t%.2f\t%d\t%d/%d\t%d\t%d\t\n",
-			r.Policy, r.Capacity.Workers, r.Capacity.DCs, r.ThroughputRPS, r.TTFTp50Ms, r.TTFTp95Ms, r.TTFTp99Ms, r.E2Ep95Ms, 100*r.HitRate,
-			r.WANHops, r.MeanRTTms, r.LoadImbalance, r.Preemptions, r.CKF.Overcounts, r.CKF.Undercounts, r.CKF.ExactDisagreements, r.CKF.CKFDisagreements)
-	}
-	tw.Flush()
-	checks := 0
-	for _, r := range rep.Results {
-		checks = max(checks, r.CKF.LaneChecks)
-	}
-	fmt.Fprintf(w, "\nworkers/DCs: the capacity each policy ran on (%d KV blocks per worker); single-dc is one DC at %s holding the grid's workers, single-dc-slice one DC's own share. WAN hops: requests served outside their client's site.\n", c.KVBlocksPerWorker, rep.SingleDCSite)
-	fmt.Fprintf(w, "CKF over/under: probe depth above/below the exact depth of the lane's delivered state, of up to %d lane checks per policy (every ready lane of the deciding router at every decision); every lane converged to its producer's bytes.\n", checks)
-	fmt.Fprintf(w, "≠exact: decisions a prefix-aware policy would have made differently with every DC's exact, current depth; ≠ckf: with each lane's exact depth of its delivered state (the CKF's own effect).\n")
-	fmt.Fprintf(w, "ideal (infinite shared cache, no queue, no RTT): TTFT p50 %.0f, p95 %.0f, p99 %.0f ms, hit rate %.1f%%\n",
-		rep.Ideal.TTFTp50Ms, rep.Ideal.TTFTp95Ms, rep.Ideal.TTFTp99Ms, 100*rep.Ideal.HitRate)
-	if reportDir != "" {
-		fmt.Fprintf(w, "report: %s\n", reportDir+"/report.md")
-	}
-	fmt.Fprintf(w, "wall time %.1f s\n", in.WallSeconds)
-}
-
 // runSweep runs the sweep sc on w and prints its table (or JSON), writing
 // the report and heat map into reportDir when given.
-func runSweep(ctx context.Context, sc sim.SweepConfig, w *sim.Workload, in simInput, reportDir string, asJSON, quiet bool, stdout, stderr io.Writer) error {
-	began := time.Now()
+func runSweep(ctx context.Context, sc sim.SweepConfig, w *sim.Workload, in sim.RunInput, reportDir string, asJSON, quiet bool, stdout, stderr io.Writer) error {
 	if !quiet {
-		sc.Progress = func(done, total int, c *sim.SweepCell) {
-			fmt.Fprintf(stderr, "sweep: %d/%d %s, %d workers/DC, KV %g×: ttft %+.1f%% vs %s (%.0f s)\n",
-				done, total, c.Setting(), c.WorkersPerDC, c.KVScale, 100*c.Delta, c.Best, time.Since(began).Seconds())
-		}
+		sc.Progress = sim.SweepProgressPrinter(stderr, time.Now())
 	}
 	rep, err := sim.Sweep(ctx, sc, w)
 	if errors.Is(err, sim.ErrConfig) {
@@ -538,14 +411,7 @@ func runSweep(ctx context.Context, sc sim.SweepConfig, w *sim.Workload, in simIn
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
-	if _, err := stdout.Write(sim.SweepMarkdown(rep, in.Trace)); err != nil {
-		return err
-	}
-	if reportDir != "" {
-		fmt.Fprintf(stdout, "\nreport: %s, heat map: %s\n", reportDir+"/"+sim.SweepReportFile, reportDir+"/"+sim.SweepHeatmapFile)
-	}
-	fmt.Fprintf(stdout, "wall time %.1f s\n", rep.WallSeconds)
-	return nil
+	return sim.WriteSweepTable(stdout, rep, in.Trace, reportDir)
 }
 
 // parseInts parses a comma-separated list of positive integers.
