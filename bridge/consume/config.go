@@ -26,6 +26,13 @@ const (
 	// nats.go refuses under 500 ms, and above half the pull's 30 s expiry.
 	MinPullHeartbeat = 500 * time.Millisecond
 	MaxPullHeartbeat = 15 * time.Second
+	// DefaultSnapshotReads bounds the stored snapshots read at once. Each
+	// read is an object-store push that keeps a few MiB in flight (the
+	// server's flow-control window), and the server closes a connection
+	// whose unread data passes its max_pending (64 MiB by default): 13
+	// lanes of 10M blocks read at once on a busy 2-core consumer did, and
+	// every lane in flight lost its read (BENCHMARKS.md, bench relay).
+	DefaultSnapshotReads = 4
 	// MaxSnapshotBytes bounds a stored snapshot object: 2^24 buckets dense
 	// (128 MiB) plus chunk frame overhead.
 	MaxSnapshotBytes = 130 << 20
@@ -65,6 +72,10 @@ type Config struct {
 	// PullMessages is how many log messages a lane keeps requested (the
 	// pipelining that hides the WAN round trip); optional; default: 1024.
 	PullMessages int
+	// SnapshotReads is how many lanes read their stored snapshot at once
+	// (the others wait their turn; a lane decodes and installs after its
+	// read, outside the bound); optional; default: DefaultSnapshotReads.
+	SnapshotReads int
 	// PullHeartbeat is the idle heartbeat a lane's delta-log pull asks the
 	// server for; two missed end the pull and the lane resubscribes (a
 	// restarted nats-server or a healed link is noticed after about twice
@@ -135,6 +146,9 @@ func (c *Config) setDefaults() error {
 	def(&c.PingEvery, DefaultPingEvery)
 	def(&c.RequestTimeout, DefaultRequestTimeout)
 	def(&c.RetryEvery, DefaultRetryEvery)
+	if c.SnapshotReads <= 0 {
+		c.SnapshotReads = DefaultSnapshotReads
+	}
 	if c.PullMessages <= 0 {
 		c.PullMessages = DefaultPullMessages
 	}

@@ -552,3 +552,61 @@ func TestConsumer_CorruptLaneIsResyncedFromASnapshot(t *testing.T) {
 		return nil
 	})
 }
+
+// TestConsumer_StoredSnapshotsAreReadInTurn: a lane reads its stored
+// snapshot only in one of the consumer's read slots (Config.SnapshotReads)
+// and gives it back after the read: while the only slot is taken no lane
+// installs a snapshot, and once it is free every lane does, in turn.
+func TestConsumer_StoredSnapshotsAreReadInTurn(t *testing.T) {
+	seed := relaytest.Seed(t, 13)
+	_, nc := natstest.Start(t)
+	relays := []*dcRelay{startRelay(t, nc, 1, seed), startRelay(t, nc, 2, seed), startRelay(t, nc, 3, seed)}
+	for _, d := range relays {
+		d.feed(t, nc, 200)
+	}
+	path := filepath.Join(t.TempDir(), "replica")
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, err := New(ctx, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{1, 2, 3}, Path: path, SnapshotReads: 1})
+	if err != nil {
+		t.Fatalf("consume.New: %v", err)
+	}
+	c.reads <- struct{}{} // the only slot, taken
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(rctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+		for _, st := range c.Status() {
+			if st.State != ingest.StateAwaiting.String() && st.State != ingest.StateReady.String() {
+				return fmt.Errorf("lane %d is %s, want a lease", st.Lane, st.State)
+			}
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // room for a read that the slot does not hold back
+	reader, err := shm.Attach(path)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	defer reader.Close()
+	for _, st := range c.Status() {
+		if st.Snapshots != 0 || reader.Ready()&(1<<st.Lane) != 0 {
+			t.Fatalf("lane %d installed a snapshot (%d, ready mask %#x) while no read slot was free", st.Lane, st.Snapshots, reader.Ready())
+		}
+	}
+	<-c.reads
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
+		for i, d := range relays {
+			if err := converged(ctx, reader, i, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, st := range c.Status() {
+		if st.Snapshots != 1 || st.Resyncs != 0 {
+			t.Errorf("lane %d: %d snapshots, %d resyncs; want 1 and 0", st.Lane, st.Snapshots, st.Resyncs)
+		}
+	}
+}

@@ -34,6 +34,9 @@ type Consumer struct {
 	layout   shm.Layout
 	lanes    []*laneRunner
 
+	// reads holds a token per stored snapshot being read (Config.SnapshotReads).
+	reads chan struct{}
+
 	jsMu sync.Mutex
 	js   map[string]jetstream.JetStream // by JetStream domain
 
@@ -72,7 +75,7 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	c := &Consumer{cfg: cfg, js: map[string]jetstream.JetStream{},
+	c := &Consumer{cfg: cfg, js: map[string]jetstream.JetStream{}, reads: make(chan struct{}, cfg.SnapshotReads),
 		manifest: relayproto.Manifest{ConsumerInstance: cfg.Instance, Domain: cfg.Domain, Format: format},
 		layout:   shm.Layout{Seed: cfg.Seed, Buckets: cfg.Buckets, Domain: uint64(cfg.Domain), ConsumerInstance: cfg.Instance}}
 	for _, dc := range cfg.DCs {

@@ -13,7 +13,9 @@
 // subscriptions in a loop. One subscription: ping the relay for its Info
 // (identity, JetStream domain, asset names); take the lane's next lease
 // and Assign the identity; install the stored snapshot, whose metadata say
-// which log position it reflects; then follow the log from just after that
+// which log position it reflects (read in one of Config.SnapshotReads
+// slots: a cold start's lanes read in turns, so the object pushes in
+// flight stay under the NATS server's per-connection limit); then follow the log from just after that
 // position with an ordered JetStream consumer (PullMessages pipelined, so
 // the WAN round trip is paid once), stamping the subscription's lease on
 // every delta, heartbeat and drain marker (fan-out transport [EXT]).

@@ -240,6 +240,15 @@ func (l *laneRunner) fail(err error) error {
 // fresh one (the next sync installs it).
 func (l *laneRunner) install(ctx context.Context, js jetstream.JetStream, info *relay.Info, lease relayproto.Lease) (uint64, error) {
 	cfg := &l.c.cfg
+	// One of the consumer's read slots (Config.SnapshotReads), taken
+	// before the read's deadline starts.
+	select {
+	case l.c.reads <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("wait to read the stored snapshot: %w", ctx.Err())
+	}
+	release := sync.OnceFunc(func() { <-l.c.reads })
+	defer release()
 	c, cancel := context.WithTimeout(ctx, 10*cfg.RequestTimeout)
 	defer cancel()
 	obs, err := js.ObjectStore(c, info.SnapshotBucket)
@@ -265,6 +274,7 @@ func (l *laneRunner) install(ctx context.Context, js jetstream.JetStream, info *
 	if err != nil {
 		return 0, err
 	}
+	release() // decoding and installing need no read slot
 	if len(body) > MaxSnapshotBytes {
 		return 0, fmt.Errorf("%w: more than %d bytes", ErrSnapshotTooLarge, MaxSnapshotBytes)
 	}
@@ -377,11 +387,15 @@ func readStored(ctx context.Context, res jetstream.ObjectResult, meta *jetstream
 // retained checks that the log still holds everything after logSeq; if
 // not, it asks the relay for a fresh snapshot and returns ErrDeltasGone.
 func (l *laneRunner) retained(ctx context.Context, js jetstream.JetStream, info *relay.Info, logSeq uint64) error {
-	stream, err := js.Stream(ctx, info.Stream)
+	// Two requests, each a RequestTimeout at most (not the read's 10×: a
+	// reply lost with a dropped connection should cost little).
+	rc, cancel := context.WithTimeout(ctx, l.c.cfg.RequestTimeout)
+	defer cancel()
+	stream, err := js.Stream(rc, info.Stream)
 	if err != nil {
 		return fmt.Errorf("delta log %s: %w", info.Stream, err)
 	}
-	si, err := stream.Info(ctx)
+	si, err := stream.Info(rc)
 	if err != nil {
 		return fmt.Errorf("delta log %s: %w", info.Stream, err)
 	}
