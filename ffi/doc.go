@@ -28,10 +28,10 @@
 // dynamo/selector, whose cost model chooses. select fails open: anything it
 // cannot use, a panic included, is USE_DEFAULT with the reason. A state
 // whose config names a replica takes its DC's measured rates from it
-// through the engine's one replica follower (goindex/follow), which also
-// decides what is unusable: a missing, damaged or stale replica, a lane not
-// ready, a load report past max_staleness_ms are USE_DEFAULT, named by
-// follow's Reason.
+// (selector.Open's Replica, over the engine's one replica follower,
+// goindex/follow, which also decides what is unusable: a missing, damaged
+// or stale replica, a lane not ready, a load report past max_staleness_ms
+// are USE_DEFAULT, named by follow's Reason).
 //
 // # Invariants
 //
@@ -70,8 +70,7 @@
 //   - errors.go: the ABI's sentinels and the one error-to-code table.
 //   - plugin.go: the Go side of Dynamo's worker-selector plugin: state
 //     registry, the layouts' checks and decoding, the call into
-//     dynamo/selector, fail-open statuses, and a state's replica rates
-//     through goindex/follow.
+//     dynamo/selector, fail-open statuses.
 //   - plugin_costs.go: goindex_worker_costs's Go side: a plugin state's
 //     per-worker costs for Dynamo's compile-time scorer (dynamo/rust/goindex-scorer).
 //   - benchexport.go: goindex_bench_inprocess, only in the benchmark build

@@ -156,20 +156,8 @@ func goindex_insert(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, e
 	localHashes *C.goindex_in_u64, nBlocks C.size_t) (rc C.int) {
 	const call = "goindex_insert"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
-	if h == nil {
-		return C.GOINDEX_EHANDLE
-	}
-	ext, err := view[uint64](externalHashes, nBlocks, C.GOINDEX_MAX_BLOCKS, "external_hashes")
-	if err != nil {
-		return h.fail(call, err)
-	}
-	locals, err := view[uint64](localHashes, nBlocks, C.GOINDEX_MAX_BLOCKS, "local_hashes")
-	if err != nil {
-		return h.fail(call, err)
-	}
-	ev := storedEvent(member(workerID, dpRank), uint64(eventID), (*uint64)(unsafe.Pointer(parentHash)), ext, locals)
-	return h.result(call, h.ix.Apply(ev))
+	return insert(call, uint64(handle), member(workerID, dpRank), eventID, parentHash, externalHashes, nBlocks,
+		viewLocals(localHashes, nBlocks))
 }
 
 //export goindex_insert_tokens
@@ -180,7 +168,44 @@ func goindex_insert_tokens(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint
 	cacheNamespace *C.goindex_in_char, namespaceLen C.size_t) (rc C.int) {
 	const call = "goindex_insert_tokens"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	return insert(call, uint64(handle), member(workerID, dpRank), eventID, parentHash, externalHashes, nBlocks,
+		hashLocals(tokens, nTokens, loraName, loraLen, cacheNamespace, namespaceLen))
+}
+
+// localsOf gives an insert's local hashes for its external hashes ext.
+type localsOf func(h *handle, ext []uint64) ([]uint64, error)
+
+// viewLocals is goindex_insert's: the host's array, checked and viewed.
+func viewLocals(localHashes *C.goindex_in_u64, n C.size_t) localsOf {
+	return func(*handle, []uint64) ([]uint64, error) {
+		return view[uint64](localHashes, n, C.GOINDEX_MAX_BLOCKS, "local_hashes")
+	}
+}
+
+// hashLocals is goindex_insert_tokens's: the hashes of the blocks' tokens,
+// which must cover every block.
+func hashLocals(tokens *C.goindex_in_u32, nTokens C.size_t, loraName *C.goindex_in_char, loraLen C.size_t,
+	cacheNamespace *C.goindex_in_char, namespaceLen C.size_t) localsOf {
+	return func(h *handle, ext []uint64) ([]uint64, error) {
+		toks, lora, ns, err := tokenArgs(tokens, nTokens, loraName, loraLen, cacheNamespace, namespaceLen)
+		if err != nil {
+			return nil, err
+		}
+		bs := h.ix.Config().BlockSize
+		need := len(ext) * bs
+		if len(toks) < need {
+			return nil, fmt.Errorf("%w: %d blocks of %d tokens need %d tokens, got %d", errInvalid, len(ext), bs, need, len(toks))
+		}
+		return h.ix.HashTokens(nil, toks[:need], lora, ns)
+	}
+}
+
+// insert is goindex_insert's and goindex_insert_tokens's steps after the
+// guard: the handle, the external hashes, their local hashes, and the
+// stored event, built in Go memory, applied.
+func insert(call string, id uint64, m kv.Member, eventID C.uint64_t, parentHash *C.goindex_in_u64,
+	externalHashes *C.goindex_in_u64, nBlocks C.size_t, locals localsOf) C.int {
+	h := handles.get(id)
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -188,20 +213,11 @@ func goindex_insert_tokens(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint
 	if err != nil {
 		return h.fail(call, err)
 	}
-	toks, lora, ns, err := tokenArgs(tokens, nTokens, loraName, loraLen, cacheNamespace, namespaceLen)
+	loc, err := locals(h, ext)
 	if err != nil {
 		return h.fail(call, err)
 	}
-	bs := h.ix.Config().BlockSize
-	need := len(ext) * bs
-	if len(toks) < need {
-		return h.fail(call, fmt.Errorf("%w: %d blocks of %d tokens need %d tokens, got %d", errInvalid, len(ext), bs, need, len(toks)))
-	}
-	locals, err := h.ix.HashTokens(nil, toks[:need], lora, ns)
-	if err != nil {
-		return h.fail(call, err)
-	}
-	ev := storedEvent(member(workerID, dpRank), uint64(eventID), (*uint64)(unsafe.Pointer(parentHash)), ext, locals)
+	ev := storedEvent(m, uint64(eventID), (*uint64)(unsafe.Pointer(parentHash)), ext, loc)
 	return h.result(call, h.ix.Apply(ev))
 }
 

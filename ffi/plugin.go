@@ -8,15 +8,11 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
-	"time"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/goindex/goindex/dynamo/selector"
-	"github.com/goindex/goindex/goindex/follow"
-	"github.com/goindex/goindex/goindex/score"
 )
 
 // The Go side of Dynamo's worker-selector plugin (dynamo-compat §5a;
@@ -52,19 +48,16 @@ var (
 	// unknown layout, a NULL or misaligned pointer, a size out of range);
 	// it answers USE_DEFAULT.
 	errUnfamiliar = errors.New("goindex plugin: use default")
-	// errReplicaUnusable: a plugin state's replica cannot give its DC's
-	// rates (follow's verdict); select answers USE_DEFAULT with it.
-	errReplicaUnusable = errors.New("goindex plugin: use default: replica")
 )
 
 // pluginState is one plugin state: the selector of one Dynamo router
-// (decode or prefill), its replica (nil without one) and its scratch.
-// Dynamo serializes select per state; mu makes concurrent misuse safe too.
+// (decode or prefill, with its replica when the config names one) and its
+// scratch. Dynamo serializes select per state; mu makes concurrent misuse
+// safe too.
 type pluginState struct {
-	sel     *selector.Selector
-	replica *replicaRates
-	mu      sync.Mutex
-	cands   []selector.Candidate // scratch, under mu
+	sel   *selector.Selector
+	mu    sync.Mutex
+	cands []selector.Candidate // scratch, under mu
 }
 
 // maxRouterRole is the largest router_role Dynamo passes to create (0
@@ -137,12 +130,7 @@ func dynamoSelectorCreate(cfg *C.goindex_in_u8, cfgLen C.size_t, role C.uint32_t
 		return invalid(eb, "%v", err)
 	}
 	st := &pluginState{}
-	var rates selector.Source
-	if c.Replica != "" {
-		st.replica = newReplicaRates(c.Replica, *c.DC, c.Staleness())
-		rates = st.replica
-	}
-	if st.sel, err = selector.New(c, rates); err != nil {
+	if st.sel, err = selector.Open(c); err != nil {
 		return invalid(eb, "%v", err)
 	}
 	*stateOut = C.uint64_t(handles.plugins.add(st))
@@ -197,68 +185,9 @@ func dynamoSelectorRequiredInputs(state C.uint64_t, inputsOut *C.uint64_t, eb *w
 //export dynamoSelectorDestroy
 func dynamoSelectorDestroy(state C.uint64_t) {
 	defer func() { _ = recover() }() // destroy has no status to report a panic with
-	if st := handles.plugins.remove(uint64(state)); st != nil && st.replica != nil {
-		st.replica.f.Close()
+	if st := handles.plugins.remove(uint64(state)); st != nil {
+		st.sel.Close()
 	}
-}
-
-// replicaRates is a plugin state's selector.Source: its DC's measured
-// rates from goindex's shared replica, through the engine's one replica
-// follower (goindex/follow), which attaches the file (again at every
-// check while it is missing, so a replica that appears after Dynamo
-// started is picked up), follows its generations and judges it. The
-// follower decides what is unusable, as it does for goindex_score and
-// goindex route: the replica missing, damaged or its consumer stale
-// (Health), the DC without a ready lane, its load report older than
-// max_staleness_ms (SetSignals); select then answers USE_DEFAULT with
-// follow's Reason and the detail.
-type replicaRates struct {
-	f      *follow.Follower
-	dc     uint64
-	maxAge time.Duration
-	// clock is the time heartbeats and load reports are aged by; tests
-	// move it.
-	clock func() time.Time
-}
-
-func newReplicaRates(path string, dc uint64, stalenessMs float64) *replicaRates {
-	r := &replicaRates{dc: dc, maxAge: time.Duration(stalenessMs * float64(time.Millisecond)), clock: time.Now}
-	r.f = follow.New(path, follow.Config{MaxStaleness: r.maxAge, Clock: func() time.Time { return r.clock() }})
-	return r
-}
-
-// DCRates returns the DC's rates from its lane's load report, or an
-// errReplicaUnusable saying why there are none to trust.
-func (r *replicaRates) DCRates() (selector.DCRates, error) {
-	if h := r.f.Health(); h.Degraded() {
-		return selector.DCRates{}, fmt.Errorf("%w %s: %v: %w", errReplicaUnusable, r.f.Path(), follow.ReasonOf(h), h.Err)
-	}
-	v := r.f.Acquire()
-	if v == nil { // closed, or gone since Health
-		return selector.DCRates{}, fmt.Errorf("%w %s: %v", errReplicaUnusable, r.f.Path(), follow.ReplicaMissing)
-	}
-	defer v.Release()
-	l := slices.Index(v.DCs(), r.dc)
-	switch {
-	case l < 0:
-		return selector.DCRates{}, fmt.Errorf("%w %s: dc %d has no lane (its DCs: %v)", errReplicaUnusable, r.f.Path(), r.dc, v.DCs())
-	case v.Ready()&(1<<l) == 0:
-		return selector.DCRates{}, fmt.Errorf("%w %s: dc %d's lane is not ready", errReplicaUnusable, r.f.Path(), r.dc)
-	}
-	info := v.Lane(l)
-	now := r.clock()
-	var c score.Candidate
-	follow.SetSignals(&c, &info, now, r.maxAge)
-	if !c.HasLoad {
-		age := "never received"
-		if at := info.Load.ReceivedAt; !at.IsZero() {
-			age = now.Sub(at).Round(time.Millisecond).String() + " old"
-		}
-		return selector.DCRates{}, fmt.Errorf("%w %s: %v: dc %d's load report is %s, over max_staleness_ms %v",
-			errReplicaUnusable, r.f.Path(), follow.SignalsStale, r.dc, age, r.maxAge)
-	}
-	return selector.DCRates{PrefillTokensPerMs: c.PrefillTokensPerMs, QueueTokensPerMs: c.QueueTokensPerMs,
-		DecodeBlocksPerMs: c.DecodeBlocksPerMs, LiveWorkers: info.Load.LiveWorkers}, nil
 }
 
 // decode tells the input's layout by the word at offset 4 (the row

@@ -14,8 +14,8 @@
 // reason (Decision.Why), so Dynamo runs its own selector instead of a
 // decision built on zeros.
 //
-// With a Source (the ffi's view of goindex's shared replica, when the config
-// names one) the throughput rates are the DC's measured ones from its
+// With a Source (a Replica: goindex's shared replica followed through
+// goindex/follow, which Open makes when the config names one) the throughput rates are the DC's measured ones from its
 // relay's load report: one request's prefill speed per worker, and the
 // DC-wide queue and decode rates shared by its live workers. A Source that
 // fails (replica missing, lane not ready, report stale) makes Select answer
@@ -34,10 +34,14 @@
 // Files:
 //   - selector.go: Config, ParseConfig, Selector, Request, Candidate,
 //     DCRates, Source, Select.
-//   - errors.go: ErrBadConfig, ErrBadInput, ErrUseDefault.
+//   - replica.go: Replica, the Source of a config's replica (its DC's
+//     load report through goindex/follow, and the follower's verdicts).
+//   - errors.go: ErrBadConfig, ErrBadInput, ErrUseDefault, ErrReplicaUnusable.
 //
 // Tests check the config parser (the replica keys too), input requirements
 // per policy, the UseDefault fallbacks and their reasons, the decisions
 // against score's cost arithmetic with the config's and a Source's rates,
-// and the bound on the scorer cache.
+// the bound on the scorer cache, and a Replica's rates and every one of
+// the follower's verdicts on replica files written as the consumer writes
+// them.
 package selector

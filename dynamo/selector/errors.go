@@ -10,4 +10,7 @@ var (
 	// ErrUseDefault is the reason of a UseDefault decision the selector
 	// made itself (no candidates, a signal not provided, none eligible).
 	ErrUseDefault = errors.New("selector: use the host's default")
+	// ErrReplicaUnusable is the reason of a UseDefault decision when the
+	// config's replica cannot give its DC's rates (a Replica's verdict).
+	ErrReplicaUnusable = errors.New("selector: use the host's default: replica")
 )

@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/goindex/goindex/goindex/score"
 )
@@ -153,6 +154,7 @@ type Selector struct {
 	cfg    Config
 	policy score.Policy
 	src    Source
+	owned  *Replica // the Source Open made, closed by Close
 	mu     sync.Mutex
 	byBS   map[uint32]*score.Scorer // scorers per block size, at most maxScorers
 	cands  []score.Candidate
@@ -184,6 +186,33 @@ func New(cfg Config, src Source) (*Selector, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Open is New with the Source cfg names: a Replica following cfg.Replica
+// for DC *cfg.DC with cfg's staleness, or none. Close releases it.
+func Open(cfg Config) (*Selector, error) {
+	if cfg.Replica == "" {
+		return New(cfg, nil)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	r := NewReplica(cfg.Replica, *cfg.DC, time.Duration(cfg.Staleness()*float64(time.Millisecond)), nil)
+	s, err := New(cfg, r)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	s.owned = r
+	return s, nil
+}
+
+// Close releases the Replica Open made; a Selector of New has nothing to
+// release. A closed Selector's replica is unusable.
+func (s *Selector) Close() {
+	if s.owned != nil {
+		s.owned.Close()
+	}
 }
 
 // RequiredInputs returns the candidate columns the policy reads. They are
