@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/goindex/goindex/bridge/record"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -172,7 +173,7 @@ func TestRecord_EnvelopesAndLegacyEventsReplayThroughParity(t *testing.T) {
 		t.Fatalf("record did not stop at --max-events %d; stderr: %s", total, stderr.String())
 	}
 
-	var rep recordReport
+	var rep record.Report
 	dec := json.NewDecoder(strings.NewReader(stdout.String()))
 	if err := dec.Decode(&rep); err != nil || dec.More() {
 		t.Fatalf("record --json stdout %q: want one JSON object (%v)", stdout.String(), err)
@@ -187,9 +188,9 @@ func TestRecord_EnvelopesAndLegacyEventsReplayThroughParity(t *testing.T) {
 			}
 		}
 	}
-	want := recordStats{Messages: uint64(total) + 2, Events: uint64(total), Stored: stored, Removed: removed + 1, NonDevice: 1,
+	want := record.Stats{Messages: uint64(total) + 2, Events: uint64(total), Stored: stored, Removed: removed + 1, NonDevice: 1,
 		Malformed: 1, Duplicates: 1, Gaps: 1}
-	got := rep.recordStats
+	got := rep.Stats
 	got.Bytes = 0
 	endpoint := dynamo.Scope{Namespace: "ns", Component: "rec", Endpoint: "generate"}.Subject(dynamo.EventTopic)
 	if got != want || rep.Stopped != "max-events" || len(rep.Subjects) != 3 || rep.Subjects[0] != current || rep.Subjects[1] != legacy ||
@@ -303,7 +304,7 @@ func TestRecord_DurationStopsAnIdleCapture(t *testing.T) {
 	if err != nil {
 		t.Fatalf("record: %v\n%s", err, stderr.String())
 	}
-	var rep recordReport
+	var rep record.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("stdout %q: %v", stdout.String(), err)
 	}
