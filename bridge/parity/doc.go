@@ -78,6 +78,8 @@
 //   - queries.go: Queries, base paths plus diverging variants.
 //   - source.go: ReplayTrace (Mooncake through mock engines), ReplayLog.
 //   - eventlog.go: LogReader, MaxLogLineBytes.
+//   - report.go: Report (a sweep's loads and pooled totals, its text),
+//     ReplayTraceFile, ReplayLogFile, ParseLoads, ParseSearch.
 //
 // # Tests
 //

@@ -320,6 +320,7 @@ func (s *Study) probePositions(f *ProbeFigures, sc *measureScratch) float64 {
 	return expected
 }
 
+// ratio is a/b, or 0 when b is 0.
 func ratio(a, b int) float64 {
 	if b == 0 {
 		return 0

@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/goindex/goindex/bridge/parity"
 )
 
 // parityJSON runs `goindex parity --json args...` and decodes its one JSON
 // object both into the report type and into a generic map (for its shape).
-func parityJSON(t *testing.T, args ...string) (*parityReport, map[string]any) {
+func parityJSON(t *testing.T, args ...string) (*parity.Report, map[string]any) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	if err := runParity(context.Background(), append(args, "--json"), &stdout, &stderr); err != nil {
@@ -28,7 +30,7 @@ func parityJSON(t *testing.T, args ...string) (*parityReport, map[string]any) {
 	if dec.More() {
 		t.Fatalf("parity --json printed more than one JSON object: %q", stdout.String())
 	}
-	var rep parityReport
+	var rep parity.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("decode into parityReport: %v", err)
 	}
