@@ -35,29 +35,18 @@ func DecodeActiveLoad(b []byte) (ActiveLoad, error) {
 	m := newMPReader(b)
 	var out ActiveLoad
 	var haveWorker bool
-	opt := func(has *bool, v *uint64) error {
-		if isNil, err := m.nextNil(); err != nil || isNil {
-			return err
-		}
-		var err error
-		*v, err = m.u64()
-		*has = err == nil
-		return err
-	}
 	err := m.fields(maxStructFields, func(k string) error {
 		switch k {
 		case "worker_id":
-			v, err := m.u64()
-			out.WorkerID, haveWorker = v, err == nil
-			return err
+			return m.present(&out.WorkerID, &haveWorker)
 		case "dp_rank":
 			return m.rank(&out.DpRank)
 		case "active_decode_blocks":
-			return opt(&out.HasActiveDecodeBlocks, &out.ActiveDecodeBlocks)
+			return m.optU64(&out.ActiveDecodeBlocks, &out.HasActiveDecodeBlocks)
 		case "active_prefill_tokens":
-			return opt(&out.HasActivePrefillToks, &out.ActivePrefillTokens)
+			return m.optU64(&out.ActivePrefillTokens, &out.HasActivePrefillToks)
 		case "kv_used_blocks":
-			return opt(&out.HasKVUsedBlocks, &out.KVUsedBlocks)
+			return m.optU64(&out.KVUsedBlocks, &out.HasKVUsedBlocks)
 		}
 		return m.skip()
 	})

@@ -194,6 +194,22 @@ func (m *mpReader) optStr() (string, bool, error) {
 	return s, err == nil, err
 }
 
+// present reads a uint64 into *v, setting *seen when it decoded (a
+// required field's presence).
+func (m *mpReader) present(v *uint64, seen *bool) error {
+	x, err := m.u64()
+	*v, *seen = x, err == nil
+	return err
+}
+
+// optU64 reads nil (nothing set) or a uint64 into *v, setting *has.
+func (m *mpReader) optU64(v *uint64, has *bool) error {
+	if isNil, err := m.nextNil(); err != nil || isNil {
+		return err
+	}
+	return m.present(v, has)
+}
+
 // mapKey reads a string map key.
 func (m *mpReader) mapKey() (string, error) {
 	k, err := m.str()

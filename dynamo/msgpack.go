@@ -139,9 +139,7 @@ func (m *mpReader) routerEvent(out *RouterEvent) error {
 	err := m.fields(maxStructFields, func(k string) error {
 		switch k {
 		case "worker_id":
-			v, err := m.u64()
-			out.WorkerID, haveWorker = v, err == nil
-			return err
+			return m.present(&out.WorkerID, &haveWorker)
 		case "storage_tier":
 			s, ok, err := m.optStr()
 			if err != nil {
