@@ -252,15 +252,8 @@ func markdown(rep *Report, tracePath string) []byte {
 			r.Policy, a.LaneChecks, a.Overcounts, a.OverBlocks, a.Undercounts, a.CapacityOmissions, a.StaleBehind, a.StaleAhead,
 			a.ExactDisagreements, a.CKFDisagreements, 100*a.MaxLoadFactor, a.LanesConverged, x.Deltas, x.DeltaBytes, x.LoadReports, x.LoadReportBytes)
 	}
-	b.WriteString("\n## Per DC\n\nRequests served and busy seconds per DC.\n\n| policy |")
-	for _, s := range c.Grid.Sites {
-		fmt.Fprintf(&b, " %s |", s)
-	}
-	b.WriteString("\n| --- |")
-	for range c.Grid.Sites {
-		b.WriteString(" ---: |")
-	}
-	b.WriteString("\n")
+	b.WriteString("\n## Per DC\n\nRequests served and busy seconds per DC.\n\n")
+	tableHead(&b, "| policy |", c.Grid.Sites, "", "| --- |", "")
 	for _, r := range rep.Results {
 		fmt.Fprintf(&b, "| %s |", r.Policy)
 		for _, d := range r.PerDC {

@@ -58,15 +58,8 @@ func SweepMarkdown(rep *SweepReport, tracePath string) []byte {
 		len(rep.Cells), s.Won, s.Tied, 100*SweepLossMargin, s.Lost, 100*s.BestDelta, 100*s.WorstDelta,
 		s.TargetLost, 100*s.WorstTarget, SweepBandLowC, SweepBandHighC, c.WorkersPerDC, s.BandMet, s.BandCells, 100*SweepBandGain, 100*s.BandWorst)
 	fmt.Fprintf(&b, "![ttft vs the best baseline](%s)\n\n", SweepHeatmapFile)
-	b.WriteString("| load | workers/DC | KV × (blocks) | prefill util. | ttft p95 ms |")
-	for _, p := range rep.Config.Baselines {
-		fmt.Fprintf(&b, " %s |", p)
-	}
-	b.WriteString(" best baseline | Δ vs best | Δ vs better of load-only, prefix-then-load | |\n| --- | ---: | ---: | ---: | ---: |")
-	for range rep.Config.Baselines {
-		b.WriteString(" ---: |")
-	}
-	b.WriteString(" --- | ---: | ---: | --- |\n")
+	tableHead(&b, "| load | workers/DC | KV × (blocks) | prefill util. | ttft p95 ms |", rep.Config.Baselines,
+		" best baseline | Δ vs best | Δ vs better of load-only, prefix-then-load | |", "| --- | ---: | ---: | ---: | ---: |", " --- | ---: | ---: | --- |")
 	for _, cell := range rep.Cells {
 		fmt.Fprintf(&b, "| %s | %d | %g (%d) | %.0f%% | %.0f |", cell.Setting(), cell.WorkersPerDC, cell.KVScale, cell.KVBlocksPerWorker, 100*cell.Utilization, cell.P95ms[TTFT.String()])
 		for _, p := range rep.Config.Baselines {
@@ -79,6 +72,20 @@ func SweepMarkdown(rep *SweepReport, tracePath string) []byte {
 		fmt.Fprintf(&b, " %s | %+.1f%% | %s | %s |\n", cell.Best, 100*cell.Delta, pct(cell.TargetDelta), mark)
 	}
 	return b.Bytes()
+}
+
+// tableHead writes a Markdown table's two header rows: head, a cell per
+// column, tail; then align, a right-aligned cell per column, tailAlign.
+func tableHead[T any](b *bytes.Buffer, head string, cols []T, tail, align, tailAlign string) {
+	b.WriteString(head)
+	for _, c := range cols {
+		fmt.Fprintf(b, " %v |", c)
+	}
+	b.WriteString(tail + "\n" + align)
+	for range cols {
+		b.WriteString(" ---: |")
+	}
+	b.WriteString(tailAlign + "\n")
 }
 
 func pct(v float64) string {
