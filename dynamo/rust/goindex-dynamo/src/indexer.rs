@@ -79,11 +79,20 @@ pub enum Mode {
     Other(u32),
 }
 
-/// Stats are a handle's counters (goindex_counters).
+/// Stats are a handle's counters (goindex_counters): its mode and counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Stats {
     /// mode is the handle's index kind.
     pub mode: Mode,
+    /// counts are the handle's counters.
+    pub counts: Counts,
+}
+
+/// Counts are goindex_counters' counters after its mode, field for field
+/// (the raw struct embeds this one).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Counts {
     /// blocks are the blocks tracked (exact ownership entries).
     pub blocks: u64,
     /// members are the (worker, dp rank) pairs known.
@@ -405,20 +414,7 @@ impl Indexer {
             sys::MODE_GLOBAL => Mode::Global,
             other => Mode::Other(other),
         };
-        Ok(Stats {
-            mode,
-            blocks: c.blocks,
-            members: c.members,
-            lanes_ready: c.lanes_ready,
-            memory_bytes: c.memory_bytes,
-            capacity_omissions: c.capacity_omissions,
-            events_applied: c.events_applied,
-            events_rejected: c.events_rejected,
-            probes: c.probes,
-            frames_applied: c.frames_applied,
-            frames_rejected: c.frames_rejected,
-            replica_generation: c.replica_generation,
-        })
+        Ok(Stats { mode, counts: c.counts })
     }
 }
 

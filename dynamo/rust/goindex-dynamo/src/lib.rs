@@ -101,7 +101,7 @@
 //!   header text.
 //! - `src/error.rs`: [`ErrorKind`], [`Error`], the code table, detail reads.
 //! - `src/event.rs`: Dynamo's identities, events and [`OverlapScores`].
-//! - `src/indexer.rs`: [`Indexer`], [`Salt`], [`Stats`], [`Mode`].
+//! - `src/indexer.rs`: [`Indexer`], [`Salt`], [`Stats`], [`Counts`], [`Mode`].
 //! - `src/score.rs`: [`ScoreRequest`], [`Candidate`], [`Load`],
 //!   [`Policy`], [`ScoreResult`].
 //! - `tests/common/mod.rs`: the tests' block chains, seeded random numbers
@@ -142,7 +142,7 @@ pub use event::{
     DpRank, ExternalSequenceBlockHash, KvCacheEvent, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData,
     KvCacheStoredBlockData, LocalBlockHash, OverlapScores, RouterEvent, WorkerId, WorkerWithDpRank,
 };
-pub use indexer::{abi_version, Indexer, Mode, Salt, Stats};
+pub use indexer::{abi_version, Counts, Indexer, Mode, Salt, Stats};
 pub use score::{Candidate, Load, Policy, ScoreRequest, ScoreResult};
 pub use sys::{ABI_VERSION, MAX_BLOCKS, MAX_CONFIG_BYTES, MAX_NAME_BYTES, MAX_TOKENS};
 

@@ -7,6 +7,8 @@
 
 use std::os::raw::{c_char, c_int};
 
+use crate::indexer::Counts;
+
 /// ABI_VERSION is the header's GOINDEX_ABI_VERSION, the ABI generation this
 /// crate speaks. The library's soname (`libgoindex.so.1`) carries the same
 /// number, so the dynamic loader refuses a library of another generation.
@@ -102,23 +104,14 @@ pub struct ScoreResult {
     pub prefill_ms: f64,
 }
 
-/// goindex_counters. 96 bytes.
+/// goindex_counters. 96 bytes: the header's first two words, then the
+/// counts the crate hands out as [`Counts`].
 #[repr(C)]
 #[derive(Default)]
 pub struct Counters {
     pub struct_size: u32,
     pub mode: u32,
-    pub blocks: u64,
-    pub members: u64,
-    pub lanes_ready: u64,
-    pub memory_bytes: u64,
-    pub capacity_omissions: u64,
-    pub events_applied: u64,
-    pub events_rejected: u64,
-    pub probes: u64,
-    pub frames_applied: u64,
-    pub frames_rejected: u64,
-    pub replica_generation: u64,
+    pub counts: Counts,
 }
 
 // The header's `goindex_in_*` typedefs are const element types: *const here.

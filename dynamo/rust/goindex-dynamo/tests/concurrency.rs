@@ -85,12 +85,12 @@ fn reader(sh: &Shared, id: usize) {
         check_scores(&got, &before, &after, &format!("reader {id} probe {n}"));
         let st = sh.ix.stats().expect("stats");
         assert!(
-            st.events_applied >= last_applied,
+            st.counts.events_applied >= last_applied,
             "reader {id}: events_applied went from {last_applied} to {}",
-            st.events_applied
+            st.counts.events_applied
         );
-        assert_eq!(st.events_rejected, 0, "reader {id}: rejected events: {st:?}");
-        last_applied = st.events_applied;
+        assert_eq!(st.counts.events_rejected, 0, "reader {id}: rejected events: {st:?}");
+        last_applied = st.counts.events_applied;
         n += 1;
     }
     sh.probes.fetch_add(n as u64, Ordering::Relaxed);
@@ -160,7 +160,7 @@ fn probes_stay_within_what_was_stored_while_events_apply() {
         }
     });
     let st = sh.ix.stats().expect("stats");
-    assert_eq!(st.events_applied, 2 * (MEMBERS * BLOCKS) as u64, "events applied: {st:?}");
+    assert_eq!(st.counts.events_applied, 2 * (MEMBERS * BLOCKS) as u64, "events applied: {st:?}");
     assert!(sh.probes.load(Ordering::Relaxed) >= 2 * 20 * READERS as u64, "too few probes ran");
 }
 
@@ -189,5 +189,9 @@ fn event_calls_from_several_threads_are_serialized() {
     let want: Vec<_> = (0..4u64).map(|t| ((t * 2, 0), 64)).collect();
     assert_eq!(scores(&ix, &seq), want, "each thread's kept worker holds the whole chain");
     let st = ix.stats().expect("stats");
-    assert_eq!((st.blocks, st.members, st.events_applied), (4 * 64, 4, 4 * (2 * 8 + 1)), "stats: {st:?}");
+    assert_eq!(
+        (st.counts.blocks, st.counts.members, st.counts.events_applied),
+        (4 * 64, 4, 4 * (2 * 8 + 1)),
+        "stats: {st:?}"
+    );
 }

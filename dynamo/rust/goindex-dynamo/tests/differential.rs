@@ -360,7 +360,11 @@ fn run_seed(seed: u64, steps: u64) {
     }
     let t = &targets[0];
     let st = t.ix.stats().expect("stats");
-    assert_eq!(st.blocks, t.model.blocks(), "seed {seed}: exact stats.blocks vs the model's held blocks: {st:?}");
+    assert_eq!(
+        st.counts.blocks,
+        t.model.blocks(),
+        "seed {seed}: exact stats.blocks vs the model's held blocks: {st:?}"
+    );
 }
 
 #[test]

@@ -76,7 +76,11 @@ fn store_below_an_unknown_parent_changes_nothing() {
         "w1 store below w0's block",
     );
     let st = ix.stats().expect("stats");
-    assert_eq!((st.blocks, st.events_applied, st.events_rejected), (3, 1, 2), "after 2 rejected stores: {st:?}");
+    assert_eq!(
+        (st.counts.blocks, st.counts.events_applied, st.counts.events_rejected),
+        (3, 1, 2),
+        "after 2 rejected stores: {st:?}"
+    );
     assert_eq!(scores(&ix, &[1, 2, 3, 4]), [((0, 0), 3)], "query after the rejected stores");
 }
 
@@ -108,7 +112,7 @@ fn invalid_block_sequences_change_nothing() {
     expect_err(ix.apply_event(&ev), ErrorKind::InvalidBlockSequence, "goindex_insert", "a remapped block");
     assert_eq!(scores(&ix, &[1, 2, 3]), [((0, 0), 3)], "query [1,2,3] after the rejections");
     assert_eq!(scores(&ix, &[9]), [], "query [9] after the rejections");
-    assert_eq!(ix.stats().expect("stats").blocks, 3, "blocks after the rejections");
+    assert_eq!(ix.stats().expect("stats").counts.blocks, 3, "blocks after the rejections");
 }
 
 #[test]
@@ -124,7 +128,7 @@ fn removal_with_unknown_hashes_removes_the_known_ones() {
     );
     assert!(err.detail().contains("not found"), "detail {:?}", err.detail());
     assert_eq!(scores(&ix, &[1, 2, 3]), [((0, 0), 2)], "block 3 was removed anyway");
-    assert_eq!(ix.stats().expect("stats").blocks, 2, "blocks after the partial removal");
+    assert_eq!(ix.stats().expect("stats").counts.blocks, 2, "blocks after the partial removal");
 }
 
 #[test]
@@ -139,8 +143,8 @@ fn ckf_capacity_exhaustion_keeps_the_blocks_tracked() {
         "100 blocks in 8 slots",
     );
     let st = ix.stats().expect("stats");
-    assert_eq!(st.blocks, 100, "the blocks stay tracked exactly: {st:?}");
-    assert!(st.capacity_omissions > 0, "no capacity omissions counted: {st:?}");
+    assert_eq!(st.counts.blocks, 100, "the blocks stay tracked exactly: {st:?}");
+    assert!(st.counts.capacity_omissions > 0, "no capacity omissions counted: {st:?}");
     // The only lane is taken: a second member cannot be admitted.
     expect_err(
         ix.apply_event(&stored(w(1), &[], &[1])),
@@ -149,7 +153,7 @@ fn ckf_capacity_exhaustion_keeps_the_blocks_tracked() {
         "a second member, one lane",
     );
     let st = ix.stats().expect("stats");
-    assert_eq!((st.blocks, st.members), (100, 1), "the refused member changed nothing: {st:?}");
+    assert_eq!((st.counts.blocks, st.counts.members), (100, 1), "the refused member changed nothing: {st:?}");
 }
 
 #[test]
@@ -191,7 +195,7 @@ fn lengths_over_the_limits_are_refused() {
     // A name of exactly MAX_NAME_BYTES is fine.
     let limit = "n".repeat(MAX_NAME_BYTES);
     ix.hash_tokens(&tokens, Salt { lora_name: Some(&limit), cache_namespace: None }).expect("a name of MAX_NAME_BYTES");
-    assert_eq!(ix.stats().expect("stats").blocks, 0, "nothing was stored");
+    assert_eq!(ix.stats().expect("stats").counts.blocks, 0, "nothing was stored");
 }
 
 #[test]

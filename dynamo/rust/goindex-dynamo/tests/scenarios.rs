@@ -26,7 +26,11 @@ fn duplicate_store_is_idempotent() {
     apply(&ix, &ev);
     assert_eq!(scores(&ix, &[1, 2, 3]), [((0, 0), 3)], "query [1,2,3] after a duplicate");
     let st = ix.stats().expect("stats");
-    assert_eq!((st.blocks, st.events_applied, st.events_rejected), (3, 2, 0), "stats after a duplicate: {st:?}");
+    assert_eq!(
+        (st.counts.blocks, st.counts.events_applied, st.counts.events_rejected),
+        (3, 2, 0),
+        "stats after a duplicate: {st:?}"
+    );
 }
 
 #[test]
@@ -41,7 +45,7 @@ fn chained_store_extends_and_tail_removal_shrinks() {
     let tail = removed(w(0), &seq, &[3, 4]);
     apply(&ix, &tail);
     assert_eq!(scores(&ix, &seq), [((0, 0), 3)], "query [1..5] after removing [4,5]");
-    assert_eq!(ix.stats().expect("stats").blocks, 3, "tree size after removing [4,5]");
+    assert_eq!(ix.stats().expect("stats").counts.blocks, 3, "tree size after removing [4,5]");
     // Replaying the removal changes nothing (the hashes are gone).
     let err = ix.apply_event(&tail).expect_err("replayed removal");
     assert_eq!(err.kind(), ErrorKind::BlockNotFound, "replayed removal: {err}");
@@ -49,7 +53,7 @@ fn chained_store_extends_and_tail_removal_shrinks() {
 
     apply(&ix, &removed(w(0), &seq, &[0, 1, 2]));
     assert_eq!(scores(&ix, &seq), [], "query [1..5] after removing everything");
-    assert_eq!(ix.stats().expect("stats").blocks, 0, "tree size after removing everything");
+    assert_eq!(ix.stats().expect("stats").counts.blocks, 0, "tree size after removing everything");
 }
 
 #[test]
@@ -369,7 +373,7 @@ fn stats_count_events_members_blocks_and_probes() {
     let ix = open(EXACT);
     let st = ix.stats().expect("stats");
     assert_eq!(
-        (st.mode, st.blocks, st.members, st.events_applied, st.probes),
+        (st.mode, st.counts.blocks, st.counts.members, st.counts.events_applied, st.counts.probes),
         (Mode::Exact, 0, 0, 0, 0),
         "fresh: {st:?}"
     );
@@ -379,7 +383,7 @@ fn stats_count_events_members_blocks_and_probes() {
     scores(&ix, &[1, 2, 3]);
     let st = ix.stats().expect("stats");
     assert_eq!(
-        (st.blocks, st.members, st.events_applied, st.events_rejected, st.probes),
+        (st.counts.blocks, st.counts.members, st.counts.events_applied, st.counts.events_rejected, st.counts.probes),
         (5, 2, 2, 1, 1),
         "after 2 stores, 1 rejected removal, 1 probe: {st:?}"
     );
@@ -387,7 +391,7 @@ fn stats_count_events_members_blocks_and_probes() {
     apply(&ckf, &stored(w(0), &[], &[1, 2, 3]));
     let st = ckf.stats().expect("stats");
     assert_eq!(
-        (st.mode, st.blocks, st.members, st.lanes_ready),
+        (st.mode, st.counts.blocks, st.counts.members, st.counts.lanes_ready),
         (Mode::Ckf, 3, 1, 1),
         "ckf: one member, one ready lane: {st:?}"
     );
