@@ -114,6 +114,7 @@
 //   - feed.go: Feed, Message and Source: the intake of non-NATS transports.
 //   - load.go: worker liveness and load aggregation into load reports.
 //   - watch.go: Watch: a pool's publication from a consistent start, for other transports.
+//   - status.go: Supervise (Run with periodic status), LogStatus, WriteStatus.
 //   - errors.go: sentinels and PoolError.
 //
 // # Tests

@@ -65,6 +65,7 @@
 //   - plane.go: Plane (direct and broker mode), ParseBrokerURL.
 //   - engine.go: Engine, the vLLM/SGLang publisher feed with replay and
 //     resync.
+//   - feeds.go: Feeds, a pool's feeds from every configured source.
 //   - support_test.go: the Python publisher driver, relay and reference
 //     producer helpers.
 //   - discovery_test.go: publishers registered in a real etcd come and go.

@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/zmqfeed"
 	"github.com/goindex/goindex/dynamo"
@@ -175,12 +173,12 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	scope := dynamo.Scope{Namespace: *namespace, Component: *component, Endpoint: *endpoint}
-	feeds, err := relayFeeds(feedFlags{scope: scope, etcd: *etcdEndpoints, kube: *kube, kubeNamespace: *kubeNamespace,
-		publishers: *zmqPublishers, broker: *zmqBroker, maxBytes: *zmqMaxBytes,
-		engine: zmqfeed.EngineConfig{Endpoint: *zmqEndpoint, Replay: *zmqReplay, Topic: *zmqTopic, WorkerID: *workerID,
-			DpRank: uint32(*dpRank), BlockSize: *blockSize}}, log)
+	feeds, err := zmqfeed.Feeds(zmqfeed.FeedsConfig{Scope: scope, Etcd: splitList(*etcdEndpoints), Kube: *kube, KubeNamespace: *kubeNamespace,
+		Publishers: splitList(*zmqPublishers), Broker: *zmqBroker, MaxMessageBytes: *zmqMaxBytes, Logger: log,
+		Engine: zmqfeed.EngineConfig{Endpoint: *zmqEndpoint, Replay: *zmqReplay, Topic: *zmqTopic, WorkerID: *workerID,
+			DpRank: uint32(*dpRank), BlockSize: *blockSize}})
 	if err != nil {
-		return err
+		return fmt.Errorf("relay: %v: %w", err, errUsage)
 	}
 	poolCfg.Feeds = feeds
 	nc, closeNATS, err := nf.connect(fmt.Sprintf("goindex relay dc %d", *dc), log)
@@ -211,112 +209,14 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopKvRelay()
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var tick <-chan time.Time
-	if *statusEvery > 0 {
-		t := time.NewTicker(*statusEvery)
-		defer t.Stop()
-		tick = t.C
+	st, err := r.Supervise(ctx, *statusEvery, func(st []relay.PoolStatus) { relay.LogStatus(log, st) })
+	if err != nil {
+		return err
 	}
-	var last []relay.PoolStatus
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				return err
-			}
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			if st, serr := r.Status(sctx); serr == nil {
-				last = st
-			}
-			cancel()
-			return printRelayStatus(stdout, *asJSON, last)
-		case <-tick:
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			st, err := r.Status(sctx)
-			cancel()
-			if err != nil {
-				continue
-			}
-			last = st
-			for _, p := range st {
-				log.Info("relay status", relay.PoolLogKey, relay.PoolLogValue(relayproto.DomainID(p.Domain), relayproto.DCID(p.DC)),
-					"incarnation", p.Incarnation, "events", p.Intake.Events, "tracked", p.Producer.TrackedBlocks,
-					"load", fmt.Sprintf("%.3f", p.Producer.LoadFactor), "sequence", p.Publisher.LastSequence,
-					"snapshots", p.Snapshots, "fence", p.Publisher.Fence.String(), "gaps", p.Intake.Gaps)
-			}
-		}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(map[string]any{"pools": st})
 	}
-}
-
-// feedFlags are the relay's ZMQ flags.
-type feedFlags struct {
-	scope         dynamo.Scope
-	etcd          string
-	kube          bool
-	kubeNamespace string
-	publishers    string
-	broker        string
-	maxBytes      int64
-	engine        zmqfeed.EngineConfig // Endpoint "": none
-}
-
-// relayFeeds builds the pool's ZMQ feeds from the flags: one Plane per
-// discovery source, one for the static publishers and brokers.
-func relayFeeds(f feedFlags, log *slog.Logger) ([]relay.Feed, error) {
-	usage := func(err error) error { return fmt.Errorf("relay: %v: %w", err, errUsage) }
-	var sources []discovery.Source
-	if eps := splitList(f.etcd); len(eps) > 0 {
-		e, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: eps, Scope: f.scope, Logger: log})
-		if err != nil {
-			return nil, usage(err)
-		}
-		sources = append(sources, e)
-	}
-	if f.kube {
-		k, err := discovery.NewKube(discovery.KubeConfig{Namespace: f.kubeNamespace, Scope: f.scope, Logger: log})
-		if err != nil {
-			return nil, usage(err)
-		}
-		sources = append(sources, k)
-	}
-	var configs []zmqfeed.PlaneConfig
-	for _, src := range sources {
-		configs = append(configs, zmqfeed.PlaneConfig{Discovery: src})
-	}
-	static := zmqfeed.PlaneConfig{}
-	for _, ep := range splitList(f.publishers) {
-		static.Publishers = append(static.Publishers, discovery.Publisher{Endpoint: ep})
-	}
-	if f.broker != "" {
-		_, xpub, err := zmqfeed.ParseBrokerURL(f.broker)
-		if err != nil {
-			return nil, fmt.Errorf("relay: --zmq-broker: %v: %w", err, errUsage)
-		}
-		static.Brokers = xpub
-	}
-	if len(static.Publishers) > 0 || len(static.Brokers) > 0 {
-		configs = append(configs, static)
-	}
-	var feeds []relay.Feed
-	if f.engine.Endpoint != "" || f.engine.Replay != "" {
-		f.engine.MaxMessageBytes, f.engine.Logger = f.maxBytes, log
-		e, err := zmqfeed.NewEngine(f.engine)
-		if err != nil {
-			return nil, usage(err)
-		}
-		feeds = append(feeds, e)
-	}
-	for _, cfg := range configs {
-		cfg.Scope, cfg.MaxMessageBytes, cfg.Logger = f.scope, f.maxBytes, log
-		plane, err := zmqfeed.NewPlane(cfg)
-		if err != nil {
-			return nil, usage(err)
-		}
-		feeds = append(feeds, plane)
-	}
-	return feeds, nil
+	return relay.WriteStatus(stdout, st)
 }
 
 // parseChoice maps a flag's value through choices, or fails naming them.
@@ -327,17 +227,4 @@ func parseChoice[T any](flag, v string, choices map[string]T) (T, error) {
 	var zero T
 	names := slices.Sorted(maps.Keys(choices))
 	return zero, fmt.Errorf("relay: %s %q: want one of %s: %w", flag, v, strings.Join(names, ", "), errUsage)
-}
-
-// printRelayStatus writes the final pool statuses.
-func printRelayStatus(w io.Writer, asJSON bool, pools []relay.PoolStatus) error {
-	if asJSON {
-		return json.NewEncoder(w).Encode(map[string]any{"pools": pools})
-	}
-	for _, p := range pools {
-		fmt.Fprintf(w, "pool %d/%d incarnation %d: %d events (%d rejected, %d gaps), %d blocks tracked, load %.3f, sequence %d, %d snapshots\n",
-			p.Domain, p.DC, p.Incarnation, p.Intake.Events, p.Rejected, p.Intake.Gaps, p.Producer.TrackedBlocks,
-			p.Producer.LoadFactor, p.Publisher.LastSequence, p.Snapshots)
-	}
-	return nil
 }

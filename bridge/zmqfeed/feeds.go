@@ -1,0 +1,90 @@
+package zmqfeed
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/goindex/goindex/bridge/discovery"
+	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/dynamo"
+)
+
+// FeedsConfig is every ZMQ source of one pool, as goindex relay's flags
+// name them.
+type FeedsConfig struct {
+	Scope dynamo.Scope // the pool's endpoint scope; required with any source
+	// Etcd are the etcd endpoints publishers are discovered at; none: no
+	// etcd discovery.
+	Etcd []string
+	// Kube discovers publishers in Kubernetes DynamoWorkerMetadata
+	// resources (in-cluster) of KubeNamespace ("": the pod's own).
+	Kube          bool
+	KubeNamespace string
+	// Publishers are static worker PUB endpoints.
+	Publishers []string
+	// Broker is DYN_ZMQ_BROKER_URL's form, xsub=…,xpub=… ("": none); its
+	// xpub endpoints are subscribed to.
+	Broker string
+	// Engine is an engine without Dynamo (Endpoint and Replay ""): none.
+	Engine EngineConfig
+	// MaxMessageBytes bounds one inbound part of every feed; 0: the
+	// default.
+	MaxMessageBytes int64
+	Logger          *slog.Logger // optional; default: discard
+}
+
+// Feeds builds the pool's feeds: the engine's, then one Plane per
+// discovery source (etcd, then Kubernetes), then one Plane for the static
+// publishers and brokers together. No source gives no feed. An invalid
+// source is an error (ErrBadConfig, or discovery's own) and builds
+// nothing.
+func Feeds(cfg FeedsConfig) ([]relay.Feed, error) {
+	var planes []PlaneConfig
+	if len(cfg.Etcd) > 0 {
+		e, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: cfg.Etcd, Scope: cfg.Scope, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		planes = append(planes, PlaneConfig{Discovery: e})
+	}
+	if cfg.Kube {
+		k, err := discovery.NewKube(discovery.KubeConfig{Namespace: cfg.KubeNamespace, Scope: cfg.Scope, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		planes = append(planes, PlaneConfig{Discovery: k})
+	}
+	static := PlaneConfig{}
+	for _, ep := range cfg.Publishers {
+		static.Publishers = append(static.Publishers, discovery.Publisher{Endpoint: ep})
+	}
+	if cfg.Broker != "" {
+		_, xpub, err := ParseBrokerURL(cfg.Broker)
+		if err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		static.Brokers = xpub
+	}
+	if len(static.Publishers) > 0 || len(static.Brokers) > 0 {
+		planes = append(planes, static)
+	}
+	var feeds []relay.Feed
+	if cfg.Engine.Endpoint != "" || cfg.Engine.Replay != "" {
+		ec := cfg.Engine
+		ec.MaxMessageBytes, ec.Logger = cfg.MaxMessageBytes, cfg.Logger
+		e, err := NewEngine(ec)
+		if err != nil {
+			return nil, err
+		}
+		feeds = append(feeds, e)
+	}
+	for _, pc := range planes {
+		pc.Scope, pc.MaxMessageBytes, pc.Logger = cfg.Scope, cfg.MaxMessageBytes, cfg.Logger
+		plane, err := NewPlane(pc)
+		if err != nil {
+			return nil, err
+		}
+		feeds = append(feeds, plane)
+	}
+	return feeds, nil
+}

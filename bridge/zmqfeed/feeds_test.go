@@ -1,0 +1,60 @@
+package zmqfeed
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/goindex/goindex/dynamo"
+)
+
+func TestFeeds_OneFeedPerSource(t *testing.T) {
+	scope := dynamo.Scope{Namespace: "ns", Component: "backend", Endpoint: "generate"}
+	engine := EngineConfig{Endpoint: "tcp://127.0.0.1:5557", BlockSize: 16}
+	for _, c := range []struct {
+		name  string
+		cfg   FeedsConfig
+		kinds []string
+	}{
+		{"no source", FeedsConfig{Scope: scope}, nil},
+		{"static publishers", FeedsConfig{Scope: scope, Publishers: []string{"tcp://127.0.0.1:1", "tcp://127.0.0.1:2"}}, []string{"plane"}},
+		{"a broker", FeedsConfig{Scope: scope, Broker: "xsub=tcp://127.0.0.1:3,xpub=tcp://127.0.0.1:4"}, []string{"plane"}},
+		{"an engine and publishers", FeedsConfig{Scope: scope, Engine: engine, Publishers: []string{"tcp://127.0.0.1:1"}}, []string{"engine", "plane"}},
+	} {
+		feeds, err := Feeds(c.cfg)
+		if err != nil {
+			t.Errorf("%s: Feeds = %v", c.name, err)
+			continue
+		}
+		var kinds []string
+		for _, f := range feeds {
+			switch f.(type) {
+			case *Engine:
+				kinds = append(kinds, "engine")
+			case *Plane:
+				kinds = append(kinds, "plane")
+			}
+		}
+		if len(kinds) != len(c.kinds) || len(feeds) != len(c.kinds) {
+			t.Errorf("%s: Feeds = %v, want %v", c.name, kinds, c.kinds)
+			continue
+		}
+		for i := range kinds {
+			if kinds[i] != c.kinds[i] {
+				t.Errorf("%s: Feeds = %v, want %v", c.name, kinds, c.kinds)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		cfg  FeedsConfig
+	}{
+		{"a broker url without xpub", FeedsConfig{Scope: scope, Broker: "tcp://127.0.0.1:3"}},
+		{"a publisher that is no endpoint", FeedsConfig{Scope: scope, Publishers: []string{"localhost"}}},
+		{"an engine without its block size", FeedsConfig{Scope: scope, Engine: EngineConfig{Endpoint: "tcp://127.0.0.1:5557"}}},
+		{"publishers without a scope", FeedsConfig{Publishers: []string{"tcp://127.0.0.1:1"}}},
+	} {
+		if feeds, err := Feeds(c.cfg); !errors.Is(err, ErrBadConfig) || feeds != nil {
+			t.Errorf("%s: Feeds = %v, %v; want nil, ErrBadConfig", c.name, feeds, err)
+		}
+	}
+}
