@@ -445,15 +445,7 @@ func calibrationChart(rep *Report, path string) error {
 	canvases := plot.Align(plots, tiles, draw.New(img))
 	factor.Draw(canvases[0][0])
 	share.Draw(canvases[0][1])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writePNG(path, img)
 }
 
 // dcIndex maps the DC index of r's run to its grid site index: single-dc
@@ -475,4 +467,17 @@ func lastSample(rep *Report) float64 {
 		}
 	}
 	return last
+}
+
+// writePNG writes the canvas img to path as a PNG file.
+func writePNG(path string, img *vgimg.Canvas) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

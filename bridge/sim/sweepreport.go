@@ -225,15 +225,7 @@ func sweepHeatmap(rep *SweepReport, path string) error {
 			plots[m][k].Draw(canvases[m][k])
 		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writePNG(path, img)
 }
 
 func indexOfValue[T int | float64](xs []T, v T) int {
