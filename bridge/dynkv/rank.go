@@ -94,25 +94,29 @@ func (s *Store) replaceRank(r Rank, events []Event) reply {
 // removeRank is REMOVE_WORKER: the rank is deactivated and retired (its
 // later events are ignored until RESET_WORKER or a replacement).
 func (s *Store) removeRank(r Rank) reply {
-	if s.cleanupPending(r.Worker) {
-		return errCode(CodeWorkerCleanupPending)
-	}
-	st := s.rankState(r, true)
-	if !s.canAdvance() {
-		return errCode(CodeGenerationExhausted)
-	}
-	s.revokeAdmission(r.Worker, false, r.DPRank)
-	s.deactivate(st)
-	st.retired, st.registered = true, false
-	s.advanceRank(st)
-	s.markLegacyRank(r)
-	s.mutations++
-	return status("OK")
+	return s.changeRank(r, func(st *rankState) {
+		s.deactivate(st)
+		st.retired, st.registered = true, false
+	})
 }
 
 // resetRank is RESET_WORKER: the rank is deactivated and un-retired, ready
 // for a tree dump whose event ids may be lower than the live ones.
 func (s *Store) resetRank(r Rank) reply {
+	return s.changeRank(r, func(st *rankState) {
+		wasRetired := st.retired
+		s.reset(st)
+		if wasRetired {
+			st.registered = false
+		}
+	})
+}
+
+// changeRank is a rank lifecycle command's frame: refused while the
+// worker's cleanup is pending or the generations are exhausted; else the
+// rank's admission is revoked, change applied to its state and its
+// generation advanced.
+func (s *Store) changeRank(r Rank, change func(st *rankState)) reply {
 	if s.cleanupPending(r.Worker) {
 		return errCode(CodeWorkerCleanupPending)
 	}
@@ -121,11 +125,7 @@ func (s *Store) resetRank(r Rank) reply {
 		return errCode(CodeGenerationExhausted)
 	}
 	s.revokeAdmission(r.Worker, false, r.DPRank)
-	wasRetired := st.retired
-	s.reset(st)
-	if wasRetired {
-		st.registered = false
-	}
+	change(st)
 	s.advanceRank(st)
 	s.markLegacyRank(r)
 	s.mutations++
