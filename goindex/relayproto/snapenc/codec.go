@@ -88,6 +88,24 @@ func appendCompact(dst []byte, words []uint64) []byte {
 	return dst
 }
 
+// nibbleShifts[m][s] is where, in the 8 bytes from a word's first
+// fingerprint, slot s of a word with occupancy m starts: 16 bits times the
+// occupied slots before it (0 for an empty slot, which nibbleSlots masks).
+// nibbleSlots[m] has the bits of m's occupied slots set.
+var nibbleShifts, nibbleSlots = func() (sh [16][4]uint8, slots [16]uint64) {
+	for m := range 16 {
+		rank := 0
+		for s := range 4 {
+			if m>>s&1 != 0 {
+				sh[m][s] = uint8(16 * rank)
+				slots[m] |= 0xFFFF << (16 * s)
+				rank++
+			}
+		}
+	}
+	return sh, slots
+}()
+
 // checkCompact returns why payload cannot be the compact encoding of count
 // words, or "", looking only at its size and occupancy masks; it runs before
 // the words are allocated.
@@ -113,22 +131,28 @@ func checkCompact(count int, payload []byte) string {
 // decodeCompact fills dst (len = count) from a payload that passed
 // checkCompact and returns the reason it is not canonical, or "". Words
 // whose fingerprints lie 8 or more bytes before the end are decoded without
-// branches (each slot reads 2 bytes and the cursor moves only past occupied
-// ones); the rest, whose reads could pass the end, take the checked path.
+// branches from one 8-byte load: each occupied slot takes the next 16 bits
+// of it (the shifts come from a table by occupancy nibble, so no slot waits
+// for the one before it), and the cursor moves once per word; the rest,
+// whose reads could pass the end, take the checked path.
 func decodeCompact(dst []uint64, payload []byte) string {
 	masks, fps := payload[:(len(dst)+1)/2], payload[(len(dst)+1)/2:]
 	p, i := 0, 0
 	var bad byte
+	var badSlots uint64
 	for ; i < len(dst) && p+8 <= len(fps); i++ {
 		m := masks[i/2] >> (4 * (i & 1)) & 0xF
-		var w uint64
-		for s := range 4 {
-			bit := uint64(m >> s & 1)
-			w |= uint64(binary.LittleEndian.Uint16(fps[p:])) & -bit << (16 * s)
-			p += 2 * int(bit)
-		}
+		v := binary.LittleEndian.Uint64(fps[p:])
+		sh := &nibbleShifts[m]
+		w := (v>>sh[0]&0xFFFF | v>>sh[1]&0xFFFF<<16 | v>>sh[2]&0xFFFF<<32 | v>>sh[3]<<48) & nibbleSlots[m]
+		p += 2 * bits.OnesCount8(m)
 		dst[i] = w
-		bad |= occupancy(w) ^ m // an occupied slot that holds 0
+		// An occupied slot that holds 0: its flag (occupancy's, before
+		// the flags are gathered into a nibble) is missing.
+		badSlots |= ((w&slotLow)+slotLow|w)&slotHigh ^ nibbleSlots[m]&slotHigh
+	}
+	if badSlots != 0 {
+		bad = 1
 	}
 	for ; i < len(dst); i++ {
 		m := masks[i/2] >> (4 * (i & 1)) & 0xF
