@@ -104,6 +104,7 @@
 //   - discover.go: discovery, ping, resolving the DC list and format.
 //   - lane.go: a lane's ingestor (sync, install, follow, apply), prober and load record.
 //   - upstream.go: a lane followed from a Dynamo Pool Relay, its status, RTT and load.
+//   - status.go: Supervise (Run with periodic status), LogStatus, WriteStatus.
 //   - errors.go: sentinels and SyncError.
 //
 // # Tests

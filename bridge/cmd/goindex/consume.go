@@ -11,7 +11,6 @@ import (
 
 	"github.com/goindex/goindex/bridge/consume"
 	"github.com/goindex/goindex/bridge/obs"
-	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
 )
@@ -114,29 +113,16 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("consume: %w", err)
 	}
 	defer stopMetrics()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var tick <-chan time.Time
-	if *statusEvery > 0 {
-		t := time.NewTicker(*statusEvery)
-		defer t.Stop()
-		tick = t.C
+	err = c.Supervise(ctx, *statusEvery, func(st []consume.LaneStatus) {
+		consume.LogStatus(log, relayproto.DomainID(*domain), st)
+	})
+	if err != nil {
+		return err
 	}
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				return err
-			}
-			return printConsumeStatus(stdout, *asJSON, c.Path(), c.Status())
-		case <-tick:
-			for _, st := range c.Status() {
-				log.Info("lane status", "lane", st.Lane, relay.PoolLogKey, relay.PoolLogValue(relayproto.DomainID(*domain), relayproto.DCID(st.DC)),
-					"lease", st.Epoch, "incarnation", st.Incarnation, "state", st.State, "installed", st.Installed,
-					"lag", st.Lag, "rtt", st.RTT, "snapshots", st.Snapshots, "faults", st.Faults, "resyncs", st.Resyncs)
-			}
-		}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(map[string]any{"replica": c.Path(), "lanes": c.Status()})
 	}
+	return consume.WriteStatus(stdout, c.Path(), c.Status())
 }
 
 // parseUpstream reads --upstream-relays: DC=ADDR pairs, comma-separated.
@@ -169,17 +155,4 @@ func parseDCs(s string) ([]relayproto.DCID, error) {
 		out = append(out, relayproto.DCID(v))
 	}
 	return out, nil
-}
-
-// printConsumeStatus writes the final lane statuses.
-func printConsumeStatus(w io.Writer, asJSON bool, path string, lanes []consume.LaneStatus) error {
-	if asJSON {
-		return json.NewEncoder(w).Encode(map[string]any{"replica": path, "lanes": lanes})
-	}
-	fmt.Fprintf(w, "replica %s\n", path)
-	for _, st := range lanes {
-		fmt.Fprintf(w, "lane %d dc %d: %s, installed %d (lag %d), rtt %v, %d snapshots, %d deltas, %d faults, %d resyncs\n",
-			st.Lane, st.DC, st.State, st.Installed, st.Lag, st.RTT, st.Snapshots, st.Deltas, st.Faults, st.Resyncs)
-	}
-	return nil
 }
