@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func TestRelay_SIGTERMDrainsAndTheReplicaStaysConsistent(t *testing.T) {
 		}
 	}
 	path := filepath.Join(t.TempDir(), "replica")
-	consumeOut, _, stopConsume, consumeDone := background(runConsume,
+	consumeOut, consumeLog, stopConsume, consumeDone := background(runConsume,
 		"--nats", srv.ClientURL(), "--shm", path, "--dcs", "6", "--ping-every", "20ms", "--json")
 	defer stopConsume()
 	var reader *shm.Reader
@@ -123,6 +124,11 @@ func TestRelay_SIGTERMDrainsAndTheReplicaStaysConsistent(t *testing.T) {
 	relaytest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		if got := reader.Lane(0).Installed; got != last {
 			return fmt.Errorf("replica lane installed %d, relay's last sequence %d", got, last)
+		}
+		// The marker follows the last delta in the log: the lane holds
+		// the sequence before it has read the marker.
+		if !strings.Contains(consumeLog.String(), "relay drained") {
+			return fmt.Errorf("the consumer has not logged the drain marker yet")
 		}
 		return nil
 	})
