@@ -183,11 +183,13 @@ func TestRun_RecordsTheSubjectsUntilItsLimit(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	pub := demo.NewPublisher(5)
+	// One publisher per subject: each subscription delivers on its own
+	// goroutine, so one publisher's sequence across two subjects could
+	// arrive out of order (and be dropped as a duplicate).
 	for _, m := range []struct {
 		subject string
 		b       []byte
-	}{{subs[0].Subject, envelope(t, pub, evs[0])}, {subs[2].Subject, envelope(t, pub, evs[1])}, {subs[1].Subject, bare(t, evs[2])}} {
+	}{{subs[0].Subject, envelope(t, demo.NewPublisher(5), evs[0])}, {subs[2].Subject, envelope(t, demo.NewPublisher(6), evs[1])}, {subs[1].Subject, bare(t, evs[2])}} {
 		if err := nc.Publish(m.subject, m.b); err != nil {
 			t.Fatalf("publish %s: %v", m.subject, err)
 		}
