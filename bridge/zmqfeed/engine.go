@@ -95,15 +95,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.MaxReplayBatches == 0 {
 		cfg.MaxReplayBatches = DefaultMaxReplayBatches
 	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if cfg.RecvHWM <= 0 {
-		cfg.RecvHWM = DefaultRecvHWM
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.MaxMessageBytes, cfg.RecvHWM, cfg.Logger = socketDefaults(cfg.MaxMessageBytes, cfg.RecvHWM, cfg.Logger)
 	src := &relay.Source{WorkerID: cfg.WorkerID, DpRank: cfg.DpRank, BlockSize: cfg.BlockSize, Name: cfg.Endpoint}
 	return &Engine{cfg: cfg, src: src}, nil
 }

@@ -60,15 +60,7 @@ func NewPlane(cfg PlaneConfig) (*Plane, error) {
 			return nil, err
 		}
 	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if cfg.RecvHWM <= 0 {
-		cfg.RecvHWM = DefaultRecvHWM
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.MaxMessageBytes, cfg.RecvHWM, cfg.Logger = socketDefaults(cfg.MaxMessageBytes, cfg.RecvHWM, cfg.Logger)
 	return &Plane{cfg: cfg}, nil
 }
 
@@ -296,4 +288,19 @@ func ParseBrokerURL(v string) (xsub, xpub []string, err error) {
 		}
 	}
 	return xsub, xpub, nil
+}
+
+// socketDefaults returns a feed's socket bounds and logger with the unset
+// ones at their defaults.
+func socketDefaults(maxBytes int64, recvHWM int, log *slog.Logger) (int64, int, *slog.Logger) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxMessageBytes
+	}
+	if recvHWM <= 0 {
+		recvHWM = DefaultRecvHWM
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return maxBytes, recvHWM, log
 }
