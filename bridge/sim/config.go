@@ -294,8 +294,8 @@ type Config struct {
 	// // optional; default: false (drained)
 	NoQueueDrain bool
 	// NoCalibration turns off ttft's learning from its requests' first and
-	// last tokens (score.Calibration, per router and DC: the KV residence
-	// and, with Calibrate, the compute factor), as if ttft were
+	// last tokens (per router and DC: the KV hold time, score.Holding,
+	// and, with Calibrate, the compute factor, score.Calibration), as if ttft were
 	// ttft-uncalibrated. // optional; default: false (learning on)
 	NoCalibration bool
 	// Calibrate makes ttft also scale its queue and prefill estimates by

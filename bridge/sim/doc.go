@@ -42,10 +42,13 @@
 // score.Drift (what reports show beyond its own model, extrapolated to the
 // request's arrival, with its spread) and learns per DC from its requests'
 // first and last tokens, which reach it as they reach the client (the
-// proxy sees both), with score.Calibration: the KV residence always, the
-// compute factor with Calibrate (DCSpeed makes some DCs faster or slower
+// proxy sees both): how long requests hold their KV blocks always
+// (score.Holding), the compute factor with Calibrate (score.Calibration) (DCSpeed makes some DCs faster or slower
 // than the configuration their reports carry, for it to find);
-// ttft-uncalibrated learns nothing. ExactOracle replaces each probe depth by the exact depth
+// ttft-uncalibrated learns nothing. Every router also measures the rate
+// each DC's cache stores blocks from the events it receives
+// (score.InsertRate), for ttft's price of the blocks an uncached prefill
+// evicts (score.EvictionFactor). ExactOracle replaces each probe depth by the exact depth
 // of what the lane has received (the CKF swapped for an exact index, the
 // WAN delay kept); ExactNow by each DC's exact, current depth. With
 // PriceOthers the router also measures the fleet's utilization from the

@@ -109,6 +109,9 @@ func (s *simulation) deliver(d *dc, rt *router) error {
 		}
 	}
 	for k := range it.events {
+		if ev := &it.events[k]; ev.Kind == kv.Stored {
+			rt.inserts[d.idx].Add(s.now, float64(len(ev.Blocks)))
+		}
 		if err := rt.audit[d.idx].apply(&it.events[k]); err != nil {
 			return fmt.Errorf("%w: %s audit index: %w", ErrEngine, where(), err)
 		}

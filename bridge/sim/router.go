@@ -46,6 +46,11 @@ type router struct {
 	// cal is, per lane, what the router learned from its requests' first
 	// and last tokens (score.Calibration).
 	cal []*score.Calibration
+	// hold learns how long requests hold their KV at each lane's DC
+	// (score.Holding); inserts is, per lane, the rate its DC's cache
+	// stores blocks, from the events the router receives.
+	hold    *score.Holding
+	inserts []score.InsertRate
 	// demand measures the fleet's utilization from the prefill work the
 	// router sends (score.Demand); rhoSum sums what decisions read.
 	demand *score.Demand
@@ -156,6 +161,7 @@ func newRouter(c *Config, p Policy, idx, site int, home uint64, f *ckf.Format, l
 		all: ^uint64(0) >> (64 - len(lanes)), inflight: make([][]inflight, len(lanes)), demand: score.NewDemand(0),
 		exact: make([]int, len(lanes)), delivered: make([]int, len(lanes))}
 	rt.seen = make([]seenReport, len(lanes))
+	rt.hold, rt.inserts = score.NewHolding(len(lanes), 0), make([]score.InsertRate, len(lanes))
 	for range lanes {
 		rt.drift = append(rt.drift, score.NewDrift(0))
 		rt.cal = append(rt.cal, score.NewCalibration(0))
@@ -226,8 +232,9 @@ func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
 			continue
 		}
 		s.loadSignals(rt, &c, l, now)
+		c.EvictionFactor = score.EvictionFactor(float64(c.CapacityBlocks), rt.inserts[l].At(now))
 		if s.policy.calibrates() && !s.cfg.NoCalibration {
-			c.ResidenceMs = rt.cal[l].ResidenceMs()
+			c.HoldMs = rt.hold.HoldMs(l)
 			if s.cfg.Calibrate {
 				c.Weights = rt.cal[l].Weights()
 			}
@@ -393,18 +400,20 @@ func (p Policy) calibrates() bool { return p == TTFT || p == ExactOracle || p ==
 
 // feedback is what router rt learns when request i's first token (first
 // true) or last token reaches its client, as a proxy sees both: the TTFT
-// against the estimate's terms, or how long the request held its KV.
-func (s *simulation) feedback(i int, first bool, now float64) {
+// against the estimate's terms, or how long the request held its KV
+// blocks: from its admission (the estimated prefill before the first
+// token, since admission is not seen) to its last token.
+func (s *simulation) feedback(i int, first bool) {
 	st := &s.reqs[i]
 	if !s.policy.calibrates() || s.cfg.NoCalibration || !st.hasEst {
 		return
 	}
-	cal := s.routers[s.routerAt[s.topo.origin[i]]].cal[st.dc]
+	rt := s.routers[s.routerAt[s.topo.origin[i]]]
 	if first {
-		cal.ObserveTTFT(st.raw, st.ttftMs())
+		rt.cal[st.dc].ObserveTTFT(st.raw, st.ttftMs())
 		return
 	}
-	cal.ObserveResidence(now, st.doneMs-st.rttMs/2-st.firstTokenMs)
+	rt.hold.Observe(st.dc, st.doneMs-st.rttMs/2-st.firstTokenMs+st.raw.PrefillMs, float64(st.blocks))
 }
 
 // routed records request i, sent by router rt to DC l believing a cached

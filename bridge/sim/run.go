@@ -383,7 +383,7 @@ func (s *simulation) fire(e event) error {
 		s.q.push(now+ms(s.cfg.LoadReportInterval), evLoadReport, e.a, 0)
 		return s.loadReport(s.dcs[e.a], now)
 	case evFeedback:
-		s.feedback(e.a, e.b == 1, now)
+		s.feedback(e.a, e.b == 1)
 	case evSample:
 		if !s.done {
 			s.sample(now)

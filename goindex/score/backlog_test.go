@@ -120,11 +120,16 @@ func bruteTTFT(c Candidate, isl int, rho float64, blockSize int, cfg Config) flo
 	wait := float64(c.ActivePrefillTokens) / rate(c.QueueTokensPerMs, cfg.QueueTokensPerMs)
 	if c.HasCapacity && c.CapacityBlocks > 0 {
 		need := (uncached + blockSize - 1) / blockSize
-		if excess := float64(c.ActiveDecodeBlocks) + float64(need) - float64(c.CapacityBlocks); excess > 0 {
+		// The KV taken: running requests' blocks and the queued prompts'.
+		taken := float64(c.ActiveDecodeBlocks) + float64(c.ActivePrefillTokens)/float64(blockSize)
+		if excess := taken + float64(need) - float64(c.CapacityBlocks); excess > 0 {
 			// Waiting for KV room overlaps waiting for the prefills ahead.
 			release := rate(c.DecodeBlocksPerMs, cfg.DecodeBlocksPerMs)
 			if c.ResidenceMs > 0 {
 				release = float64(c.CapacityBlocks) / c.ResidenceMs
+			}
+			if c.HoldMs > 0 { // the hold time rules over the residence
+				release = float64(c.CapacityBlocks) / c.HoldMs
 			}
 			wait = math.Max(wait, excess/release)
 		}
@@ -138,6 +143,8 @@ func bruteTTFT(c Candidate, isl int, rho float64, blockSize int, cfg Config) flo
 		r := math.Min(rho, 0.95)
 		others = prefill * r / (1 - r)
 	}
+	// Evictions: the factor's share of the unweighted uncached prefill.
+	others += c.EvictionFactor * float64(uncached) / rate(c.PrefillTokensPerMs, cfg.PrefillTokensPerMs)
 	return weight(c.Weights.RTT)*c.RTTms + wait + prefill + others
 }
 
@@ -163,6 +170,12 @@ func TestScore_TTFTChoosesTheBruteForceMinimum(t *testing.T) {
 			if rng.IntN(2) == 0 { // calibrated: learned weights and residence
 				c.Weights = Weights{RTT: 0.5 + rng.Float64(), Queue: 0.2 + 2*rng.Float64(), Prefill: 0.2 + 2*rng.Float64()}
 				c.ResidenceMs = rng.Float64() * 30000
+				if rng.IntN(2) == 0 {
+					c.HoldMs = rng.Float64() * 30000
+				}
+			}
+			if rng.IntN(2) == 0 {
+				c.EvictionFactor = rng.Float64()
 			}
 			cands[k] = c
 		}

@@ -51,9 +51,13 @@ func CreditCost(rawPrefillBlocks, overlapBlocks, decodeBlocks, credit float64) f
 // ttftParts estimates the TTFT terms of candidate c, in ms, and the wait
 // its prefill adds for the requests behind it at fleet utilization rho.
 // The queue wait is the longer of the prefills ahead (queued tokens at
-// the candidate's drain rate) and, when the KV the routed requests need
-// exceeds the capacity, the time for the excess to be freed: admission is
-// FIFO, so the request starts after both, and they overlap.
+// the candidate's drain rate) and, when the KV the candidate's requests
+// need exceeds its capacity, the time for the excess to be freed:
+// admission is FIFO, so the request starts after both, and they overlap.
+// The KV they need counts the queued prefill tokens too: each request
+// ahead takes its blocks before this one is admitted, and counting only
+// the running decodes put the estimate 12 s short at a fifth of the KV
+// in the development runs.
 func (s *Scorer) ttftParts(c *Candidate, isl int, rho float64) Parts {
 	prefillRate := orDefault(c.PrefillTokensPerMs, s.cfg.PrefillTokensPerMs)
 	queueRate := orDefault(c.QueueTokensPerMs, s.cfg.QueueTokensPerMs)
@@ -61,19 +65,36 @@ func (s *Scorer) ttftParts(c *Candidate, isl int, rho float64) Parts {
 	queue := float64(c.ActivePrefillTokens) / queueRate
 	if c.HasCapacity && c.CapacityBlocks > 0 {
 		need := float64(s.blocksFor(uncached))
-		if excess := float64(c.ActiveDecodeBlocks) + need - float64(c.CapacityBlocks); excess > 0 {
-			// A full candidate frees its whole KV once per residence
-			// (Little's law); without a residence, the configured rate.
-			release := orDefault(c.DecodeBlocksPerMs, s.cfg.DecodeBlocksPerMs)
-			if c.ResidenceMs > 0 {
-				release = float64(c.CapacityBlocks) / c.ResidenceMs
-			}
-			queue = max(queue, excess/release)
+		if excess := s.kvBlocks(c) + need - float64(c.CapacityBlocks); excess > 0 {
+			queue = max(queue, excess/s.releaseBlocksPerMs(c))
 		}
 	}
 	w := c.Weights
 	prefill := w.prefill() * float64(uncached) / prefillRate
-	return Parts{RTTms: w.rtt() * c.RTTms, QueueMs: w.queue() * queue, PrefillMs: prefill, OthersMs: prefill * othersFactor(rho)}
+	// What the blocks this prefill stores cost later requests that would
+	// have hit the blocks they evict, in prefill time.
+	evicted := max(c.EvictionFactor, 0) * float64(uncached) / prefillRate
+	return Parts{RTTms: w.rtt() * c.RTTms, QueueMs: w.queue() * queue, PrefillMs: prefill,
+		OthersMs: prefill*othersFactor(rho) + evicted}
+}
+
+// kvBlocks is the KV a candidate's admitted and queued requests take:
+// the blocks its running requests hold plus the queued prefill tokens'.
+func (s *Scorer) kvBlocks(c *Candidate) float64 {
+	return float64(c.ActiveDecodeBlocks) + float64(c.ActivePrefillTokens)/float64(s.cfg.BlockSize)
+}
+
+// releaseBlocksPerMs is the rate a full candidate frees KV blocks: its
+// whole capacity once per mean hold (Little's law), HoldMs first, then
+// ResidenceMs; without either, the configured rate.
+func (s *Scorer) releaseBlocksPerMs(c *Candidate) float64 {
+	switch {
+	case c.HoldMs > 0:
+		return float64(c.CapacityBlocks) / c.HoldMs
+	case c.ResidenceMs > 0:
+		return float64(c.CapacityBlocks) / c.ResidenceMs
+	}
+	return orDefault(c.DecodeBlocksPerMs, s.cfg.DecodeBlocksPerMs)
 }
 
 // othersFactor is ρ/(1−ρ) for a fleet utilization ρ clamped to [0,
@@ -89,9 +110,7 @@ func othersFactor(rho float64) float64 {
 
 // loadBlocks is the G2025 load (prefill tokens in blocks plus decode blocks),
 // used by LoadOnly and as PrefixThenLoad's tie-break.
-func (s *Scorer) loadBlocks(c *Candidate) float64 {
-	return float64(c.ActivePrefillTokens)/float64(s.cfg.BlockSize) + float64(c.ActiveDecodeBlocks)
-}
+func (s *Scorer) loadBlocks(c *Candidate) float64 { return s.kvBlocks(c) }
 
 // decodeBlocks is the candidate's active blocks plus the request's blocks not
 // already cached there.

@@ -6,11 +6,20 @@
 //
 //	TTFT = RTT + queue wait + prefill time of the uncached prompt
 //	queue wait   = max(queued prefill tokens / the candidate's aggregate prefill rate,
-//	                   KV wait when the routed requests' blocks exceed the capacity)
+//	                   KV wait when the blocks its running and queued requests
+//	                   and this one need exceed the capacity)
 //	KV wait      = excess blocks / release rate, the release rate being
-//	               capacity / KV residence (Little's law) once Calibration
-//	               has learned the residence, the configured rate before
+//	               capacity / mean KV hold (Little's law) once Holding has
+//	               learned it (or the KV residence Calibration learns), the
+//	               configured rate before
 //	prefill time = (prompt tokens − cached tokens) / the per-request prefill rate
+//
+// The cost also charges, outside the request's own TTFT, what the blocks
+// its uncached prefill stores cost later requests whose cached blocks they
+// evict: prefill time × EvictionFactor, which a router derives from the
+// rate a candidate's cache stores blocks (InsertRate): near 1 when the
+// cache turns over within DefaultReuseWindow, near 0 when it keeps its
+// blocks far longer.
 //
 // Admission is FIFO, so the waits for the prefills ahead and for KV room
 // overlap: the longer one counts. Candidate.Weights scale the queue and
@@ -69,12 +78,17 @@
 //   - backlog.go: Backlog, the queue a request will find on arrival.
 //   - drift.go: Drift, what a candidate's reports show beyond the router's model.
 //   - calibrate.go: Calibration, the weights and KV residence learned from observed TTFTs.
+//   - hold.go: Holding, how long requests hold their KV blocks, per candidate.
+//   - evict.go: EvictionFactor and InsertRate, what an uncached prefill costs later hits.
 //   - demand.go: Demand, the fleet's utilization from the work a router sends.
 //   - sample.go: minimum with random tie-break, temperature sampling.
 //   - errors.go: sentinels.
 //
 // The tests pin Dynamo's documented cost examples, the TTFT arithmetic with
-// and without the others' wait, with a learned residence and weights, the
+// and without the others' wait, with a learned residence, hold time and
+// weights, the KV wait growing with the queued blocks beyond a full
+// candidate's capacity, the eviction charge, Holding's block-weighted and
+// shrunk means, EvictionFactor and InsertRate by hand, the
 // robust choice among close estimates, Drift's rate and spread on a noisy
 // stream, Calibration's factor on noisy requests of a mis-configured
 // candidate and its residence, GORGO's cost by hand, Demand against a brute-force window sum,

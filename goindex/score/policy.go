@@ -101,6 +101,17 @@ type Candidate struct {
 	// candidate frees blocks at CapacityBlocks/ResidenceMs (Little's law)
 	// instead of DecodeBlocksPerMs. 0: unknown.
 	ResidenceMs float64
+	// HoldMs is how long a request holds its KV blocks at the candidate,
+	// from admission to its last token, weighted by its blocks (Holding
+	// learns it); it takes ResidenceMs's place when set: a request's
+	// blocks are taken from its admission on, and long prompts, which
+	// hold many blocks, weigh more. 0: unknown.
+	HoldMs float64
+	// EvictionFactor is the share of an uncached prefill's time that
+	// later requests pay again because the blocks it stores evict cached
+	// blocks they would have hit (EvictionFactor, from the rate the
+	// candidate's cache stores blocks); TTFT adds it to OthersMs. 0: none.
+	EvictionFactor float64
 }
 
 // Request is what is being routed.
@@ -155,7 +166,8 @@ type Result struct {
 // estimated time to first token (QueueMs the longer of the wait for the
 // prefills ahead and the wait for KV room); OthersMs is the wait its
 // prefill adds for the requests behind it (0 without a fleet
-// utilization).
+// utilization) plus, with an EvictionFactor, what the blocks it stores
+// cost later requests that would have hit the blocks they evict.
 type Parts struct {
 	RTTms, QueueMs, PrefillMs, OthersMs float64
 }

@@ -69,9 +69,10 @@ func TestScore_TTFTTradesRTTAgainstPrefill(t *testing.T) {
 
 func TestScore_TTFTQueueAndAdmissionWait(t *testing.T) {
 	s := mustNew(t, Config{Policy: TTFT, BlockSize: 16, PrefillTokensPerMs: 10, QueueTokensPerMs: 40, DecodeBlocksPerMs: 2})
-	c := Candidate{HasLoad: true, HasRTT: true, RTTms: 1, ActivePrefillTokens: 800, HasCapacity: true, CapacityBlocks: 100, ActiveDecodeBlocks: 96}
-	// 160-token prompt = 10 new blocks; 96 + 10 − 100 = 6 excess blocks → 3 ms
-	// for KV room, overlapping the queue 800/40 = 20 ms; prefill 160/10 = 16 ms.
+	c := Candidate{HasLoad: true, HasRTT: true, RTTms: 1, ActivePrefillTokens: 800, HasCapacity: true, CapacityBlocks: 100, ActiveDecodeBlocks: 46}
+	// 160-token prompt = 10 new blocks; 46 running + 800/16 = 50 queued
+	// + 10 − 100 = 6 excess blocks → 3 ms for KV room, overlapping the queue
+	// 800/40 = 20 ms; prefill 160/10 = 16 ms.
 	cost, ok := s.Cost(Request{ISLTokens: 160}, c)
 	if !ok || cost != 1+20+16 {
 		t.Errorf("Cost = %v, %v; want 37, true", cost, ok)
@@ -94,6 +95,62 @@ func TestScore_TTFTQueueAndAdmissionWait(t *testing.T) {
 	c.Weights = Weights{RTT: 2, Queue: 0.5, Prefill: 0.25}
 	if cost, _ = s.Cost(Request{ISLTokens: 160}, c); cost != 2+60+2 {
 		t.Errorf("Cost with weights = %v, want 64", cost)
+	}
+}
+
+// TestScore_TTFTKVWaitGrowsWithTheExcess: a DC whose KV is full waits for
+// room for its queued requests' blocks as well as the new one's, freed at
+// its capacity per learned hold time; the estimate grows with every
+// queued block beyond the capacity, and the hold time, when known, rules
+// over the residence.
+func TestScore_TTFTKVWaitGrowsWithTheExcess(t *testing.T) {
+	s := mustNew(t, Config{Policy: TTFT, BlockSize: 16, PrefillTokensPerMs: 10, QueueTokensPerMs: 1000})
+	c := Candidate{HasLoad: true, HasRTT: true, HasCapacity: true, CapacityBlocks: 100, ActiveDecodeBlocks: 100, ResidenceMs: 1000, HoldMs: 4000}
+	prev := -1.0
+	for queuedBlocks := 0; queuedBlocks <= 200; queuedBlocks += 50 {
+		c.ActivePrefillTokens = uint64(queuedBlocks * 16)
+		r, err := s.Score(Request{ISLTokens: 160}, []Candidate{c}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Excess: 100 running + queued + 10 new − 100; 100 blocks per 4 s.
+		want := float64(queuedBlocks+10) * 4000 / 100
+		if math.Abs(r.Parts.QueueMs-want) > 1e-9 || r.Parts.QueueMs <= prev {
+			t.Errorf("%d queued blocks: QueueMs = %v, want %v, above the %v with fewer", queuedBlocks, r.Parts.QueueMs, want, prev)
+		}
+		prev = r.Parts.QueueMs
+	}
+	// Room for everything: the wait is the compute queue's alone.
+	c.CapacityBlocks = 1000
+	if r, _ := s.Score(Request{ISLTokens: 160}, []Candidate{c}, nil); r.Parts.QueueMs != 200*16/1000.0 {
+		t.Errorf("KV with room: QueueMs = %v, want the compute queue's 3.2", r.Parts.QueueMs)
+	}
+}
+
+// TestScore_TTFTChargesEvictionsToOthers: with an EvictionFactor, the
+// uncached part of a prompt costs that share of its prefill again, in
+// OthersMs (not in the request's own TTFT), so a DC whose cache turns over
+// fast loses an otherwise even choice; a fully cached prompt evicts
+// nothing.
+func TestScore_TTFTChargesEvictionsToOthers(t *testing.T) {
+	s := mustNew(t, Config{Policy: TTFT, BlockSize: 16, PrefillTokensPerMs: 10})
+	calm := Candidate{ID: 1, HasLoad: true, HasRTT: true, RTTms: 10}
+	churn := calm
+	churn.ID, churn.RTTms, churn.EvictionFactor = 2, 9, 0.5
+	r, err := s.Score(Request{ISLTokens: 160}, []Candidate{churn, calm}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Index != 1 {
+		t.Errorf("chose %d, want the calm DC (1 ms further, but 8 ms of evictions less)", r.Index)
+	}
+	one, _ := s.Score(Request{ISLTokens: 160}, []Candidate{churn}, nil)
+	if one.Parts.OthersMs != 8 || one.Parts.TTFTms() != 9+16 {
+		t.Errorf("Parts = %+v, want OthersMs 0.5 × 16 = 8 and TTFT 25", one.Parts)
+	}
+	churn.CachedBlocks = 10
+	if one, _ = s.Score(Request{ISLTokens: 160}, []Candidate{churn}, nil); one.Parts.OthersMs != 0 {
+		t.Errorf("cached prompt: OthersMs = %v, want 0", one.Parts.OthersMs)
 	}
 }
 

@@ -90,7 +90,7 @@ Data centers and WAN:
                                 from first-token times (finds a DC faster or slower
                                 than configured) and scales its estimates by it
   --no-calibration              ttft learns nothing from first-token and last-token
-                                times (not even the KV residence)
+                                times (not even the KV hold time)
   --dc-speed a=X,b=Y,…          the named sites' workers compute X× as fast as
                                 configured, unbeknown to the routers (their
                                 reports carry the configured rate)
