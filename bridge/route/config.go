@@ -151,8 +151,8 @@ type Config struct {
 	// Calibrate makes the ttft policy also scale each DC's queue and
 	// prefill estimates by the compute factor the router learns from the
 	// first-token times of the streams it relays (score.Calibration); the
-	// DCs' KV residence, from the streams' ends, is learned and used
-	// regardless. optional; default: false (see score.Calibration and
+	// DCs' KV hold time (score.Holding) and residence, from the streams'
+	// ends, are learned and used regardless. optional; default: false (see score.Calibration and
 	// BENCHMARKS.md for why it is opt-in).
 	Calibrate bool
 	// Temperature is the routing temperature (dynamo-compat §4.3); optional;

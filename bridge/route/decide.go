@@ -147,6 +147,7 @@ func (rt *Router) candidates(obs []laneObs, now time.Time, maxAge time.Duration)
 		}
 		if rt.cal != nil {
 			c.ResidenceMs = rt.cal[i].ResidenceMs()
+			c.HoldMs = rt.hold.HoldMs(i)
 			if rt.cfg.Calibrate {
 				c.Weights = rt.cal[i].Weights()
 			}

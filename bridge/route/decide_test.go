@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/goindex/score"
 	"github.com/goindex/goindex/goindex/shm"
 )
 
@@ -191,5 +192,57 @@ func TestDecide_MatchesReferenceTTFT(t *testing.T) {
 	// 16-bit fingerprints: one false hit per ~8000 probes of absent blocks.
 	if overReported > cases/50 {
 		t.Errorf("%d of %d cases over-reported a cached prefix, want at most %d", overReported, cases, cases/50)
+	}
+}
+
+// TestDecide_LongHoldsGrowAFullDCsKVWait: the KV wait ttft estimates for a
+// DC whose KV is full frees its capacity once per hold time learned from
+// the streams relayed to it (first to last event plus the estimated
+// prefill, weighted by prompt blocks): after a 10 s stream near's wait for
+// room for a 10-block prompt is 10 blocks × (10 s + prefill) / 100
+// blocks, after a 30 s one more, while far, with room, waits for nothing.
+func TestDecide_LongHoldsGrowAFullDCsKVWait(t *testing.T) {
+	s := setupTwoDCs(t, nil)
+	s.fx.signals(0, 5*time.Millisecond, 0, shm.Load{CapacityBlocks: 100, ActiveDecodeBlocks: 100, DecodeBlocksPerMs: 1, PrefillTokensPerMs: 0.1})
+	s.fx.signals(1, 100*time.Millisecond, 0, shm.Load{CapacityBlocks: 100})
+	p := &Prompt{Tokens: make([]uint32, 160), HasTokens: true} // 10 blocks
+	choices := func() (near, far Choice) {
+		t.Helper()
+		d, err := s.rt.Decide(p)
+		if err != nil || len(d.Order) != 2 || d.Policy != score.TTFT {
+			t.Fatalf("Decide: %v, %d choices under %v; want 2 under ttft", err, len(d.Order), d.Policy)
+		}
+		for _, c := range d.Order {
+			if c.Index == 0 {
+				near = c
+			} else {
+				far = c
+			}
+		}
+		return near, far
+	}
+	near, far := choices()
+	// Nothing learned: the reported release rate, 1 block per ms.
+	if near.Parts.QueueMs != 10 || far.Parts.QueueMs != 0 {
+		t.Fatalf("before any stream: near's queue %v ms, far's %v; want 10 and 0", near.Parts.QueueMs, far.Parts.QueueMs)
+	}
+	d := &Decision{Policy: score.TTFT, PromptTokens: len(p.Tokens)}
+	start := time.Now()
+	first := start.Add(50 * time.Millisecond)
+	s.rt.learn(d, &near, start, first, first.Add(10*time.Second))
+	// Admission is a prefill before the first event: 160 tokens at 0.1
+	// per ms, 1.6 s on top of the stream's 10 s.
+	prefill := near.Parts.PrefillMs
+	if prefill != 1600 {
+		t.Fatalf("near's prefill estimate %v ms, want 1600", prefill)
+	}
+	hold := 10_000 + prefill
+	after, far := choices()
+	if want := 10 * hold / 100; math.Abs(after.Parts.QueueMs-want) > 1e-6 || far.Parts.QueueMs != 0 {
+		t.Fatalf("after a 10 s stream: near's queue %v ms, far's %v; want %v and 0", after.Parts.QueueMs, far.Parts.QueueMs, want)
+	}
+	s.rt.learn(d, &near, start, first, first.Add(30*time.Second))
+	if longer, _ := choices(); !(longer.Parts.QueueMs > after.Parts.QueueMs) {
+		t.Errorf("after a 30 s stream near's queue %v ms, not above the %v after 10 s", longer.Parts.QueueMs, after.Parts.QueueMs)
 	}
 }

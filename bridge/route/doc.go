@@ -60,10 +60,16 @@
 // the uncached prompt tokens of every request it serves to a score.Demand
 // and ttft also prices the wait a request's prefill adds for the requests
 // behind it at the fleet utilization that gives. Under ttft every relayed
-// stream teaches its DC's score.Calibration: the first event's delay
-// against the estimate, the rest of the stream as the KV residence ttft's
-// wait for KV room uses; with Calibrate the learned compute factor also
-// scales the DC's estimates.
+// stream teaches its DC's score.Calibration (the first event's delay
+// against the estimate, the rest of the stream as the KV residence) and
+// the router's score.Holding (the hold time: first to last event plus the
+// estimated prefill, weighted by the prompt's blocks); ttft's wait for KV
+// room at a full DC frees its capacity once per hold time (per residence
+// before the hold is known); with Calibrate the learned compute factor
+// also scales the DC's estimates. The eviction charge the sim prices
+// (score.EvictionFactor) needs each DC's rate of stored blocks, which the
+// replica does not record (its lanes count deltas and load reports carry
+// the cached level, not inserts): the router leaves it at 0.
 //
 // Slow clients. Every request has a deadline: its headers within
 // min(10 s, BodyTimeout), then its body within BodyTimeout, whether the
@@ -197,7 +203,10 @@
 // LoRA/namespace salts are hashed; /v1/models, other /v1/ endpoints,
 // /healthz, /health and /readyz behave; a new replica generation is
 // followed; and many concurrent requests (under -race) all land while
-// signals change and the file is replaced. A randomized test holds Decide
+// signals change and the file is replaced. A relayed stream teaches its
+// DC's calibration and hold time, and a full DC's KV wait grows with the
+// hold learned from its streams (not the residence) while a DC with room
+// waits for nothing. A randomized test holds Decide
 // against a hand-written ttft model over random DC sets, signals and
 // cached prefixes, failing open and closed; another holds the token-id scanner to encoding/json on
 // random well- and ill-formed arrays; fuzz targets cover ParseRequest, the

@@ -520,6 +520,12 @@ func TestRoute_StreamsTeachTheDCsCalibration(t *testing.T) {
 		t.Fatalf("stream from %q (%d, %s): near's calibration has %d TTFTs, residence %v ms; want 1 and > 0",
 			resp.Header.Get(HeaderDC), resp.StatusCode, body, near.Observations(), near.ResidenceMs())
 	}
+	// The hold: at least the 5 ms between the events (the estimated
+	// prefill of 3 tokens adds a little); far saw nothing of its own and
+	// reads the fleet's mean, near's.
+	if hold := s.rt.hold.HoldMs(0); !(hold >= 5) || s.rt.hold.HoldMs(1) != hold {
+		t.Fatalf("after a 5 ms stream near's hold = %v ms, far's %v; want ≥ 5 and equal", hold, s.rt.hold.HoldMs(1))
+	}
 	s.near.setHandler(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"choices":[]}`)

@@ -49,7 +49,11 @@ type Router struct {
 	// cal learns per DC (Config.DCs index) from the streams it relays: the
 	// first token's time against the ttft estimate, the stream's end; nil
 	// unless the policy is ttft.
-	cal       []*score.Calibration
+	cal []*score.Calibration
+	// hold learns per DC how long the streams it relays held their KV
+	// blocks (score.Holding), for ttft's wait for KV room; nil unless the
+	// policy is ttft.
+	hold      *score.Holding
 	hasher    *dynamo.Hasher // unsalted
 	replica   *replicaHolder
 	defaultDC int // Config.DefaultDC's index
@@ -122,6 +126,7 @@ func New(cfg Config) (*Router, error) {
 		for range cfg.DCs {
 			rt.cal = append(rt.cal, score.NewCalibration(0))
 		}
+		rt.hold = score.NewHolding(len(cfg.DCs), 0)
 	}
 	if rt.hasher, err = dynamo.NewHasher(dynamo.HasherConfig{BlockSize: cfg.BlockSize}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
@@ -360,8 +365,13 @@ func (rt *Router) serveCompletion(w http.ResponseWriter, r *http.Request, ep End
 // first event's delay since the request left (the time to first token as
 // the client sees it, up to the client's own hop) against the estimate's
 // terms, unscaled, and how long the stream ran after it (the request's KV
-// residence, give or take the last events' trip). A stream cut before its
-// first event teaches nothing.
+// residence, give or take the last events' trip). A whole stream also
+// teaches the DC's hold time (score.Holding.ObserveStream, as the sim
+// does): the time from its first to its last event, both a one-way trip
+// after the DC sent them, plus the estimated prefill, weighted by the
+// prompt's blocks (the generated tokens' are not counted: the router does
+// not parse the stream). A stream cut before its first event teaches
+// nothing.
 func (rt *Router) learn(d *Decision, c *Choice, start, first, end time.Time) {
 	if rt.cal == nil || d.Policy != score.TTFT || first.IsZero() {
 		return
@@ -373,7 +383,10 @@ func (rt *Router) learn(d *Decision, c *Choice, start, first, end time.Time) {
 	cal := rt.cal[c.Index]
 	cal.ObserveTTFT(raw, float64(first.Sub(start))/float64(time.Millisecond))
 	if !end.IsZero() {
-		cal.ObserveResidence(unixMs(end), float64(end.Sub(first))/float64(time.Millisecond))
+		streamMs := float64(end.Sub(first)) / float64(time.Millisecond)
+		cal.ObserveResidence(unixMs(end), streamMs)
+		blocks := (d.PromptTokens + rt.cfg.BlockSize - 1) / rt.cfg.BlockSize
+		rt.hold.ObserveStream(c.Index, streamMs, raw.PrefillMs, float64(blocks))
 	}
 }
 

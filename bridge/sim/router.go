@@ -413,7 +413,7 @@ func (s *simulation) feedback(i int, first bool) {
 		rt.cal[st.dc].ObserveTTFT(st.raw, st.ttftMs())
 		return
 	}
-	rt.hold.Observe(st.dc, st.doneMs-st.rttMs/2-st.firstTokenMs+st.raw.PrefillMs, float64(st.blocks))
+	rt.hold.ObserveStream(st.dc, st.doneMs-st.rttMs/2-st.firstTokenMs, st.raw.PrefillMs, float64(st.blocks))
 }
 
 // routed records request i, sent by router rt to DC l believing a cached

@@ -88,7 +88,7 @@
 // and without the others' wait, with a learned residence, hold time and
 // weights, the KV wait growing with the queued blocks beyond a full
 // candidate's capacity, the eviction charge, Holding's block-weighted and
-// shrunk means, EvictionFactor and InsertRate by hand, the
+// shrunk means and a stream's hold, EvictionFactor and InsertRate by hand, the
 // robust choice among close estimates, Drift's rate and spread on a noisy
 // stream, Calibration's factor on noisy requests of a mis-configured
 // candidate and its residence, GORGO's cost by hand, Demand against a brute-force window sum,

@@ -82,6 +82,17 @@ func (h *Holding) Observe(k int, holdMs, blocks float64) {
 	h.fleet.add(h.fkeep, holdMs, blocks)
 }
 
+// ObserveStream records a request seen, as a proxy sees it, by its first
+// and last tokens at candidate k: firstToLastMs apart, with prefillMs the
+// estimate's prefill (unweighted). Its hold is the two together, from its
+// admission (not seen: the first token less the prefill) to its last
+// token. Times taken where both tokens arrive, after the same one-way
+// trip, need no correction; taken where the request was served, neither
+// does. Bad input is ignored as Observe ignores it.
+func (h *Holding) ObserveStream(k int, firstToLastMs, prefillMs, blocks float64) {
+	h.Observe(k, firstToLastMs+max(prefillMs, 0), blocks)
+}
+
 // HoldMs is candidate k's estimated block-weighted hold time, ms: 0
 // before any observation anywhere.
 func (h *Holding) HoldMs(k int) float64 {

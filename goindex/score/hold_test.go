@@ -53,3 +53,20 @@ func TestHolding_ForgetsOldRequests(t *testing.T) {
 		t.Errorf("HoldMs after 100 requests of 9 s = %v, want about 9000", got)
 	}
 }
+
+// TestHolding_ObserveStream: a request seen by its first and last tokens
+// holds its blocks for the time between them plus the estimated prefill
+// before the first; a negative prefill adds nothing, NaN is ignored.
+func TestHolding_ObserveStream(t *testing.T) {
+	h := NewHolding(1, 1_000_000)
+	h.ObserveStream(0, 3000, 500, 2)
+	if got := h.HoldMs(0); math.Abs(got-3500) > 0.01 {
+		t.Errorf("HoldMs after a 3 s stream with 0.5 s of prefill = %v, want 3500", got)
+	}
+	h = NewHolding(1, 1_000_000)
+	h.ObserveStream(0, 3000, -500, 2)
+	h.ObserveStream(0, math.NaN(), 500, 2)
+	if got := h.HoldMs(0); math.Abs(got-3000) > 0.01 {
+		t.Errorf("HoldMs after a negative prefill and a NaN stream = %v, want 3000", got)
+	}
+}
