@@ -303,37 +303,6 @@ func probeDuringEvents(t *testing.T, mode string) {
 	}
 }
 
-func TestRegistry_GrowsAndForgetsClosedHandles(t *testing.T) {
-	var r ids[handle]
-	var hs []*handle
-	for i := 0; i < 40; i++ {
-		h := &handle{}
-		if id := r.add(h); id != uint64(i+1) {
-			t.Fatalf("add #%d = id %d, want %d", i, id, i+1)
-		}
-		hs = append(hs, h)
-	}
-	for i, h := range hs {
-		if id := uint64(i + 1); i%3 == 0 && r.remove(id) != h {
-			t.Errorf("remove(%d) did not return its handle", id)
-		}
-	}
-	for i, h := range hs {
-		want := h
-		if i%3 == 0 {
-			want = nil
-		}
-		if got := r.get(uint64(i + 1)); got != want {
-			t.Errorf("get(%d) = %p, want %p", i+1, got, want)
-		}
-	}
-	for _, id := range []uint64{0, 41, 1 << 63, ^uint64(0)} {
-		if r.get(id) != nil || r.remove(id) != nil {
-			t.Errorf("get/remove(%d) found a handle", id)
-		}
-	}
-}
-
 // putSorted, goindex_probe's sort while copying into the host's buffer, is
 // checked against its slow reference (SortMembers, then putOverlaps) on
 // random results of distinct members, short (insertion) and long
@@ -380,7 +349,7 @@ func TestProbe_WiderThanStackBuffer(t *testing.T) {
 		if got := probe(t, h, q); got != strings.Join(want, " ") {
 			t.Errorf("probe %d of %v = %q, want %q", i, q, got, strings.Join(want, " "))
 		}
-		if i == 0 && !handles.get(uint64(h)).wideProbes.Load() {
+		if i == 0 && !handles.Get(uint64(h)).wideProbes.Load() {
 			t.Errorf("after a probe of %d entries wideProbes = false, want true", workers)
 		}
 	}

@@ -72,7 +72,7 @@ func checkBlocks(b *testing.B, n int, blocks func(i int) int) {
 func BenchmarkProbe(b *testing.B) {
 	h, queries := benchIndex(b)
 	b.Run("impl=radix/blocks=64", func(b *testing.B) {
-		ix := handles.get(uint64(h)).ix
+		ix := handles.Get(uint64(h)).ix
 		dst := make([]kv.Overlap, 0, benchMembers)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
@@ -102,7 +102,7 @@ func BenchmarkProbeMiss(b *testing.B) {
 	h, _ := benchIndex(b)
 	miss := []uint64{12345}
 	b.Run("impl=radix", func(b *testing.B) {
-		ix := handles.get(uint64(h)).ix
+		ix := handles.Get(uint64(h)).ix
 		dst := make([]kv.Overlap, 0, benchMembers)
 		for b.Loop() {
 			dst = ix.Match(dst[:0], miss)
@@ -125,7 +125,7 @@ func BenchmarkProbeMiss(b *testing.B) {
 		}
 	})
 	b.Run("impl=counter", func(b *testing.B) {
-		hd := handles.get(uint64(h))
+		hd := handles.Get(uint64(h))
 		for b.Loop() {
 			hd.ix.CountProbe()
 		}
@@ -138,7 +138,7 @@ func BenchmarkProbeBatch(b *testing.B) {
 	h, queries := benchIndex(b)
 	flat := slices.Concat(queries...)
 	b.Run("impl=radix/blocks=64/batch=64", func(b *testing.B) {
-		ix := handles.get(uint64(h)).ix
+		ix := handles.Get(uint64(h)).ix
 		dst := make([]kv.Overlap, 0, benchMembers*benchBatch)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
@@ -194,7 +194,7 @@ func BenchmarkTrivialCall(b *testing.B) {
 // impl=insertion is hostindex.SortMembers, impl=slices is slices.SortFunc.
 func BenchmarkSortMembers(b *testing.B) {
 	h, queries := benchIndex(b)
-	ix := handles.get(uint64(h)).ix
+	ix := handles.Get(uint64(h)).ix
 	unsorted := ix.Match(nil, queries[5])
 	work := make([]kv.Overlap, len(unsorted))
 	for _, c := range []struct {

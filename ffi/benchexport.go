@@ -64,7 +64,7 @@ func benchProbes(handle C.uint64_t, mode hostindex.Mode, queries *C.goindex_in_u
 			passed = 0
 		}
 	}()
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil || queries == nil || h.ix.Mode() != mode {
 		return 0
 	}

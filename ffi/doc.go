@@ -9,7 +9,7 @@
 //
 // A handle is an open hostindex.Index under an id that counts up from 1 and
 // is never reused; the registry (handle.go) is the package's only mutable
-// global, and it also holds the states of Dynamo's worker-selector plugin.
+// global.
 // Every export runs the same four steps: a deferred recover guard (a panic
 // becomes GOINDEX_EINTERNAL with its detail recorded), the handle and
 // argument checks (NULL with a nonzero length, the GOINDEX_MAX_* limits,
@@ -19,27 +19,17 @@
 // failure's detail, prefixed by the call's name, becomes the handle's last
 // error (goindex_open's: handle 0's).
 //
-// Dynamo's worker-selector plugin (dynamo-compat §5a; never merged
-// upstream, four layouts in circulation, include/goindex.h names them)
-// lives in the same library: plugin.c holds the descriptor and its four
-// callbacks in C memory, states are registry ids cast to pointers, and
-// plugin.go tells the row layout from the columnar ones by the input's word
-// at offset 4 and reads either (plugin.c asserts their offsets) into
-// dynamo/selector, whose cost model chooses. select fails open: anything it
-// cannot use, a panic included, is USE_DEFAULT with the reason. A state
-// whose config names a replica takes its DC's measured rates from it
-// (selector.Open's Replica, over the engine's one replica follower,
-// goindex/follow, which also decides what is unusable: a missing, damaged
-// or stale replica, a lane not ready, a load report past max_staleness_ms
-// are USE_DEFAULT, named by follow's Reason).
+// The library's second ABI, Dynamo's worker-selector plugin and
+// goindex_worker_costs, is package ffi/wsplugin, which main.go imports: its
+// C descriptor and callbacks must sit with the Go exports they call. Both
+// keep their objects in ffi/internal/idtable's id table.
 //
 // # Invariants
 //
 //   - No host pointer outlives a call: stored and removed events are copied
 //     into Go memory before the index sees them; a probe's query and a
 //     relay frame are passed as views of host memory because the index only
-//     reads them during the call (a frame is copied before decoding); the
-//     plugin reads Dynamo's columns as views during select.
+//     reads them during the call (a frame is copied before decoding).
 //   - No Go pointer reaches the host: results are copied into the caller's
 //     buffers, strerror's strings are C strings allocated once at start.
 //   - Probe results are sorted by (id, rank); a too small buffer gets
@@ -58,27 +48,21 @@
 // hostindex.Index is safe for probes concurrent with event calls; the
 // handle adds only its last-error lock. Close removes the id first, so a
 // call that starts after close sees GOINDEX_EHANDLE; one racing close
-// finishes on the old index. Plugin states have a mutex each.
+// finishes on the old index.
 //
 // # Files
 //
 //   - doc.go: this overview.
-//   - main.go: the empty main of a c-shared build.
+//   - main.go: the empty main of a c-shared build, importing ffi/wsplugin.
 //   - exports.go: the //export functions, argument views and output checks,
 //     conversions to and from the header's structs, strerror's strings.
-//   - handle.go: the handle and plugin-state registry, handles, scratch.
+//   - handle.go: the handle registry, handles, scratch.
 //   - errors.go: the ABI's sentinels and the one error-to-code table.
-//   - plugin.go: the Go side of Dynamo's worker-selector plugin: state
-//     registry, the layouts' checks and decoding, the call into
-//     dynamo/selector, fail-open statuses.
-//   - plugin_costs.go: goindex_worker_costs's Go side: a plugin state's
-//     per-worker costs for Dynamo's compile-time scorer (dynamo/rust/goindex-scorer).
 //   - benchexport.go: goindex_bench_inprocess, only in the benchmark build
 //     (-tags goindex_bench): the in-process Go probe tests/c/bench.c times
 //     next to the ABI calls in one process.
 //
-// Also here: plugin.c (the plugin's descriptor and C callbacks, with static
-// asserts of the spec's struct sizes and offsets), build.sh (builds
+// Also here: build.sh (builds
 // libgoindex.so and checks the headers), exports.map (the linker version
 // script) and check/headers.c (the translation unit holding both headers).
 //
@@ -89,8 +73,7 @@
 // ids, probes concurrent with events, zero allocations per probe and batch,
 // global mode through tests/c/fixture's DCs and scripts (random relay
 // traffic against an exact model, generation changes under concurrent
-// probes, bad replica files), the plugin, and fuzz targets for
-// goindex_apply_frame and the plugin's create. tests/c, tests/python,
+// probes, bad replica files), and a fuzz target for goindex_apply_frame. tests/c, tests/python,
 // tests/rust and tests/gohost test the real library from C, Python ctypes,
 // Rust and Go; BenchmarkProbe here and tests/c/bench.c measure the
 // boundary (BENCHMARKS.md).

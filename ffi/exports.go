@@ -57,7 +57,7 @@ func guard(rc *status, id uint64, call string) {
 		*rc = handles.failOpen(err)
 		return
 	}
-	if h := handles.get(id); h != nil {
+	if h := handles.Get(id); h != nil {
 		*rc = h.fail(call, err)
 		return
 	}
@@ -135,14 +135,14 @@ func goindex_open(configJSON *C.goindex_in_char, configLen C.size_t, handleOut *
 	if err != nil {
 		return handles.failOpen(err)
 	}
-	*handleOut = C.uint64_t(handles.add(&handle{ix: ix}))
+	*handleOut = C.uint64_t(handles.Add(&handle{ix: ix}))
 	return C.GOINDEX_OK
 }
 
 //export goindex_close
 func goindex_close(handle C.uint64_t) (rc C.int) {
 	defer guard(&rc, uint64(handle), "goindex_close")
-	h := handles.remove(uint64(handle))
+	h := handles.Remove(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -205,7 +205,7 @@ func hashLocals(tokens *C.goindex_in_u32, nTokens C.size_t, loraName *C.goindex_
 // stored event, built in Go memory, applied.
 func insert(call string, id uint64, m kv.Member, eventID C.uint64_t, parentHash *C.goindex_in_u64,
 	externalHashes *C.goindex_in_u64, nBlocks C.size_t, locals localsOf) C.int {
-	h := handles.get(id)
+	h := handles.Get(id)
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -256,7 +256,7 @@ func goindex_remove(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, e
 	externalHashes *C.goindex_in_u64, n C.size_t) (rc C.int) {
 	const call = "goindex_remove"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -272,7 +272,7 @@ func goindex_remove(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, e
 func goindex_clear(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, eventID C.uint64_t) (rc C.int) {
 	const call = "goindex_clear"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -284,7 +284,7 @@ func goindex_clear(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t, ev
 func goindex_remove_worker(handle C.uint64_t, workerID C.uint64_t) (rc C.int) {
 	const call = "goindex_remove_worker"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -295,7 +295,7 @@ func goindex_remove_worker(handle C.uint64_t, workerID C.uint64_t) (rc C.int) {
 func goindex_remove_rank(handle C.uint64_t, workerID C.uint64_t, dpRank C.uint32_t) (rc C.int) {
 	const call = "goindex_remove_rank"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -309,7 +309,7 @@ func goindex_hash_tokens(handle C.uint64_t, tokens *C.goindex_in_u32, nTokens C.
 	out *C.uint64_t, capacity C.size_t, written *C.size_t) (rc C.int) {
 	const call = "goindex_hash_tokens"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -376,7 +376,7 @@ func goindex_probe(handle C.uint64_t, localHashes *C.goindex_in_u64, n C.size_t,
 	out *C.goindex_overlap, capacity C.size_t, written *C.size_t) (rc C.int) {
 	const call = "goindex_probe"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -431,7 +431,7 @@ func goindex_probe_batch(handle C.uint64_t, localHashes *C.goindex_in_u64, lengt
 	counts *C.size_t, written *C.size_t) (rc C.int) {
 	const call = "goindex_probe_batch"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -542,7 +542,7 @@ func candidateOf(c *C.goindex_candidate) (score.Candidate, error) {
 func goindex_score(handle C.uint64_t, request *C.goindex_in_score_request, result *C.goindex_score_result) (rc C.int) {
 	const call = "goindex_score"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -588,7 +588,7 @@ const scoreResultV1Bytes = C.sizeof_goindex_score_result - 8
 func goindex_apply_frame(handle C.uint64_t, frame *C.goindex_in_u8, frameLen C.size_t) (rc C.int) {
 	const call = "goindex_apply_frame"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -603,7 +603,7 @@ func goindex_apply_frame(handle C.uint64_t, frame *C.goindex_in_u8, frameLen C.s
 func goindex_set_rtt(handle C.uint64_t, dcID C.uint64_t, rttMs C.double) (rc C.int) {
 	const call = "goindex_set_rtt"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -618,7 +618,7 @@ func goindex_set_rtt(handle C.uint64_t, dcID C.uint64_t, rttMs C.double) (rc C.i
 func goindex_attach_replica(handle C.uint64_t, path *C.goindex_in_char, pathLen C.size_t) (rc C.int) {
 	const call = "goindex_attach_replica"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -639,7 +639,7 @@ func goindex_attach_replica(handle C.uint64_t, path *C.goindex_in_char, pathLen 
 func goindex_stats(handle C.uint64_t, stats *C.goindex_counters) (rc C.int) {
 	const call = "goindex_stats"
 	defer guard(&rc, uint64(handle), call)
-	h := handles.get(uint64(handle))
+	h := handles.Get(uint64(handle))
 	if h == nil {
 		return C.GOINDEX_EHANDLE
 	}
@@ -708,7 +708,7 @@ func goindex_last_error(handle C.uint64_t, buf *C.char, capacity C.size_t, neede
 	var msg string
 	if handle == 0 {
 		msg = handles.openError()
-	} else if h := handles.get(uint64(handle)); h != nil {
+	} else if h := handles.Get(uint64(handle)); h != nil {
 		msg = h.lastError()
 	} else {
 		return C.GOINDEX_EHANDLE

@@ -1,6 +1,7 @@
-package main
+package wsplugin
 
 /*
+#cgo CFLAGS: -I${SRCDIR}/../../include
 #include "goindex.h"
 */
 import "C"
@@ -13,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/goindex/goindex/dynamo/selector"
+	"github.com/goindex/goindex/ffi/internal/idtable"
 )
 
 // The Go side of Dynamo's worker-selector plugin (dynamo-compat §5a;
@@ -49,6 +51,10 @@ var (
 	// it answers USE_DEFAULT.
 	errUnfamiliar = errors.New("goindex plugin: use default")
 )
+
+// states holds the live plugin states, the package's one piece of mutable
+// state (STYLE.md); the host holds a state's id cast to a pointer.
+var states idtable.Table[pluginState]
 
 // pluginState is one plugin state: the selector of one Dynamo router
 // (decode or prefill, with its replica when the config names one) and its
@@ -121,11 +127,13 @@ func dynamoSelectorCreate(cfg *C.goindex_in_u8, cfgLen C.size_t, role C.uint32_t
 	if uint32(role) > maxRouterRole {
 		return invalid(eb, "router_role %d (want 0 unknown, 1 decode or 2 prefill)", uint32(role))
 	}
-	src, err := view[byte](cfg, cfgLen, selector.MaxConfigBytes, "config")
-	if err != nil {
-		return invalid(eb, "%v", err)
+	switch {
+	case cfg == nil && cfgLen > 0:
+		return invalid(eb, "config is NULL with length %d", uint64(cfgLen))
+	case uint64(cfgLen) > selector.MaxConfigBytes:
+		return invalid(eb, "config length %d over %d", uint64(cfgLen), selector.MaxConfigBytes)
 	}
-	c, err := selector.ParseConfig(src)
+	c, err := selector.ParseConfig(unsafe.Slice((*byte)(unsafe.Pointer(cfg)), int(cfgLen)))
 	if err != nil {
 		return invalid(eb, "%v", err)
 	}
@@ -133,14 +141,14 @@ func dynamoSelectorCreate(cfg *C.goindex_in_u8, cfgLen C.size_t, role C.uint32_t
 	if st.sel, err = selector.Open(c); err != nil {
 		return invalid(eb, "%v", err)
 	}
-	*stateOut = C.uint64_t(handles.plugins.add(st))
+	*stateOut = C.uint64_t(states.Add(st))
 	return C.DYNAMO_WS_OK
 }
 
 //export dynamoSelectorSelect
 func dynamoSelectorSelect(state C.uint64_t, in *wsInput, out *C.size_t, eb *wsErrorBuf) (rc wsStatus) {
 	defer selectGuard(&rc, eb)
-	st := handles.plugins.get(uint64(state))
+	st := states.Get(uint64(state))
 	switch {
 	case st == nil:
 		return wsFail(eb, C.DYNAMO_WS_USE_DEFAULT, unfamiliar("state %#x is not a live plugin state", uint64(state)))
@@ -171,7 +179,7 @@ func dynamoSelectorSelect(state C.uint64_t, in *wsInput, out *C.size_t, eb *wsEr
 //export dynamoSelectorRequiredInputs
 func dynamoSelectorRequiredInputs(state C.uint64_t, inputsOut *C.uint64_t, eb *wsErrorBuf) (rc wsStatus) {
 	defer wsGuard(&rc, eb)
-	st := handles.plugins.get(uint64(state))
+	st := states.Get(uint64(state))
 	switch {
 	case st == nil:
 		return invalid(eb, "state %#x is not a live plugin state", uint64(state))
@@ -185,7 +193,7 @@ func dynamoSelectorRequiredInputs(state C.uint64_t, inputsOut *C.uint64_t, eb *w
 //export dynamoSelectorDestroy
 func dynamoSelectorDestroy(state C.uint64_t) {
 	defer func() { _ = recover() }() // destroy has no status to report a panic with
-	if st := handles.plugins.remove(uint64(state)); st != nil {
+	if st := states.Remove(uint64(state)); st != nil {
 		st.sel.Close()
 	}
 }

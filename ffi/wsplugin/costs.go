@@ -1,4 +1,4 @@
-package main
+package wsplugin
 
 /*
 #include "goindex.h"
@@ -6,7 +6,6 @@ package main
 import "C"
 
 import (
-	"fmt"
 	"unsafe"
 
 	"github.com/goindex/goindex/dynamo/selector"
@@ -16,27 +15,27 @@ import (
 // state into its number): the per-worker cost of Dynamo's compile-time
 // scorer (dynamo/rust/goindex-scorer) over a plugin state, the same
 // selector, rates and replica, one cost per worker instead of one choice.
+// It has no handle to record a detail on, so a failure is its GOINDEX_*
+// code alone (a panic: GOINDEX_EINTERNAL).
 //
 //export pluginWorkerCosts
 func pluginWorkerCosts(state C.uint64_t, blockSize C.uint32_t, isl C.uint64_t, workers *C.goindex_worker, n C.size_t,
 	costs *C.double, degraded *C.uint32_t, note *wsErrorBuf) (rc C.int) {
 	defer func() {
-		if r := recover(); r != nil {
-			rc = code(fmt.Errorf("%w: goindex_worker_costs: panic: %v", errInternal, r))
+		if recover() != nil {
+			rc = C.GOINDEX_EINTERNAL
 		}
 	}()
-	st := handles.plugins.get(uint64(state))
+	st := states.Get(uint64(state))
 	switch {
 	case st == nil:
-		return code(fmt.Errorf("%w: %#x is not a live plugin state", errHandle, uint64(state)))
-	case degraded == nil:
-		return code(fmt.Errorf("%w: degraded is NULL", errInvalid))
-	case blockSize == 0:
-		return code(fmt.Errorf("%w: block_size 0", errInvalid))
+		return C.GOINDEX_EHANDLE
+	case degraded == nil, blockSize == 0:
+		return C.GOINDEX_EINVAL
 	case n > C.GOINDEX_MAX_CANDIDATES:
-		return code(fmt.Errorf("%w: %d workers over %d", errTooBig, uint64(n), C.GOINDEX_MAX_CANDIDATES))
+		return C.GOINDEX_ETOOBIG
 	case n > 0 && (workers == nil || costs == nil):
-		return code(fmt.Errorf("%w: workers or costs is NULL with %d workers", errInvalid, uint64(n)))
+		return C.GOINDEX_EINVAL // workers or costs is NULL with n > 0
 	}
 	*degraded = 0
 	if n == 0 {
@@ -49,7 +48,7 @@ func pluginWorkerCosts(state C.uint64_t, blockSize C.uint32_t, isl C.uint64_t, w
 	for i := range in {
 		w := &in[i]
 		if w.reserved != 0 {
-			return code(fmt.Errorf("%w: workers[%d].reserved is %d, want 0", errInvalid, i, uint32(w.reserved)))
+			return C.GOINDEX_EINVAL
 		}
 		c := selector.Candidate{HasCachedTokens: true, CachedTokens: uint64(w.cached_tokens)}
 		if w.flags&C.GOINDEX_CAND_LOAD != 0 {
@@ -63,7 +62,7 @@ func pluginWorkerCosts(state C.uint64_t, blockSize C.uint32_t, isl C.uint64_t, w
 	st.cands = cands
 	why, err := st.sel.Costs(selector.Request{BlockSize: uint32(blockSize), ISLTokens: uint64(isl)}, cands, out)
 	if err != nil {
-		return code(fmt.Errorf("%w: %w", errInvalid, err))
+		return C.GOINDEX_EINVAL
 	}
 	if why != nil {
 		*degraded = 1

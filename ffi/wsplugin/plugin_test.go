@@ -1,4 +1,4 @@
-package main
+package wsplugin
 
 import (
 	"math/rand/v2"
@@ -346,3 +346,13 @@ func TestPlugin_PanicIsPanickedOrUseDefault(t *testing.T) {
 	}
 	pluginStateT(t, ``)
 }
+
+// Go names of the C types the exports take, for the tests (the package's
+// own names for the header's types).
+type (
+	cU64   = _Ctype_uint64_t
+	cU32   = _Ctype_uint32_t
+	cSize  = _Ctype_size_t
+	inU8   = _Ctype_goindex_in_u8
+	status = _Ctype_int
+)
