@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/internal/syncbuf"
 )
 
 func stored(worker, id uint64, hashes ...uint64) dynamo.RouterEvent {
@@ -230,20 +230,5 @@ func TestRun_RecordsTheSubjectsUntilItsLimit(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for Run's writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is what a background command or server writes while the test reads.
+type syncBuffer = syncbuf.Buffer

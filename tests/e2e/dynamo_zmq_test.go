@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/bridge/route"
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/internal/syncbuf"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -46,29 +46,11 @@ func goindexBinary(t *testing.T) string {
 	return p
 }
 
-// lockedBuffer is a command's stderr, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // command runs bin with args until the test ends (SIGINT, then a wait), and
 // returns its stderr.
-func command(t *testing.T, bin string, args ...string) *lockedBuffer {
+func command(t *testing.T, bin string, args ...string) *syncbuf.Buffer {
 	t.Helper()
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr, cmd.Stdout = stderr, io.Discard
 	if err := cmd.Start(); err != nil {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,26 +22,12 @@ import (
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/shm"
+	"github.com/goindex/goindex/internal/syncbuf"
 	"github.com/nats-io/nats.go"
 )
 
-// syncBuffer is a bytes.Buffer safe for a command writing while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is what a background command or server writes while the test reads.
+type syncBuffer = syncbuf.Buffer
 
 // background runs a subcommand in the background and returns its stdout,
 // stderr, a stop function and its result channel.
