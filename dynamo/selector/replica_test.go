@@ -9,21 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goindex/goindex/goindex/ckf"
-	"github.com/goindex/goindex/goindex/shm"
 	"github.com/goindex/goindex/tests/c/fixture"
 )
 
-// writeReplica writes a replica file of DCs 3 and 7 at path, with DC 3's
-// lane ready (or not) and its load report received at recv.
+// writeReplica writes fixture.WriteRatesReplica's file at path.
 func writeReplica(t *testing.T, path string, ready bool, recv time.Time) {
 	t.Helper()
-	const buckets = 8
-	load := &shm.Load{At: recv, ReceivedAt: recv, LiveWorkers: 2, PrefillTokensPerMs: 10, QueueTokensPerMs: 40, DecodeBlocksPerMs: 4}
-	lanes := []fixture.Lane{{Words: make([]uint64, buckets), Ready: ready, Load: load}, {Words: make([]uint64, buckets), Ready: true}}
-	if _, err := fixture.WriteReplica(path, shm.Layout{Seed: ckf.DefaultSeed, Buckets: buckets, Domain: 1, ConsumerInstance: 1,
-		DCs: []uint64{3, 7}}, lanes); err != nil {
-		t.Fatalf("WriteReplica(%s): %v", path, err)
+	if err := fixture.WriteRatesReplica(path, ready, recv); err != nil {
+		t.Fatalf("WriteRatesReplica(%s): %v", path, err)
 	}
 }
 
