@@ -74,26 +74,44 @@ func (m *flatMap[V]) len() int {
 
 // find returns a pointer to key's value, or nil.
 func (m *flatMap[V]) find(key uint64) *V {
+	if i := m.slot(key); i >= 0 {
+		return m.at(i)
+	}
+	return nil
+}
+
+// slot returns key's position for at and delAt, or -1 if key is absent:
+// its slot index, or len(m.slots) for key 0. A position is valid until
+// the next upsert, del, delAt or reset.
+func (m *flatMap[V]) slot(key uint64) int {
 	if key == 0 {
 		if m.hasZero {
-			return &m.zero
+			return len(m.slots)
 		}
-		return nil
+		return -1
 	}
 	mask := uint64(len(m.slots) - 1)
 	for i := m.home(key); ; i = (i + 1) & mask {
-		s := &m.slots[i]
-		switch s.key {
+		switch m.slots[i].key {
 		case key:
-			return &s.val
+			return int(i)
 		case 0:
-			return nil
+			return -1
 		}
 	}
 }
 
+// at returns a pointer to the value at position i (from slot).
+func (m *flatMap[V]) at(i int) *V {
+	if i == len(m.slots) {
+		return &m.zero
+	}
+	return &m.slots[i].val
+}
+
 // upsert returns a pointer to key's value, inserting the zero value first
-// if key is absent (found is then false).
+// if key is absent (found is then false); it grows the map only when the
+// insertion would pass 3/4 load.
 func (m *flatMap[V]) upsert(key uint64) (v *V, found bool) {
 	if key == 0 {
 		found = m.hasZero
@@ -103,9 +121,7 @@ func (m *flatMap[V]) upsert(key uint64) (v *V, found bool) {
 		}
 		return &m.zero, found
 	}
-	if (m.count+1)*4 > len(m.slots)*3 {
-		m.grow()
-	}
+	m.reserve(1)
 	mask := uint64(len(m.slots) - 1)
 	for i := m.home(key); ; i = (i + 1) & mask {
 		s := &m.slots[i]
@@ -144,23 +160,41 @@ func (m *flatMap[V]) grow() {
 	}
 }
 
+// reserve grows m now if adding that many keys would grow it, so that
+// the pointers find and upsert return stay valid through those upserts.
+func (m *flatMap[V]) reserve(keys int) {
+	for (m.count+keys)*4 > len(m.slots)*3 {
+		m.grow()
+	}
+}
+
 // del removes key and reports whether it was present.
 func (m *flatMap[V]) del(key uint64) bool {
-	if key == 0 {
-		was := m.hasZero
-		m.hasZero = false
-		return was
+	_, ok := m.take(key)
+	return ok
+}
+
+// take removes key and returns its value, or reports it absent.
+func (m *flatMap[V]) take(key uint64) (v V, ok bool) {
+	i := m.slot(key)
+	if i < 0 {
+		return v, false
 	}
-	mask := uint64(len(m.slots) - 1)
-	i := m.home(key)
-	for m.slots[i].key != key {
-		if m.slots[i].key == 0 {
-			return false
-		}
-		i = (i + 1) & mask
+	v = *m.at(i)
+	m.delAt(i)
+	return v, true
+}
+
+// delAt removes the key at position pos (from slot).
+func (m *flatMap[V]) delAt(pos int) {
+	if pos == len(m.slots) {
+		m.hasZero = false
+		return
 	}
 	// Shift back every later entry of the run that may live at i: one whose
 	// home is not cyclically inside (i, j].
+	mask := uint64(len(m.slots) - 1)
+	i := uint64(pos)
 	for j := (i + 1) & mask; m.slots[j].key != 0; j = (j + 1) & mask {
 		if (j-m.home(m.slots[j].key))&mask < (j-i)&mask {
 			continue
@@ -170,7 +204,6 @@ func (m *flatMap[V]) del(key uint64) bool {
 	}
 	m.slots[i] = flatSlot[V]{}
 	m.count--
-	return true
 }
 
 // all yields every key and a pointer to its value; the loop must not

@@ -234,6 +234,9 @@ func checkProducer(t *testing.T, p *Producer, md *model, wasResident map[uint64]
 		if o.count != counts[c] {
 			t.Fatalf("step %d: owners(%#x) = %d, want %d", step, c, o.count, counts[c])
 		}
+		if o.offered {
+			t.Fatalf("step %d: owners(%#x) still marked offered after the call", step, c)
+		}
 		if o.resident {
 			resident[c] = true
 			held = append(held, p.f.Probe(c))

@@ -18,17 +18,25 @@ type mapping struct {
 	at     int // block index in the event
 }
 
+// offer is one block of a Stored event that asks for a physical
+// admission, and its canonical's owner entry (owner.offered is set while
+// it is listed).
+type offer struct {
+	at int // block index in the event
+	o  *owner
+}
+
 // storeScratch is reused by every Stored event, so that ingest does not
 // allocate in steady state.
 type storeScratch struct {
-	chain    []uint64          // canonical hash of each block
-	fresh    []mapping         // new mappings, in block order
-	probes   []Probe           // probe of each block (Removed: of each mapped id)
-	cands    []int             // blocks of non-resident candidates, deduplicated, in order
-	reoffers []int             // blocks of non-resident re-offers that are not candidates, deduplicated
-	seen     flatMap[struct{}] // everything in cands and reoffers
-	members  []kv.Member       // a worker's ranks, for clearWorkerRanks
-	keys     []uint64          // source ids a failed clear already removed
+	chain    []uint64    // canonical hash of each block
+	fresh    []mapping   // new mappings, in block order
+	probes   []Probe     // probe of each block (Removed: of each mapped id)
+	reoffers []int       // blocks whose mapping the event repeats
+	cands    []offer     // non-resident candidates, deduplicated, in order
+	offers   []offer     // non-resident re-offers that are not candidates, deduplicated, in order
+	members  []kv.Member // a worker's ranks, for clearWorkerRanks
+	keys     []uint64    // source ids a failed clear already removed
 }
 
 // Apply applies one KV event of the pool (spec §4.2–4.5) and returns the
@@ -117,8 +125,7 @@ func (p *Producer) store(ev *kv.Event) error {
 		p.members[m] = lin
 	}
 	s := &p.scratch
-	s.fresh, s.cands, s.reoffers = s.fresh[:0], s.cands[:0], s.reoffers[:0]
-	s.seen.reset(len(ev.Blocks))
+	s.fresh, s.cands, s.offers, s.reoffers = s.fresh[:0], s.cands[:0], s.offers[:0], s.reoffers[:0]
 
 	// Chain and address every block, then start the cache misses of its
 	// lineage, owner and filter lines all at once instead of one after
@@ -160,46 +167,55 @@ func (p *Producer) store(ev *kv.Event) error {
 	}
 
 	// Owner increments, undone if any would overflow (reserve before
-	// commit: the event is then rejected whole).
+	// commit: the event is then rejected whole). The owner table makes
+	// room for every new canonical first, so that the owner pointers kept
+	// in cands and offers stay valid for the rest of the event.
+	p.owners.reserve(len(s.fresh))
 	for i, f := range s.fresh {
 		o, _ := p.owners.upsert(f.c)
 		if o.count == math.MaxUint32 {
+			for _, c := range s.cands {
+				c.o.offered = false
+			}
 			p.unown(s.fresh[:i])
 			p.unmap(m, lin, s.fresh)
 			p.stats.OwnershipOverflows++
 			return fmt.Errorf("member %v block %#x canonical %#x: %w", m, f.src, f.c, ErrOwnershipDegreeOverflow)
 		}
 		o.count++
-		if !o.resident && s.seen.insert(f.c) {
-			s.cands = append(s.cands, f.at)
+		if !o.resident && !o.offered {
+			o.offered = true
+			s.cands = append(s.cands, offer{f.at, o})
 		}
 	}
 	p.tracked += uint64(len(s.fresh))
 
 	// Re-offers that may need a physical admission: not resident, not a
 	// candidate, once each (spec: candidates leave the re-offer list).
-	offers := s.reoffers[:0]
 	for _, i := range s.reoffers {
-		if o := p.owners.find(chain[i]); o != nil && !o.resident && s.seen.insert(chain[i]) {
-			offers = append(offers, i)
+		if o := p.owners.find(chain[i]); o != nil && !o.resident && !o.offered {
+			o.offered = true
+			s.offers = append(s.offers, offer{i, o})
 		}
 	}
-	s.reoffers = offers
-	p.win.reserve(len(s.cands)*(p.tab.maxKicks+1)+len(s.reoffers), p.f.Buckets())
+	p.win.reserve(len(s.cands)*(p.tab.maxKicks+1)+len(s.offers), p.f.Buckets())
 
 	// Physical admission: full insertion for candidates, relocation-free
 	// for re-offers (a failed re-offer is not counted again).
 	omitted := 0
-	for _, i := range s.cands {
-		if touched, ok := p.tab.insert(probes[i]); ok {
-			p.admit(chain[i], touched)
+	for _, c := range s.cands {
+		if touched, ok := p.tab.insert(probes[c.at]); ok {
+			p.admit(c.o, touched)
 		} else {
+			c.o.offered = false
 			omitted++
 		}
 	}
-	for _, i := range s.reoffers {
-		if touched, ok := p.tab.place(probes[i]); ok {
-			p.admit(chain[i], touched)
+	for _, c := range s.offers {
+		if touched, ok := p.tab.place(probes[c.at]); ok {
+			p.admit(c.o, touched)
+		} else {
+			c.o.offered = false
 		}
 	}
 	if omitted > 0 {
@@ -209,13 +225,14 @@ func (p *Producer) store(ev *kv.Event) error {
 	return nil
 }
 
-// admit marks canonical c resident after an insertion wrote touched.
-func (p *Producer) admit(c uint64, touched []touch) {
+// admit marks the canonical of owner entry o resident after an insertion
+// wrote touched.
+func (p *Producer) admit(o *owner, touched []touch) {
 	for _, t := range touched {
 		p.win.mark(t)
 	}
 	p.stats.Touches += uint64(len(touched))
-	p.owners.find(c).resident = true
+	o.resident, o.offered = true, false
 	p.resident++
 }
 
@@ -265,15 +282,16 @@ func (p *Producer) remove(m kv.Member, srcs []uint64) error {
 	}
 	p.scratch.probes = probes
 	for i, src := range srcs {
-		c := lin.find(src) // again: an id may repeat within the event
-		if c == nil {
+		c, ok := lin.take(src) // an id may repeat within the event: then it is gone
+		if !ok {
 			p.stats.UnknownRemovals++
 			continue
 		}
-		if err := p.release(*c, probes[i]); err != nil {
+		if err := p.release(c, probes[i]); err != nil {
+			v, _ := lin.upsert(src) // the offending block keeps its mapping
+			*v = c
 			return fmt.Errorf("member %v block %#x: %w", m, src, err)
 		}
-		lin.del(src)
 		p.tracked--
 	}
 	if lin.len() == 0 {
@@ -345,10 +363,12 @@ func (p *Producer) clearWorkerRanks(worker uint64) error {
 // c's probe when the caller has it, or the zero Probe (fingerprints are
 // never 0).
 func (p *Producer) release(c uint64, pr Probe) error {
-	o := p.owners.find(c)
-	switch {
-	case o == nil: // a mapping without an owner entry breaks I1
+	at := p.owners.slot(c)
+	if at < 0 { // a mapping without an owner entry breaks I1
 		return p.violate(c, owner{})
+	}
+	o := p.owners.at(at)
+	switch {
 	case o.count > 1:
 		o.count--
 		return nil
@@ -364,7 +384,7 @@ func (p *Producer) release(c uint64, pr Probe) error {
 		p.stats.Touches++
 		p.resident--
 	}
-	p.owners.del(c)
+	p.owners.delAt(at)
 	return nil
 }
 

@@ -45,6 +45,7 @@ type Config struct {
 type owner struct {
 	count    uint32 // (member, source block) mappings to the canonical
 	resident bool   // its fingerprint is in the filter
+	offered  bool   // listed for admission by the Stored event being applied; false between calls
 }
 
 // Producer is the exact state and cuckoo filter of one pool (spec §4): the
@@ -229,8 +230,8 @@ func (p *Producer) Stats() Stats {
 // Go map headers and the member index add a few hundred bytes per member.
 func (p *Producer) memoryBytes() uint64 {
 	b := uint64(cap(p.tab.words))*8 + uint64(cap(p.tab.kicks))*uint64(unsafe.Sizeof(touch{}))
-	b += uint64(cap(p.win.bits))*8 + uint64(cap(p.win.entries))*uint64(unsafe.Sizeof(touch{}))
-	b += p.owners.bytes() + p.scratch.seen.bytes()
+	b += p.win.bytes()
+	b += p.owners.bytes()
 	for _, lin := range p.members {
 		b += lin.bytes()
 	}

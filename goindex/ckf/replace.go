@@ -109,7 +109,7 @@ func (p *Producer) adopt(m kv.Member, old *lineage) {
 	p.tracked += uint64(lin.len())
 	for _, c := range first {
 		if touched, ok := p.tab.insert(p.f.ProbeFast(c)); ok {
-			p.admit(c, touched)
+			p.admit(p.owners.find(c), touched)
 		} else {
 			p.stats.CapacityOmissions++
 		}
