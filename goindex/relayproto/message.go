@@ -150,6 +150,14 @@ type LoadReport struct {
 	ActiveDecodeBlocks  uint64 // KV blocks held by running decodes (score.Candidate.ActiveDecodeBlocks)
 	LiveWorkers         uint32 // workers that published an event or load sample within IntervalMs
 	CapacityBlocks      uint64 // total KV capacity of the live workers, in blocks; 0: unknown
+	// StoredBlocks counts the blocks the pool's workers reported stored
+	// since the producer's incarnation began (every block of every
+	// device-tier store event, re-stores of cached blocks included): a
+	// monotonic counter whose increments between two reports of one
+	// incarnation are the DC's inserts (score.InsertRate). 0: unknown
+	// (older relays, or nothing stored yet); a receiver starts over when
+	// the incarnation changes or the counter goes down.
+	StoredBlocks uint64
 
 	PrefillTokensPerMs float64 // one request's prefill speed on one worker, tokens/ms
 	QueueTokensPerMs   float64 // rate the whole DC drains queued prefill tokens, tokens/ms
@@ -158,3 +166,14 @@ type LoadReport struct {
 
 // Type returns FrameLoadReport.
 func (*LoadReport) Type() FrameType { return FrameLoadReport }
+
+// Supersedes reports whether r replaces kept as a DC's last load report:
+// r was sampled later, or it is the same sample carrying the StoredBlocks
+// counter kept lacks (a relay publishes each sample in both layouts, on
+// two subjects that arrive in either order). A repeat of kept does not.
+func (r *LoadReport) Supersedes(kept *LoadReport) bool {
+	if r.TimestampUnixNano != kept.TimestampUnixNano {
+		return r.TimestampUnixNano > kept.TimestampUnixNano
+	}
+	return r.StoredBlocks != 0 && kept.StoredBlocks == 0
+}

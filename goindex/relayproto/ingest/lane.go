@@ -517,13 +517,13 @@ func (l *Lane) Heartbeat(h *relayproto.Heartbeat) Outcome {
 }
 
 // Load keeps r when it comes from the lane's assigned producer identity
-// and is not older than the report already kept. Load reports are not
-// leased (they are broadcast) and never fault a lane.
+// and supersedes the report already kept (LoadReport.Supersedes). Load
+// reports are not leased (they are broadcast) and never fault a lane.
 func (l *Lane) Load(r *relayproto.LoadReport) Outcome {
 	if l.state == StateUnclaimed || l.state == StateIdle || r.Identity != l.identity {
 		return l.note(ForeignIdentity)
 	}
-	if l.hasLoad && r.TimestampUnixNano < l.load.TimestampUnixNano {
+	if l.hasLoad && !r.Supersedes(&l.load) {
 		return l.note(StaleOrDuplicate)
 	}
 	l.load, l.hasLoad = *r, true

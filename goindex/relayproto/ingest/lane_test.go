@@ -626,11 +626,25 @@ func TestLane_LoadReportsFollowTheAssignedIdentity(t *testing.T) {
 	if o := fx.l.Load(&older); o != StaleOrDuplicate {
 		t.Errorf("Load(older) = %v, want StaleOrDuplicate", o)
 	}
+	if o := fx.l.Load(r); o != StaleOrDuplicate {
+		t.Errorf("Load(repeat) = %v, want StaleOrDuplicate", o)
+	}
 	restarted := *r
 	restarted.Identity.Incarnation++
 	if o := fx.l.Load(&restarted); o != ForeignIdentity {
 		t.Errorf("Load(new incarnation) = %v, want ForeignIdentity", o)
 	}
+	// The same sample in the counted layout replaces the kept one; the
+	// uncounted layout arriving after it does not take the counter away.
+	counted := *r
+	counted.StoredBlocks = 77
+	if o := fx.l.Load(&counted); o != LoadRecorded {
+		t.Errorf("Load(same sample, StoredBlocks 77) = %v, want LoadRecorded", o)
+	}
+	if o := fx.l.Load(r); o != StaleOrDuplicate {
+		t.Errorf("Load(same sample without the counter, after it) = %v, want StaleOrDuplicate", o)
+	}
+	r = &counted
 	got, ok := fx.l.LastLoad()
 	if !ok || got != *r {
 		t.Errorf("LastLoad() = %+v, %v; want %+v", got, ok, *r)

@@ -21,8 +21,13 @@ import (
 //	Heartbeat [identity, lease, sequence]
 //	Load      [identity, sequence, timestamp_unix_ns, interval_ms, active_blocks, queued_prefill_tokens,
 //	           active_decode_blocks, live_workers, capacity_blocks, prefill_tokens_per_ms f64,
-//	           queue_tokens_per_ms f64, decode_blocks_per_ms f64]
+//	           queue_tokens_per_ms f64, decode_blocks_per_ms f64 (, stored_blocks)]
 //
+// A load report's stored_blocks (LoadReport.StoredBlocks) is written only
+// when it is not 0, so a report without it is byte for byte the 12-field
+// body decoders before it accept (they reject any other field count: the
+// relay publishes the 13-field form on its own subject); a 13-field body
+// holding 0 is not canonical and is rejected.
 // Integers use msgpack's shortest unsigned encoding; bulk data travels as
 // one bin so that it is bounded before anything is allocated and read
 // without per-element msgpack overhead.
@@ -33,7 +38,8 @@ const (
 	deltaFields     = 5
 	drainFields     = 3
 	heartbeatFields = 3
-	loadFields      = 12
+	loadFields      = 12 // without stored_blocks (0: unknown)
+	loadFieldsAll   = 13 // with stored_blocks
 	imageBytes      = 12 // LE u32 bucket + LE u64 word, as upstream CBI1
 )
 
@@ -137,21 +143,31 @@ func (br *bodyReader) peek(what string) (byte, error) {
 
 // array reads an array header of exactly want elements.
 func (br *bodyReader) array(want int, what string) error {
+	_, err := br.arrayOf(what, want, want)
+	return err
+}
+
+// arrayOf reads an array header of lo to hi elements and returns its
+// length.
+func (br *bodyReader) arrayOf(what string, lo, hi int) (int, error) {
 	c, err := br.peek(what)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !msgpcode.IsFixedArray(c) && c != msgpcode.Array16 && c != msgpcode.Array32 {
-		return br.fail(ErrMalformed, "%s: not an array (code 0x%02x)", what, c)
+		return 0, br.fail(ErrMalformed, "%s: not an array (code 0x%02x)", what, c)
 	}
 	n, err := br.dec.DecodeArrayLen()
 	if err != nil {
-		return br.fail(ErrMalformed, "%s: %v", what, err)
+		return 0, br.fail(ErrMalformed, "%s: %v", what, err)
 	}
-	if n != want {
-		return br.fail(ErrMalformed, "%s has %d fields, want %d", what, n, want)
+	if n < lo || n > hi {
+		if lo == hi {
+			return 0, br.fail(ErrMalformed, "%s has %d fields, want %d", what, n, lo)
+		}
+		return 0, br.fail(ErrMalformed, "%s has %d fields, want %d to %d", what, n, lo, hi)
 	}
-	return nil
+	return n, nil
 }
 
 // uint reads an unsigned integer ≤ limit. Signed and nil encodings are

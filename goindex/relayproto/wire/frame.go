@@ -156,7 +156,11 @@ func appendLoadReport(dst []byte, r *relayproto.LoadReport) ([]byte, error) {
 		}
 	}
 	return appendFrame(dst, relayproto.FrameLoadReport, func(bw *bodyWriter) {
-		bw.array(loadFields)
+		if r.StoredBlocks == 0 {
+			bw.array(loadFields)
+		} else {
+			bw.array(loadFieldsAll)
+		}
 		bw.identity(&r.Identity)
 		bw.uint(r.Sequence)
 		bw.uint(r.TimestampUnixNano)
@@ -169,6 +173,9 @@ func appendLoadReport(dst []byte, r *relayproto.LoadReport) ([]byte, error) {
 		bw.float(r.PrefillTokensPerMs)
 		bw.float(r.QueueTokensPerMs)
 		bw.float(r.DecodeBlocksPerMs)
+		if r.StoredBlocks != 0 {
+			bw.uint(r.StoredBlocks)
+		}
 	})
 }
 
@@ -454,13 +461,13 @@ func (br *bodyReader) heartbeat(h *relayproto.Heartbeat) error {
 }
 
 func (br *bodyReader) loadReport(r *relayproto.LoadReport) error {
-	if err := br.array(loadFields, "load report"); err != nil {
+	n, err := br.arrayOf("load report", loadFields, loadFieldsAll)
+	if err != nil {
 		return err
 	}
 	if err := br.identity(&r.Identity); err != nil {
 		return err
 	}
-	var err error
 	var interval, workers uint64
 	for _, f := range [...]struct {
 		dst   *uint64
@@ -487,6 +494,15 @@ func (br *bodyReader) loadReport(r *relayproto.LoadReport) error {
 	}{{&r.PrefillTokensPerMs, "prefill rate"}, {&r.QueueTokensPerMs, "queue rate"}, {&r.DecodeBlocksPerMs, "decode rate"}} {
 		if *f.dst, err = br.float(f.name); err != nil {
 			return err
+		}
+	}
+	r.StoredBlocks = 0
+	if n == loadFieldsAll {
+		if r.StoredBlocks, err = br.uint(math.MaxUint64, "stored blocks"); err != nil {
+			return err
+		}
+		if r.StoredBlocks == 0 {
+			return br.fail(ErrMalformed, "stored blocks 0 is written by leaving the field out")
 		}
 	}
 	return br.end()

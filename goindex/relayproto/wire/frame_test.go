@@ -32,6 +32,7 @@ func sampleMessages(t testing.TB) map[string]relayproto.Message {
 		"heartbeat_fanout":       &relayproto.Heartbeat{Identity: id, Sequence: 300},
 		"load_report":            &relayproto.LoadReport{Identity: id, Sequence: 8, TimestampUnixNano: 1764684000123456789, IntervalMs: 1000, ActiveBlocks: 1 << 20, QueuedPrefillTokens: 65536, ActiveDecodeBlocks: 4096, LiveWorkers: 16, CapacityBlocks: 1 << 22, PrefillTokensPerMs: 20.5, QueueTokensPerMs: 300, DecodeBlocksPerMs: 1.25},
 		"load_report_unmeasured": &relayproto.LoadReport{Identity: id},
+		"load_report_stored":     &relayproto.LoadReport{Identity: id, Sequence: 8, TimestampUnixNano: 1764684000123456789, IntervalMs: 1000, ActiveBlocks: 1 << 20, LiveWorkers: 16, CapacityBlocks: 1 << 22, StoredBlocks: 1<<33 + 5},
 	}
 }
 
@@ -300,5 +301,63 @@ func TestFrame_DecoderReusesBuffers(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("Decoder.Decode(delta) allocates %v times per frame, want 0", allocs)
+	}
+}
+
+// TestFrame_LoadReportStoredBlocksBothWays holds the stored-blocks counter
+// to its compatibility rule: a report without it (testdata/load_report.frame,
+// written before the field existed) decodes with 0, a report whose counter
+// is 0 is written exactly as before (so decoders that know only 12 fields
+// take it), a counted report has the 13th field, and the non-canonical or
+// hostile forms are refused.
+func TestFrame_LoadReportStoredBlocksBothWays(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "load_report.frame"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d Decoder
+	counted := *sampleMessages(t)["load_report"].(*relayproto.LoadReport)
+	counted.StoredBlocks = 12345
+	frame, err := AppendFrame(nil, &counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := frame[headerBytes]; got != 0x90|loadFieldsAll {
+		t.Errorf("AppendFrame(StoredBlocks 12345) body opens with 0x%02x, want a %d-element array", got, loadFieldsAll)
+	}
+	m, _, err := d.Decode(frame)
+	if err != nil || m.(*relayproto.LoadReport).StoredBlocks != 12345 {
+		t.Errorf("Decode(counted report) = %+v, %v; want StoredBlocks 12345", m, err)
+	}
+	// The same Decoder then reads a report without the field as 0, not as
+	// the previous report's counter.
+	m, _, err = d.Decode(old)
+	if err != nil || m.(*relayproto.LoadReport).StoredBlocks != 0 {
+		t.Errorf("Decode(12-field golden) = %+v, %v; want StoredBlocks 0", m, err)
+	}
+	uncounted := counted
+	uncounted.StoredBlocks = 0
+	if b, err := AppendFrame(nil, &uncounted); err != nil || !bytes.Equal(b, old) {
+		t.Errorf("AppendFrame(StoredBlocks 0) = %x, %v; want the 12-field golden %x", b, err, old)
+	}
+	body := old[headerBytes:]
+	grow := func(n byte, tail ...byte) []byte {
+		return append(append([]byte{0x90 | n}, body[1:]...), tail...)
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"13 fields holding 0", grow(13, 0x00)},
+		{"13 fields, signed counter", grow(13, 0xd0, 0x05)},
+		{"13 fields, nil counter", grow(13, 0xc0)},
+		{"13 fields, counter missing", grow(13)},
+		{"14 fields", grow(14, 0x05, 0x05)},
+		{"11 fields", append([]byte{0x90 | 11}, body[1:len(body)-9]...)},
+	} {
+		var r relayproto.LoadReport
+		if _, err := DecodeLoadReport(&r, reframe(old, tc.body)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeLoadReport(%s) = %v, want ErrMalformed", tc.name, err)
+		}
 	}
 }
