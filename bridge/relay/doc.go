@@ -24,7 +24,13 @@
 // stream lost what its replay could not cover, has its members cleared.
 // Load: Dynamo's ActiveLoad on kv_metrics (endpoint scope; namespace scope
 // for older releases, then for workers seen in events only) and goindex's
-// JSON WorkerLoad samples (PoolConfig.Loads).
+// JSON WorkerLoad samples (PoolConfig.Loads). Each load report also counts
+// the blocks stored since the relay started (every block of every applied
+// device-tier store event, re-stores included; transport duplicates are
+// dropped before): a router differences it into the DC's insert rate. A
+// report carrying the counter goes on P.D.C.load-stored; the same sample
+// without it on P.D.C.load (and the state bucket) for consumers that
+// decode only the load report's older 12-field layout.
 // Where DCs share one subject space (leaf nodes joined to a hub), the event
 // plane subjects must stay local to their DC: deny their export on the leaf
 // remote, or give each DC's component its own name (as the end-to-end tests
@@ -59,7 +65,8 @@
 //
 // Subjects and assets (P = Config.Prefix, default "goindex"; D = domain id,
 // C = DC id, decimal): see Names. In short: P.D.C.delta (the log),
-// P.D.C.load, P.D.C.ping, P.D.C.snapshot, P.D.C.worker-load, P.D.discover;
+// P.D.C.load, P.D.C.load-stored, P.D.C.ping, P.D.C.snapshot,
+// P.D.C.worker-load, P.D.discover;
 // stream P-D-C-delta, object store P-D-C-snapshot, KV P-D-C-state (P
 // escaped one to one into asset names by AssetPrefix).
 //

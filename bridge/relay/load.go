@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
 )
 
@@ -38,6 +39,9 @@ type loadTracker struct {
 	// refused counts samples and events of new workers not tracked because
 	// the table was full of live ones.
 	refused uint64
+	// stored counts the blocks of every store event applied since the
+	// pool started (LoadReport.StoredBlocks).
+	stored uint64
 }
 
 func newLoadTracker(window time.Duration) *loadTracker {
@@ -74,9 +78,15 @@ func (t *loadTracker) forget(now time.Time) {
 	}
 }
 
-// sawEvent marks worker id live at now.
-func (t *loadTracker) sawEvent(id uint64, now time.Time) {
-	if w := t.worker(id, now); w != nil {
+// sawEvent marks e's worker live at now and counts the blocks e stores:
+// every block of every store event, one already cached included, as the
+// simulator's routers count a DC's inserts (score.InsertRate), whether or
+// not the worker's table had room.
+func (t *loadTracker) sawEvent(e *kv.Event, now time.Time) {
+	if e.Kind == kv.Stored {
+		t.stored += uint64(len(e.Blocks))
+	}
+	if w := t.worker(e.Member.Worker, now); w != nil {
 		w.seen = now
 	}
 }
@@ -144,11 +154,13 @@ type Coverage struct {
 	Oldest  time.Time
 }
 
-// fill sums the live workers' samples into r, forgets workers silent for
+// fill sums the live workers' samples into r, sets its stored-blocks
+// counter, forgets workers silent for
 // longer than the window, uses perWorkerCapacity for live workers that
 // sent no capacity, and says how many live workers' samples it summed.
 func (t *loadTracker) fill(r *relayproto.LoadReport, now time.Time, perWorkerCapacity uint64) (cov Coverage) {
 	t.forget(now)
+	r.StoredBlocks = t.stored
 	for _, w := range t.workers {
 		r.LiveWorkers++
 		if !w.sampled.IsZero() {

@@ -29,7 +29,12 @@ func PoolLogValue(d relayproto.DomainID, dc relayproto.DCID) string {
 //
 //	P.D.C.delta      JetStream stream subject: the ordered delta log
 //	                 (deltas, heartbeats, drain markers; one frame each)
-//	P.D.C.load       core: load-report frames, every LoadEvery
+//	P.D.C.load       core: load-report frames, every LoadEvery, without
+//	                 the stored-blocks counter (the 12-field layout every
+//	                 consumer decodes)
+//	P.D.C.load-stored  core: the same samples with the counter (13 fields,
+//	                 which consumers before the counter refuse), once
+//	                 the pool has stored a block
 //	P.D.C.ping       core request/reply: an Info (RTT probe, discovery)
 //	P.D.C.snapshot   core request/reply: store a fresh snapshot, reply Info
 //	P.D.C.worker-load  core: JSON WorkerLoad samples from workers (input)
@@ -74,6 +79,11 @@ func (n Names) DeltaSubject() string { return n.base() + ".delta" }
 // LoadSubject carries load-report frames.
 func (n Names) LoadSubject() string { return n.base() + ".load" }
 
+// LoadStoredSubject carries load-report frames with the stored-blocks
+// counter (relayproto.LoadReport.StoredBlocks); LoadSubject carries the
+// same samples without it, for decoders that know 12 fields only.
+func (n Names) LoadStoredSubject() string { return n.base() + ".load-stored" }
+
 // PingSubject answers RTT probes with an Info.
 func (n Names) PingSubject() string { return n.base() + ".ping" }
 
@@ -91,6 +101,11 @@ func (n Names) DiscoverSubject() string {
 // LoadWildcard matches every DC's load subject of the domain.
 func (n Names) LoadWildcard() string {
 	return n.Prefix + "." + strconv.FormatUint(uint64(n.Domain), 10) + ".*.load"
+}
+
+// LoadStoredWildcard matches every DC's load-stored subject of the domain.
+func (n Names) LoadStoredWildcard() string {
+	return n.Prefix + "." + strconv.FormatUint(uint64(n.Domain), 10) + ".*.load-stored"
 }
 
 // Stream is the delta log's stream name.

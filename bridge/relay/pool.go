@@ -639,7 +639,7 @@ func (p *pool) apply(src *Source, now time.Time) ckf.Step {
 	step := ckf.StepContinue
 	for i := range p.evs {
 		k := &p.evs[i]
-		p.load.sawEvent(k.Member.Worker, now)
+		p.load.sawEvent(k, now)
 		s, err := p.prod.Apply(k)
 		if err != nil && !errors.Is(err, ckf.ErrCapacityExhausted) {
 			p.rejected++
@@ -810,8 +810,10 @@ func (p *pool) periodic(now time.Time) error {
 	return nil
 }
 
-// reportLoad publishes a load report on the load subject and keeps it as
-// the state bucket's last value.
+// reportLoad publishes a load report: with its stored-blocks counter on
+// the load-stored subject (once there is one to send), and without it on
+// the load subject and as the state bucket's last value, where consumers
+// that decode only the 12-field layout read it.
 func (p *pool) reportLoad(now time.Time) {
 	c := &p.r.cfg
 	st := p.prod.Stats()
@@ -821,14 +823,25 @@ func (p *pool) reportLoad(now time.Time) {
 		QueueTokensPerMs: c.QueueTokensPerMs, DecodeBlocksPerMs: c.DecodeBlocksPerMs}
 	cov := p.load.fill(&r, now, c.WorkerCapacityBlocks)
 	p.r.setLoad(p.cfg.Domain, PoolLoad{Report: r, Coverage: cov})
-	b, err := wire.AppendFrame(p.frame[:0], &r)
-	if err != nil {
-		p.log.Warn("load report", "err", err)
-		return
+	publish := func(subject string, r *relayproto.LoadReport) []byte {
+		b, err := wire.AppendFrame(p.frame[:0], r)
+		if err != nil {
+			p.log.Warn("load report", "err", err)
+			return nil
+		}
+		p.frame = b
+		if c.Conn.Publish(subject, b) == nil {
+			p.wire.add(relayproto.FrameLoadReport, len(b))
+		}
+		return b
 	}
-	p.frame = b
-	if c.Conn.Publish(p.names.LoadSubject(), b) == nil {
-		p.wire.add(relayproto.FrameLoadReport, len(b))
+	if r.StoredBlocks != 0 {
+		publish(p.names.LoadStoredSubject(), &r)
+	}
+	r.StoredBlocks = 0
+	b := publish(p.names.LoadSubject(), &r)
+	if b == nil {
+		return
 	}
 	ctx, cancel := context.WithTimeout(p.dlog.ctx, c.PublishTimeout)
 	defer cancel()

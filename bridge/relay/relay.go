@@ -133,7 +133,7 @@ func (r *Relay) Catalog() (revision uint64, pools []Info, changed <-chan struct{
 	return r.catalog, pools, r.changed
 }
 
-// PoolLoad is a pool's last load report (what the load subject carried)
+// PoolLoad is a pool's last load report (with its stored-blocks counter)
 // and how much of it its workers' own samples make.
 type PoolLoad struct {
 	Report   relayproto.LoadReport

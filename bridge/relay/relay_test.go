@@ -376,3 +376,120 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// storeEnvelope is an endpoint-scope envelope of publisher pub at seq in
+// which worker w stores blocks (chained from the root) or removes them.
+func storeEnvelope(t *testing.T, w, pub, seq uint64, kind kv.Kind, blocks ...uint64) []byte {
+	t.Helper()
+	ev := dynamo.RouterEvent{WorkerID: w, Event: dynamo.CacheEvent{EventID: seq, Kind: kind}}
+	if kind == kv.Removed {
+		ev.Event.Removed = blocks
+	}
+	for _, h := range blocks {
+		if kind == kv.Stored {
+			ev.Event.Stored.Blocks = append(ev.Event.Stored.Blocks, dynamo.StoredBlock{BlockHash: h, TokensHash: h ^ 0x5a5a})
+		}
+	}
+	payload, err := dynamo.AppendMsgpack(nil, &ev)
+	if err != nil {
+		t.Fatalf("AppendMsgpack: %v", err)
+	}
+	return dynamo.AppendEnvelope(nil, &dynamo.Envelope{Topic: dynamo.EventTopic, PublisherID: pub, Sequence: seq, PublishedAtMs: 1, Payload: payload})
+}
+
+// TestRelay_LoadReportsCountStoredBlocks sends stores, a transport
+// duplicate, re-stores of cached blocks (by the same worker and another
+// one) and a removal: the counter is every block of every store event, as
+// the simulator counts a DC's inserts (re-stores included, the duplicate
+// envelope and the removal not). The counted report goes on the
+// load-stored subject; the load subject and the state bucket carry the
+// same sample in the 12-field layout, byte for byte what the relay wrote
+// before the counter existed.
+func TestRelay_LoadReportsCountStoredBlocks(t *testing.T) {
+	_, nc := natstest.Start(t)
+	cfg := testConfig(nc)
+	run := startRelay(t, cfg)
+	names := Names{Prefix: DefaultPrefix, Domain: 1, DC: 3}
+	stored, err := nc.SubscribeSync(names.LoadStoredSubject())
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	plain, err := nc.SubscribeSync(names.LoadSubject())
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	subject := dynamo.Scope{Namespace: "dynamo", Component: "backend", Endpoint: "generate"}.Subject(dynamo.EventTopic)
+	first := storeEnvelope(t, 1, 9, 1, kv.Stored, 0x101, 0x102)
+	for _, b := range [][]byte{
+		first,
+		storeEnvelope(t, 1, 9, 2, kv.Stored, 0x101, 0x102), // worker 1 stores its cached blocks again: 2
+		storeEnvelope(t, 2, 8, 1, kv.Stored, 0x101),        // worker 2 stores a block worker 1 holds: 1
+		storeEnvelope(t, 1, 9, 3, kv.Removed, 0x102),       // a removal counts nothing
+	} {
+		publishAndWait(t, nc, run.r, subject, b)
+	}
+	if err := nc.Publish(subject, first); err != nil { // a transport duplicate: dropped, not counted
+		t.Fatalf("publish: %v", err)
+	}
+	relaytest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if d := poolStatus(t, run.r).Intake.Duplicates; d != 1 {
+			return fmt.Errorf("duplicates = %d, want 1", d)
+		}
+		return nil
+	})
+	const want = 5
+	var counted relayproto.LoadReport
+	relaytest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		m, err := stored.NextMsg(time.Second)
+		if err != nil {
+			return err
+		}
+		if _, err := wire.DecodeLoadReport(&counted, m.Data); err != nil {
+			return err
+		}
+		if counted.StoredBlocks != want {
+			return fmt.Errorf("load-stored report counts %d stored blocks, want %d", counted.StoredBlocks, want)
+		}
+		return nil
+	})
+	if pl, ok := run.r.Load(1); !ok || pl.Report.StoredBlocks < want {
+		t.Errorf("Relay.Load = %+v, %v; want a report counting ≥ %d stored blocks", pl.Report, ok, want)
+	}
+	// The plain subject carries the same sample without the counter.
+	relaytest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		m, err := plain.NextMsg(time.Second)
+		if err != nil {
+			return err
+		}
+		var r relayproto.LoadReport
+		if _, err := wire.DecodeLoadReport(&r, m.Data); err != nil {
+			return err
+		}
+		if r.TimestampUnixNano < counted.TimestampUnixNano {
+			return errors.New("an older sample")
+		}
+		if m.Data[16] != 0x9c || r.StoredBlocks != 0 {
+			return fmt.Errorf("load subject frame opens a body of %#x with StoredBlocks %d, want a 12-field array (0x9c) without the counter", m.Data[16], r.StoredBlocks)
+		}
+		again, err := wire.AppendFrame(nil, &r)
+		if err != nil || !slices.Equal(again, m.Data) {
+			return fmt.Errorf("load subject frame is not the canonical 12-field encoding of its report: %v", err)
+		}
+		return nil
+	})
+	js, _ := jetstream.New(nc)
+	kvb, err := js.KeyValue(context.Background(), names.StateBucket())
+	if err != nil {
+		t.Fatalf("state bucket: %v", err)
+	}
+	relaytest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		e, err := kvb.Get(context.Background(), LoadKey)
+		if err != nil {
+			return fmt.Errorf("last load: %w", err)
+		}
+		if v := e.Value(); len(v) <= 16 || v[16] != 0x9c {
+			return fmt.Errorf("state bucket's last load is not a 12-field report: % x", v[:min(len(v), 17)])
+		}
+		return nil
+	})
+}

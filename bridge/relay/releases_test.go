@@ -11,6 +11,7 @@ import (
 	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/nats-io/nats.go"
@@ -91,6 +92,12 @@ func TestRelay_TakesEveryReleaseShapeWithoutBeingTold(t *testing.T) {
 		t.Errorf("tracked blocks = %d, want 7 (3: 2, 4/1: 2, 5: 1, 7: 2 after its clear)", got)
 	}
 	relaytest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if pl, _ := run.r.Load(1); pl.Report.StoredBlocks != 10 {
+			return fmt.Errorf("load report stored blocks = %d, want 10 (every device-tier store: 2+2+3+1+2)", pl.Report.StoredBlocks)
+		}
+		return nil
+	})
+	relaytest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
 		m, err := loads.NextMsg(time.Second)
 		if err != nil {
 			return err
@@ -132,7 +139,7 @@ func TestLoad_ActiveLoadMergesFieldsAndKeepsNamespaceScopeToKnownWorkers(t *test
 	// Namespace scope (older releases) carries other components' workers:
 	// worker 9 was never seen here and is ignored.
 	lt.active(dynamo.ActiveLoad{WorkerID: 9, HasKVUsedBlocks: true, KVUsedBlocks: 1000}, now, true)
-	lt.sawEvent(1, now)
+	lt.sawEvent(&kv.Event{Member: kv.Member{Worker: 1}, Kind: kv.Removed}, now)
 	lt.active(dynamo.ActiveLoad{WorkerID: 1, DpRank: 0, HasKVUsedBlocks: true, KVUsedBlocks: 40}, now, true)
 	// A router's sample of the same rank adds decode and prefill load; a
 	// later worker sample without them keeps them.
