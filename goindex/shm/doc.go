@@ -47,8 +47,14 @@
 // (relay clock); 11 load received at; 12 active blocks; 13 queued prefill
 // tokens; 14 active decode blocks; 15 live workers; 16 capacity blocks;
 // 17 prefill tokens/ms, 18 queue tokens/ms, 19 decode blocks/ms (float64
-// bits); 20 faults; 21 snapshots installed; 22 deltas applied; 23–31
-// reserved, zero. Times are ns since the Unix epoch, 0 when unknown.
+// bits); 20 faults; 21 snapshots installed; 22 deltas applied; 23 load
+// stored blocks (the report's counter; 0 unknown); 24 the relay
+// incarnation that counted them; 25–31 reserved, zero. Times are ns since
+// the Unix epoch, 0 when unknown. Words 23 and 24 were reserved (zero) in
+// files of the same layout version written before them, which readers
+// therefore take as "counter unknown"; readers that predate them never
+// look at them. A field is added to a lane record only this way: in a
+// reserved word whose zero means unknown, with the version unchanged.
 //
 // Integrity blocks, 576 bytes each at 256 + 256·D + 576·l, 72 u64 words,
 // all atomic: 0 version (odd while the lane's writer stores its words);

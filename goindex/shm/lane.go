@@ -42,6 +42,11 @@ type Load struct {
 	PrefillTokensPerMs  float64
 	QueueTokensPerMs    float64
 	DecodeBlocksPerMs   float64
+	// StoredBlocks is the report's stored-blocks counter (0: unknown), and
+	// Incarnation the producer incarnation that counted it: a reader
+	// differences the counter between two reports of one incarnation.
+	StoredBlocks uint64
+	Incarnation  uint64
 }
 
 // LoadOf returns the lane record's form of load report r, received at
@@ -50,7 +55,8 @@ func LoadOf(r *relayproto.LoadReport, receivedAt time.Time) Load {
 	return Load{At: time.Unix(0, int64(r.TimestampUnixNano)), ReceivedAt: receivedAt,
 		ActiveBlocks: r.ActiveBlocks, QueuedPrefillTokens: r.QueuedPrefillTokens, ActiveDecodeBlocks: r.ActiveDecodeBlocks,
 		LiveWorkers: uint64(r.LiveWorkers), CapacityBlocks: r.CapacityBlocks, PrefillTokensPerMs: r.PrefillTokensPerMs,
-		QueueTokensPerMs: r.QueueTokensPerMs, DecodeBlocksPerMs: r.DecodeBlocksPerMs}
+		QueueTokensPerMs: r.QueueTokensPerMs, DecodeBlocksPerMs: r.DecodeBlocksPerMs,
+		StoredBlocks: r.StoredBlocks, Incarnation: r.Identity.Incarnation}
 }
 
 func unixNano(t time.Time) uint64 {
@@ -116,6 +122,8 @@ func storeLoad(w []uint64, l *Load) {
 	store(w, lwPrefillTokensPerMs, math.Float64bits(l.PrefillTokensPerMs))
 	store(w, lwQueueTokensPerMs, math.Float64bits(l.QueueTokensPerMs))
 	store(w, lwDecodeBlocksPerMs, math.Float64bits(l.DecodeBlocksPerMs))
+	store(w, lwStoredIncarnation, l.Incarnation)
+	store(w, lwStoredBlocks, l.StoredBlocks)
 }
 
 // loadLane reads the record w.
@@ -143,6 +151,8 @@ func loadLane(w []uint64) LaneInfo {
 			PrefillTokensPerMs:  math.Float64frombits(ld(lwPrefillTokensPerMs)),
 			QueueTokensPerMs:    math.Float64frombits(ld(lwQueueTokensPerMs)),
 			DecodeBlocksPerMs:   math.Float64frombits(ld(lwDecodeBlocksPerMs)),
+			Incarnation:         ld(lwStoredIncarnation),
+			StoredBlocks:        ld(lwStoredBlocks),
 		},
 		Faults:    ld(lwFaults),
 		Snapshots: ld(lwSnapshots),

@@ -82,6 +82,8 @@ const (
 	lwFaults
 	lwSnapshots
 	lwDeltas
+	lwStoredBlocks      // added in place of a reserved word: older readers skip it
+	lwStoredIncarnation // the relay incarnation lwStoredBlocks counts since
 	laneWordsUsed
 )
 

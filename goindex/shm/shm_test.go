@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,7 +78,8 @@ func sampleInfo(l int) LaneInfo {
 	return LaneInfo{State: 3, Incarnation: 11 + uint64(l), LayoutGeneration: 2, Epoch: 5, Installed: 40 + uint64(l), Latest: 41 + uint64(l),
 		AppliedAt: at, RTT: time.Duration(1234+l) * time.Microsecond, RTTAt: at,
 		Load: Load{At: at, ReceivedAt: at.Add(time.Millisecond), ActiveBlocks: 1000, QueuedPrefillTokens: 2000, ActiveDecodeBlocks: 300,
-			LiveWorkers: 4, CapacityBlocks: 1 << 20, PrefillTokensPerMs: 12.5, QueueTokensPerMs: 50, DecodeBlocksPerMs: 0.25},
+			LiveWorkers: 4, CapacityBlocks: 1 << 20, PrefillTokensPerMs: 12.5, QueueTokensPerMs: 50, DecodeBlocksPerMs: 0.25,
+			StoredBlocks: 90000 + uint64(l), Incarnation: 11 + uint64(l)},
 		Faults: 1, Snapshots: 2, Deltas: 77}
 }
 
@@ -195,6 +197,9 @@ func TestLayout_FieldsAtDocumentedOffsets(t *testing.T) {
 		{"lane 2 installed @256+2·256+40", u64(256 + 2*256 + 40), info.Installed},
 		{"lane 2 RTT µs @256+2·256+64", u64(256 + 2*256 + 64), uint64(info.RTT / time.Microsecond)},
 		{"lane 2 deltas @256+2·256+176", u64(256 + 2*256 + 176), info.Deltas},
+		{"lane 2 load stored blocks @256+2·256+184", u64(256 + 2*256 + 184), info.Load.StoredBlocks},
+		{"lane 2 load incarnation @256+2·256+192", u64(256 + 2*256 + 192), info.Load.Incarnation},
+		{"lane 2 reserved @256+2·256+200", u64(256 + 2*256 + 200), 0},
 		{"lane 3 integrity version @I+3·576 (even at rest; an Install: store and seal)", u64(I + 3*576), 4},
 		{"lane 3 seals @I+3·576+8", u64(I + 3*576 + 8), 1},
 		{"lane 3 segment 5 sum @I+3·576+64+5·8 (K = 64 segments of 1 bucket)", u64(I + 3*576 + 64 + 5*8), mix(5, words[3][5])},
@@ -465,5 +470,50 @@ func TestNewMemory_ReadsAsAFile(t *testing.T) {
 	}
 	if _, err := NewMemory(Layout{Buckets: 64}); !errors.Is(err, ErrBadLayout) {
 		t.Errorf("NewMemory(no lanes) = %v, want ErrBadLayout", err)
+	}
+}
+
+// TestLayout_LoadCounterLeavesOlderReadersWordsAlone writes one lane's
+// load without and with the stored-blocks counter: the record's words 0–22
+// (all a reader before the counter reads) are byte for byte the same, the
+// counter and its incarnation sit in words 23 and 24, the other reserved
+// words stay zero, and a record whose words 23–24 are zero, as every
+// writer before the counter left them, reads as "counter unknown".
+func TestLayout_LoadCounterLeavesOlderReadersWordsAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replica")
+	w := create(t, path, testLayout(3, 64))
+	r := attach(t, path)
+	record := func() []byte {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("read file: %v", err)
+		}
+		return raw[256+1*256 : 256+2*256]
+	}
+	info := sampleInfo(1)
+	counted := info.Load
+	info.Load.StoredBlocks, info.Load.Incarnation = 0, 0
+	storeInfo(w, 1, info)
+	before := record()
+	if got := r.Lane(1).Load; got.StoredBlocks != 0 || got.Incarnation != 0 {
+		t.Errorf("Lane(1).Load from a record without the counter = stored %d incarnation %d, want 0 0", got.StoredBlocks, got.Incarnation)
+	}
+	if tail := before[23*8:]; !bytes.Equal(tail, make([]byte, len(tail))) {
+		t.Errorf("record words 23–31 without a counter = % x, want zero (as files before the counter)", tail)
+	}
+	w.SetLoad(1, &counted)
+	after := record()
+	if !bytes.Equal(after[:23*8], before[:23*8]) {
+		t.Errorf("the counter changed words 0–22 of the record:\n% x\n% x", before[:23*8], after[:23*8])
+	}
+	le := binary.LittleEndian
+	if got, inc := le.Uint64(after[23*8:]), le.Uint64(after[24*8:]); got != counted.StoredBlocks || inc != counted.Incarnation {
+		t.Errorf("words 23, 24 = %d, %d; want %d, %d", got, inc, counted.StoredBlocks, counted.Incarnation)
+	}
+	if tail := after[25*8:]; !bytes.Equal(tail, make([]byte, len(tail))) {
+		t.Errorf("record words 25–31 = % x, want zero", tail)
+	}
+	if got := r.Lane(1).Load; got != counted {
+		t.Errorf("Lane(1).Load = %+v, want %+v", got, counted)
 	}
 }
