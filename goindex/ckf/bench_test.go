@@ -133,7 +133,8 @@ func mixID(id uint64) uint64 {
 // filter is sized for the pool, draining at every boundary the default
 // cadence asks for: impl=producer with the owner table grown as it fills,
 // impl=presized with Config.ExpectedBlocks and ExpectedMemberBlocks set to
-// the pool's and each member's capacity. It
+// the pool's and each member's capacity, impl=presized-nohuge the same
+// without advising huge pages for the producer's tables. It
 // reports block operations (stored plus removed blocks) per second of wall
 // time and of the benchmark thread's CPU time (cpu-blockops/s, steadier on
 // a shared machine; Linux only), and
@@ -158,15 +159,17 @@ func BenchmarkIngest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, impl := range []string{"producer", "presized"} {
+		for _, impl := range []string{"producer", "presized", "presized-nohuge"} {
 			name := fmt.Sprintf("impl=%s/members=%d/blocks=%d", impl, cfg.members, cfg.members*cfg.capacity)
 			expect, memberExpect := 0, 0
-			if impl == "presized" {
+			if impl != "producer" {
 				expect = cfg.members * cfg.capacity // Config.ExpectedBlocks: the pool's capacity
 				memberExpect = cfg.capacity         // and each member's
 			}
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
+				hugePages = impl != "presized-nohuge"
+				defer func() { hugePages = true }()
 				runtime.LockOSThread() // threadCPU measures this goroutine's thread
 				defer runtime.UnlockOSThread()
 				var elapsed, cpu time.Duration

@@ -34,12 +34,14 @@ type window struct {
 func newWindow(buckets uint64) window {
 	words := (buckets + 63) / 64
 	mids := (words + 63) / 64
-	return window{
+	w := window{
 		bits: make([]uint64, words),
 		mid:  make([]uint64, mids),
 		top:  make([]uint64, (mids+63)/64),
 		at:   make([]uint32, buckets),
 	}
+	adviseHuge(w.at)
+	return w
 }
 
 // mark records t's bucket as dirty unless it already is in this window, so

@@ -67,7 +67,8 @@
 //   - rng.go: the splitmix64 kick RNG and laneRngSeed.
 //   - dirty.go: Image and the dirty window: marking, net reversion, drain.
 //   - cadence.go: Step, the publication cadence, Drain.
-//   - flatmap.go: the open-addressing uint64 map behind lineages and owners.
+//   - flatmap.go: the open-addressing uint64 map behind lineages and owners,
+//     and the huge page advice for the producer's large tables.
 //   - xxh3inline.go: Hash8, the inlined XXH3 of 8-byte inputs, and the
 //     query path's ProbeFast and ProbesFast.
 //   - xxh3inline_amd64.go, xxh3inline_amd64.s: probes8, ProbesFast's

@@ -142,6 +142,7 @@ func New(cfg Config) (*Producer, error) {
 	words := cfg.Words
 	if words == nil {
 		words = make([]uint64, n)
+		adviseHuge(words)
 	} else {
 		if uint64(len(words)) != n {
 			return nil, fmt.Errorf("%w: filter memory holds %d words, want %d", ErrBadConfig, len(words), n)
