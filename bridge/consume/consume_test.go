@@ -144,10 +144,18 @@ func TestConsumer_DiscoveredLanesConvergeAndCarryRTTAndLoad(t *testing.T) {
 		})
 	}
 	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
-		for i := range byLane {
+		for i, d := range byLane {
 			li := reader.Lane(i)
 			if li.RTT <= 0 || li.Load.LiveWorkers != 3 || li.Load.ActiveBlocks == 0 || li.State != uint8(ingest.StateReady) {
 				return fmt.Errorf("lane %d record %+v: want an RTT, 3 live workers, active blocks, READY", i, li)
+			}
+			// The stored-blocks counter crosses the wire (load-stored
+			// subject) into the record with the incarnation that counted
+			// it; no events arrive any more, so it settles on the relay's.
+			pl, _ := d.r.Load(1)
+			if li.Load.StoredBlocks == 0 || li.Load.StoredBlocks != pl.Report.StoredBlocks || li.Load.Incarnation != pl.Report.Identity.Incarnation {
+				return fmt.Errorf("lane %d load record counts %d stored blocks of incarnation %d, relay %d of %d",
+					i, li.Load.StoredBlocks, li.Load.Incarnation, pl.Report.StoredBlocks, pl.Report.Identity.Incarnation)
 			}
 		}
 		return nil
@@ -408,6 +416,81 @@ func TestConsumer_StopsSafelyWhileLoadReportsArrive(t *testing.T) {
 		}
 		done <- nil // for startConsumer's cleanup
 	}
+}
+
+// TestConsumer_KeepsTheCountedLayoutOfASample sends one sample in both
+// layouts, as a relay does on its two load subjects, in either order: the
+// record keeps the stored-blocks counter, a later sample replaces it, and
+// a repeat changes nothing. Reports of DC 6 on the same subject mark how
+// far the consumer has read (a subscription delivers in order).
+func TestConsumer_KeepsTheCountedLayoutOfASample(t *testing.T) {
+	_, nc := natstest.Start(t)
+	f, err := ckf.NewFormat(ckf.DefaultSeed, 1024)
+	if err != nil {
+		t.Fatalf("NewFormat: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "replica")
+	startConsumer(t, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{5, 6}, Seed: ckf.DefaultSeed, Buckets: 1024, Path: path, RetryEvery: time.Millisecond})
+	reader, err := shm.Attach(path)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	defer reader.Close()
+	report := func(dc relayproto.DCID, at, stored uint64) relayproto.LoadReport {
+		return relayproto.LoadReport{Identity: relayproto.ProducerIdentity{Pool: relayproto.PoolID{Domain: 1, DC: dc}, Incarnation: 40 + uint64(dc),
+			LayoutGeneration: 1, Format: relayproto.FormatOf(f)}, TimestampUnixNano: at, LiveWorkers: 1, StoredBlocks: stored}
+	}
+	names := func(dc relayproto.DCID) relay.Names {
+		return relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: dc}
+	}
+	marks := uint64(0)
+	// send publishes r on its layout's subject, then a new DC 6 report on
+	// the same subject, and waits until the consumer recorded that one.
+	send := func(r relayproto.LoadReport) {
+		t.Helper()
+		subject, mark := names(5).LoadSubject(), names(6).LoadSubject()
+		if r.StoredBlocks != 0 {
+			subject, mark = names(5).LoadStoredSubject(), names(6).LoadStoredSubject()
+		}
+		marks++
+		m := report(6, marks, marks)
+		for _, p := range []struct {
+			subject string
+			r       *relayproto.LoadReport
+		}{{subject, &r}, {mark, &m}} {
+			b, err := wire.AppendFrame(nil, p.r)
+			if err != nil {
+				t.Fatalf("AppendFrame: %v", err)
+			}
+			if err := nc.Publish(p.subject, b); err != nil {
+				t.Fatalf("publish: %v", err)
+			}
+		}
+		relaytest.CheckFor(t, wait, time.Millisecond, func() error {
+			if got := reader.Lane(1).Load.StoredBlocks; got != marks {
+				return fmt.Errorf("DC 6 record counts %d, want mark %d", got, marks)
+			}
+			return nil
+		})
+	}
+	check := func(step string, at, stored uint64) {
+		t.Helper()
+		if ld := reader.Lane(0).Load; uint64(ld.At.UnixNano()) != at || ld.StoredBlocks != stored || (stored != 0 && ld.Incarnation != 45) {
+			t.Errorf("%s: DC 5 record sampled at %d counts %d (incarnation %d); want %d, %d (45)", step, ld.At.UnixNano(), ld.StoredBlocks, ld.Incarnation, at, stored)
+		}
+	}
+	send(report(5, 1000, 0))
+	check("plain sample", 1000, 0)
+	send(report(5, 1000, 700))
+	check("the same sample counted, after it", 1000, 700)
+	send(report(5, 1000, 0))
+	check("the plain sample again", 1000, 700)
+	send(report(5, 2000, 900))
+	check("a later counted sample", 2000, 900)
+	send(report(5, 2000, 0))
+	check("its plain layout after it", 2000, 900)
+	send(report(5, 3000, 0))
+	check("a later plain sample (a relay before the counter)", 3000, 0)
 }
 
 // A consumer starts over a damaged file at its path, and when its live file

@@ -155,14 +155,27 @@ func (c *Consumer) Rebuilds() uint64 { return c.rebuilds.Load() }
 // its heartbeat stopped); no load report writes it after that.
 func (c *Consumer) Run(ctx context.Context) error {
 	names := relay.Names{Prefix: c.cfg.Prefix, Domain: c.cfg.Domain}
-	sub, err := c.cfg.Conn.Subscribe(names.LoadWildcard(), c.onLoad)
-	if err != nil {
-		return fmt.Errorf("consume: subscribe %s: %w", names.LoadWildcard(), err)
+	// Relays send each load sample without the stored-blocks counter on the
+	// load subject and, once they count, with it on load-stored;
+	// LoadReport.Supersedes keeps the counted one whichever arrives first.
+	var subs []*nats.Subscription
+	unsubscribe := func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}
+	for _, subject := range []string{names.LoadWildcard(), names.LoadStoredWildcard()} {
+		sub, err := c.cfg.Conn.Subscribe(subject, c.onLoad)
+		if err != nil {
+			unsubscribe()
+			return fmt.Errorf("consume: subscribe %s: %w", subject, err)
+		}
+		subs = append(subs, sub)
 	}
 	for {
 		damage, err := c.epoch(ctx)
 		if err != nil || damage == nil || !c.rebuild(ctx, damage) {
-			_ = sub.Unsubscribe()
+			unsubscribe()
 			c.mu.Lock()
 			c.unmapped = true
 			c.mu.Unlock()

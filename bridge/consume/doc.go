@@ -90,9 +90,11 @@
 // # Concurrency
 //
 // Each lane's words, ready bit and protocol record are written only by its
-// ingestor; its RTT by its prober; its load by the load subscription, whose
-// callbacks Run orders before it unmaps the file (a callback can outlive
-// its subscription). A rebuild replaces the file and protocol core only
+// ingestor; its RTT by its prober; its load by the load subscriptions (the
+// relays' load and load-stored subjects: each sample without and with its
+// stored-blocks counter, the counted one kept whichever arrives first),
+// whose callbacks Run orders before it unmaps the file (a callback can
+// outlive its subscription). A rebuild replaces the file and protocol core only
 // after every lane goroutine of the old file returned, under the lock the
 // load callbacks take. Status and Rebuilds may be called from any
 // goroutine.
@@ -111,7 +113,10 @@
 //
 // The tests prove that discovered lanes (in DC order) converge to their
 // producers' exact words with every tracked block found, over several
-// rounds of events, and carry RTT, load and READY in their records; that a
+// rounds of events, and carry RTT, load (with the relay's stored-blocks
+// counter and incarnation) and READY in their records; that one load
+// sample sent in both layouts, in either order, keeps its counter while a
+// later sample replaces it; that a
 // dropped or reordered delta faults only its lane, which then converges
 // again, while a duplicate is ignored; that a lane started after the
 // relay published catches up once from the retained log and receives

@@ -575,12 +575,13 @@ func (l *laneRunner) loadLast(ctx context.Context, js jetstream.JetStream, info 
 	}
 }
 
-// recordLoad keeps r if it is newer than the lane's last report and writes
-// it to the replica file's record.
+// recordLoad keeps r if it supersedes the lane's last report (a later
+// sample, or the same one with the stored-blocks counter) and writes it to
+// the replica file's record.
 func (l *laneRunner) recordLoad(r *relayproto.LoadReport, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.st.Load != nil && r.TimestampUnixNano <= l.st.Load.TimestampUnixNano {
+	if l.st.Load != nil && !r.Supersedes(l.st.Load) {
 		return
 	}
 	kept := *r

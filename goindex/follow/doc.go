@@ -57,7 +57,10 @@
 // fresh signals, else over the last known ones with cached blocks ignored,
 // else a default candidate; Reason (ReasonOf the replica's Health) says why
 // a decision was degraded, as route's X-Goindex-Degraded header and the
-// ABI's GOINDEX_DEGRADED_* codes spell it.
+// ABI's GOINDEX_DEGRADED_* codes spell it. Turnover differences each DC's
+// stored-blocks counter (the load record's, per relay incarnation) into
+// its score.InsertRate and sets ttft's EvictionFactor from it: 0 while the
+// counter is unknown (a relay before it, one report only, a restart).
 //
 // # Invariants
 //
@@ -102,6 +105,7 @@
 //   - follower.go: Config, State, Health, Follower: attach, refresh, acquire, health.
 //   - feed.go: FeedConfig, Feed: relay frames into in-process lanes, lease stamping, loads, RTTs.
 //   - signals.go: SetSignals, lane records into scorer signals.
+//   - turnover.go: Turnover: load records' stored-blocks counters into insert rates and eviction factors.
 //   - open.go: Reason, Step, Open: the fail-open decision.
 //   - errors.go: sentinels.
 //
@@ -119,8 +123,12 @@
 // held across the change keep answering until released, and never unmaps
 // a view in use; that Health reports Missing, Damaged, Stale and Healthy
 // as the file and its heartbeat say; that a Feed's lanes answer probes of
-// the DCs' published blocks, stamp leases, record load reports and RTTs,
-// and refuse unknown DCs; and that SetSignals keeps stale and missing
-// signals out. BenchmarkMatch times a probe of a 13-lane file with and
+// the DCs' published blocks, stamp leases, record load reports (a
+// sample's counted layout over its uncounted one) and RTTs, and refuse
+// unknown DCs; that SetSignals keeps stale and missing signals out; that
+// Turnover's rates equal a plain decayed sum of the counter's increments
+// over random relay histories (restarts, counters going down, uncounted
+// layouts, repeated reads), and its factor is exp(−1) for a cache storing
+// its capacity per reuse window and 0 whenever a signal is unknown. BenchmarkMatch times a probe of a 13-lane file with and
 // without the fault guard.
 package follow

@@ -12,6 +12,8 @@ import (
 
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/score"
 	"github.com/goindex/goindex/goindex/shm"
 	"github.com/goindex/goindex/tests/c/fixture"
@@ -210,6 +212,7 @@ func TestFeed_LanesAnswerAsFramesSay(t *testing.T) {
 	}
 	format, _ := ckf.NewFormat(ckf.DefaultSeed, buckets)
 	now := time.Unix(1_800_000_000, 0)
+	var plain []byte // DC 6's load report
 	for i, dc := range []uint64{5, 6} {
 		d, err := fixture.NewDC(0, dc, 1, format, 16)
 		if err != nil {
@@ -234,6 +237,24 @@ func TestFeed_LanesAnswerAsFramesSay(t *testing.T) {
 		if err := f.Apply(lr, now); err != nil {
 			t.Fatalf("Apply(load report of DC %d): %v", dc, err)
 		}
+		plain = lr
+	}
+	// The same sample with its stored-blocks counter (as the relay's
+	// load-stored subject carries it) replaces it in the record; the
+	// uncounted layout again does not take the counter away.
+	var r relayproto.LoadReport
+	if _, err := wire.DecodeLoadReport(&r, plain); err != nil {
+		t.Fatal(err)
+	}
+	r.StoredBlocks = 4321
+	counted, err := wire.AppendFrame(nil, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fr := range [][]byte{counted, plain} {
+		if err := f.Apply(fr, now); err != nil {
+			t.Fatalf("Apply(load report of DC 6): %v", err)
+		}
 	}
 	if err := f.SetRTT(6, 4*time.Millisecond, now); err != nil {
 		t.Fatalf("SetRTT(6): %v", err)
@@ -246,8 +267,9 @@ func TestFeed_LanesAnswerAsFramesSay(t *testing.T) {
 	if got := depths(t, v); got[5] != 3 || got[6] != 8 {
 		t.Errorf("fed depths = %v, want 5:3 6:8", got)
 	}
-	if info := v.Lane(1); info.Load.QueuedPrefillTokens != 66 || !info.Load.ReceivedAt.Equal(now) || info.RTT != 4*time.Millisecond {
-		t.Errorf("lane 1 record = %+v, want the load report (66 queued, received now) and RTT 4ms", info)
+	if info := v.Lane(1); info.Load.QueuedPrefillTokens != 66 || !info.Load.ReceivedAt.Equal(now) || info.RTT != 4*time.Millisecond ||
+		info.Load.StoredBlocks != 4321 || info.Load.Incarnation != r.Identity.Incarnation {
+		t.Errorf("lane 1 record = %+v, want the load report (66 queued, received now, 4321 stored blocks of incarnation %d) and RTT 4ms", info, r.Identity.Incarnation)
 	}
 	if c := f.Counts(); c.Rejected != 0 || c.Applied == 0 {
 		t.Errorf("Counts() = %+v, want frames applied and none rejected", c)
