@@ -473,24 +473,24 @@ func TestConsumer_KeepsTheCountedLayoutOfASample(t *testing.T) {
 			return nil
 		})
 	}
-	check := func(step string, at, stored uint64) {
-		t.Helper()
-		if ld := reader.Lane(0).Load; uint64(ld.At.UnixNano()) != at || ld.StoredBlocks != stored || (stored != 0 && ld.Incarnation != 45) {
-			t.Errorf("%s: DC 5 record sampled at %d counts %d (incarnation %d); want %d, %d (45)", step, ld.At.UnixNano(), ld.StoredBlocks, ld.Incarnation, at, stored)
+	for _, st := range []struct {
+		step               string
+		at, stored         uint64 // the report sent
+		wantAt, wantStored uint64 // DC 5's record after it
+	}{
+		{"plain sample", 1000, 0, 1000, 0},
+		{"the same sample counted, after it", 1000, 700, 1000, 700},
+		{"the plain sample again", 1000, 0, 1000, 700},
+		{"a later counted sample", 2000, 900, 2000, 900},
+		{"its plain layout after it", 2000, 0, 2000, 900},
+		{"a later plain sample (a relay before the counter)", 3000, 0, 3000, 0},
+	} {
+		send(report(5, st.at, st.stored))
+		if ld := reader.Lane(0).Load; uint64(ld.At.UnixNano()) != st.wantAt || ld.StoredBlocks != st.wantStored || (st.wantStored != 0 && ld.Incarnation != 45) {
+			t.Errorf("%s: DC 5 record sampled at %d counts %d (incarnation %d); want %d, %d (45)",
+				st.step, ld.At.UnixNano(), ld.StoredBlocks, ld.Incarnation, st.wantAt, st.wantStored)
 		}
 	}
-	send(report(5, 1000, 0))
-	check("plain sample", 1000, 0)
-	send(report(5, 1000, 700))
-	check("the same sample counted, after it", 1000, 700)
-	send(report(5, 1000, 0))
-	check("the plain sample again", 1000, 700)
-	send(report(5, 2000, 900))
-	check("a later counted sample", 2000, 900)
-	send(report(5, 2000, 0))
-	check("its plain layout after it", 2000, 900)
-	send(report(5, 3000, 0))
-	check("a later plain sample (a relay before the counter)", 3000, 0)
 }
 
 // A consumer starts over a damaged file at its path, and when its live file

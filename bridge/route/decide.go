@@ -134,7 +134,9 @@ func (rt *Router) Decide(p *Prompt) (*Decision, error) {
 // DC in configuration order (Rank is the DC's index). A signal is present
 // only when the consumer measured it within maxAge (≤ 0: whatever its age:
 // follow.SetSignals); a DC without a lane, or whose lane is not ready, has
-// no cached blocks.
+// no cached blocks. Under ttft each lane's load record also feeds the
+// DC's insert rate, and a DC with load gets the eviction factor of its
+// capacity at that rate (follow.Turnover; 0 while unknown).
 func (rt *Router) candidates(obs []laneObs, now time.Time, maxAge time.Duration) []score.Candidate {
 	cands := make([]score.Candidate, len(obs))
 	for i, o := range obs {
@@ -144,6 +146,9 @@ func (rt *Router) candidates(obs []laneObs, now time.Time, maxAge time.Duration)
 				c.CachedBlocks = int(o.depth)
 			}
 			follow.SetSignals(&c, &o.info, now, maxAge)
+			if rt.turn != nil {
+				rt.turn.SetEvictionFactor(&c, i, &o.info.Load)
+			}
 		}
 		if rt.cal != nil {
 			c.ResidenceMs = rt.cal[i].ResidenceMs()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/score"
 	"github.com/goindex/goindex/goindex/shm"
 )
@@ -245,4 +248,100 @@ func TestDecide_LongHoldsGrowAFullDCsKVWait(t *testing.T) {
 	if longer, _ := choices(); !(longer.Parts.QueueMs > after.Parts.QueueMs) {
 		t.Errorf("after a 30 s stream near's queue %v ms, not above the %v after 10 s", longer.Parts.QueueMs, after.Parts.QueueMs)
 	}
+}
+
+// TestDecide_EvictionChargeTurnsAwayFromAFastTurningDC: two DCs alike but
+// for their caches' turnover and a 1 ms RTT edge of the one that turns
+// over fast (churn: its 1000-block cache stores 1000 blocks a second;
+// calm: 1 block). Their load records are what the consumer writes from
+// the relays' load-report frames (wire-encoded, decoded, shm.LoadOf).
+// With one report per DC the insert rates are unknown and ttft picks
+// churn on its RTT edge; after the second, churn's uncached 80 ms prefill
+// carries exp(−1) × 80 ms of eviction charge in its others part and calm
+// wins; a relay restart at churn makes its rate unknown again. The other
+// policies never see the charge.
+func TestDecide_EvictionChargeTurnsAwayFromAFastTurningDC(t *testing.T) {
+	fx := newFixture(t, DCID("churn"), DCID("calm"))
+	dcs := []DC{{ID: DCID("churn"), Name: "churn", URL: mustURL(t, "http://127.0.0.1:1")},
+		{ID: DCID("calm"), Name: "calm", URL: mustURL(t, "http://127.0.0.1:1")}}
+	format := fx.w.Format()
+	now := time.Now()
+	// report writes lane l's record as the consumer does from DC l's load
+	// report of incarnation inc, sampled at, counting stored blocks.
+	report := func(l int, inc uint64, at time.Time, stored uint64) {
+		t.Helper()
+		r := relayproto.LoadReport{Identity: relayproto.ProducerIdentity{Pool: relayproto.PoolID{Domain: 1, DC: relayproto.DCID(dcs[l].ID)},
+			Incarnation: inc, LayoutGeneration: 1, Format: relayproto.FormatOf(format)},
+			TimestampUnixNano: uint64(at.UnixNano()), IntervalMs: 1000, LiveWorkers: 1, CapacityBlocks: 1000, StoredBlocks: stored}
+		frame, err := wire.AppendFrame(nil, &r)
+		if err != nil {
+			t.Fatalf("AppendFrame: %v", err)
+		}
+		var got relayproto.LoadReport
+		if _, err := wire.DecodeLoadReport(&got, frame); err != nil {
+			t.Fatalf("DecodeLoadReport: %v", err)
+		}
+		ld := shm.LoadOf(&got, now)
+		fx.w.SetLoad(l, &ld)
+	}
+	fx.w.SetRTT(0, 10*time.Millisecond, now)
+	fx.w.SetRTT(1, 11*time.Millisecond, now)
+	routers := map[score.Policy]*Router{}
+	for _, p := range []score.Policy{score.TTFT, score.LoadOnly, score.PrefixThenLoad} {
+		rt, err := New(Config{ReplicaPath: fx.path, BlockSize: testBlockSize, DCs: dcs, Score: score.Config{Policy: p}})
+		if err != nil {
+			t.Fatalf("New(%v): %v", p, err)
+		}
+		t.Cleanup(func() { rt.Close() })
+		routers[p] = rt
+	}
+	prompt := &Prompt{Tokens: randomTokens(rand.New(rand.NewPCG(testSeed(t), 3)), 1600), HasTokens: true} // 100 blocks, 80 ms at 20 tokens/ms
+	decide := func(p score.Policy) []Choice {
+		t.Helper()
+		d, err := routers[p].Decide(prompt)
+		if err != nil || len(d.Order) != 2 {
+			t.Fatalf("Decide under %v: %v, %d choices; want 2", p, err, len(d.Order))
+		}
+		return d.Order
+	}
+	costs := map[score.Policy]map[string]float64{} // the other policies' costs by DC
+	step := func(name, first string, churnOthers float64) {
+		t.Helper()
+		for p := range routers {
+			order := decide(p)
+			if p != score.TTFT {
+				got := map[string]float64{order[0].DC.Name: order[0].Cost, order[1].DC.Name: order[1].Cost}
+				if before, ok := costs[p]; ok && !maps.Equal(got, before) {
+					t.Errorf("%s: %v costs %v changed from %v", name, p, got, before)
+				}
+				costs[p] = got
+				continue
+			}
+			churn, calm := order[0], order[1]
+			if churn.DC.Name != "churn" {
+				churn, calm = calm, churn
+			}
+			if order[0].DC.Name != first || math.Abs(churn.Parts.OthersMs-churnOthers) > 1e-9 || calm.Parts.OthersMs > 1e-9 {
+				t.Errorf("%s: ttft picks %s (churn %.3f ms with others %.6f, calm %.3f ms with others %.6f); want %s, churn's others %.6f, calm's 0",
+					name, order[0].DC.Name, churn.Cost, churn.Parts.OthersMs, calm.Cost, calm.Parts.OthersMs, first, churnOthers)
+			}
+		}
+	}
+	report(0, 7, now.Add(-2*time.Second), 5000)
+	report(1, 9, now.Add(-2*time.Second), 5000)
+	step("one report each (rates unknown)", "churn", 0)
+	report(0, 7, now.Add(-time.Second), 6000)
+	report(1, 9, now.Add(-time.Second), 5001)
+	charge := math.Exp(-1) * 80
+	step("a second report each", "calm", charge)
+	step("the same records read again", "calm", charge)
+	// The charge shows in the diagnostic headers without PriceOthers.
+	for _, c := range decide(score.TTFT) {
+		want := map[string]string{"churn": "29.430", "calm": ""}[c.DC.Name]
+		if got := diagnostics(&Decision{Policy: score.TTFT}, &c, nil).Get(HeaderOthersMs); got != want {
+			t.Errorf("%s: %s = %q, want %q", c.DC.Name, HeaderOthersMs, got, want)
+		}
+	}
+	report(0, 8, now, 100) // churn's relay restarted
+	step("churn's relay restarted", "churn", 0)
 }

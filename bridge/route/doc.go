@@ -66,10 +66,17 @@
 // estimated prefill, weighted by the prompt's blocks); ttft's wait for KV
 // room at a full DC frees its capacity once per hold time (per residence
 // before the hold is known); with Calibrate the learned compute factor
-// also scales the DC's estimates. The eviction charge the sim prices
-// (score.EvictionFactor) needs each DC's rate of stored blocks, which the
-// replica does not record (its lanes count deltas and load reports carry
-// the cached level, not inserts): the router leaves it at 0.
+// also scales the DC's estimates. Under ttft the router also prices, as
+// the sim does, the cached blocks an uncached prefill evicts at a DC whose
+// cache turns over fast (score.EvictionFactor of the DC's capacity and
+// insert rate, in the cost's others part): each relay counts the blocks
+// its DC stored since it started and sends the count in its load reports;
+// the consumer keeps the last one in the lane's record, and
+// follow.Turnover differences successive records of one relay incarnation
+// into the DC's score.InsertRate, on the reports' own clock. Until a DC's
+// rate is known (a relay before the counter, a single report, a relay
+// restart or a counter that went down) its charge is 0, as it is for a DC
+// without fresh load or capacity.
 //
 // Slow clients. Every request has a deadline: its headers within
 // min(10 s, BodyTimeout), then its body within BodyTimeout, whether the
@@ -206,7 +213,12 @@
 // signals change and the file is replaced. A relayed stream teaches its
 // DC's calibration and hold time, and a full DC's KV wait grows with the
 // hold learned from its streams (not the residence) while a DC with room
-// waits for nothing. A randomized test holds Decide
+// waits for nothing. Of two DCs alike but for their caches' turnover (load
+// records written from wire-encoded load reports with stored-blocks
+// counters), the fast-turning one carries exp(−1) × its prefill of
+// eviction charge once two reports make its insert rate known, which
+// turns ttft's choice to the other, shows in the others header, and goes
+// back to 0 when its relay restarts; other policies never see it. A randomized test holds Decide
 // against a hand-written ttft model over random DC sets, signals and
 // cached prefixes, failing open and closed; another holds the token-id scanner to encoding/json on
 // random well- and ill-formed arrays; fuzz targets cover ParseRequest, the

@@ -24,8 +24,9 @@ const (
 	// at each other cannot bounce a request forever.
 	HopHeader = "X-Goindex-Hop"
 	// Diagnostic response headers: the DC that served, the ttft cost and
-	// its parts (ms, under ttft only; the others' wait only when it was
-	// priced, Config.PriceOthers), the DC's RTT (when measured), the
+	// its parts (ms, under ttft only; what the prompt costs others only
+	// when it was priced: Config.PriceOthers, or an eviction charge at a
+	// DC whose insert rate is known), the DC's RTT (when measured), the
 	// cached prefix in tokens, the policy applied, the DCs skipped
 	// because they refused the connection or turned the request away
 	// with 502, 503 or 529 (comma-separated, in order), and why the
@@ -312,7 +313,7 @@ func diagnostics(d *Decision, c *Choice, skipped []string) http.Header {
 		h.Set(HeaderCostMs, ms(c.Cost))
 		h.Set(HeaderQueueMs, ms(c.Parts.QueueMs))
 		h.Set(HeaderPrefillMs, ms(c.Parts.PrefillMs))
-		if d.FleetUtilization > 0 {
+		if d.FleetUtilization > 0 || c.Parts.OthersMs != 0 {
 			h.Set(HeaderOthersMs, ms(c.Parts.OthersMs))
 		}
 	}

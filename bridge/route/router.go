@@ -53,7 +53,11 @@ type Router struct {
 	// hold learns per DC how long the streams it relays held their KV
 	// blocks (score.Holding), for ttft's wait for KV room; nil unless the
 	// policy is ttft.
-	hold      *score.Holding
+	hold *score.Holding
+	// turn measures per DC the rate its cache stores blocks, from the
+	// stored-blocks counters of its load reports, for ttft's eviction
+	// charge; nil unless the policy is ttft.
+	turn      *follow.Turnover
 	hasher    *dynamo.Hasher // unsalted
 	replica   *replicaHolder
 	defaultDC int // Config.DefaultDC's index
@@ -127,6 +131,7 @@ func New(cfg Config) (*Router, error) {
 			rt.cal = append(rt.cal, score.NewCalibration(0))
 		}
 		rt.hold = score.NewHolding(len(cfg.DCs), 0)
+		rt.turn = follow.NewTurnover(len(cfg.DCs))
 	}
 	if rt.hasher, err = dynamo.NewHasher(dynamo.HasherConfig{BlockSize: cfg.BlockSize}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
