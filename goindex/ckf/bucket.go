@@ -1,5 +1,7 @@
 package ckf
 
+import "math/bits"
+
 // Bucket is one packed bucket: 4 × 16-bit fingerprint slots in a u64, slot i
 // at bits 16i…16i+15; 0 means empty (fingerprints are never 0).
 type Bucket uint64
@@ -30,6 +32,19 @@ func (w Bucket) First(v uint16) int {
 
 // FirstEmpty returns the lowest empty slot, or -1.
 func (w Bucket) FirstEmpty() int { return w.First(0) }
+
+// firstSlot is First without a branch per slot, for the producer's table:
+// the SWAR zero-lane test of w XOR v's lanes. Its lowest set bit is exact
+// (a borrow only runs upward from a zero lane, so the lanes below the
+// first zero lane test clean); only higher bits may be false positives.
+func firstSlot(w uint64, v uint16) int {
+	x := w ^ uint64(v)*swarOnes
+	m := (x - swarOnes) &^ x & swarHigh
+	if m == 0 {
+		return -1
+	}
+	return bits.TrailingZeros64(m) >> 4
+}
 
 // Contains reports whether some slot holds fp (fp ≠ 0). It is the exact SWAR
 // zero-lane test of spec §3; use it only as a boolean, never to locate the slot.

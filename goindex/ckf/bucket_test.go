@@ -64,3 +64,35 @@ func TestBucket_SlotOps(t *testing.T) {
 		t.Errorf("after clearing slot 1: %#x", uint64(w))
 	}
 }
+
+// TestFirstSlot_AgreesWithScalarScan holds the producer's SWAR slot search
+// to Bucket.First (the lowest equal slot, or -1) on words built from
+// values near every borrow boundary, with 0 (an empty slot) among them.
+func TestFirstSlot_AgreesWithScalarScan(t *testing.T) {
+	alphabet := []uint16{0, 1, 2, 0x7FFF, 0x8000, 0x8001, 0xFFFE, 0xFFFF, 0x1234}
+	for _, v := range alphabet {
+		for a := range alphabet {
+			for b := range alphabet {
+				for c := range alphabet {
+					for d := range alphabet {
+						w := uint64(alphabet[a]) | uint64(alphabet[b])<<16 | uint64(alphabet[c])<<32 | uint64(alphabet[d])<<48
+						if got, want := firstSlot(w, v), Bucket(w).First(v); got != want {
+							t.Fatalf("firstSlot(%#016x, %#04x) = %d, want %d", w, v, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200_000 {
+		w, v := rng.Uint64(), uint16(rng.Uint32())
+		w = uint64(Bucket(w).WithSlot(rng.IntN(4), v))
+		if rng.IntN(2) == 0 {
+			w = uint64(Bucket(w).WithSlot(rng.IntN(4), 0))
+		}
+		if got, want := firstSlot(w, v), Bucket(w).First(v); got != want {
+			t.Fatalf("firstSlot(%#016x, %#04x) = %d, want %d", w, v, got, want)
+		}
+	}
+}

@@ -41,19 +41,27 @@ func newTable(words []uint64, f *Format, maxKicks int) table {
 	}
 }
 
+// The table's operations read p.FP and p.A only: they derive B from them
+// (Format.Alt) when A does not settle the operation, so the producer's
+// probes skip the delta lookup (Format.primary) for most blocks.
+
 // place is the relocation-free insertion: fp goes into the first empty slot
 // of A, else of B. It returns the one bucket written and its previous word,
 // or false when both buckets are full (and nothing changed).
 func (t *table) place(p Probe) ([]touch, bool) {
-	for _, b := range [2]uint32{p.A, p.B} {
-		w := Bucket(t.words[b])
-		if i := w.FirstEmpty(); i >= 0 {
-			t.kicks = append(t.kicks[:0], touch{b, uint64(w)})
-			t.words[b] = uint64(w.WithSlot(i, p.FP))
-			return t.kicks, true
+	b := p.A
+	w := t.words[b]
+	i := firstSlot(w, 0)
+	if i < 0 {
+		b = t.f.Alt(b, p.FP)
+		if w = t.words[b]; firstSlot(w, 0) < 0 {
+			return nil, false
 		}
+		i = firstSlot(w, 0)
 	}
-	return nil, false
+	t.kicks = append(t.kicks[:0], touch{b, w})
+	t.words[b] = uint64(Bucket(w).WithSlot(i, p.FP))
+	return t.kicks, true
 }
 
 // insert is the full cuckoo insertion of spec §4.6. On success it returns
@@ -69,7 +77,7 @@ func (t *table) insert(p Probe) ([]touch, bool) {
 	}
 	cur := p.A
 	if t.rng.next()&1 != 0 {
-		cur = p.B
+		cur = t.f.Alt(p.A, p.FP)
 	}
 	carry := p.FP
 	t.kicks = t.kicks[:0]
@@ -79,9 +87,9 @@ func (t *table) insert(p Probe) ([]touch, bool) {
 		t.kicks = append(t.kicks, touch{cur, uint64(w)})
 		carry, t.words[cur] = w.Slot(s), uint64(w.WithSlot(s, carry))
 		cur = t.f.Alt(cur, carry)
-		if w = Bucket(t.words[cur]); w.FirstEmpty() >= 0 {
+		if w = Bucket(t.words[cur]); firstSlot(uint64(w), 0) >= 0 {
 			t.kicks = append(t.kicks, touch{cur, uint64(w)})
-			t.words[cur] = uint64(w.WithSlot(w.FirstEmpty(), carry))
+			t.words[cur] = uint64(w.WithSlot(firstSlot(uint64(w), 0), carry))
 			return t.settle(), true
 		}
 	}
@@ -105,12 +113,16 @@ func byBucket(x, y touch) int { return cmp.Compare(x.bucket, y.bucket) }
 // that bucket with its previous word; false means neither bucket holds the
 // fingerprint (nothing changed).
 func (t *table) remove(p Probe) (touch, bool) {
-	for _, b := range [2]uint32{p.A, p.B} {
-		w := Bucket(t.words[b])
-		if i := w.First(p.FP); i >= 0 {
-			t.words[b] = uint64(w.WithSlot(i, 0))
-			return touch{b, uint64(w)}, true
+	b := p.A
+	w := t.words[b]
+	i := firstSlot(w, p.FP)
+	if i < 0 {
+		b = t.f.Alt(b, p.FP)
+		if w = t.words[b]; firstSlot(w, p.FP) < 0 {
+			return touch{}, false
 		}
+		i = firstSlot(w, p.FP)
 	}
-	return touch{}, false
+	t.words[b] = uint64(Bucket(w).WithSlot(i, 0))
+	return touch{b, w}, true
 }

@@ -31,7 +31,7 @@ type offer struct {
 type storeScratch struct {
 	chain    []uint64    // canonical hash of each block
 	fresh    []mapping   // new mappings, in block order
-	probes   []Probe     // probe of each block (Removed: of each mapped id)
+	probes   []Probe     // FP and A of each block (Removed: of each mapped id); B is left to the table
 	reoffers []int       // blocks whose mapping the event repeats
 	cands    []offer     // non-resident candidates, deduplicated, in order
 	offers   []offer     // non-resident re-offers that are not candidates, deduplicated, in order
@@ -139,7 +139,7 @@ func (p *Producer) store(ev *kv.Event) error {
 		}
 		prev, chained = c, true
 		chain = append(chain, c)
-		probes = append(probes, p.f.ProbeFast(c))
+		probes = append(probes, p.f.primary(c))
 	}
 	s.chain, s.probes = chain, probes
 	for i, b := range ev.Blocks {
@@ -275,7 +275,7 @@ func (p *Producer) remove(m kv.Member, srcs []uint64) error {
 	for _, src := range srcs {
 		var pr Probe
 		if c := lin.find(src); c != nil {
-			pr = p.f.ProbeFast(*c)
+			pr = p.f.primary(*c)
 			p.sink += p.owners.warm(*c) + p.tab.words[pr.A]
 		}
 		probes = append(probes, pr)
@@ -360,8 +360,8 @@ func (p *Producer) clearWorkerRanks(worker uint64) error {
 // release drops one owner of canonical c: the final owner of a resident
 // canonical also clears one copy of its fingerprint (spec §4.1, I5). If
 // that copy is missing, nothing changes and the producer is fenced. pr is
-// c's probe when the caller has it, or the zero Probe (fingerprints are
-// never 0).
+// c's primary probe (FP and A) when the caller has it, or the zero Probe
+// (fingerprints are never 0).
 func (p *Producer) release(c uint64, pr Probe) error {
 	at := p.owners.slot(c)
 	if at < 0 { // a mapping without an owner entry breaks I1
@@ -374,7 +374,7 @@ func (p *Producer) release(c uint64, pr Probe) error {
 		return nil
 	case o.resident:
 		if pr.FP == 0 {
-			pr = p.f.ProbeFast(c)
+			pr = p.f.primary(c)
 		}
 		t, ok := p.tab.remove(pr)
 		if !ok {

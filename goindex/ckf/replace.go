@@ -108,7 +108,7 @@ func (p *Producer) adopt(m kv.Member, old *lineage) {
 	p.members[m] = &lin
 	p.tracked += uint64(lin.len())
 	for _, c := range first {
-		if touched, ok := p.tab.insert(p.f.ProbeFast(c)); ok {
+		if touched, ok := p.tab.insert(p.f.primary(c)); ok {
 			p.admit(p.owners.find(c), touched)
 		} else {
 			p.stats.CapacityOmissions++

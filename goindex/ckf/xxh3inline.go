@@ -72,6 +72,16 @@ func (f *Format) probesScalar(dst []Probe, hashes []uint64) {
 	}
 }
 
+// primary returns h's fingerprint and bucket A as ProbeFast would, leaving
+// B zero: the producer's table derives B only when it needs it (most
+// insertions and removals settle in A), which saves a delta-table load.
+func (f *Format) primary(h uint64) Probe {
+	m := hash8Keyed(h, f.key)
+	fp := uint16(m)
+	fp += uint16(b2u(fp == 0))
+	return Probe{FP: fp, A: uint32(m>>16) & f.mask32}
+}
+
 // probeOf turns the address hash m = XXH3(LE64(h), seed) into the probe
 // (spec §2 steps 2–5, with the delta table for step 4).
 func (f *Format) probeOf(m uint64) Probe {

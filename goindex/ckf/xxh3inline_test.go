@@ -66,6 +66,8 @@ func TestHash8_MatchesSpecRawHashes(t *testing.T) {
 	}
 }
 
+// TestFormat_ProbeFastEqualsProbe holds ProbeFast, ProbesFast and the
+// producer's primary (FP and A only) to Probe.
 func TestFormat_ProbeFastEqualsProbe(t *testing.T) {
 	seed := testseed.For(t, inlineSeed)
 	rng := rand.New(rand.NewPCG(seed, 2))
@@ -91,6 +93,9 @@ func TestFormat_ProbeFastEqualsProbe(t *testing.T) {
 		}
 		if got, want := f.ProbeFast(h), f.Probe(h); got != want {
 			t.Fatalf("ProbeFast(%#x) on n=%d seed=%#x = %+v, want %+v (test seed %#x)", h, f.Buckets(), f.Seed(), got, want, seed)
+		}
+		if got, want := f.primary(h), f.Probe(h); got.FP != want.FP || got.A != want.A || got.B != 0 {
+			t.Fatalf("primary(%#x) on n=%d seed=%#x = %+v, want FP and A of %+v, B 0 (test seed %#x)", h, f.Buckets(), f.Seed(), got, want, seed)
 		}
 	}
 	// The batch form, on random lengths, leaves dst beyond len untouched.
