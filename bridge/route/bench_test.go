@@ -16,7 +16,8 @@ import (
 // BenchmarkDecide measures one routing decision over 13 DCs (the reference
 // WAN): hashing the prompt, one replica search across the lanes, lane
 // signals, scoring and the fallback order. Each DC caches a different
-// prefix of the prompt.
+// prefix of the prompt, and its load records carry stored-blocks counters
+// that make its insert rate known (ttft's eviction charge is priced).
 func BenchmarkDecide(b *testing.B) {
 	for _, tokens := range []int{512, 4096, 32768} {
 		b.Run(fmt.Sprintf("dcs=13/tokens=%d", tokens), func(b *testing.B) {
@@ -31,20 +32,35 @@ func BenchmarkDecide(b *testing.B) {
 			}
 			fx := newFixture(b, ids...)
 			cfg.ReplicaPath = fx.path
+			// Signals dated an hour ahead stay fresh however long the run;
+			// two reports with stored-blocks counters make every DC's
+			// insert rate known, so ttft prices its eviction charge.
+			ahead := time.Now().Add(time.Hour)
+			report := func(stored uint64, at time.Time) {
+				for i := range ids {
+					fx.w.SetLoad(i, &shm.Load{At: at, ReceivedAt: ahead, QueuedPrefillTokens: uint64(i * 1000),
+						CapacityBlocks: 1 << 16, StoredBlocks: stored * uint64(i+1), Incarnation: 1})
+				}
+			}
 			for i := range ids {
 				fx.cache(i, hasher(b, "", ""), prompt[:tokens*i/len(ids)/testBlockSize*testBlockSize])
-				// Signals dated an hour ahead stay fresh however long the run.
-				fx.signals(i, time.Duration(4+i*18)*time.Millisecond, -time.Hour, shm.Load{QueuedPrefillTokens: uint64(i * 1000)})
+				fx.w.SetRTT(i, time.Duration(4+i*18)*time.Millisecond, ahead)
 			}
+			report(1000, ahead.Add(-time.Second))
 			rt, err := New(cfg)
 			if err != nil {
 				b.Fatalf("New: %v", err)
 			}
 			defer rt.Close()
 			p := &Prompt{Tokens: prompt, HasTokens: true}
+			if _, err := rt.Decide(p); err != nil {
+				b.Fatalf("Decide: %v", err)
+			}
+			report(3000, ahead)
 			b.ReportAllocs()
 			b.ResetTimer()
 			var sink int
+			var charged float64
 			for b.Loop() {
 				d, err := rt.Decide(p)
 				if err != nil || len(d.Order) != len(ids) {
@@ -52,11 +68,12 @@ func BenchmarkDecide(b *testing.B) {
 				}
 				for _, c := range d.Order {
 					sink += c.CachedTokens
+					charged += c.Parts.OthersMs
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-			if sink == 0 {
-				b.Fatalf("no decision saw any DC's cached prefix")
+			if sink == 0 || charged == 0 {
+				b.Fatalf("no decision saw any DC's cached prefix (%d) or eviction charge (%g)", sink, charged)
 			}
 		})
 	}

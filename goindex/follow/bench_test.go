@@ -3,8 +3,11 @@ package follow
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/score"
+	"github.com/goindex/goindex/goindex/shm"
 	"github.com/goindex/goindex/tests/c/fixture"
 )
 
@@ -58,5 +61,33 @@ func BenchmarkMatch(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkTurnover is the eviction charge's share of a ttft decision over
+// 13 DCs: each DC's load record taken into its insert rate and its
+// EvictionFactor set (the rates known, as in steady routing).
+func BenchmarkTurnover(b *testing.B) {
+	const dcs = 13
+	tr := NewTurnover(dcs)
+	at := time.Unix(1_760_000_000, 0)
+	lds := make([]shm.Load, dcs)
+	for i := range lds {
+		lds[i] = shm.Load{At: at, Incarnation: 1, StoredBlocks: 1000}
+		tr.InsertRate(i, &lds[i])
+		lds[i].At, lds[i].StoredBlocks = at.Add(time.Second), 1000+uint64(500*i)
+	}
+	c := score.Candidate{HasLoad: true, HasCapacity: true, CapacityBlocks: 1 << 16}
+	var sum float64
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range lds {
+			tr.SetEvictionFactor(&c, i, &lds[i])
+			sum += c.EvictionFactor
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/dcs, "ns/DC")
+	if !(sum > 0) {
+		b.Fatalf("no DC got an eviction factor")
 	}
 }

@@ -130,5 +130,6 @@
 // over random relay histories (restarts, counters going down, uncounted
 // layouts, repeated reads), and its factor is exp(−1) for a cache storing
 // its capacity per reuse window and 0 whenever a signal is unknown. BenchmarkMatch times a probe of a 13-lane file with and
-// without the fault guard.
+// without the fault guard; BenchmarkTurnover the eviction charge's
+// bookkeeping over 13 DCs.
 package follow
