@@ -26,7 +26,8 @@
 // Snapshot carries terminal sequence N, each Delta moves N → N+1 with
 // absolute bucket images, a DrainMarker names the sequence a drained lane
 // must hold, a Heartbeat [EXT] reports the sequence on idle streams, and a
-// LoadReport carries the DC's load for the TTFT scorer. A Delta holds at
+// LoadReport carries the DC's load for the TTFT scorer (and, optionally,
+// a count of the blocks the DC stored, for its insert rate). A Delta holds at
 // most MaxDeltaImages images and a Snapshot chunk at most MaxChunkWords
 // words; Snapshot.Chunks cuts a whole-lane snapshot to that size.
 //
@@ -45,6 +46,7 @@
 // # Tests
 //
 // The tests prove the format and manifest rules, that Chunks cuts a
-// snapshot into contiguous chunks within the limit, and that this file map
-// matches the directory.
+// snapshot into contiguous chunks within the limit, which load report
+// supersedes which (a later sample, or the same one's counted layout),
+// and that this file map matches the directory.
 package relayproto

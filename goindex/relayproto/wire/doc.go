@@ -6,7 +6,9 @@
 //
 // A frame is a 16-byte header (magic "GIRF", wire Version 1, frame type,
 // body length, low 32 bits of XXH3-64 of the body) and a msgpack body (see
-// body.go for the field layout). Snapshot words travel in the chunk's
+// body.go for the field layout; a load report's stored-blocks counter is
+// an optional 13th field, written only when not 0, so a report without it
+// keeps the 12-field layout every older decoder takes). Snapshot words travel in the chunk's
 // snapenc encoding, Compact by default. Limits: MaxFrameBytes (8 MiB),
 // relayproto.MaxDeltaImages, relayproto.MaxChunkWords and a bucket count of
 // at most 2^24, checked before anything is allocated.
@@ -40,7 +42,10 @@
 // # Tests
 //
 // The tests prove golden frame bytes (testdata/*.frame) and exact round
-// trips; that every bit flip and truncation, a corrupt body and over-limit
+// trips; that a load report without the stored-blocks counter is the
+// 12-field golden written before the counter, byte for byte, and decodes
+// with 0, and that the counter's non-canonical and hostile forms are
+// refused; that every bit flip and truncation, a corrupt body and over-limit
 // sizes are rejected before allocating; that hostile fields are refused;
 // that a Decoder reuses its buffers; fuzz targets that no input panics or
 // decodes to something that re-encodes differently; and that this file map
