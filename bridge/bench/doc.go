@@ -68,6 +68,8 @@
 //   - relay.go: RelayConfig, Relay, RelayReport and Print.
 //   - relayrun.go: the relay benchmark's phases.
 //   - synth.go: the synthetic tables of a Synthetic relay run.
+//   - entropy.go: the information in a lane's table, the floor under
+//     every snapshot encoding.
 //
 // # Tests
 //

@@ -103,10 +103,14 @@ type RelayResync struct {
 	Retries uint64 `json:"retries"`
 }
 
-// RelayEncoding is the snapshot bytes per resident block of each encoding.
+// RelayEncoding is the snapshot bytes per resident block of each encoding
+// and the floor under any encoding: the information in the lanes' tables
+// (each bucket's multiset of fingerprints and the buckets' occupancies),
+// in bytes per resident block.
 type RelayEncoding struct {
 	DenseBytesPerBlock   float64 `json:"dense_bytes_per_block"`
 	CompactBytesPerBlock float64 `json:"compact_bytes_per_block"`
+	FloorBytesPerBlock   float64 `json:"floor_bytes_per_block"`
 }
 
 // RelaySteady is the steady phase: lane 0's delta frames and images.
@@ -170,7 +174,8 @@ func (r *RelayReport) Print(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "cold resync\t%.2f s (%.2f s of CPU), %d bytes received (%.3f B/block), %.1f M blocks/s; 130M blocks ≈ %.1f s at this rate; %d lane retries\n",
 		r.Resync.Seconds, r.Resync.CPUSeconds, r.Resync.WireBytes, r.Resync.WireBytesPerBlock, r.Resync.BlocksPerSecond/1e6, r.Resync.ExtrapolatedTo130MSs, r.Resync.Retries)
-	fmt.Fprintf(tw, "snapshot bytes/block\tdense %.3f, compact %.3f\n", r.Encoding.DenseBytesPerBlock, r.Encoding.CompactBytesPerBlock)
+	fmt.Fprintf(tw, "snapshot bytes/block\tdense %.3f, compact %.3f, floor %.3f (the tables' entropy)\n",
+		r.Encoding.DenseBytesPerBlock, r.Encoding.CompactBytesPerBlock, r.Encoding.FloorBytesPerBlock)
 	if !r.Synthetic {
 		fmt.Fprintf(tw, "steady (lane 0)\t%d events in %.2f s: %.0f frames/s, %.0f images/s\n", r.Steady.Events, r.Steady.Seconds, r.Steady.FramesPerSec, r.Steady.ImagesPerSec)
 		fmt.Fprintf(tw, "event → replica\tp50 %.3f ms, p99 %.3f ms, max %.3f ms (%d samples)\n", r.Visible.P50Ms, r.Visible.P99Ms, r.Visible.MaxMs, r.Visible.Samples)

@@ -51,8 +51,9 @@ func TestRelay_SyntheticRunResyncsTheTablesAndSaysSo(t *testing.T) {
 	if want := 6000.0 / (2 * 1024 * 4); rep.Buckets != 1024 || rep.LoadFactor != want {
 		t.Errorf("Relay(synthetic): %d buckets at load %g, want 1024 at %g (3000 blocks a lane)", rep.Buckets, rep.LoadFactor, want)
 	}
-	if c := rep.Encoding.CompactBytesPerBlock; c < 2 || c >= rep.Encoding.DenseBytesPerBlock {
-		t.Errorf("Relay(synthetic) encoding %+v: want 2 ≤ compact < dense", rep.Encoding)
+	if e := rep.Encoding; e.CompactBytesPerBlock < 2 || e.CompactBytesPerBlock >= e.DenseBytesPerBlock ||
+		e.FloorBytesPerBlock < 1.9 || e.FloorBytesPerBlock >= e.CompactBytesPerBlock {
+		t.Errorf("Relay(synthetic) encoding %+v: want 1.9 ≤ floor < compact < dense, 2 ≤ compact", rep.Encoding)
 	}
 	if runtime.GOOS == "linux" && rep.Resync.CPUSeconds <= 0 {
 		t.Errorf("Relay(synthetic) resync: %v s of CPU, want the process's CPU time over the resync", rep.Resync.CPUSeconds)

@@ -230,6 +230,7 @@ func (b *relayBench) fill(ctx context.Context) error {
 func (b *relayBench) encoding(ctx context.Context, rep *RelayReport) error {
 	var resident uint64
 	var bytes [2]int
+	var bits float64
 	for _, r := range b.relays {
 		st, err := r.Status(ctx)
 		if err != nil {
@@ -239,6 +240,7 @@ func (b *relayBench) encoding(ctx context.Context, rep *RelayReport) error {
 		rep.Buckets, rep.LoadFactor = st[0].Producer.Buckets, st[0].Producer.LoadFactor
 		rep.Resync.SnapshotBytes += int64(st[0].SnapshotBytes)
 		words, _ := r.AppendWords(ctx, nil, 1)
+		bits += contentBits(words)
 		for i, enc := range []snapenc.Encoding{snapenc.Dense, snapenc.Compact} {
 			s := relayproto.Snapshot{Identity: st[0].Publisher.Identity, Words: words, Encoding: enc}
 			for c := range s.Chunks(0) {
@@ -261,6 +263,7 @@ func (b *relayBench) encoding(ctx context.Context, rep *RelayReport) error {
 	rep.Resync.ResidentBlocks = resident
 	rep.Encoding.DenseBytesPerBlock = float64(bytes[0]) / float64(resident)
 	rep.Encoding.CompactBytesPerBlock = float64(bytes[1]) / float64(resident)
+	rep.Encoding.FloorBytesPerBlock = bits / 8 / float64(resident)
 	return nil
 }
 
