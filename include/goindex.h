@@ -418,7 +418,14 @@ int goindex_score(uint64_t handle, goindex_in_score_request* request, goindex_sc
  * newer snapshot, which recovers the lane. Frames carrying a lease (leased
  * transports) must carry the lane's current lease. Heartbeats only measure
  * lag here (the transport's ordering is unknown). Load reports of the
- * lane's producer feed score.
+ * lane's producer feed score. A relay publishes each load sample on
+ * P.D.C.load and, once its DC has stored a block, the same sample with its
+ * stored-blocks counter on P.D.C.load-stored: a host should subscribe to
+ * both and feed both (a repeat of a sample already recorded is ignored).
+ * The counter's increments between reports of one relay incarnation give
+ * the DC's insert rate, from which ttft charges an uncached prefill for the
+ * cached blocks it evicts at a DC whose cache turns over faster than about
+ * 30 s; without counted reports the charge is 0.
  * Threading: event call. Ownership: frame read during the call only.
  * Returns: GOINDEX_OK (applied, or ignored: stale, duplicate, under a
  * lease that is not the lane's current one, of a DC without a lane, for a

@@ -17,8 +17,10 @@
 // each candidate its probe depth and lets the policy choose; a global index
 // asked without candidates offers its ready lanes with their load reports
 // and RTTs, each only while younger than max_staleness_ms (a stale or
-// missing signal is excluded, never read as zero: follow.SetSignals). A
-// score asked to fail open (ScoreQuery.Open, what the ABI's 80-byte result
+// missing signal is excluded, never read as zero: follow.SetSignals), and
+// each lane's eviction factor from its reports' stored-blocks counters
+// (follow.Turnover; 0 until two counted reports of one relay incarnation).
+// A score asked to fail open (ScoreQuery.Open, what the ABI's 80-byte result
 // asks) never answers "no eligible candidate" while it has any: follow.Open
 // falls back to every known lane's last known signals, then to
 // "default_dc", and Scored.Degraded says why (the replica's health, or
@@ -65,7 +67,8 @@
 // The tests prove the config's defaults, every key and every rejection (a
 // fuzz target round-trips accepted configs); SortMembers against a stable
 // sort; calls after Close; that a global index's score uses only fresh
-// signals and names lanes; and that it fails open on a stale consumer (the
+// signals and names lanes; that the stored-blocks counter turns a choice
+// (and a relay restart turns it back); and that it fails open on a stale consumer (the
 // last known signals) and a truncated file (the default DC of the last
 // file), and only without any lane still fails. The ABI's suites (ffi, tests/c, tests/python,
 // tests/gohost) drive every mode end to end.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/goindex/goindex/goindex/follow"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/replica"
 	"github.com/goindex/goindex/goindex/score"
 )
 
@@ -22,10 +23,12 @@ type global struct {
 	fed        *follow.Feed  // nil without "dcs"
 	att        atomic.Pointer[follow.Follower]
 	clock      func() time.Time
+	turn       *follow.Turnover // each lane's insert rate, for ttft's eviction charge
 }
 
 func newGlobal(cfg *Config) (*global, error) {
-	g := &global{maxAge: cfg.maxStaleness(), checkEvery: cfg.replicaCheck(), clock: cfg.Clock}
+	g := &global{maxAge: cfg.maxStaleness(), checkEvery: cfg.replicaCheck(), clock: cfg.Clock,
+		turn: follow.NewTurnover(replica.MaxLanes)}
 	if g.clock == nil {
 		g.clock = time.Now
 	}
@@ -103,8 +106,10 @@ func (g *global) match(dst []kv.Overlap, locals []uint64) []kv.Overlap {
 }
 
 // candidates appends one scorer candidate per ready lane (ID = DC id, Rank
-// = lane) with its depth for the query and every signal measured within
-// maxAge of now (follow.SetSignals).
+// = lane) with its depth for the query, every signal measured within
+// maxAge of now (follow.SetSignals) and the eviction factor of the lane's
+// insert rate (follow.Turnover: 0 until two counted load reports of one
+// relay incarnation were seen).
 func (g *global) candidates(dst []score.Candidate, locals []uint64, now time.Time) []score.Candidate {
 	v := g.acquire()
 	if v == nil {
@@ -124,6 +129,7 @@ func (g *global) candidates(dst []score.Candidate, locals []uint64, now time.Tim
 		}
 		info := v.Lane(l)
 		follow.SetSignals(&c, &info, now, g.maxAge)
+		g.turn.SetEvictionFactor(&c, l, &info.Load)
 		dst = append(dst, c)
 	}
 	return dst

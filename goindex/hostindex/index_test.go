@@ -140,6 +140,85 @@ func TestGlobal_ScoreUsesFreshSignalsOnlyAndNamesLanes(t *testing.T) {
 	}
 }
 
+// A fed lane's stored-blocks counter prices ttft's eviction charge: of two
+// DCs alike but for RTT, the nearer one wins until its counter shows its
+// cache turning over in well under the reuse window, then the other one;
+// a relay restart (a new incarnation) makes the rate unknown again.
+func TestGlobal_ScorePricesTheEvictionChargeFromStoredBlocks(t *testing.T) {
+	format, err := ckf.NewFormat(ckf.DefaultSeed, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(`{"mode": "global", "dcs": [8, 9], "buckets": 64}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	const capacity = 1000
+	dcs := map[uint64]*fixture.DC{}
+	install := func(id, incarnation uint64) {
+		d, err := fixture.NewDC(0, id, incarnation, format, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := d.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range snap {
+			if err := ix.ApplyFrame(fr); err != nil {
+				t.Fatalf("snapshot of DC %d: %v", id, err)
+			}
+		}
+		dcs[id] = d
+	}
+	report := func(id uint64, at time.Time, stored uint64) {
+		fr, err := dcs[id].CountedLoadReport(uint64(at.UnixNano()), 0, 0, capacity, stored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ix.ApplyFrame(fr); err != nil {
+			t.Fatalf("load report of DC %d: %v", id, err)
+		}
+	}
+	choose := func() uint64 {
+		t.Helper()
+		res, err := ix.Score(&ScoreQuery{Policy: score.TTFT, Locals: fixture.DocA, Members: true, Seed: 1})
+		if err != nil {
+			t.Fatalf("Score: %v", err)
+		}
+		return res.ID
+	}
+	start := time.Now()
+	for id, rtt := range map[uint64]time.Duration{8: time.Millisecond, 9: 2 * time.Millisecond} {
+		install(id, 1)
+		if err := ix.SetRTT(id, rtt); err != nil {
+			t.Fatal(err)
+		}
+		report(id, start, 1)
+	}
+	if got := choose(); got != 8 {
+		t.Fatalf("one counted report each: chose DC %d, want the nearer DC 8 (no rate yet)", got)
+	}
+	// DC 8 stores 100 capacities in a second, DC 9 nothing.
+	report(8, start.Add(time.Second), 1+100*capacity)
+	report(9, start.Add(time.Second), 1)
+	if got := choose(); got != 9 {
+		t.Errorf("DC 8 turning over every 10 ms: chose DC %d, want DC 9 (the eviction charge)", got)
+	}
+	// DC 8's relay restarts: its rate is unknown again.
+	install(8, 2)
+	report(8, start.Add(2*time.Second), 5)
+	report(9, start.Add(2*time.Second), 1)
+	if got := choose(); got != 8 {
+		t.Errorf("DC 8's relay restarted: chose DC %d, want DC 8 (rate unknown, no charge)", got)
+	}
+}
+
 // A global index's score fails open (ScoreQuery.Open): with its replica's
 // consumer stopped it chooses on the lanes' last known RTT and load
 // (cached blocks ignored) and says consumer-stale; with the file truncated
