@@ -253,11 +253,12 @@ func TestDecide_LongHoldsGrowAFullDCsKVWait(t *testing.T) {
 // TestDecide_EvictionChargeTurnsAwayFromAFastTurningDC: two DCs alike but
 // for their caches' turnover and a 1 ms RTT edge of the one that turns
 // over fast (churn: its 1000-block cache stores 1000 blocks a second;
-// calm: 1 block). Their load records are what the consumer writes from
+// calm: none). Their load records are what the consumer writes from
 // the relays' load-report frames (wire-encoded, decoded, shm.LoadOf).
 // With one report per DC the insert rates are unknown and ttft picks
 // churn on its RTT edge; after the second, churn's uncached 80 ms prefill
-// carries exp(−1) × 80 ms of eviction charge in its others part and calm
+// carries a half × 80 ms of eviction charge (score.EvictionFactor at a
+// turnover of one reuse window) in its others part and calm
 // wins; a relay restart at churn makes its rate unknown again. The other
 // policies never see the charge.
 func TestDecide_EvictionChargeTurnsAwayFromAFastTurningDC(t *testing.T) {
@@ -331,13 +332,13 @@ func TestDecide_EvictionChargeTurnsAwayFromAFastTurningDC(t *testing.T) {
 	report(1, 9, now.Add(-2*time.Second), 5000)
 	step("one report each (rates unknown)", "churn", 0)
 	report(0, 7, now.Add(-time.Second), 6000)
-	report(1, 9, now.Add(-time.Second), 5001)
-	charge := math.Exp(-1) * 80
+	report(1, 9, now.Add(-time.Second), 5000)
+	charge := 0.5 * 80
 	step("a second report each", "calm", charge)
 	step("the same records read again", "calm", charge)
 	// The charge shows in the diagnostic headers without PriceOthers.
 	for _, c := range decide(score.TTFT) {
-		want := map[string]string{"churn": "29.430", "calm": ""}[c.DC.Name]
+		want := map[string]string{"churn": "40.000", "calm": ""}[c.DC.Name]
 		if got := diagnostics(&Decision{Policy: score.TTFT}, &c, nil).Get(HeaderOthersMs); got != want {
 			t.Errorf("%s: %s = %q, want %q", c.DC.Name, HeaderOthersMs, got, want)
 		}

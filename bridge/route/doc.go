@@ -215,7 +215,7 @@
 // hold learned from its streams (not the residence) while a DC with room
 // waits for nothing. Of two DCs alike but for their caches' turnover (load
 // records written from wire-encoded load reports with stored-blocks
-// counters), the fast-turning one carries exp(−1) × its prefill of
+// counters), the fast-turning one carries a half of its prefill of
 // eviction charge once two reports make its insert rate known, which
 // turns ttft's choice to the other, shows in the others header, and goes
 // back to 0 when its relay restarts; other policies never see it. A randomized test holds Decide

@@ -128,7 +128,7 @@
 // unknown DCs; that SetSignals keeps stale and missing signals out; that
 // Turnover's rates equal a plain decayed sum of the counter's increments
 // over random relay histories (restarts, counters going down, uncounted
-// layouts, repeated reads), and its factor is exp(−1) for a cache storing
+// layouts, repeated reads), and its factor is a half for a cache storing
 // its capacity per reuse window and 0 whenever a signal is unknown. BenchmarkMatch times a probe of a 13-lane file with and
 // without the fault guard; BenchmarkTurnover the eviction charge's
 // bookkeeping over 13 DCs.

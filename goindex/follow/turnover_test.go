@@ -106,7 +106,7 @@ func TestTurnover_MatchesTheDecayedSumOfIncrements(t *testing.T) {
 
 // TestTurnover_SetsTheEvictionFactorOnlyWhenKnown: after two counted
 // reports a second apart storing the whole capacity, the factor is
-// exp(−1) (turnover = capacity / (capacity / W) = W); with no fresh load,
+// a half (turnover = capacity / (capacity / W) = W); with no fresh load,
 // no capacity, one report only, or after a restart it is 0.
 func TestTurnover_SetsTheEvictionFactorOnlyWhenKnown(t *testing.T) {
 	tr := NewTurnover(1)
@@ -121,7 +121,7 @@ func TestTurnover_SetsTheEvictionFactorOnlyWhenKnown(t *testing.T) {
 		t.Errorf("one counted report: factor %g, want 0 (rate unknown)", f)
 	}
 	second := shm.Load{At: at.Add(time.Second), Incarnation: 7, StoredBlocks: 1010}
-	if f, want := factor(loaded, second), math.Exp(-1); math.Abs(f-want) > 1e-12 {
+	if f, want := factor(loaded, second), 0.5; math.Abs(f-want) > 1e-12 {
 		t.Errorf("1000 blocks stored into a 1000-block cache: factor %g, want %g", f, want)
 	}
 	if f := factor(score.Candidate{HasCapacity: true, CapacityBlocks: 1000}, second); f != 0 {

@@ -17,9 +17,11 @@
 // The cost also charges, outside the request's own TTFT, what the blocks
 // its uncached prefill stores cost later requests whose cached blocks they
 // evict: prefill time × EvictionFactor, which a router derives from the
-// rate a candidate's cache stores blocks (InsertRate): near 1 when the
-// cache turns over within DefaultReuseWindow, near 0 when it keeps its
-// blocks far longer.
+// rate a candidate's cache stores blocks (InsertRate): 1 / (1 + turnover
+// / DefaultReuseWindow), near 1 when the cache turns over well within the
+// window, a half at one window, falling off slowly (hyperbolically, as
+// prompts come back after heavy-tailed gaps) when it keeps its blocks
+// longer.
 //
 // Admission is FIFO, so the waits for the prefills ahead and for KV room
 // overlap: the longer one counts. Candidate.Weights scale the queue and

@@ -5,15 +5,17 @@ import (
 	"testing"
 )
 
-// TestEvictionFactor: exp(−turnover / DefaultReuseWindow): near 1 for a
-// cache that turns over in a fraction of the window, 1/e at one window,
-// near 0 for a slow one, 0 when a rate or capacity is unknown.
+// TestEvictionFactor: 1 / (1 + turnover / DefaultReuseWindow): near 1 for
+// a cache that turns over in a fraction of the window, a half at one
+// window, a tenth at nine, a twenty-first at twenty (where an exponential
+// would give 2e-9), 0 when a rate or capacity is unknown.
 func TestEvictionFactor(t *testing.T) {
 	w := windowMs()
 	for _, tc := range []struct{ capacity, rate, want float64 }{
-		{1000, 1000 / w, math.Exp(-1)},
-		{1000, 1000 / (w / 100), math.Exp(-0.01)},
-		{1000, 1000 / (w * 20), math.Exp(-20)},
+		{1000, 1000 / w, 0.5},
+		{1000, 1000 / (w / 100), 1 / 1.01},
+		{1000, 1000 / (w * 9), 0.1},
+		{1000, 1000 / (w * 20), 1.0 / 21},
 		{0, 1, 0}, {1000, 0, 0}, {-5, 1, 0}, {1000, math.NaN(), 0},
 	} {
 		if got := EvictionFactor(tc.capacity, tc.rate); math.Abs(got-tc.want) > 1e-12 {
