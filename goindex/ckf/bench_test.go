@@ -274,14 +274,21 @@ func BenchmarkMap(b *testing.B) {
 // BenchmarkDrain compares drain's ordered walk of the dirty bitmap with
 // sorting the window's entries by bucket (packed (bucket, index) keys and
 // the ordered sort, the drain it replaced), for a 16-event window's worth
-// of dirty buckets in a table of 2^20.
+// of dirty buckets in a cache-resident table (2^13 buckets) and a large
+// one (2^20).
 func BenchmarkDrain(b *testing.B) {
-	const n, dirty = 1 << 20, 512
+	for _, n := range []uint32{1 << 13, 1 << 20} {
+		b.Run(fmt.Sprintf("buckets=%d", n), func(b *testing.B) { benchmarkDrain(b, n) })
+	}
+}
+
+func benchmarkDrain(b *testing.B, n uint32) {
+	const dirty = 512
 	words := make([]uint64, n)
 	r := splitmix{state: 2}
 	entries := make([]touch, 0, dirty)
 	for len(entries) < dirty {
-		bk := uint32(r.next() % n)
+		bk := uint32(r.next() % uint64(n))
 		if words[bk] == 0 {
 			words[bk] = r.next() | 1
 			entries = append(entries, touch{bucket: bk})
@@ -291,7 +298,7 @@ func BenchmarkDrain(b *testing.B) {
 		return slices.IsSortedFunc(out, func(x, y Image) int { return int(x.Bucket) - int(y.Bucket) })
 	}
 	b.Run("impl=bitmap", func(b *testing.B) {
-		w := newWindow(n)
+		w := newWindow(uint64(n))
 		var out []Image
 		for b.Loop() {
 			for _, e := range entries {
