@@ -78,7 +78,8 @@
 // # Tests
 //
 // The tests prove the addressing vectors and sizing table of spec §2, SWAR
-// against a scalar scan (§3), the RNG vectors (§4.6), one kick against the
+// (Contains and the table's slot search) against a scalar scan (§3), the
+// RNG vectors (§4.6), one kick against the
 // spec's draw order, failed insertions restoring every byte, the producer
 // against a trivial exact model over random streams with I1–I5 checked
 // after every event and a replica of the drained batches equal to the
@@ -86,7 +87,9 @@
 // rejection, fencing, owner overflow, cadence steps, ReplaceRanks against
 // a producer fed the same history directly, Hash8 against zeebo/xxh3 and
 // the spec's raw hashes, ProbeFast and ProbesFast (vector and scalar, every
-// batch length and offset) against Probe, the file map above,
-// and zero allocations in steady ingest; a fuzz target feeds arbitrary
-// event streams through the same model and replica checks.
+// batch length and offset) and the producer's primary probe against Probe,
+// the file map above, zero allocations in steady ingest, and a pinned
+// digest of everything the producer publishes over fixed streams (so a
+// faster ingest path cannot change a published byte); a fuzz target feeds
+// arbitrary event streams through the same model and replica checks.
 package ckf
