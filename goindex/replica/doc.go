@@ -97,8 +97,6 @@
 //   - rows_amd64.go: the assembly kernels' declarations and the CPU feature check (x/sys/cpu).
 //   - rows_amd64.s: the PREFETCHT1 and AVX-512 row kernels and the MOV column store, the package's only assembly.
 //   - rows_other.go: the pure-Go kernels and column store as the native ones elsewhere.
-//   - huge_linux.go: the transparent huge page hint for New's region.
-//   - huge_other.go: no hint elsewhere.
 //   - errors.go: every error of the package.
 //
 // The inlined XXH3 the search hashes with, ckf.Hash8 and Format.ProbeFast,

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/internal/hugepage"
 )
 
 // Layout constants of a region.
@@ -96,7 +97,7 @@ func New(cfg Config) (*Table, error) {
 	// Large allocations are page-aligned in practice, but only 8-byte
 	// alignment is promised: over-allocate one line and slice to a boundary.
 	buf := make([]uint64, words+headerWords)
-	adviseHugePages(buf)
+	hugepage.Advise(buf)
 	skip := (RegionAlignBytes - int(uintptr(unsafe.Pointer(&buf[0]))%RegionAlignBytes)) % RegionAlignBytes / 8
 	return NewInRegion(buf[skip:skip+words], cfg)
 }
