@@ -83,8 +83,9 @@ type PoolConfig struct {
 	// connection (ZMQ event plane, engine publishers); each runs while the
 	// pool runs. Optional; default: none.
 	Feeds []Feed
-	// ExpectedBlocks sizes the filter (ckf.BucketCount); optional; default:
-	// 1,048,576.
+	// ExpectedBlocks sizes the filter (ckf.BucketCount) and presizes the
+	// producer's owner table (ckf.Config.ExpectedBlocks: about 32 bytes a
+	// block, allocated at start). Optional; default: 1,048,576.
 	ExpectedBlocks uint64
 	// Seed is the addressing seed; optional; default: ckf.DefaultSeed.
 	Seed uint64

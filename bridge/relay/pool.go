@@ -166,10 +166,12 @@ func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 	return p, nil
 }
 
-// newProducer makes an empty producer for the pool's format.
+// newProducer makes an empty producer for the pool's format, its owner
+// table sized for the pool's ExpectedBlocks so that ingest does not stop
+// to rehash it while the pool fills.
 func (p *pool) newProducer() error {
 	prod, err := ckf.New(ckf.Config{Format: p.format, MaxKicks: p.cfg.MaxKicks, BatchEvents: p.r.cfg.BatchEvents,
-		FlushAfter: p.r.cfg.FlushAfter, ClearWorker: p.cfg.ClearWorker})
+		FlushAfter: p.r.cfg.FlushAfter, ClearWorker: p.cfg.ClearWorker, ExpectedBlocks: int(p.cfg.ExpectedBlocks)})
 	if err != nil {
 		return fmt.Errorf("%w: pool %d: %w", ErrBadConfig, p.cfg.Domain, err)
 	}

@@ -124,6 +124,27 @@ func replay(ctx context.Context, nc *nats.Conn, names Names) ([]uint64, relaypro
 	return words, id, nil
 }
 
+// A pool's producer is built for its ExpectedBlocks: its owner table is
+// allocated for them before the first event (about 32 bytes a block), so
+// ingest never stops to rehash it while the pool fills.
+func TestRelay_PresizesTheProducerForExpectedBlocks(t *testing.T) {
+	_, nc := natstest.Start(t)
+	cfg := testConfig(nc)
+	const expected = 1 << 18
+	cfg.Pools = append(cfg.Pools, PoolConfig{Domain: 2, Namespace: "dynamo", Component: "other", ExpectedBlocks: expected})
+	run := startRelay(t, cfg)
+	st, err := run.r.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, large := st[0].Producer, st[1].Producer
+	filter := large.Buckets * 8
+	if large.Canonicals != 0 || large.MemoryBytes < filter+expected*16 || small.MemoryBytes >= large.MemoryBytes/8 {
+		t.Errorf("empty pools of 4,096 and %d expected blocks hold %d and %d bytes (filter %d): want the larger's owner table presized",
+			expected, small.MemoryBytes, large.MemoryBytes, filter)
+	}
+}
+
 func TestRelay_LogAndSnapshotReproduceProducerWords(t *testing.T) {
 	seed := relaytest.Seed(t, 5)
 	_, nc := natstest.Start(t)

@@ -109,7 +109,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	endpoint := fs.String("endpoint", "generate", "pool: Dynamo endpoint of the workers, which scopes KV events and load from v1.4 on")
 	eventScope := fs.String("event-scope", "both", "pool: NATS subjects to read: endpoint (v1.4+), component (v1.3 and older, G2025 JSON), or both")
 	loadSource := fs.String("load-source", "both", "pool: worker load from dynamo (ActiveLoad on kv_metrics), goindex (<P>.<D>.<DC>.worker-load), or both")
-	expected := fs.Uint64("expected-blocks", relay.DefaultExpectedBlocks, "pool: filter sizing; every DC of a domain must use the same")
+	expected := fs.Uint64("expected-blocks", relay.DefaultExpectedBlocks, "pool: blocks a DC is expected to hold: sizes the filter (every DC of a domain must use the same) and presizes the producer's owner table (~32 B a block)")
 	seed := fs.Uint64("seed", ckf.DefaultSeed, "pool: addressing seed; every DC of a domain must use the same")
 	batch := fs.Int("batch-events", ckf.DefaultBatchEvents, "publication: a boundary every N events")
 	flush := fs.Duration("flush-after", ckf.DefaultFlushAfter, "publication: or this long after a window opens")
