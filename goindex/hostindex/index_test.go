@@ -29,6 +29,31 @@ func open(t *testing.T, src string) *Index {
 	return ix
 }
 
+// feedDC makes DC id (relay incarnation inc) holding the blocks of locals
+// and feeds its snapshot into ix, a global index fed frames.
+func feedDC(t *testing.T, ix *Index, format *ckf.Format, id, inc uint64, locals []uint64) *fixture.DC {
+	t.Helper()
+	d, err := fixture.NewDC(0, id, inc, format, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(locals) > 0 {
+		if err := d.Extend(kv.Member{}, locals); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := d.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fr := range snap {
+		if err := ix.ApplyFrame(fr); err != nil {
+			t.Fatalf("snapshot of DC %d: %v", id, err)
+		}
+	}
+	return d
+}
+
 // Event calls after Close are ErrClosed (the ABI's GOINDEX_EHANDLE), and
 // Close twice is harmless.
 func TestIndex_CallsAfterCloseAreErrClosed(t *testing.T) {
@@ -73,23 +98,7 @@ func TestGlobal_ScoreUsesFreshSignalsOnlyAndNamesLanes(t *testing.T) {
 	defer ix.Close()
 	var dcs []*fixture.DC
 	for _, id := range []uint64{8, 9} {
-		d, err := fixture.NewDC(0, id, 1, format, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Extend(kv.Member{}, fixture.DocA[:8*id-56]); err != nil { // DC 8: 8 blocks, DC 9: 16
-			t.Fatal(err)
-		}
-		snap, err := d.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fr := range snap {
-			if err := ix.ApplyFrame(fr); err != nil {
-				t.Fatalf("snapshot of DC %d: %v", id, err)
-			}
-		}
-		dcs = append(dcs, d)
+		dcs = append(dcs, feedDC(t, ix, format, id, 1, fixture.DocA[:8*id-56])) // DC 8: 8 blocks, DC 9: 16
 	}
 	fresh := func() {
 		for _, d := range dcs {
@@ -160,22 +169,7 @@ func TestGlobal_ScorePricesTheEvictionChargeFromStoredBlocks(t *testing.T) {
 	defer ix.Close()
 	const capacity = 1000
 	dcs := map[uint64]*fixture.DC{}
-	install := func(id, incarnation uint64) {
-		d, err := fixture.NewDC(0, id, incarnation, format, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap, err := d.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fr := range snap {
-			if err := ix.ApplyFrame(fr); err != nil {
-				t.Fatalf("snapshot of DC %d: %v", id, err)
-			}
-		}
-		dcs[id] = d
-	}
+	install := func(id, incarnation uint64) { dcs[id] = feedDC(t, ix, format, id, incarnation, nil) }
 	report := func(id uint64, at time.Time, stored uint64) {
 		fr, err := dcs[id].CountedLoadReport(uint64(at.UnixNano()), 0, 0, capacity, stored)
 		if err != nil {
