@@ -373,7 +373,14 @@ int goindex_probe_batch(uint64_t handle, goindex_in_u64* local_hashes, goindex_i
 
 /* goindex_score picks the candidate with the lowest cost under the request's
  * policy and fills *result (struct_size first). With the ttft policy:
- * cost = rtt_ms + queue_ms + prefill_ms of the uncached part of the prompt.
+ * cost = rtt_ms + queue_ms + prefill_ms + what the request costs others:
+ * queue_ms is the wait behind the candidate's queued prefill, or for KV
+ * room when its running and queued requests and this one's uncached blocks
+ * exceed its capacity; prefill_ms is the uncached part of the prompt; the
+ * rest (in cost, not in a part of its own) is the wait this prefill adds
+ * for the requests behind it at the fleet's utilization plus, in global
+ * mode with counted load reports, the cached blocks it evicts at a DC whose
+ * cache turns over fast (see goindex_apply_frame).
  * Candidates missing a signal the policy needs are not eligible.
  * With candidates NULL (n_candidates 0), a global handle offers every ready
  * lane (id = DC id, rank = lane) with its load from the DC's last load report
