@@ -431,8 +431,9 @@ int goindex_score(uint64_t handle, goindex_in_score_request* request, goindex_sc
  * both and feed both (a repeat of a sample already recorded is ignored).
  * The counter's increments between reports of one relay incarnation give
  * the DC's insert rate, from which ttft charges an uncached prefill for the
- * cached blocks it evicts at a DC whose cache turns over faster than about
- * 30 s; without counted reports the charge is 0.
+ * cached blocks it evicts: the prefill's time × 1 / (1 + turnover / 30 s),
+ * turnover being the time the DC's cache takes to store its capacity anew
+ * (a half at 30 s, a tenth at 270 s); without counted reports it is 0.
  * Threading: event call. Ownership: frame read during the call only.
  * Returns: GOINDEX_OK (applied, or ignored: stale, duplicate, under a
  * lease that is not the lane's current one, of a DC without a lane, for a
