@@ -128,13 +128,18 @@ func mixID(id uint64) uint64 {
 	return r.next()
 }
 
+// ingestBatch is how many events BenchmarkIngest's impl=batch hands to
+// one ApplyBatch call.
+const ingestBatch = 256
+
 // BenchmarkIngest replays Mooncake-shaped chains (stores below held
 // prefixes, FIFO evictions as removes) through a fresh producer whose
 // filter is sized for the pool, draining at every boundary the default
 // cadence asks for: impl=producer with the owner table grown as it fills,
 // impl=presized with Config.ExpectedBlocks and ExpectedMemberBlocks set to
 // the pool's and each member's capacity, impl=presized-nohuge the same
-// without advising huge pages for the producer's tables. It
+// without advising huge pages for the producer's tables, impl=batch the
+// presized producer fed through ApplyBatch, ingestBatch events a call. It
 // reports block operations (stored plus removed blocks) per second of wall
 // time and of the benchmark thread's CPU time (cpu-blockops/s, steadier on
 // a shared machine; Linux only), and
@@ -159,7 +164,7 @@ func BenchmarkIngest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, impl := range []string{"producer", "presized", "presized-nohuge"} {
+		for _, impl := range []string{"producer", "presized", "presized-nohuge", "batch"} {
 			name := fmt.Sprintf("impl=%s/members=%d/blocks=%d", impl, cfg.members, cfg.members*cfg.capacity)
 			expect, memberExpect := 0, 0
 			if impl != "producer" {
@@ -187,13 +192,22 @@ func BenchmarkIngest(b *testing.B) {
 					}
 					b.StartTimer()
 					start, cpu0 := time.Now(), threadCPU()
-					for i := range st.events {
-						step, err := p.Apply(&st.events[i])
+					onEvent := func(i int, step Step, err error) {
 						if err != nil {
 							b.Fatalf("Apply(event %d) = %v", i, err)
 						}
 						if step == StepPublish {
 							images = p.Drain(images[:0])
+						}
+					}
+					if impl == "batch" {
+						for i := 0; i < len(st.events); i += ingestBatch {
+							p.ApplyBatch(st.events[i:min(i+ingestBatch, len(st.events))], func(j int, step Step, err error) { onEvent(i+j, step, err) })
+						}
+					} else {
+						for i := range st.events {
+							step, err := p.Apply(&st.events[i])
+							onEvent(i, step, err)
 						}
 					}
 					images = p.Drain(images[:0])

@@ -62,6 +62,11 @@
 //   - errors.go: every error of the package.
 //   - producer.go: Producer, Config, New, Stats and Counters, snapshot words.
 //   - mutate.go: Apply (Stored, Removed, Cleared), RemoveMember, RemoveWorker.
+//   - batch.go: ApplyBatch, Apply over many events with their lineage,
+//     owner, filter and dirty-index lines prefetched chunks ahead.
+//   - prefetch_amd64.go, prefetch_amd64.s: prefetchLines, PREFETCHT0 of a
+//     list of addresses.
+//   - prefetch_other.go: prefetchLines as a no-op, elsewhere.
 //   - replace.go: ReplaceRanks, the off-to-the-side rebuild after an event gap.
 //   - cuckoo.go: the physical table: full and relocation-free insertion, removal.
 //   - rng.go: the splitmix64 kick RNG and laneRngSeed.
@@ -90,6 +95,9 @@
 // batch length and offset) and the producer's primary probe against Probe,
 // the file map above, zero allocations in steady ingest, and a pinned
 // digest of everything the producer publishes over fixed streams (so a
-// faster ingest path cannot change a published byte); a fuzz target feeds
+// faster ingest path cannot change a published byte), ApplyBatch against
+// Apply event by event over random streams whose ids change canonicals
+// under the look-ahead (steps, errors, images, words, counters) and
+// against the pinned digest; a fuzz target feeds
 // arbitrary event streams through the same model and replica checks.
 package ckf

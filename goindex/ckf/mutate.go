@@ -54,7 +54,11 @@ type storeScratch struct {
 //   - Removed, Cleared: ErrInvariantViolation stops at the offending block,
 //     which keeps its state; blocks before it stay removed, and the
 //     producer is fenced.
-func (p *Producer) Apply(ev *kv.Event) (Step, error) {
+func (p *Producer) Apply(ev *kv.Event) (Step, error) { return p.apply(ev, nil, nil) }
+
+// apply is Apply with ApplyBatch's look-ahead for ev (pr, its data in cs),
+// or none (pr nil).
+func (p *Producer) apply(ev *kv.Event, pr *prep, cs *chunkScratch) (Step, error) {
 	if p.fence != nil {
 		return StepContinue, fmt.Errorf("%w (%w)", ErrFenced, p.fence)
 	}
@@ -64,9 +68,9 @@ func (p *Producer) Apply(ev *kv.Event) (Step, error) {
 	var err error
 	switch ev.Kind {
 	case kv.Stored:
-		err = p.store(ev)
+		err = p.store(ev, pr, cs)
 	case kv.Removed:
-		err = p.remove(ev.Member, ev.Removed)
+		err = p.remove(ev.Member, ev.Removed, pr, cs)
 	case kv.Cleared:
 		if p.clearWorker {
 			err = p.clearWorkerRanks(ev.Member.Worker)
@@ -96,12 +100,11 @@ func (p *Producer) RemoveWorker(worker uint64) (Step, error) {
 	return StepPublish, p.clearWorkerRanks(worker)
 }
 
-// store applies a Stored event (spec §4.3).
-func (p *Producer) store(ev *kv.Event) error {
+// store applies a Stored event (spec §4.3); pr and cs are as for apply.
+func (p *Producer) store(ev *kv.Event, pr *prep, cs *chunkScratch) error {
 	m := ev.Member
 	lin := p.members[m]
 	var prev uint64
-	chained := ev.HasParent
 	if ev.HasParent {
 		var c *uint64
 		if lin != nil {
@@ -130,20 +133,17 @@ func (p *Producer) store(ev *kv.Event) error {
 	// Chain and address every block, then start the cache misses of its
 	// lineage, owner and filter lines all at once instead of one after
 	// another: a loop of loads only keeps many misses in flight
-	// (BenchmarkIngest).
-	chain, probes := s.chain[:0], s.probes[:0]
-	for _, b := range ev.Blocks {
-		c := b.Local
-		if chained {
-			c = kv.ChainHash(prev, b.Local)
+	// (BenchmarkIngest). The look-ahead of ApplyBatch did both already if
+	// it chained from the parent's canonical of now.
+	var chain []uint64
+	var probes []Probe
+	if pr != nil && pr.ok && pr.prev == prev {
+		chain, probes = cs.canon[pr.off:pr.off+pr.n], cs.probes[pr.off:pr.off+pr.n]
+	} else {
+		chain, probes = p.chainProbes(ev, prev)
+		for i, b := range ev.Blocks {
+			p.sink += lin.warm(b.External) + p.owners.warm(chain[i]) + p.tab.words[probes[i].A]
 		}
-		prev, chained = c, true
-		chain = append(chain, c)
-		probes = append(probes, p.f.primary(c))
-	}
-	s.chain, s.probes = chain, probes
-	for i, b := range ev.Blocks {
-		p.sink += lin.warm(b.External) + p.owners.warm(chain[i]) + p.tab.words[probes[i].A]
 	}
 
 	// Classify. A new mapping enters the lineage at once, so a
@@ -225,6 +225,26 @@ func (p *Producer) store(ev *kv.Event) error {
 	return nil
 }
 
+// chainProbes returns the canonical hash and primary probe of each block
+// of Stored event ev, chained from prev if it has a parent (scratch,
+// valid until the next event).
+func (p *Producer) chainProbes(ev *kv.Event, prev uint64) ([]uint64, []Probe) {
+	s := &p.scratch
+	chained := ev.HasParent
+	chain, probes := s.chain[:0], s.probes[:0]
+	for _, b := range ev.Blocks {
+		c := b.Local
+		if chained {
+			c = kv.ChainHash(prev, b.Local)
+		}
+		prev, chained = c, true
+		chain = append(chain, c)
+		probes = append(probes, p.f.primary(c))
+	}
+	s.chain, s.probes = chain, probes
+	return chain, probes
+}
+
 // admit marks the canonical of owner entry o resident after an insertion
 // wrote touched.
 func (p *Producer) admit(o *owner, touched []touch) {
@@ -259,35 +279,48 @@ func (p *Producer) unown(fresh []mapping) {
 	}
 }
 
-// remove applies a Removed event (spec §4.4).
-func (p *Producer) remove(m kv.Member, srcs []uint64) error {
+// remove applies a Removed event (spec §4.4); pr and cs are as for
+// apply.
+func (p *Producer) remove(m kv.Member, srcs []uint64, pr *prep, cs *chunkScratch) error {
 	lin := p.members[m]
 	if lin == nil {
 		p.stats.UnknownRemovals += uint64(len(srcs))
 		return nil
 	}
 	// Look every block up before releasing any, so that the lineage, owner
-	// and filter misses of the whole event overlap (BenchmarkIngest).
-	for _, src := range srcs {
-		p.sink += lin.warm(src)
-	}
-	probes := p.scratch.probes[:0]
-	for _, src := range srcs {
-		var pr Probe
-		if c := lin.find(src); c != nil {
-			pr = p.f.primary(*c)
-			p.sink += p.owners.warm(*c) + p.tab.words[pr.A]
+	// and filter misses of the whole event overlap (BenchmarkIngest), unless
+	// the look-ahead of ApplyBatch did.
+	var canon []uint64
+	var probes []Probe
+	if pr != nil && pr.ok {
+		canon, probes = cs.canon[pr.off:pr.off+pr.n], cs.probes[pr.off:pr.off+pr.n]
+	} else {
+		for _, src := range srcs {
+			p.sink += lin.warm(src)
 		}
-		probes = append(probes, pr)
+		canon, probes = p.scratch.chain[:0], p.scratch.probes[:0]
+		for _, src := range srcs {
+			var c uint64
+			var probe Probe
+			if v := lin.find(src); v != nil {
+				c, probe = *v, p.f.primary(*v)
+				p.sink += p.owners.warm(c) + p.tab.words[probe.A]
+			}
+			canon, probes = append(canon, c), append(probes, probe)
+		}
+		p.scratch.chain, p.scratch.probes = canon, probes
 	}
-	p.scratch.probes = probes
 	for i, src := range srcs {
 		c, ok := lin.take(src) // an id may repeat within the event: then it is gone
 		if !ok {
 			p.stats.UnknownRemovals++
 			continue
 		}
-		if err := p.release(c, probes[i]); err != nil {
+		var probe Probe // c's probe if it was looked up (release computes it otherwise)
+		if canon[i] == c {
+			probe = probes[i]
+		}
+		if err := p.release(c, probe); err != nil {
 			v, _ := lin.upsert(src) // the offending block keeps its mapping
 			*v = c
 			return fmt.Errorf("member %v block %#x: %w", m, src, err)

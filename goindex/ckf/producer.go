@@ -75,6 +75,7 @@ type Producer struct {
 	stats Counters
 
 	scratch storeScratch
+	batch   batchScratch
 	sink    uint64 // consumes the loads of flatMap.warm
 }
 

@@ -450,6 +450,16 @@ func TestProducer_SteadyIngestDoesNotAllocate(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, cycle); allocs != 0 {
 		t.Errorf("store 16 + remove 16 + drain allocates %v times, want 0", allocs)
 	}
+	batch := []kv.Event{ev, rm, ev, rm}
+	each := func(int, Step, error) {}
+	batched := func() {
+		p.ApplyBatch(batch, each)
+		images = p.Drain(images[:0])
+	}
+	batched()
+	if allocs := testing.AllocsPerRun(100, batched); allocs != 0 {
+		t.Errorf("ApplyBatch of 2 × (store 16 + remove 16) + drain allocates %v times, want 0", allocs)
+	}
 }
 
 // TestProducer_ExpectedBlocksChangesNothingButSizing feeds one Mooncake

@@ -70,7 +70,7 @@ func (p *Producer) ReplaceRanks(dumps []RankDump) (Step, error) {
 			if err := ev.Validate(); err != nil {
 				return StepContinue, fmt.Errorf("%w: dump of member %v event %d: %w", ErrBadEvent, d.Member, i, err)
 			}
-			if err := np.store(ev); err != nil && !errors.Is(err, ErrCapacityExhausted) {
+			if err := np.store(ev, nil, nil); err != nil && !errors.Is(err, ErrCapacityExhausted) {
 				return StepContinue, fmt.Errorf("dump of member %v event %d: %w", d.Member, i, err)
 			}
 		}
