@@ -638,11 +638,16 @@ func (p *pool) engine(m *Message, now time.Time) {
 // feed's events, their members as fed by src; it returns the strongest
 // cadence step of the events.
 func (p *pool) apply(src *Source, now time.Time) ckf.Step {
-	step := ckf.StepContinue
-	for i := range p.evs {
+	step, fenced := ckf.StepContinue, false
+	// One batch call lets the producer prefetch the lines of the events
+	// ahead while it applies the current ones (ckf.Producer.ApplyBatch);
+	// the results are Apply's, event by event.
+	p.prod.ApplyBatch(p.evs, func(i int, s ckf.Step, err error) {
+		if fenced {
+			return // the events after a fence are dropped, as before the batch
+		}
 		k := &p.evs[i]
 		p.load.sawEvent(k, now)
-		s, err := p.prod.Apply(k)
 		if err != nil && !errors.Is(err, ckf.ErrCapacityExhausted) {
 			p.rejected++
 			if p.rejected&(p.rejected-1) == 0 {
@@ -650,8 +655,8 @@ func (p *pool) apply(src *Source, now time.Time) ckf.Step {
 			}
 		}
 		if p.prod.Fenced() != nil {
-			p.rebuild()
-			return ckf.StepContinue
+			fenced = true
+			return
 		}
 		step = max(step, s)
 		if src != nil {
@@ -659,6 +664,10 @@ func (p *pool) apply(src *Source, now time.Time) ckf.Step {
 				p.owners[k.Member] = src
 			}
 		}
+	})
+	if fenced {
+		p.rebuild()
+		return ckf.StepContinue
 	}
 	return step
 }
