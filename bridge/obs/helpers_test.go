@@ -1,15 +1,15 @@
 package obs
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/goindex/goindex/bridge/obs/obstest"
+	"github.com/goindex/goindex/internal/syncbuf"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -62,29 +62,18 @@ func probe(t *testing.T, base, path string) (int, Readiness) {
 }
 
 // syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+type syncBuffer struct{ syncbuf.Buffer }
 
 // lines returns every JSON log line written so far.
 func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for _, l := range bytes.Split(s.b.Bytes(), []byte("\n")) {
+	for _, l := range strings.Split(s.String(), "\n") {
 		if len(l) == 0 {
 			continue
 		}
 		var m map[string]any
-		if err := json.Unmarshal(l, &m); err != nil {
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("log line %q is not JSON: %v", l, err)
 		}
 		out = append(out, m)
