@@ -142,3 +142,38 @@ func TestTurnover_SetsTheEvictionFactorOnlyWhenKnown(t *testing.T) {
 		t.Errorf("SetEvictionFactor allocates %v times a call, want 0", n)
 	}
 }
+
+// TestTurnover_ConcurrentReadersAgreeWithOneReader: goroutines reading
+// one DC's records in order at once (each score call reads every DC's
+// record) end where one reader does: every record is taken into account
+// once and in order, and re-reading any of them afterwards, from the memo
+// or not, gives one reader's answer. Run with -race.
+func TestTurnover_ConcurrentReadersAgreeWithOneReader(t *testing.T) {
+	at := time.Unix(1_760_000_000, 0)
+	var records []shm.Load
+	for k := range 200 {
+		records = append(records, shm.Load{At: at.Add(time.Duration(k) * 250 * time.Millisecond), Incarnation: 3, StoredBlocks: uint64(1 + 700*k)})
+	}
+	one, many := NewTurnover(2), NewTurnover(2)
+	for i := range records {
+		one.InsertRate(1, &records[i])
+	}
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range records {
+				many.InsertRate(1, &records[i])
+				many.InsertRate(1, &records[i])
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	for _, i := range []int{len(records) - 1, 0, 57, len(records) - 1, len(records) - 1} {
+		if got, want := many.InsertRate(1, &records[i]), one.InsertRate(1, &records[i]); got != want {
+			t.Fatalf("record %d read again: %g blocks/ms after concurrent readers, %g after one", i, got, want)
+		}
+	}
+}
