@@ -38,11 +38,16 @@ func ProgressPrinter(w io.Writer, policies int, every time.Duration) func(Progre
 }
 
 // SweepProgressPrinter returns a SweepConfig.Progress callback that writes
-// a line to w per finished cell, with the seconds since began.
+// a line to w per finished cell, with the seconds since began (and, with
+// several seeds, the cell's verdict over them).
 func SweepProgressPrinter(w io.Writer, began time.Time) func(done, total int, c *SweepCell) {
 	return func(done, total int, c *SweepCell) {
-		fmt.Fprintf(w, "sweep: %d/%d %s, %d workers/DC, KV %g×: ttft %+.1f%% vs %s (%.0f s)\n",
-			done, total, c.Setting(), c.WorkersPerDC, c.KVScale, 100*c.Delta, c.Best, time.Since(began).Seconds())
+		seeds := ""
+		if v := c.Verdict; v != nil {
+			seeds = fmt.Sprintf("; over %d seeds %s vs the better of load-only, prefix-then-load: %v", v.Seeds, pctSE(v.Mean, v.SE), v.Outcome)
+		}
+		fmt.Fprintf(w, "sweep: %d/%d %s, %d workers/DC, KV %g×: ttft %+.1f%% vs %s%s (%.0f s)\n",
+			done, total, c.Setting(), c.WorkersPerDC, c.KVScale, 100*c.Delta, c.Best, seeds, time.Since(began).Seconds())
 	}
 }
 

@@ -136,7 +136,8 @@
 //   - run.go: Run, Report, one policy's simulation and its event loop, the clients.
 //   - metrics.go: Result, DCResult, LoadSeries, percentiles.
 //   - report.go: WriteReport: the Markdown report and its PNG charts (policy styles, calibration chart).
-//   - sweep.go: Sweep: ttft against the baselines on a grid of loads, worker counts and KV sizes.
+//   - sweep.go: Sweep: ttft against the baselines on a grid of loads, worker counts and KV sizes,
+//     over one seed or several (the verdict: mean Δ ± standard error).
 //   - sweepreport.go: WriteSweep, SweepMarkdown: the sweep's table and heat map.
 //   - console.go: a run's and a sweep's text, JSON and progress lines for a terminal.
 //
@@ -174,6 +175,8 @@
 // arrival times; config validation; the report's files (PNG headers, the
 // calibration chart, a distinct style per policy); the sweep's cells
 // judged against their own figures, its summary and band bookkeeping by
-// hand, its table and heat map; and that this file map matches the
+// hand, its table and heat map; the verdict over seeds by hand (one seed
+// judged exactly as the one-seed sweep judges), a cell's seeds being the
+// one-seed sweeps at those seeds; and that this file map matches the
 // directory.
 package sim

@@ -57,6 +57,11 @@ type SweepConfig struct {
 	// Baselines are the policies ttft is compared with in every cell.
 	// // optional; default: DefaultSweepBaselines
 	Baselines []Policy
+	// Seeds is how many seeds every cell runs, paired: every policy of a
+	// cell runs with Base.Seed, then Base.Seed+1, … Base.Seed+Seeds−1.
+	// With more than one, each cell also gets a Verdict over the seeds.
+	// // optional; default: 1
+	Seeds int
 	// Progress, if set, is called after every cell.
 	Progress func(done, total int, cell *SweepCell)
 }
@@ -78,6 +83,19 @@ type SweepCell struct {
 	Lost              bool               `json:"lost"`
 	// Utilization is ttft's prefill utilization: how loaded the cell is.
 	Utilization float64 `json:"prefill_utilization"`
+	// Runs and Verdict are set when the sweep runs more than one seed:
+	// each seed's run (the first is the one the fields above describe),
+	// and ttft's mean TargetDelta over them with its standard error.
+	Runs    []SeedRun    `json:"seed_runs,omitempty"`
+	Verdict *SeedVerdict `json:"verdict,omitempty"`
+}
+
+// SeedRun is one seed's run of a sweep cell: each policy's TTFT p95 and
+// ttft's against the better of load-only and prefix-then-load in it.
+type SeedRun struct {
+	Seed        uint64             `json:"seed"`
+	P95ms       map[string]float64 `json:"ttft_p95_ms"`
+	TargetDelta float64            `json:"target_delta"`
 }
 
 // Setting describes the cell's load: "c256" or "2× speed".
@@ -88,19 +106,92 @@ func (c *SweepCell) Setting() string {
 	return fmt.Sprintf("%g× speed", c.Speed)
 }
 
-// SweepReport is the outcome of Sweep.
+// SweepReport is the outcome of Sweep. Summary judges each cell's first
+// seed; SeedSummary, set when the sweep ran more than one seed, judges
+// each cell's Verdict over them.
 type SweepReport struct {
 	Config      SweepConfig  `json:"-"`
 	Requests    int          `json:"requests"`
 	Cells       []*SweepCell `json:"cells"`
 	Summary     SweepSummary `json:"summary"`
+	SeedSummary *SeedSummary `json:"seed_summary,omitempty"`
 	WallSeconds float64      `json:"wall_s"`
+}
+
+// Outcome is how a cell, or a run, ended for ttft against a reference.
+type Outcome int8
+
+// The outcomes: within the noise the targets allow, better, or worse.
+const (
+	CellTied Outcome = iota
+	CellWon
+	CellLost
+)
+
+// String names the outcome as the tables do.
+func (o Outcome) String() string {
+	switch o {
+	case CellWon:
+		return "won"
+	case CellLost:
+		return "lost"
+	}
+	return "tied"
+}
+
+// MarshalText makes an Outcome read as its name in JSON.
+func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// SeedVerdict is ttft's Δ against a reference over a cell's seeds: the
+// mean, its standard error (the seeds' sample standard deviation over
+// √seeds; 0 with one seed) and the outcome: CellLost when the mean exceeds
+// +SweepLossMargin by more than two standard errors, CellWon when it is
+// below −SweepLossMargin by more than two, CellTied otherwise. With one
+// seed that is the one-seed rule: lost above +1%, won below −1%.
+type SeedVerdict struct {
+	Seeds   int     `json:"seeds"`
+	Mean    float64 `json:"mean_delta"`
+	SE      float64 `json:"se"`
+	Outcome Outcome `json:"outcome"`
+}
+
+// verdictOf judges the Δs of one cell's seeds (at least one, every one a
+// number) as SeedVerdict says.
+func verdictOf(deltas []float64) SeedVerdict {
+	v := SeedVerdict{Seeds: len(deltas)}
+	for _, d := range deltas {
+		v.Mean += d / float64(len(deltas))
+	}
+	if n := len(deltas); n > 1 {
+		var ss float64
+		for _, d := range deltas {
+			ss += (d - v.Mean) * (d - v.Mean)
+		}
+		v.SE = math.Sqrt(ss / float64(n-1) / float64(n))
+	}
+	switch {
+	case v.Mean > SweepLossMargin+2*v.SE:
+		v.Outcome = CellLost
+	case v.Mean < -SweepLossMargin-2*v.SE:
+		v.Outcome = CellWon
+	}
+	return v
+}
+
+// SeedSummary counts the cells by their Verdict over the seeds and checks
+// the band target on the seeds' means.
+type SeedSummary struct {
+	Seeds int `json:"seeds"`
+	Tally
+	// WorstMean is the largest mean Δ; WorstSE its standard error.
+	WorstMean, WorstSE float64
+	Band
 }
 
 // SweepSummary counts the cells ttft won, tied (within SweepLossMargin) and
 // lost against the best baseline, and checks the targets.
 type SweepSummary struct {
-	Won, Tied, Lost int
+	Tally
 	// WorstDelta and BestDelta are ttft's largest loss (or smallest win)
 	// and largest win against the best baseline.
 	WorstDelta, BestDelta float64
@@ -109,13 +200,42 @@ type SweepSummary struct {
 	// largest TargetDelta.
 	TargetLost  int
 	WorstTarget float64
-	// BandCells and BandMet count the closed-loop cells of concurrency
-	// SweepBandLowC–SweepBandHighC at the default workers and KV, and
-	// those where ttft is at least SweepBandGain better than the better of
-	// load-only and prefix-then-load; BandWorst is the band's largest
-	// TargetDelta.
+	// Band checks the band target on TargetDelta.
+	Band
+}
+
+// Tally counts cells by Outcome.
+type Tally struct {
+	Won, Tied, Lost int
+}
+
+func (t *Tally) add(o Outcome) {
+	switch o {
+	case CellLost:
+		t.Lost++
+	case CellWon:
+		t.Won++
+	default:
+		t.Tied++
+	}
+}
+
+// Band checks the band target: BandCells counts the closed-loop cells of
+// concurrency SweepBandLowC–SweepBandHighC at the default workers and KV,
+// BandMet those where ttft is at least SweepBandGain better than the
+// better of load-only and prefix-then-load; BandWorst is the band's
+// largest Δ against it.
+type Band struct {
 	BandCells, BandMet int
 	BandWorst          float64
+}
+
+func (b *Band) add(delta float64) {
+	b.BandCells++
+	b.BandWorst = max(b.BandWorst, delta)
+	if delta <= -SweepBandGain {
+		b.BandMet++
+	}
 }
 
 // withDefaults fills the sweep's unset lists.
@@ -138,6 +258,7 @@ func (sc SweepConfig) withDefaults() SweepConfig {
 	if len(sc.Baselines) == 0 {
 		sc.Baselines = DefaultSweepBaselines
 	}
+	sc.Seeds = max(sc.Seeds, 1)
 	return sc
 }
 
@@ -156,6 +277,9 @@ func Sweep(ctx context.Context, sc SweepConfig, w *Workload) (*SweepReport, erro
 		if p == TTFT || p == SingleDCSlice {
 			return nil, fmt.Errorf("%w: %v is not a sweep baseline", ErrConfig, p)
 		}
+	}
+	if sc.Seeds > 1 && !slices.Contains(sc.Baselines, LoadOnly) && !slices.Contains(sc.Baselines, PrefixThenLoad) {
+		return nil, fmt.Errorf("%w: a verdict over seeds needs load-only or prefix-then-load among the baselines", ErrConfig)
 	}
 	policies := append([]Policy{TTFT}, sc.Baselines...)
 	var cells []sweepSetting
@@ -191,19 +315,39 @@ func Sweep(ctx context.Context, sc SweepConfig, w *Workload) (*SweepReport, erro
 		} else {
 			c.OpenLoop, c.Concurrency = false, st.conc
 		}
-		r, err := Run(ctx, c, w)
-		if err != nil {
-			return nil, fmt.Errorf("sweep cell %d (%s): %w", k, st, err)
-		}
 		cell := &SweepCell{Concurrency: st.conc, Speed: st.speed, WorkersPerDC: st.workers, KVScale: st.kv, KVBlocksPerWorker: st.kvBlocks,
 			P95ms: map[string]float64{}}
-		cell.judge(r)
+		var deltas []float64
+		for n := range sc.Seeds {
+			c.Seed = base.Seed + uint64(n)
+			r, err := Run(ctx, c, w)
+			if err != nil {
+				return nil, fmt.Errorf("sweep cell %d (%s), seed %d: %w", k, st, c.Seed, err)
+			}
+			if n == 0 {
+				cell.judge(r)
+			}
+			if sc.Seeds > 1 {
+				run := SeedRun{Seed: c.Seed, P95ms: map[string]float64{}}
+				run.TargetDelta = targetDelta(r, run.P95ms)
+				cell.Runs = append(cell.Runs, run)
+				deltas = append(deltas, run.TargetDelta)
+			}
+		}
+		if sc.Seeds > 1 {
+			v := verdictOf(deltas)
+			cell.Verdict = &v
+		}
 		rep.Cells = append(rep.Cells, cell)
 		if sc.Progress != nil {
 			sc.Progress(k+1, len(cells), cell)
 		}
 	}
 	rep.Summary = summarize(rep.Cells, base)
+	if sc.Seeds > 1 {
+		ss := summarizeSeeds(rep.Cells, base, sc.Seeds)
+		rep.SeedSummary = &ss
+	}
 	rep.WallSeconds = time.Since(began).Seconds()
 	return rep, nil
 }
@@ -229,54 +373,79 @@ func (s sweepSetting) String() string {
 
 // judge fills the cell's figures from its run.
 func (c *SweepCell) judge(r *Report) {
-	best, target := math.Inf(1), math.Inf(1)
-	var ours float64
+	best := math.Inf(1)
+	c.TargetDelta = targetDelta(r, c.P95ms)
 	for _, res := range r.Results {
-		c.P95ms[res.Policy] = res.TTFTp95Ms
-		switch res.Policy {
-		case TTFT.String():
-			ours, c.Utilization = res.TTFTp95Ms, res.PrefillUtilization
+		if res.Policy == TTFT.String() {
+			c.Utilization = res.PrefillUtilization
 			continue
-		case LoadOnly.String(), PrefixThenLoad.String():
-			target = min(target, res.TTFTp95Ms)
 		}
 		if res.TTFTp95Ms < best {
 			best, c.Best = res.TTFTp95Ms, res.Policy
 		}
 	}
-	c.Delta = ratio(ours, best) - 1
-	c.TargetDelta = math.NaN()
-	if !math.IsInf(target, 1) {
-		c.TargetDelta = ratio(ours, target) - 1
+	c.Delta = ratio(c.P95ms[TTFT.String()], best) - 1
+	c.Lost = verdictOf([]float64{c.Delta}).Outcome == CellLost
+}
+
+// targetDelta records each policy's TTFT p95 of r in p95 and returns
+// ttft's over the better of load-only and prefix-then-load, minus 1 (NaN
+// when neither ran).
+func targetDelta(r *Report, p95 map[string]float64) float64 {
+	target := math.Inf(1)
+	var ours float64
+	for _, res := range r.Results {
+		p95[res.Policy] = res.TTFTp95Ms
+		switch res.Policy {
+		case TTFT.String():
+			ours = res.TTFTp95Ms
+		case LoadOnly.String(), PrefixThenLoad.String():
+			target = min(target, res.TTFTp95Ms)
+		}
 	}
-	c.Lost = c.Delta > SweepLossMargin
+	if math.IsInf(target, 1) {
+		return math.NaN()
+	}
+	return ratio(ours, target) - 1
+}
+
+// inBand says whether c is a cell of the band target: closed loop at
+// concurrency SweepBandLowC–SweepBandHighC, base's workers per DC, KV 1×.
+func inBand(c *SweepCell, base Config) bool {
+	return c.Concurrency >= SweepBandLowC && c.Concurrency <= SweepBandHighC && c.WorkersPerDC == base.WorkersPerDC && c.KVScale == 1
 }
 
 func summarize(cells []*SweepCell, base Config) SweepSummary {
-	s := SweepSummary{WorstDelta: math.Inf(-1), BestDelta: math.Inf(1), WorstTarget: math.Inf(-1), BandWorst: math.Inf(-1)}
+	s := SweepSummary{WorstDelta: math.Inf(-1), BestDelta: math.Inf(1), WorstTarget: math.Inf(-1), Band: Band{BandWorst: math.Inf(-1)}}
 	for _, c := range cells {
-		switch {
-		case c.Delta > SweepLossMargin:
-			s.Lost++
-		case c.Delta < -SweepLossMargin:
-			s.Won++
-		default:
-			s.Tied++
-		}
+		s.Tally.add(verdictOf([]float64{c.Delta}).Outcome)
 		s.WorstDelta, s.BestDelta = max(s.WorstDelta, c.Delta), min(s.BestDelta, c.Delta)
 		if math.IsNaN(c.TargetDelta) {
 			continue
 		}
 		s.WorstTarget = max(s.WorstTarget, c.TargetDelta)
-		if c.TargetDelta > SweepLossMargin {
+		if verdictOf([]float64{c.TargetDelta}).Outcome == CellLost {
 			s.TargetLost++
 		}
-		if c.Concurrency >= SweepBandLowC && c.Concurrency <= SweepBandHighC && c.WorkersPerDC == base.WorkersPerDC && c.KVScale == 1 {
-			s.BandCells++
-			s.BandWorst = max(s.BandWorst, c.TargetDelta)
-			if c.TargetDelta <= -SweepBandGain {
-				s.BandMet++
-			}
+		if inBand(c, base) {
+			s.Band.add(c.TargetDelta)
+		}
+	}
+	return s
+}
+
+// summarizeSeeds counts the cells by their Verdict (every cell has one)
+// and checks the band on their means.
+func summarizeSeeds(cells []*SweepCell, base Config, seeds int) SeedSummary {
+	s := SeedSummary{Seeds: seeds, WorstMean: math.Inf(-1), Band: Band{BandWorst: math.Inf(-1)}}
+	for _, c := range cells {
+		v := c.Verdict
+		s.Tally.add(v.Outcome)
+		if v.Mean > s.WorstMean {
+			s.WorstMean, s.WorstSE = v.Mean, v.SE
+		}
+		if inBand(c, base) {
+			s.Band.add(v.Mean)
 		}
 	}
 	return s

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -26,9 +27,11 @@ const (
 
 // WriteSweep writes rep into dir (created if needed): SweepReportFile, a
 // Markdown table of every cell (each policy's TTFT p95, ttft against the
-// best baseline, every losing cell marked) with the targets and the
-// summary, and SweepHeatmapFile, the heat map of ttft against the best
-// baseline per cell. tracePath names the trace in the text.
+// best baseline, every losing cell marked; with several seeds, also each
+// seed's Δ and the verdict over them) with the targets and the summary,
+// and SweepHeatmapFile, the heat map of ttft against the best baseline per
+// cell (with several seeds: its mean Δ against the better of load-only and
+// prefix-then-load). tracePath names the trace in the text.
 func WriteSweep(dir string, rep *SweepReport, tracePath string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -52,26 +55,63 @@ func SweepMarkdown(rep *SweepReport, tracePath string) []byte {
 	}
 	fmt.Fprintf(&b, "# goindex sim sweep\n\nTrace `%s`, %d requests; %d DCs; clients: %s. Every cell runs ttft and the baselines (%s) on identical input and the same capacity (workers per DC × %d DCs, KV blocks per worker as in the row); Δ is ttft's TTFT p95 over the best baseline's, minus 1 (negative: ttft is faster).\n\n",
 		tracePath, rep.Requests, len(c.Grid.Sites), clients, policyNamesOf(rep.Config.Baselines), len(c.Grid.Sites))
+	ss := rep.SeedSummary
+	if ss != nil {
+		fmt.Fprintf(&b, "Every cell ran %d seeds (%d–%d), paired: every policy of a cell with the same seed. The columns up to \"Δ vs better\" are the first seed's run alone (the one-seed sweep); the last three judge ttft's Δ against the better of load-only and prefix-then-load, chosen per seed: its mean over the seeds ± its standard error, **lost** when the mean exceeds +%.0f%% by more than two standard errors, won when it is below −%.0f%% by more than two, tied otherwise.\n\n",
+			ss.Seeds, c.Seed, c.Seed+uint64(ss.Seeds)-1, 100*SweepLossMargin, 100*SweepLossMargin)
+	}
 	s := rep.Summary
 	fmt.Fprintf(&b, "Targets (set before measuring): %s.\n\n", sweepTargetNote)
-	fmt.Fprintf(&b, "Summary over %d cells: ttft won %d, tied %d (within ±%.0f%%), lost %d against the best baseline; Δ from %+.1f%% to %+.1f%%. Against the better of load-only and prefix-then-load: %d cells lost by more than 1%% (worst %+.1f%%); band (concurrency %d–%d, %d workers per DC, KV 1×): %d of %d cells ≥ %.0f%% better (worst %+.1f%%).\n\n",
-		len(rep.Cells), s.Won, s.Tied, 100*SweepLossMargin, s.Lost, 100*s.BestDelta, 100*s.WorstDelta,
+	first := ""
+	if ss != nil {
+		first = fmt.Sprintf("The first seed (%d) alone: ", c.Seed)
+	}
+	fmt.Fprintf(&b, "%sSummary over %d cells: ttft won %d, tied %d (within ±%.0f%%), lost %d against the best baseline; Δ from %+.1f%% to %+.1f%%. Against the better of load-only and prefix-then-load: %d cells lost by more than 1%% (worst %+.1f%%); band (concurrency %d–%d, %d workers per DC, KV 1×): %d of %d cells ≥ %.0f%% better (worst %+.1f%%).\n\n",
+		first, len(rep.Cells), s.Won, s.Tied, 100*SweepLossMargin, s.Lost, 100*s.BestDelta, 100*s.WorstDelta,
 		s.TargetLost, 100*s.WorstTarget, SweepBandLowC, SweepBandHighC, c.WorkersPerDC, s.BandMet, s.BandCells, 100*SweepBandGain, 100*s.BandWorst)
-	fmt.Fprintf(&b, "![ttft vs the best baseline](%s)\n\n", SweepHeatmapFile)
-	tableHead(&b, "| load | workers/DC | KV × (blocks) | prefill util. | ttft p95 ms |", rep.Config.Baselines,
-		" best baseline | Δ vs best | Δ vs better of load-only, prefix-then-load | |", "| --- | ---: | ---: | ---: | ---: |", " --- | ---: | ---: | --- |")
+	if ss != nil {
+		fmt.Fprintf(&b, "Over the %d seeds, against the better of load-only and prefix-then-load: ttft lost %d cells, tied %d, won %d; worst mean Δ %s; band: %d of %d cells with a mean ≥ %.0f%% better (worst mean %+.1f%%).\n\n",
+			ss.Seeds, ss.Lost, ss.Tied, ss.Won, pctSE(ss.WorstMean, ss.WorstSE), ss.BandMet, ss.BandCells, 100*SweepBandGain, 100*ss.BandWorst)
+		fmt.Fprintf(&b, "![ttft vs the better of load-only and prefix-then-load over %d seeds](%s)\n\n", ss.Seeds, SweepHeatmapFile)
+	} else {
+		fmt.Fprintf(&b, "![ttft vs the best baseline](%s)\n\n", SweepHeatmapFile)
+	}
+	tail, tailAlign := " best baseline | Δ vs best | Δ vs better of load-only, prefix-then-load | |", " --- | ---: | ---: | --- |"
+	if ss != nil {
+		tail = fmt.Sprintf(" best baseline | Δ vs best | Δ vs better of load-only, prefix-then-load | Δ vs better, seeds %d–%d | mean Δ ± SE | verdict |", c.Seed, c.Seed+uint64(ss.Seeds)-1)
+		tailAlign = " --- | ---: | ---: | ---: | ---: | --- |"
+	}
+	tableHead(&b, "| load | workers/DC | KV × (blocks) | prefill util. | ttft p95 ms |", rep.Config.Baselines, tail, "| --- | ---: | ---: | ---: | ---: |", tailAlign)
 	for _, cell := range rep.Cells {
 		fmt.Fprintf(&b, "| %s | %d | %g (%d) | %.0f%% | %.0f |", cell.Setting(), cell.WorkersPerDC, cell.KVScale, cell.KVBlocksPerWorker, 100*cell.Utilization, cell.P95ms[TTFT.String()])
 		for _, p := range rep.Config.Baselines {
 			fmt.Fprintf(&b, " %.0f |", cell.P95ms[p.String()])
 		}
+		fmt.Fprintf(&b, " %s | %+.1f%% | %s |", cell.Best, 100*cell.Delta, pct(cell.TargetDelta))
+		if v := cell.Verdict; v != nil {
+			runs := make([]string, len(cell.Runs))
+			for k, r := range cell.Runs {
+				runs[k] = pct(r.TargetDelta)
+			}
+			mark := v.Outcome.String()
+			if v.Outcome == CellLost {
+				mark = "**lost**"
+			}
+			fmt.Fprintf(&b, " %s | %s | %s |\n", strings.Join(runs, ", "), pctSE(v.Mean, v.SE), mark)
+			continue
+		}
 		mark := ""
 		if cell.Lost {
 			mark = "**lost**"
 		}
-		fmt.Fprintf(&b, " %s | %+.1f%% | %s | %s |\n", cell.Best, 100*cell.Delta, pct(cell.TargetDelta), mark)
+		fmt.Fprintf(&b, " %s |\n", mark)
 	}
 	return b.Bytes()
+}
+
+// pctSE formats a mean and its standard error as percentages.
+func pctSE(mean, se float64) string {
+	return fmt.Sprintf("%+.1f%% ± %.1f%%", 100*mean, 100*se)
 }
 
 // tableHead writes a Markdown table's two header rows: head, a cell per
@@ -121,8 +161,29 @@ func (g sweepGrid) Y(r int) float64    { return float64(r) }
 // concurrencies (closed loop) or replay speeds (open loop), rows the
 // workers per DC, colour ttft's Δ against the best baseline (blue: ttft
 // faster, red: slower, on a scale symmetric around 0), each cell labelled
-// with its Δ and every losing cell marked LOST.
+// with its Δ and every losing cell marked LOST. With several seeds the Δ
+// is the verdict's mean against the better of load-only and
+// prefix-then-load, labelled with its standard error, LOST as the verdict
+// says.
 func sweepHeatmap(rep *SweepReport, path string) error {
+	value := func(c *SweepCell) (float64, string) {
+		text := fmt.Sprintf("%+.1f%%", 100*c.Delta)
+		if c.Lost {
+			text += " LOST"
+		}
+		return c.Delta, text
+	}
+	title := fmt.Sprintf("ttft TTFT p95 vs the best baseline (%s), Δ %%; blue: ttft faster; LOST: slower by > 1%%", policyNamesOf(rep.Config.Baselines))
+	if ss := rep.SeedSummary; ss != nil {
+		value = func(c *SweepCell) (float64, string) {
+			text := fmt.Sprintf("%+.1f±%.1f%%", 100*c.Verdict.Mean, 100*c.Verdict.SE)
+			if c.Verdict.Outcome == CellLost {
+				text += " LOST"
+			}
+			return c.Verdict.Mean, text
+		}
+		title = fmt.Sprintf("ttft TTFT p95 vs the better of load-only and prefix-then-load: mean Δ %% ± SE over %d seeds; blue: ttft faster; LOST: > +1%% by more than 2 SE", ss.Seeds)
+	}
 	kvs := sortedSettings(rep.Cells, func(c *SweepCell) (float64, bool) { return c.KVScale, true })
 	workers := sortedSettings(rep.Cells, func(c *SweepCell) (int, bool) { return c.WorkersPerDC, true })
 	concs := sortedSettings(rep.Cells, func(c *SweepCell) (int, bool) { return c.Concurrency, c.Concurrency > 0 })
@@ -132,7 +193,8 @@ func sweepHeatmap(rep *SweepReport, path string) error {
 	}
 	scale := 5.0 // percent; at least ±5% so that ties look neutral
 	for _, c := range rep.Cells {
-		scale = max(scale, math.Min(math.Abs(100*c.Delta), 50))
+		v, _ := value(c)
+		scale = max(scale, math.Min(math.Abs(100*v), 50))
 	}
 	type mode struct {
 		name, axis string
@@ -171,11 +233,8 @@ func sweepHeatmap(rep *SweepReport, path string) error {
 					continue
 				}
 				row := indexOfValue(workers, c.WorkersPerDC)
-				g.z[col][row] = 100 * c.Delta
-				text := fmt.Sprintf("%+.1f%%", 100*c.Delta)
-				if c.Lost {
-					text += " LOST"
-				}
+				v, text := value(c)
+				g.z[col][row] = math.Max(-scale, math.Min(100*v, scale)) // beyond the scale: its end colour
 				labels.XYs = append(labels.XYs, plotter.XY{X: float64(col), Y: float64(row)})
 				labels.Labels = append(labels.Labels, text)
 			}
@@ -212,10 +271,9 @@ func sweepHeatmap(rep *SweepReport, path string) error {
 	const panelW, panelH = 5 * vg.Inch, 3.6 * vg.Inch
 	img := vgimg.New(vg.Length(len(kvs))*panelW, vg.Length(len(modes))*panelH+0.4*vg.Inch)
 	dc := draw.New(img)
-	title := draw.Crop(dc, 0, 0, vg.Length(len(modes))*panelH, 0)
-	title.FillText(draw.TextStyle{Color: color.Black, Font: font.From(plot.DefaultFont, 12), XAlign: draw.XCenter, Handler: plot.DefaultTextHandler},
-		vg.Point{X: title.Center().X, Y: title.Min.Y + 0.12*vg.Inch},
-		fmt.Sprintf("ttft TTFT p95 vs the best baseline (%s), Δ %%; blue: ttft faster; LOST: slower by > 1%%", policyNamesOf(rep.Config.Baselines)))
+	titleArea := draw.Crop(dc, 0, 0, vg.Length(len(modes))*panelH, 0)
+	titleArea.FillText(draw.TextStyle{Color: color.Black, Font: font.From(plot.DefaultFont, 12), XAlign: draw.XCenter, Handler: plot.DefaultTextHandler},
+		vg.Point{X: titleArea.Center().X, Y: titleArea.Min.Y + 0.12*vg.Inch}, title)
 	body := draw.Crop(dc, 0, 0, 0, -0.4*vg.Inch)
 	tiles := draw.Tiles{Rows: len(modes), Cols: len(kvs), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
 		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}

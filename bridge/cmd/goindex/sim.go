@@ -131,6 +131,15 @@ Sweep (--sweep; the first 2,000 requests unless --requests says otherwise, of
                                 (default 1,2,4; empty: no open-loop cells)
   --sweep-baselines LIST        the policies ttft is compared with
                                 (default load-only,prefix-then-load,gorgo)
+  --seeds N                     run every cell with N seeds, --seed … --seed+N−1,
+                                every policy of a cell with the same seed, and
+                                judge each cell on ttft's mean Δ against the better
+                                of load-only and prefix-then-load (chosen per seed)
+                                ± its standard error: lost when the mean exceeds +1%
+                                by more than two standard errors, won when below −1%
+                                by more than two, tied otherwise; the first seed's
+                                columns stay in the table (default 1: the one-seed
+                                sweep, no verdict)
 Policies and output:
   --policies LIST               comma-separated policy names, or all
   --seed S                      seed of every random draw (same seed, same results)
@@ -158,6 +167,9 @@ const defaultSweepRequests = 2000
 
 // maxSimRequests bounds --requests.
 const maxSimRequests = 1 << 24
+
+// maxSweepSeeds bounds --seeds: each seed is a whole sweep's work.
+const maxSweepSeeds = 1000
 
 // simProgressEvery is how often progress lines go to stderr.
 const simProgressEvery = 3 * time.Second
@@ -201,6 +213,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sweepKV := fs.String("sweep-kv", floatList(sim.DefaultSweepKVScale), "sweep: multiples of --kv-blocks-per-worker")
 	sweepSpeeds := fs.String("sweep-speeds", floatList(sim.DefaultSweepSpeeds), "sweep: open-loop replay speeds (empty: none)")
 	sweepBase := fs.String("sweep-baselines", "load-only,prefix-then-load,gorgo", "sweep: the policies ttft is compared with")
+	seeds := fs.Int("seeds", 1, "sweep: seeds per cell (--seed onwards), judged by their mean and standard error")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	reportDir := fs.String("report", "", "write a Markdown report with PNG charts into this directory")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
@@ -283,7 +296,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Policies: pols, Seed: *seed,
 	}
 	if *sweep {
-		sc := sim.SweepConfig{Base: cfg, NoOpenLoop: strings.TrimSpace(*sweepSpeeds) == ""}
+		if *seeds < 1 || *seeds > maxSweepSeeds {
+			return usageErr("--seeds must be in [1, %d]", maxSweepSeeds)
+		}
+		sc := sim.SweepConfig{Base: cfg, NoOpenLoop: strings.TrimSpace(*sweepSpeeds) == "", Seeds: *seeds}
 		if sc.Concurrency, err = parseInts(*sweepConc); err != nil {
 			return usageErr("--sweep-concurrency: %v", err)
 		}

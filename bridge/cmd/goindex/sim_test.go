@@ -45,7 +45,7 @@ func TestSim_HelpDocumentsFlagsWithUnits(t *testing.T) {
 		"--decode-ms-per-token", "--concurrency", "--open-loop", "--time-scale", "--requests", "--policies", "--seed",
 		"--load-report-interval", "--json", "--report", "tokens per ms", "ms", "blocks of --block-size tokens",
 		"default 1024", "default 15", "default 30", "default 256", "default 2", "default 100ms", "--no-queue-drain",
-		"single-dc", "exact-oracle", "exact-now", "--warmup",
+		"single-dc", "exact-oracle", "exact-now", "--warmup", "--seeds",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("sim --help lacks %q", want)
@@ -211,6 +211,8 @@ func TestSim_SweepPrintsTheTableAndWritesTheHeatmap(t *testing.T) {
 		{"--sweep-kv", "0"},
 		{"--sweep-speeds", "fast"},
 		{"--sweep-baselines", "ttft"},
+		{"--seeds", "0"},
+		{"--seeds", "2", "--sweep-baselines", "gorgo"},
 	} {
 		if _, _, err := runSimArgs(t, append([]string{"--trace", path, "--sweep", "--quiet"}, args...)...); !errors.Is(err, errUsage) {
 			t.Errorf("sim --sweep %q = %v, want a usage error", args, err)
