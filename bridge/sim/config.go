@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,14 +59,25 @@ const (
 	// (its in-DC radix index): neither the CKF nor the WAN delay of its
 	// updates, a bound no deployed router can reach.
 	ExactNow
+	// Clairvoyant is the perfect myopic router (clairvoyant.go): each
+	// request goes to the DC where it gets its first token soonest, found
+	// by running a copy of every DC forward from the present, with the
+	// requests already on their way, until that first token. It is the
+	// ceiling of every cost model that estimates a request's own TTFT; not
+	// in AllPolicies (it is slow), named with ParsePolicies.
+	Clairvoyant
 )
 
-// AllPolicies lists every policy in report order.
+// AllPolicies lists every policy "all" runs, in report order.
 var AllPolicies = []Policy{SingleDC, SingleDCSlice, RoundRobin, LoadOnly, PrefixThenLoad, Credit, GORGO, TTFTUncalibrated, TTFT, ExactOracle, ExactNow}
+
+// OptInPolicies lists the policies that run only when named.
+var OptInPolicies = []Policy{Clairvoyant}
 
 var policyNames = map[Policy]string{
 	SingleDC: "single-dc", SingleDCSlice: "single-dc-slice", RoundRobin: "round-robin", LoadOnly: "load-only",
 	PrefixThenLoad: "prefix-then-load", Credit: "credit", GORGO: "gorgo", TTFTUncalibrated: "ttft-uncalibrated", TTFT: "ttft", ExactOracle: "exact-oracle", ExactNow: "exact-now",
+	Clairvoyant: "clairvoyant",
 }
 
 // String returns the policy's command-line name.
@@ -105,7 +117,7 @@ func ParsePolicies(s string) ([]Policy, error) {
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		var found Policy
-		for _, p := range AllPolicies {
+		for _, p := range slices.Concat(AllPolicies, OptInPolicies) {
 			if p.String() == name {
 				found = p
 			}
@@ -124,9 +136,9 @@ func ParsePolicies(s string) ([]Policy, error) {
 }
 
 func policyList() string {
-	names := make([]string, len(AllPolicies))
-	for i, p := range AllPolicies {
-		names[i] = p.String()
+	var names []string
+	for _, p := range slices.Concat(AllPolicies, OptInPolicies) {
+		names = append(names, p.String())
 	}
 	return strings.Join(names, ",")
 }

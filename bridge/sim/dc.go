@@ -75,11 +75,24 @@ func newDC(idx, site int, name string, workers int, c *Config, f *ckf.Format) (*
 // each worker's routed load.
 func (s *simulation) arrive(d *dc, i int, now float64) error {
 	r, st := &s.w.Requests[i], &s.reqs[i]
-	s.overlaps = d.index.Match(s.overlaps[:0], r.Locals)
 	depth := s.workerDepth[:len(d.workers)]
 	clear(depth)
-	for _, o := range s.overlaps {
-		depth[o.Member.Worker] = o.Blocks
+	if s.shadow {
+		// A shadow has no index: each pool's own match is what the index
+		// says of it (checked below on every real arrival).
+		for k, w := range d.workers {
+			depth[k] = w.pool.match(r.Seqs)
+		}
+	} else {
+		s.overlaps = d.index.Match(s.overlaps[:0], r.Locals)
+		for _, o := range s.overlaps {
+			depth[o.Member.Worker] = o.Blocks
+		}
+		for k, w := range d.workers {
+			if got := w.pool.match(r.Seqs); got != depth[k] {
+				return fmt.Errorf("%w: dc %s worker %d: the local index matches %d blocks of request %d, its pool %d", ErrEngine, d.name, k, depth[k], i, got)
+			}
+		}
 	}
 	cands := s.localCands[:0]
 	for k, w := range d.workers {
@@ -106,6 +119,9 @@ func (s *simulation) arrive(d *dc, i int, now float64) error {
 // index and its CKF producer, and follows the producer's cadence: a
 // boundary when N events are pending, a flush timer when a window opens.
 func (s *simulation) publishEvents(d *dc, now float64) error {
+	if s.shadow {
+		return nil // a shadow's DC publishes nothing
+	}
 	for k := range d.events {
 		ev := &d.events[k]
 		if err := d.index.Apply(ev); err != nil {

@@ -48,7 +48,11 @@
 // ttft-uncalibrated learns nothing. Every router also measures the rate
 // each DC's cache stores blocks from the events it receives
 // (score.InsertRate), for ttft's price of the blocks an uncached prefill
-// evicts (score.EvictionFactor). ExactOracle replaces each probe depth by the exact depth
+// evicts (score.EvictionFactor). Clairvoyant (opt-in, clairvoyant.go)
+// needs no signal at all: it clones every DC's workers and runs each copy
+// forward, with the requests already on their way, to the request's first
+// token, and picks the least TTFT, the ceiling of every estimate of a
+// request's own TTFT. ExactOracle replaces each probe depth by the exact depth
 // of what the lane has received (the CKF swapped for an exact index, the
 // WAN delay kept); ExactNow by each DC's exact, current depth. With
 // PriceOthers the router also measures the fleet's utilization from the
@@ -89,6 +93,9 @@
 //   - A running request's cached prefix is pinned: the blocks its prefill
 //     was timed with are still cached when it ends; a mismatch fails the
 //     run.
+//   - A DC's local index holds exactly its workers' cached blocks: every
+//     arrival's per-worker depth from the index equals each pool's own
+//     match (what a clairvoyant's shadow reads); a mismatch fails the run.
 //   - Every frame a router receives makes progress on its lane; at the
 //     end every lane of every router acknowledges its drain marker and
 //     equals its producer's words byte for byte.
@@ -133,6 +140,8 @@
 //   - dc.go: a DC: the in-DC credit router, the producer and its cadence, load reports.
 //   - relay.go: the WAN link, frames in and out, the consumer's table, drain and convergence check.
 //   - router.go: the global decision, in-flight accounting, Accuracy.
+//   - clairvoyant.go: the clairvoyant router: each DC cloned and run forward to the request's
+//     first token; Clairvoyance.
 //   - run.go: Run, Report, one policy's simulation and its event loop, the clients.
 //   - metrics.go: Result, DCResult, LoadSeries, percentiles.
 //   - report.go: WriteReport: the Markdown report and its PNG charts (policy styles, calibration chart).
@@ -171,7 +180,12 @@
 // changed); the Ideal reference by hand, with and without warm-up; that
 // the figures leave out exactly the warm-up requests; that on one FIFO
 // worker the drained queue estimate equals the wait every request then
-// saw, to the token, while reports read as current overstate it; open-loop
+// saw, to the token, while reports read as current overstate it; a KV
+// pool's and a DC's clone evolving exactly as the original would and
+// leaving it alone (through admissions, evictions, arrivals and
+// preemptions); the clairvoyant's choices and foreseen TTFTs by hand, and
+// every foreseen TTFT met when no request can overtake another (one site,
+// no jitter; under KV pressure within 0.1%); open-loop
 // arrival times; config validation; the report's files (PNG headers, the
 // calibration chart, a distinct style per policy); the sweep's cells
 // judged against their own figures, its summary and band bookkeeping by

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"container/list"
+	"maps"
+	"slices"
 
 	"github.com/goindex/goindex/goindex/kv"
 )
@@ -54,6 +56,19 @@ type poolSlot struct {
 
 func newKVPool(member kv.Member, capacity int) *kvPool {
 	return &kvPool{member: member, capacity: capacity, byHash: make(map[uint64]int32)}
+}
+
+// clone returns a deep copy of p: the same blocks, pins, LRU order and
+// event ids, sharing no memory with p, so either evolves without the
+// other.
+func (p *kvPool) clone() *kvPool {
+	c := &kvPool{member: p.member, capacity: p.capacity, byHash: maps.Clone(p.byHash), slots: slices.Clone(p.slots),
+		free: slices.Clone(p.free), private: p.private, pinned: p.pinned, nextID: p.nextID}
+	for e := p.lru.Front(); e != nil; e = e.Next() {
+		i := e.Value.(int32)
+		c.slots[i].evictable = c.lru.PushBack(i)
+	}
+	return c
 }
 
 // cached is the number of registered blocks (pinned or evictable): what the

@@ -70,6 +70,9 @@ type Result struct {
 	// Estimate compares the TTFT model's estimate for each request's
 	// chosen DC with what the request then saw.
 	Estimate Estimate `json:"estimate"`
+	// Clairvoyance compares the clairvoyant's foreseen TTFTs with what
+	// the requests saw (the clairvoyant policy only).
+	Clairvoyance *Clairvoyance `json:"clairvoyance,omitempty"`
 
 	// WANHops counts requests served outside their client's site.
 	WANHops int `json:"wan_hops"`
@@ -211,6 +214,7 @@ func (s *simulation) result(warm int) *Result {
 	res.HitRate = ratio(float64(measured.hit), float64(measured.prompt))
 	res.BelievedHitRate = ratio(measured.believed, float64(measured.prompt))
 	res.Estimate = measured.est
+	res.Clairvoyance = s.clairvoyance(warm)
 	var busyMax, busySum, prefillMs float64
 	for _, d := range s.dcs {
 		busy := 0.0

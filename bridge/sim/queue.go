@@ -1,5 +1,10 @@
 package sim
 
+import (
+	"cmp"
+	"slices"
+)
+
 // kind says what an event does when it fires.
 type kind uint8
 
@@ -39,6 +44,26 @@ type queue struct {
 }
 
 func (q *queue) len() int { return len(q.h) }
+
+// subset returns a queue of the events of q that keep accepts, with their
+// times and scheduling order, reusing dst's memory; events pushed on it
+// later order after every event of q, as they would on q. q is unchanged.
+func (q *queue) subset(dst []event, keep func(*event) bool) queue {
+	out := queue{h: dst[:0], seq: q.seq}
+	for k := range q.h {
+		if keep(&q.h[k]) {
+			out.h = append(out.h, q.h[k])
+		}
+	}
+	// A slice sorted by (at, seq) is a min-heap.
+	slices.SortFunc(out.h, func(a, b event) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	return out
+}
 
 func (q *queue) push(at float64, k kind, a, b int) {
 	q.seq++

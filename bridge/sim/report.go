@@ -106,6 +106,7 @@ var policyColors = map[string]color.Color{
 	TTFT.String():             color.Black,
 	ExactOracle.String():      color.RGBA{R: 0xf0, G: 0xe4, B: 0x42, A: 0xff}, // yellow
 	ExactNow.String():         color.RGBA{R: 0xbb, G: 0xbb, B: 0xbb, A: 0xff}, // light grey
+	Clairvoyant.String():      color.RGBA{R: 0x6a, G: 0x3d, B: 0x9a, A: 0xff}, // purple
 }
 
 // policyStyle is the line style of policy name, the k-th line of a chart:

@@ -56,6 +56,7 @@ type router struct {
 	demand *score.Demand
 	rhoSum float64
 
+	byRTT     []int // the DCs by increasing RTT from the router (the clairvoyant's order)
 	depth     []uint32
 	exact     []int // every DC's exact, current depth
 	delivered []int // every ready lane's exact depth of its delivered state
@@ -215,7 +216,7 @@ func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
 	// depthOf is the policy's view of lane l's depth.
 	depthOf := func(l int) int {
 		switch s.policy {
-		case ExactNow:
+		case ExactNow, Clairvoyant:
 			return rt.exact[l]
 		case ExactOracle:
 			return rt.delivered[l]
@@ -246,6 +247,19 @@ func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
 	if s.cfg.PriceOthers {
 		req.FleetUtilization = rt.demand.Utilization(now, rt.model.FleetTokensPerMs(cands))
 		rt.rhoSum += req.FleetUtilization
+	}
+	if s.policy == Clairvoyant {
+		l, ttft, err := s.foresee(rt, i, now)
+		if err != nil {
+			return 0, 0, err
+		}
+		s.reqs[i].foreseenMs = ttft
+		for k := range cands {
+			if cands[k].ID == uint64(l) {
+				s.estimate(rt, i, req, &cands[k])
+			}
+		}
+		return l, rt.exact[l], nil
 	}
 	res, err := rt.scorer.Score(req, cands, s.draw(i, drawGlobal))
 	target := s.nearest[rt.site]

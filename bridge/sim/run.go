@@ -131,6 +131,8 @@ type reqState struct {
 	g0                       int
 	epoch                    int // voids milestones on preemption
 	preemptions              int
+
+	foreseenMs float64 // the clairvoyant's TTFT for it at the DC it chose
 }
 
 // ttftMs is the time to first token at the client: the request's trip to
@@ -170,6 +172,12 @@ type simulation struct {
 	overlaps    []kv.Overlap
 	workerDepth []int
 	localCands  []score.Candidate
+
+	// shadow marks a clairvoyant's shadow (clairvoyant.go): DCs cloned
+	// without index, producer or links, requests that end without a
+	// client; shade is the run's shadow, reused for every decision.
+	shadow bool
+	shade  *simulation
 }
 
 // Draw stages: each request's random draws come from its own stream, one
@@ -428,6 +436,9 @@ func (s *simulation) finish(i int, now float64) error {
 	d := s.dcs[st.dc]
 	d.active--
 	st.done = true
+	if s.shadow {
+		return nil // no client: nothing follows from it
+	}
 	st.doneMs = now + st.rttMs/2
 	if s.policy.calibrates() && !s.cfg.NoCalibration {
 		s.q.push(st.doneMs, evFeedback, i, 0)

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/goindex/goindex/goindex/kv"
 )
@@ -84,6 +85,18 @@ type worker struct {
 func newWorker(d *dc, id, k int, c *Config) *worker {
 	m := kv.Member{Worker: uint64(k)}
 	return &worker{id: id, dc: d, member: m, pool: newKVPool(m, c.KVBlocksPerWorker), speed: d.speed}
+}
+
+// clone returns a deep copy of w belonging to DC d: its queues, decode
+// marks, rates, clocks, the local router's bookkeeping and its KV pool
+// (kvPool.clone), sharing no memory with w. The requests' own state
+// (simulation.reqs) is not the worker's: a clone runs against a copy of it.
+func (w *worker) clone(d *dc) *worker {
+	c := *w
+	c.dc, c.pool = d, w.pool.clone()
+	c.waiting, c.prefillQ, c.order = slices.Clone(w.waiting), slices.Clone(w.prefillQ), slices.Clone(w.order)
+	c.marks = slices.Clone(w.marks)
+	return &c
 }
 
 // running is the number of admitted sequences.

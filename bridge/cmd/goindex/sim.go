@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +43,11 @@ cost: RTT + queued tokens + uncached prefill), ttft (goindex: RTT + queue
 wait + uncached prefill, CKF depths),
 exact-oracle (ttft with the CKF replaced by an exact index over the same
 delivered events: what the CKF's collisions cost), exact-now (ttft with
-every DC's exact, current depths: no CKF and no WAN delay, a bound).
+every DC's exact, current depths: no CKF and no WAN delay, a bound);
+clairvoyant, only when named (slow): the perfect myopic router, sending
+each request where a copy of every DC, run forward with the requests
+already on their way, gives it its first token soonest (the ceiling of
+any estimate of a request's own TTFT; "all" leaves it out).
 
 Model (vLLM's scheduler with chunked prefill; each default cites its source
 in bridge/sim/config.go): a worker runs iterations of --token-budget tokens,
@@ -141,7 +146,8 @@ Sweep (--sweep; the first 2,000 requests unless --requests says otherwise, of
                                 columns stay in the table (default 1: the one-seed
                                 sweep, no verdict)
 Policies and output:
-  --policies LIST               comma-separated policy names, or all
+  --policies LIST               comma-separated policy names, or all (every
+                                policy but clairvoyant)
   --seed S                      seed of every random draw (same seed, same results)
   --json                        print one JSON object instead of the table
   --report DIR                  also write DIR/report.md with PNG charts
@@ -344,9 +350,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 func policyNames() string {
-	names := make([]string, len(sim.AllPolicies))
-	for i, p := range sim.AllPolicies {
-		names[i] = p.String()
+	var names []string
+	for _, p := range slices.Concat(sim.AllPolicies, sim.OptInPolicies) {
+		names = append(names, p.String())
 	}
 	return strings.Join(names, ",")
 }

@@ -1,0 +1,168 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// dcState is everything of a DC's workers a shadow could change: each
+// worker's queues, marks, clocks, rates and bookkeeping, and its pool.
+func dcState(d *dc) string {
+	var b strings.Builder
+	for _, w := range d.workers {
+		c := *w
+		c.dc, c.pool = nil, nil
+		fmt.Fprintf(&b, "%+v\n%s\n", c, poolState(w.pool))
+	}
+	fmt.Fprintf(&b, "active %d stats %+v", d.active, d.stats)
+	return b.String()
+}
+
+// runUntil fires s's events up to time at.
+func runUntil(t *testing.T, s *simulation, at float64) {
+	t.Helper()
+	for s.q.len() > 0 && s.q.h[0].at <= at {
+		e := s.q.pop()
+		s.now = e.at
+		if err := s.fire(e); err != nil {
+			t.Fatalf("fire %+v: %v", e, err)
+		}
+	}
+}
+
+// TestClairvoyantShadow_EvolvesLikeTheRunAndLeavesItAlone clones a DC in
+// the middle of a run, after the last request was sent but with some still
+// on their way to it, and runs the clone to the end: the run's DC is
+// untouched by it, and once the run goes on (no request is sent any more)
+// every request of that DC gets its first token at the time the clone
+// gave it, on the same worker, after as many preemptions, with the same
+// cache hit. Two workers with 8 KV blocks each make the DC's router, the
+// KV admission and preemption all take part.
+func TestClairvoyantShadow_EvolvesLikeTheRunAndLeavesItAlone(t *testing.T) {
+	var lines []string
+	for k := range 16 {
+		// Four prefixes shared in turns, 2–4 blocks of prompt, long outputs.
+		lines = append(lines, fmt.Sprintf("%d %d %d %d,%d,%d", k, 1024+256*(k%5), 700+40*k, 100+k%4, 200+k%4, 300+k))
+	}
+	w := timedTrace(t, lines...)
+	c := oneWorker()
+	c.Grid = lineGrid(0, 40)
+	c.RouterSite, c.WorkersPerDC, c.KVBlocksPerWorker, c.BatchLimit = "s0", 2, 8, 4
+	s := newSim(t, c, w, RoundRobin)
+	runUntil(t, s, s.startMs+15.5) // every request sent; those to s1 arrive 20 ms later
+	sh := s.shadowSim()
+	sh.reqs = append(sh.reqs[:0], s.reqs...)
+	before := dcState(s.dcs[1])
+	s.cloneInto(sh, 1)
+	inFlight := 0
+	for _, e := range sh.q.h {
+		inFlight += boolInt(e.kind == evArrive)
+	}
+	if inFlight == 0 {
+		t.Fatalf("no request on its way to the cloned DC: the test exercises no arrival")
+	}
+	for sh.q.len() > 0 {
+		e := sh.q.pop()
+		sh.now = e.at
+		if err := sh.fire(e); err != nil {
+			t.Fatalf("shadow: %v", err)
+		}
+	}
+	if got := dcState(s.dcs[1]); got != before {
+		t.Fatalf("running the clone changed the run's DC:\n%s\nwas\n%s", got, before)
+	}
+	runUntil(t, s, math.Inf(1))
+	checked, preempted := 0, 0
+	for i := range s.reqs {
+		got, want := &sh.reqs[i], &s.reqs[i]
+		if want.dc != 1 {
+			continue
+		}
+		checked++
+		preempted += want.preemptions
+		if !got.done || math.Abs(got.firstTokenMs-want.firstTokenMs) > 1e-6 || got.worker != want.worker ||
+			got.preemptions != want.preemptions || got.hitTokens != want.hitTokens {
+			t.Errorf("request %d: the clone gave first token %.6f on worker %d (%d preemptions, %d cached tokens, done %v); the run %.6f on %d (%d, %d)",
+				i, got.firstTokenMs, got.worker, got.preemptions, got.hitTokens, got.done, want.firstTokenMs, want.worker, want.preemptions, want.hitTokens)
+		}
+	}
+	if checked != 8 || preempted == 0 {
+		t.Errorf("%d requests on the cloned DC, %d preemptions; want 8 and some", checked, preempted)
+	}
+}
+
+// TestClairvoyant_PicksTheEarliestFirstToken routes four one-token
+// requests (no decode) over a DC at the router's site and one 30 ms away,
+// one worker each at 10 tokens/ms, and checks each choice and foreseen
+// TTFT by hand:
+//
+//	r0 (5,000 tokens, sent at 0): here 500 ms, there 30 + 500: here, 500
+//	r1 (1,000, at 1): here after r0, 599; there 15 + 100 + 15 = 130: there
+//	r2 (100, at 2): here 508; there behind r1 (ends at 116), 126 + 15 − 2 = 139: there
+//	r3 (2,000, at 3): here 500 + 200 − 3 = 697; there 126 + 200 + 15 − 3 = 338: there
+//
+// and that every TTFT is the foreseen one.
+func TestClairvoyant_PicksTheEarliestFirstToken(t *testing.T) {
+	w := timedTrace(t, "0 5000 1 1,2,3,4,5,6,7,8,9,10", "1 1000 1 11,12", "2 100 1 13", "3 2000 1 14,15,16,17")
+	c := oneWorker()
+	c.Grid = lineGrid(0, 30)
+	c.RouterSite = "s0"
+	s := simulate(t, c, w, Clairvoyant, nil)
+	for i, want := range []struct {
+		dc   int
+		ttft float64
+	}{{0, 500}, {1, 130}, {1, 139}, {1, 338}} {
+		st := &s.reqs[i]
+		if st.dc != want.dc || !near(st.foreseenMs, want.ttft) || !near(st.ttftMs(), want.ttft) {
+			t.Errorf("request %d: DC %d, foreseen TTFT %.6f, TTFT %.6f; want DC %d, %.1f", i, st.dc, st.foreseenMs, st.ttftMs(), want.dc, want.ttft)
+		}
+	}
+	res := s.result(0)
+	if cv := res.Clairvoyance; cv == nil || cv.Requests != 4 || cv.Exact != 4 {
+		t.Errorf("clairvoyance %+v, want 4 of 4 exact", cv)
+	}
+}
+
+// TestClairvoyant_ForeseesEveryTTFTWithOneSiteAndNoJitter is the argument
+// of clairvoyant.go, checked: with every client at one site and no RTT
+// jitter, a request sent later can never reach a DC earlier, so nothing
+// the clairvoyant could not see precedes any request, and every request's
+// TTFT is the one foreseen. Under KV pressure (a sixteenth of the default
+// KV: preemptions), later admissions refresh a worker's fluid rates
+// sooner than the shadow did: no TTFT comes earlier than foreseen and
+// none later by more than 0.1% of it. With clients everywhere, requests
+// sent later from nearer sites overtake some, which the figures show.
+func TestClairvoyant_ForeseesEveryTTFTWithOneSiteAndNoJitter(t *testing.T) {
+	w := shippedWorkload(t, 160, 80)
+	c := Config{Grid: fourSites(t), RouterSite: "fra", OneSite: true, RTTJitter: -1, Concurrency: 24,
+		Policies: []Policy{Clairvoyant}, Seed: testSeed(t), Warmup: -1}
+	run := func(c Config) (*Result, *simulation) {
+		t.Helper()
+		s := simulate(t, c, w, Clairvoyant, nil)
+		return s.result(0), s
+	}
+	res, _ := run(c)
+	if cv := res.Clairvoyance; cv == nil || cv.Requests != len(w.Requests) || cv.Exact != cv.Requests {
+		t.Errorf("default KV: clairvoyance %+v over %d requests: want every TTFT foreseen", cv, len(w.Requests))
+	}
+	c.KVBlocksPerWorker = 64
+	res, s := run(c)
+	if cv := res.Clairvoyance; cv.Earlier != 0 {
+		t.Errorf("KV 64 blocks: %+v: a first token came earlier than foreseen", cv)
+	}
+	for i := range s.reqs {
+		st := &s.reqs[i]
+		if late := st.ttftMs() - st.foreseenMs; late > 1e-3*st.foreseenMs {
+			t.Errorf("KV 64 blocks: request %d: TTFT %.3f ms, foreseen %.3f", i, st.ttftMs(), st.foreseenMs)
+		}
+	}
+	if res.Preemptions == 0 {
+		t.Errorf("KV 64 blocks: no preemption: the run exercised no KV pressure")
+	}
+	c.OneSite, c.RTTJitter, c.KVBlocksPerWorker = false, 0, 0
+	if res, _ = run(c); res.Clairvoyance.Later == 0 || res.Clairvoyance.Exact == 0 {
+		t.Errorf("clients everywhere: %+v; want some requests overtaken and some exact", res.Clairvoyance)
+	}
+}
