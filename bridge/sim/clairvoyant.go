@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/goindex/goindex/goindex/score"
 )
 
 // The clairvoyant router (Policy Clairvoyant) is the perfect version of
@@ -58,7 +60,8 @@ import (
 // run.
 
 // Clairvoyance compares the clairvoyant's foreseen TTFT at the DC it chose
-// with what each measured request then saw.
+// (with Config.Foresight, the TTFT the shadows foresaw at the DC the policy
+// chose) with what each measured request then saw.
 type Clairvoyance struct {
 	// Requests counts the measured requests; Exact those whose TTFT was
 	// the foreseen one within a microsecond; Later and Earlier those whose
@@ -85,7 +88,10 @@ const clairvoyanceTolMs = 1e-3
 // request only if its TTFT is strictly less than every DC tried before,
 // so equal TTFTs go to the nearer DC; a shadow stops as soon as its time
 // shows it cannot beat the best so far.
-func (s *simulation) foresee(rt *router, i int, now float64) (int, float64, error) {
+//
+// With all not nil, every DC's TTFT is computed to the end (no shadow
+// stops early) and stored in all, indexed by DC.
+func (s *simulation) foresee(rt *router, i int, now float64, all []float64) (int, float64, error) {
 	sh := s.shadowSim()
 	sh.reqs = append(sh.reqs[:0], s.reqs...)
 	jitter := s.draw(i, drawJitter).Float64() * ms(s.cfg.RTTJitter)
@@ -97,9 +103,16 @@ func (s *simulation) foresee(rt *router, i int, now float64) (int, float64, erro
 	}
 	best, bestMs := -1, math.Inf(1)
 	for _, l := range rt.byRTT {
-		ttft, err := s.firstToken(sh, l, i, now, s.rtt(rt.site, s.dcs[l])+jitter, bestMs)
+		bound := bestMs
+		if all != nil {
+			bound = math.Inf(1)
+		}
+		ttft, err := s.firstToken(sh, l, i, now, s.rtt(rt.site, s.dcs[l])+jitter, bound)
 		if err != nil {
 			return 0, 0, err
+		}
+		if all != nil {
+			all[l] = ttft
 		}
 		if ttft < bestMs {
 			best, bestMs = l, ttft
@@ -183,10 +196,11 @@ func (d *dc) clone(sh *simulation) *dc {
 	return c
 }
 
-// clairvoyance gathers the foreseen TTFTs of requests from..len-1 against
-// what they saw.
+// clairvoyance gathers the foreseen TTFTs of requests from..len-1 at the
+// DCs they went to (the clairvoyant's, or Foresight's for any policy)
+// against what they saw.
 func (s *simulation) clairvoyance(from int) *Clairvoyance {
-	if s.policy != Clairvoyant {
+	if s.policy != Clairvoyant && !s.cfg.Foresight {
 		return nil
 	}
 	c := &Clairvoyance{}
@@ -207,4 +221,125 @@ func (s *simulation) clairvoyance(from int) *Clairvoyance {
 	}
 	c.MeanErrorMs = ratio(c.MeanErrorMs, float64(c.Requests))
 	return c
+}
+
+// Foresight (Config.Foresight) measures a policy's TTFT model against the
+// truth: at every decision the clairvoyant's shadows give the TTFT the
+// request would get at every DC, which the TTFT model's estimate for each
+// candidate DC (the router's signals, as the run's policy read them) is
+// compared with, grouped by how much KV the DC's requests need, and the
+// policy's choice with the best DC. Figures cover the measured requests.
+type Foresight struct {
+	// Decisions counts the measured decisions; BestChosen those whose DC
+	// had the least true TTFT (ties within a microsecond count as best).
+	Decisions  int `json:"decisions"`
+	BestChosen int `json:"best_chosen"`
+	// RegretMeanMs and RegretP95Ms describe the true TTFT at the chosen DC
+	// minus the least true TTFT of any DC.
+	RegretMeanMs float64 `json:"regret_mean_ms"`
+	RegretP95Ms  float64 `json:"regret_p95_ms"`
+	// ByPressure is the model's error (estimate − true TTFT) by the KV
+	// pressure of the DC at the decision: the blocks its running requests
+	// hold plus those its waiting requests need, over its capacity (above
+	// 1, admission waits for KV whatever the compute).
+	ByPressure []PressureError `json:"by_kv_pressure"`
+}
+
+// PressureError is the TTFT model's error over the (decision, DC) pairs of
+// one KV-pressure band [From, To).
+type PressureError struct {
+	From       float64 `json:"from"`
+	To         float64 `json:"to,omitempty"` // 0: no upper bound
+	Estimates  int     `json:"estimates"`
+	BiasMs     float64 `json:"bias_ms"`      // mean of estimate − true
+	SpreadMs   float64 `json:"spread_ms"`    // standard deviation of estimate − true
+	AbsErrorMs float64 `json:"abs_error_ms"` // mean |estimate − true|
+	TrueMeanMs float64 `json:"true_mean_ms"`
+}
+
+// pressureBands are the bands of Foresight.ByPressure.
+var pressureBands = []float64{0, 0.5, 0.9, 1.1, 2, math.Inf(1)}
+
+// sightError is one (decision, DC) comparison of Foresight.
+type sightError struct {
+	req                     int
+	pressure, errMs, trueMs float64
+}
+
+// foresight compares, for request i routed by rt to target, the TTFT
+// model's estimate for every candidate DC (rt.cands) with the TTFT the
+// request would get there, and records the regret of the choice.
+func (s *simulation) foresight(rt *router, i int, req score.Request, target int, now float64) error {
+	if cap(s.truth) < len(s.dcs) {
+		s.truth = make([]float64, len(s.dcs))
+	}
+	truth := s.truth[:len(s.dcs)]
+	_, bestMs, err := s.foresee(rt, i, now, truth)
+	if err != nil {
+		return err
+	}
+	s.reqs[i].foreseenMs, s.reqs[i].regretMs = truth[target], truth[target]-bestMs
+	for k := range rt.cands {
+		c := rt.cands[k]
+		one, err := rt.model.Score(req, []score.Candidate{c}, nil)
+		if err != nil {
+			continue // a DC without the signals the model needs
+		}
+		l := int(c.ID)
+		s.sight = append(s.sight, sightError{req: i, pressure: s.kvPressure(s.dcs[l]), errMs: one.Parts.TTFTms() - truth[l], trueMs: truth[l]})
+	}
+	return nil
+}
+
+// kvPressure is DC d's KV pressure now: the blocks its running requests
+// hold plus the blocks its waiting requests need, over its capacity.
+func (s *simulation) kvPressure(d *dc) float64 {
+	var need float64
+	for _, w := range d.workers {
+		need += float64(w.pool.held())
+		for _, j := range w.waiting {
+			need += float64(s.blocksNeeded(j, s.reqs[j].generated))
+		}
+	}
+	return need / float64(len(d.workers)*s.cfg.KVBlocksPerWorker)
+}
+
+// foresightOf summarises the Foresight of requests from..len-1 (nil when
+// the run measured none).
+func (s *simulation) foresightOf(from int) *Foresight {
+	if !s.cfg.Foresight || s.policy == Clairvoyant {
+		return nil
+	}
+	f := &Foresight{}
+	var regrets []float64
+	for i := from; i < len(s.reqs); i++ {
+		r := s.reqs[i].regretMs
+		regrets = append(regrets, r)
+		if r <= clairvoyanceTolMs {
+			f.BestChosen++
+		}
+	}
+	f.Decisions = len(regrets)
+	slices.Sort(regrets)
+	f.RegretMeanMs, f.RegretP95Ms = mean(regrets), percentile(regrets, 95)
+	for b := range len(pressureBands) - 1 {
+		pe := PressureError{From: pressureBands[b], To: pressureBands[b+1]}
+		var sum, sq, abs, truth float64
+		for _, e := range s.sight {
+			if e.req < from || e.pressure < pe.From || e.pressure >= pe.To {
+				continue
+			}
+			pe.Estimates++
+			sum, sq, abs, truth = sum+e.errMs, sq+e.errMs*e.errMs, abs+math.Abs(e.errMs), truth+e.trueMs
+		}
+		if n := float64(pe.Estimates); n > 0 {
+			pe.BiasMs, pe.AbsErrorMs, pe.TrueMeanMs = sum/n, abs/n, truth/n
+			pe.SpreadMs = math.Sqrt(max(sq/n-pe.BiasMs*pe.BiasMs, 0))
+		}
+		if math.IsInf(pe.To, 1) {
+			pe.To = 0
+		}
+		f.ByPressure = append(f.ByPressure, pe)
+	}
+	return f
 }

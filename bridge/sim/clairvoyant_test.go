@@ -166,3 +166,77 @@ func TestClairvoyant_ForeseesEveryTTFTWithOneSiteAndNoJitter(t *testing.T) {
 		t.Errorf("clients everywhere: %+v; want some requests overtaken and some exact", res.Clairvoyance)
 	}
 }
+
+// TestForesight_MeasuresWithoutChangingTheRun runs ttft and load-only with
+// and without Foresight: every request's TTFT is the same (the shadows
+// touch nothing and draw nothing the run draws); with one site and no
+// jitter every chosen DC's foreseen TTFT is the one the request saw, no
+// regret is negative, and every (decision, candidate) pair is in a band.
+func TestForesight_MeasuresWithoutChangingTheRun(t *testing.T) {
+	w := shippedWorkload(t, 120, 60)
+	c := Config{Grid: fourSites(t), RouterSite: "fra", OneSite: true, RTTJitter: -1, Concurrency: 16, Seed: testSeed(t), Warmup: -1}
+	for _, p := range []Policy{TTFT, LoadOnly} {
+		plain := simulate(t, c, w, p, nil)
+		fc := c
+		fc.Foresight = true
+		seen := simulate(t, fc, w, p, nil)
+		for i := range plain.reqs {
+			if a, b := plain.reqs[i].ttftMs(), seen.reqs[i].ttftMs(); a != b || plain.reqs[i].dc != seen.reqs[i].dc {
+				t.Fatalf("%v: request %d: TTFT %v at DC %d without Foresight, %v at %d with it", p, i, a, plain.reqs[i].dc, b, seen.reqs[i].dc)
+			}
+			if r := seen.reqs[i].regretMs; r < 0 {
+				t.Errorf("%v: request %d: negative regret %v", p, i, r)
+			}
+		}
+		res := seen.result(0)
+		if cv := res.Clairvoyance; cv == nil || cv.Exact != len(w.Requests) {
+			t.Errorf("%v: %+v: want every chosen DC's TTFT foreseen", p, cv)
+		}
+		f := res.Foresight
+		n := 0
+		for _, b := range f.ByPressure {
+			n += b.Estimates
+		}
+		if f.Decisions != len(w.Requests) || n != len(seen.sight) || n < len(w.Requests) || f.BestChosen > f.Decisions {
+			t.Errorf("%v: foresight %+v over %d decisions and %d comparisons", p, f, len(w.Requests), len(seen.sight))
+		}
+		if plain.result(0).Foresight != nil {
+			t.Errorf("%v: a run without Foresight reports one", p)
+		}
+	}
+}
+
+// TestForesightOf_BandsTheErrors checks the summary on hand-made
+// comparisons: each lands in its KV-pressure band, with the band's bias,
+// spread (population standard deviation) and mean absolute error; the
+// warm-up's requests are left out.
+func TestForesightOf_BandsTheErrors(t *testing.T) {
+	s := &simulation{cfg: &Config{Foresight: true}, policy: TTFT, reqs: make([]reqState, 4)}
+	s.reqs[1].regretMs, s.reqs[2].regretMs, s.reqs[3].regretMs = 0, 30, 10
+	s.sight = []sightError{
+		{req: 0, pressure: 0.1, errMs: 1000, trueMs: 1}, // warm-up
+		{req: 1, pressure: 0.2, errMs: -100, trueMs: 300},
+		{req: 2, pressure: 0.4, errMs: 300, trueMs: 500},
+		{req: 3, pressure: 1.0, errMs: -50, trueMs: 900},
+		{req: 3, pressure: 5, errMs: -4000, trueMs: 6000},
+	}
+	f := s.foresightOf(1)
+	if f.Decisions != 3 || f.BestChosen != 1 || !near(f.RegretMeanMs, 40.0/3) {
+		t.Errorf("decisions %d, best chosen %d, mean regret %v; want 3, 1, 13.33", f.Decisions, f.BestChosen, f.RegretMeanMs)
+	}
+	want := []PressureError{
+		{From: 0, To: 0.5, Estimates: 2, BiasMs: 100, SpreadMs: 200, AbsErrorMs: 200, TrueMeanMs: 400},
+		{From: 0.5, To: 0.9},
+		{From: 0.9, To: 1.1, Estimates: 1, BiasMs: -50, AbsErrorMs: 50, TrueMeanMs: 900},
+		{From: 1.1, To: 2},
+		{From: 2, Estimates: 1, BiasMs: -4000, AbsErrorMs: 4000, TrueMeanMs: 6000},
+	}
+	if len(f.ByPressure) != len(want) {
+		t.Fatalf("%d bands, want %d", len(f.ByPressure), len(want))
+	}
+	for k, b := range f.ByPressure {
+		if b != want[k] {
+			t.Errorf("band %d: %+v, want %+v", k, b, want[k])
+		}
+	}
+}

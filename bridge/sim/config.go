@@ -338,6 +338,12 @@ type Config struct {
 	// passes it as score.Request.FleetUtilization. // optional; default:
 	// false (each request's own estimated TTFT only)
 	PriceOthers bool
+	// Foresight makes every decision of every policy but clairvoyant also
+	// run the clairvoyant's shadows of every DC (slow), to measure the TTFT
+	// model's estimates and the policy's choices against the TTFT the
+	// request would really get at each DC (Result.Foresight).
+	// // optional; default: false
+	Foresight bool
 	// SampleInterval is the period of the per-DC load samples kept for the
 	// report's charts. // optional; default: 1s
 	SampleInterval time.Duration

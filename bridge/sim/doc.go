@@ -52,7 +52,9 @@
 // needs no signal at all: it clones every DC's workers and runs each copy
 // forward, with the requests already on their way, to the request's first
 // token, and picks the least TTFT, the ceiling of every estimate of a
-// request's own TTFT. ExactOracle replaces each probe depth by the exact depth
+// request's own TTFT; with Foresight every policy's decisions run the same
+// shadows to measure the TTFT model's estimate for every DC against the
+// truth. ExactOracle replaces each probe depth by the exact depth
 // of what the lane has received (the CKF swapped for an exact index, the
 // WAN delay kept); ExactNow by each DC's exact, current depth. With
 // PriceOthers the router also measures the fleet's utilization from the
@@ -141,7 +143,7 @@
 //   - relay.go: the WAN link, frames in and out, the consumer's table, drain and convergence check.
 //   - router.go: the global decision, in-flight accounting, Accuracy.
 //   - clairvoyant.go: the clairvoyant router: each DC cloned and run forward to the request's
-//     first token; Clairvoyance.
+//     first token; Clairvoyance; Foresight (any policy's estimates against the true TTFTs).
 //   - run.go: Run, Report, one policy's simulation and its event loop, the clients.
 //   - metrics.go: Result, DCResult, LoadSeries, percentiles.
 //   - report.go: WriteReport: the Markdown report and its PNG charts (policy styles, calibration chart).
@@ -185,7 +187,8 @@
 // leaving it alone (through admissions, evictions, arrivals and
 // preemptions); the clairvoyant's choices and foreseen TTFTs by hand, and
 // every foreseen TTFT met when no request can overtake another (one site,
-// no jitter; under KV pressure within 0.1%); open-loop
+// no jitter; under KV pressure within 0.1%); Foresight changing nothing
+// of the run it measures, and its bands by hand; open-loop
 // arrival times; config validation; the report's files (PNG headers, the
 // calibration chart, a distinct style per policy); the sweep's cells
 // judged against their own figures, its summary and band bookkeeping by

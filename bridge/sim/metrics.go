@@ -71,8 +71,11 @@ type Result struct {
 	// chosen DC with what the request then saw.
 	Estimate Estimate `json:"estimate"`
 	// Clairvoyance compares the clairvoyant's foreseen TTFTs with what
-	// the requests saw (the clairvoyant policy only).
+	// the requests saw (the clairvoyant policy, or any with Foresight).
 	Clairvoyance *Clairvoyance `json:"clairvoyance,omitempty"`
+	// Foresight measures the TTFT model and the policy's choices against
+	// every DC's true TTFT (Config.Foresight only).
+	Foresight *Foresight `json:"foresight,omitempty"`
 
 	// WANHops counts requests served outside their client's site.
 	WANHops int `json:"wan_hops"`
@@ -215,6 +218,7 @@ func (s *simulation) result(warm int) *Result {
 	res.BelievedHitRate = ratio(measured.believed, float64(measured.prompt))
 	res.Estimate = measured.est
 	res.Clairvoyance = s.clairvoyance(warm)
+	res.Foresight = s.foresightOf(warm)
 	var busyMax, busySum, prefillMs float64
 	for _, d := range s.dcs {
 		busy := 0.0

@@ -249,7 +249,7 @@ func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
 		rt.rhoSum += req.FleetUtilization
 	}
 	if s.policy == Clairvoyant {
-		l, ttft, err := s.foresee(rt, i, now)
+		l, ttft, err := s.foresee(rt, i, now, nil)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -271,6 +271,11 @@ func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
 	default:
 		target = int(cands[res.Index].ID)
 		s.estimate(rt, i, req, &cands[res.Index])
+	}
+	if s.cfg.Foresight {
+		if err := s.foresight(rt, i, req, target, now); err != nil {
+			return 0, 0, err
+		}
 	}
 	if s.policy.prefixAware() && s.choiceWith(rt, req, i, rt.exact) != target {
 		s.acc.ExactDisagreements++

@@ -133,6 +133,7 @@ type reqState struct {
 	preemptions              int
 
 	foreseenMs float64 // the clairvoyant's TTFT for it at the DC it chose
+	regretMs   float64 // Config.Foresight: its true TTFT over the least of any DC's
 }
 
 // ttftMs is the time to first token at the client: the request's trip to
@@ -178,6 +179,10 @@ type simulation struct {
 	// client; shade is the run's shadow, reused for every decision.
 	shadow bool
 	shade  *simulation
+	// truth and sight are Config.Foresight's: every DC's true TTFT for
+	// the request being routed, and the model's errors so far.
+	truth []float64
+	sight []sightError
 }
 
 // Draw stages: each request's random draws come from its own stream, one

@@ -299,7 +299,7 @@ func (s *simulation) prefillDone(w *worker, now float64) error {
 	st.pinned = len(seqs)
 	if st.generated == 0 {
 		st.firstTokenMs = now
-		if s.policy.calibrates() && !s.cfg.NoCalibration {
+		if s.policy.calibrates() && !s.cfg.NoCalibration && !s.shadow {
 			s.q.push(now+st.rttMs/2, evFeedback, i, 1)
 		}
 	}

@@ -103,6 +103,12 @@ Data centers and WAN:
                                 of its forecast (the work reports show beyond the
                                 router's own model, extrapolated, plus a margin of
                                 its uncertainty)
+  --foresight                   every decision of every policy but clairvoyant also
+                                runs the clairvoyant's copies of every DC (slow) and
+                                compares the TTFT model's estimate for each DC with
+                                the TTFT the request would really get there, by the
+                                DC's KV pressure, and the choice with the best DC
+                                (--json: "foresight" and "clairvoyance")
   --price-others                ttft also prices the wait each request's prefill
                                 adds for the requests behind it: prefill × ρ/(1−ρ),
                                 ρ the fleet's utilization the router measures from
@@ -203,6 +209,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	dcSpeed := fs.String("dc-speed", "", "site=X,…: those sites' workers compute X× as fast as configured, unbeknown to the routers")
 	noDrift := fs.Bool("no-drift", false, "ttft reads the drained report like every policy instead of its forecast")
 	priceOthers := fs.Bool("price-others", false, "ttft also prices the wait a request's prefill adds for the requests behind it")
+	foresight := fs.Bool("foresight", false, "measure every decision's TTFT estimates against every DC's true TTFT (slow)")
 	workers := fs.Int("workers-per-dc", sim.DefaultWorkersPerDC, "workers per DC")
 	kvBlocks := fs.Int("kv-blocks-per-worker", sim.DefaultKVBlocksPerWorker, "KV capacity per worker, blocks of --block-size tokens")
 	prefill := fs.Float64("prefill-tokens-per-ms", sim.DefaultPrefillTokensPerMs, "prefill speed of one worker, tokens/ms")
@@ -298,7 +305,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		WorkersPerDC: *workers, KVBlocksPerWorker: *kvBlocks, BlockSize: *blockSize,
 		PrefillTokensPerMs: *prefill, DecodeMsPerToken: *decode, DecodeMsPerKToken: *decodeKV, TokenBudget: *budget, BatchLimit: *batch, PrefillJitter: *jitterPrefill,
 		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale, Warmup: *warmup,
-		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain, NoDrift: *noDrift, NoCalibration: *noCal, Calibrate: *calibrate, DCSpeed: speeds, PriceOthers: *priceOthers,
+		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain, NoDrift: *noDrift, NoCalibration: *noCal, Calibrate: *calibrate, DCSpeed: speeds, PriceOthers: *priceOthers, Foresight: *foresight,
 		Policies: pols, Seed: *seed,
 	}
 	if *sweep {
