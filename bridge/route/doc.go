@@ -11,7 +11,9 @@
 // (DC, ParseDC). The id is the replica lane's DC id, the one the relay and
 // consumer were given: "ID:NAME=URL" states it, "NAME=URL" derives it as
 // DCID(NAME) = XXH3-64 of the name, seed 0. A DC whose id has no lane in
-// the replica file is still a candidate, but without signals.
+// the replica file is still a candidate, but without signals; each
+// generation attached that has no lane for some DCs is logged with them
+// and the file's lanes, so a mistyped id does not go unnoticed.
 //
 // Prompts. POST /v1/completions takes prompt as a string, a list of token
 // ids, or a batch (a list of either; the first element routes the batch).
@@ -209,7 +211,8 @@
 // command tokenizers make text cache-aware; chat token-id extensions and
 // LoRA/namespace salts are hashed; /v1/models, other /v1/ endpoints,
 // /healthz, /health and /readyz behave; a new replica generation is
-// followed; and many concurrent requests (under -race) all land while
+// followed, and one without a lane for a router DC is logged naming it
+// and the file's lanes; and many concurrent requests (under -race) all land while
 // signals change and the file is replaced. A relayed stream teaches its
 // DC's calibration and hold time, and a full DC's KV wait grows with the
 // hold learned from its streams (not the residence) while a DC with room

@@ -89,6 +89,23 @@ func (h *replicaHolder) acquire() (*follow.View, *laneMap) {
 	return v, m
 }
 
+// unmatched returns, for the attached generation, the router's DCs whose
+// id has no lane in the file and the DC id of each of the file's lanes;
+// ok is false when no replica is attached.
+func (h *replicaHolder) unmatched() (missing []DC, lanes []uint64, ok bool) {
+	v, m := h.acquire()
+	if v == nil {
+		return nil, nil, false
+	}
+	defer v.Release()
+	for i, l := range m.lanes {
+		if l < 0 {
+			missing = append(missing, h.dcs[i])
+		}
+	}
+	return missing, append([]uint64(nil), v.DCs()...), true
+}
+
 // observe fills obs (one per router DC) from the current view: each DC's
 // lane record and, for hashes (canonical sequence hashes of the query),
 // the depth its lane holds if it is ready. It returns the view's

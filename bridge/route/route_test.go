@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/goindex/goindex/goindex/score"
 	"github.com/goindex/goindex/goindex/shm"
+	"github.com/goindex/goindex/internal/syncbuf"
 )
 
 // twoDCs is the standard setup: "near" (RTT 5 ms, lane 0) and "far" (RTT
@@ -814,5 +816,34 @@ func TestRoute_ReplicaTruncatedUnderRequestsNeverCrashes(t *testing.T) {
 	wg.Wait()
 	if n := failed.Load(); n != 0 {
 		t.Errorf("%d requests got no answer or not 200 (of %d answered)", n, answered.Load())
+	}
+}
+
+// TestRoute_WarnsOfDCsWithoutALane gives the router a DC id the replica has
+// no lane for (a typo in --dc, or a DC whose relay the consumer does not
+// follow): that DC would silently never get its cache's traffic, so the
+// router says which DCs lack a lane and which lanes no DC names, once per
+// generation, and nothing once they match.
+func TestRoute_WarnsOfDCsWithoutALane(t *testing.T) {
+	near, far := newStubDC(t, "near"), newStubDC(t, "far")
+	fx := newFixture(t, 3, 9)
+	logs := &syncbuf.Buffer{}
+	farDC := far.dc(t)
+	farDC.ID = 4 // the relay runs with --dc 9
+	nearDC := near.dc(t)
+	nearDC.ID = 3
+	rt, _ := newRouter(t, Config{DCs: []DC{nearDC, farDC}, ReplicaPath: fx.path, ReplicaPoll: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	const warning = "the replica has no lane for some DCs"
+	if got := logs.String(); !strings.Contains(got, warning) || !strings.Contains(got, "dcs=4:far") ||
+		!strings.Contains(got, "dcs=[9]") {
+		t.Fatalf("after attaching lanes [3 9] for DCs 3:near and 4:far, logs:\n%s\nwant %q naming 4:far and the unnamed lane 9", got, warning)
+	}
+	fx.create(3, 4)
+	if changed, err := rt.Refresh(); !changed || err != nil {
+		t.Fatalf("Refresh() after a new generation = %v, %v, want changed", changed, err)
+	}
+	if n := strings.Count(logs.String(), warning); n != 1 {
+		t.Errorf("%d warnings after the lanes matched the DCs, want the first one only:\n%s", n, logs.String())
 	}
 }

@@ -162,6 +162,7 @@ func (rt *Router) Refresh() (bool, error) {
 	h := rt.replica.health()
 	if changed {
 		rt.cfg.Logger.Info("replica attached", "path", rt.cfg.ReplicaPath, "generation", h.Generation)
+		rt.logUnmatched()
 	}
 	rt.healthMu.Lock()
 	defer rt.healthMu.Unlock()
@@ -179,6 +180,41 @@ func (rt *Router) Refresh() (bool, error) {
 	}
 	rt.lastHealth = h
 	return changed, err
+}
+
+// logUnmatched warns about router DCs the attached replica has no lane for
+// (a wrong id in --dc, or a DC whose relay the consumer does not follow):
+// such a DC is routed to without its cache, load or RTT, so only as a
+// last resort. Lanes no router DC names are logged too: with a mistyped
+// id, they say which id was meant.
+func (rt *Router) logUnmatched() {
+	missing, lanes, ok := rt.replica.unmatched()
+	if !ok {
+		return
+	}
+	named := map[uint64]bool{}
+	for _, dc := range rt.cfg.DCs {
+		named[dc.ID] = true
+	}
+	var unnamed []uint64
+	for _, id := range lanes {
+		if !named[id] {
+			unnamed = append(unnamed, id)
+		}
+	}
+	if len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, dc := range missing {
+			names[i] = fmt.Sprintf("%d:%s", dc.ID, dc.Name)
+		}
+		rt.cfg.Logger.Warn("the replica has no lane for some DCs: without cache, load or RTT signals they are "+
+			"chosen only as a fallback; check their ids against the relays' --dc",
+			"path", rt.cfg.ReplicaPath, "dcs", strings.Join(names, ","), "replica_dcs", fmt.Sprint(lanes))
+	}
+	if len(unnamed) > 0 {
+		rt.cfg.Logger.Info("replica lanes that no --dc names are not routed to", "path", rt.cfg.ReplicaPath,
+			"dcs", fmt.Sprint(unnamed))
+	}
 }
 
 // Close unmaps the replica and closes idle DC connections. Requests served
