@@ -13,6 +13,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultDiscoverFor    = 2 * time.Second
+	DefaultDiscoverEvery  = 10 * time.Second
 	DefaultPingEvery      = time.Second
 	DefaultRequestTimeout = 5 * time.Second
 	DefaultRetryEvery     = 250 * time.Millisecond
@@ -53,6 +54,13 @@ type Config struct {
 	// DiscoverFor bounds discovery and the wait for a first ping when the
 	// format is not given; optional; default: 2s.
 	DiscoverFor time.Duration
+	// DiscoverEvery is how often a consumer whose DCs were discovered asks
+	// the domain's relays again while it runs: a relay that answers for
+	// the first time (down or restarting when the consumer started, or a
+	// DC that joined since) gets a lane, in a new generation of the
+	// replica file; one of another format is logged and left out. Negative:
+	// never; optional; default: 10s.
+	DiscoverEvery time.Duration
 	// Seed and Buckets give the format every lane shares; optional;
 	// default: learned from the relays (which must agree).
 	Seed, Buckets uint64
@@ -143,6 +151,9 @@ func (c *Config) setDefaults() error {
 		}
 	}
 	def(&c.DiscoverFor, DefaultDiscoverFor)
+	if c.DiscoverEvery == 0 {
+		c.DiscoverEvery = DefaultDiscoverEvery
+	}
 	def(&c.PingEvery, DefaultPingEvery)
 	def(&c.RequestTimeout, DefaultRequestTimeout)
 	def(&c.RetryEvery, DefaultRetryEvery)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,6 +26,7 @@ import (
 	"github.com/goindex/goindex/goindex/relayproto/ingest"
 	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
+	"github.com/goindex/goindex/internal/syncbuf"
 )
 
 const wait = 30 * time.Second
@@ -40,9 +43,15 @@ type dcRelay struct {
 
 func startRelay(t *testing.T, nc *nats.Conn, dc relayproto.DCID, seed uint64) *dcRelay {
 	t.Helper()
+	return startRelaySized(t, nc, dc, seed, 4096)
+}
+
+// startRelaySized starts a relay whose filter is sized for expected blocks.
+func startRelaySized(t *testing.T, nc *nats.Conn, dc relayproto.DCID, seed, expected uint64) *dcRelay {
+	t.Helper()
 	comp := fmt.Sprintf("backend-%d", dc)
 	r, err := relay.New(relay.Config{Conn: nc, DC: dc, HeartbeatEvery: 20 * time.Millisecond, LoadEvery: 50 * time.Millisecond,
-		Pools: []relay.PoolConfig{{Domain: 1, Namespace: "dynamo", Component: comp, ExpectedBlocks: 4096}}})
+		Pools: []relay.PoolConfig{{Domain: 1, Namespace: "dynamo", Component: comp, ExpectedBlocks: expected}}})
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}
@@ -359,6 +368,58 @@ func TestNew_RejectsBadConfigAndMissingRelays(t *testing.T) {
 	}
 	if _, err := New(ctx, Config{Conn: nc, Path: filepath.Join(dir, "x"), DCs: []relayproto.DCID{4}, DiscoverFor: 50 * time.Millisecond}); !errors.Is(err, ErrNoRelays) {
 		t.Errorf("New with a silent DC and no format = %v, want ErrNoRelays", err)
+	}
+}
+
+// TestConsumer_DiscoveryFollowsARelayThatAnswersLater starts a consumer
+// that discovers its DCs while one relay of the domain is not up yet (a
+// restart, a DC that joins later): once that relay answers, the consumer
+// adds its lane in a new generation of the replica file and the lanes
+// already there converge again, where it used to serve the DCs of its
+// start for ever and leave the late DC to be routed without its cache.
+// A relay of another format is refused, and said so, not added.
+func TestConsumer_DiscoveryFollowsARelayThatAnswersLater(t *testing.T) {
+	seed := relaytest.Seed(t, 13)
+	_, nc := natstest.Start(t)
+	first := startRelay(t, nc, 3, seed)
+	path := filepath.Join(t.TempDir(), "replica")
+	logs := &syncbuf.Buffer{}
+	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, Path: path, DiscoverFor: 200 * time.Millisecond,
+		DiscoverEvery: 20 * time.Millisecond, PingEvery: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if got := c.Lanes(); !slices.Equal(got, []relayproto.DCID{3}) {
+		t.Fatalf("discovered lanes %v, want [3]", got)
+	}
+	other := startRelaySized(t, nc, 9, seed, 1<<16) // another bucket count: not the consumer's format
+	late := startRelay(t, nc, 7, seed)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for _, d := range []*dcRelay{first, late, other} {
+		d.feed(t, nc, 200)
+	}
+	relaytest.CheckFor(t, wait, 10*time.Millisecond, func() error {
+		if got := c.Lanes(); !slices.Equal(got, []relayproto.DCID{3, 7}) {
+			return fmt.Errorf("lanes %v, want [3 7]", got)
+		}
+		reader, err := shm.Attach(path)
+		if err != nil {
+			return err
+		}
+		defer reader.Close()
+		if got := reader.Info().DCs; !slices.Equal(got, []uint64{3, 7}) {
+			return fmt.Errorf("replica file lanes %v, want [3 7]", got)
+		}
+		for i, d := range []*dcRelay{first, late} {
+			if err := converged(ctx, reader, i, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if st := c.Status(); len(st) != 2 || st[1].DC != 7 || st[1].Snapshots == 0 {
+		t.Errorf("Status() = %+v, want lanes of DCs 3 and 7, 7 with a snapshot installed", st)
+	}
+	if !strings.Contains(logs.String(), "dc=9") {
+		t.Errorf("the relay of DC 9 (another format) was not reported in the logs:\n%s", logs.String())
 	}
 }
 

@@ -53,6 +53,13 @@ type Consumer struct {
 	rebuilds atomic.Uint64
 	yielded  bool   // the path names another live consumer's file (logged once); epoch goroutine only
 	cursor   uint64 // the next segment verify checks; epoch goroutine only
+
+	// discovering is set when the DCs were discovered: Run keeps asking
+	// the domain's relays (Config.DiscoverEvery). refused holds the DCs
+	// whose relay answered with another format, logged once each; only
+	// the current epoch's rediscover goroutine touches it.
+	discovering bool
+	refused     map[relayproto.DCID]bool
 }
 
 // New resolves the DC list and format (discovering them when cfg does not
@@ -63,6 +70,7 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	discovering := len(cfg.DCs) == 0 && cfg.DiscoverEvery > 0
 	if err := resolve(ctx, &cfg); err != nil {
 		return nil, err
 	}
@@ -76,6 +84,7 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	c := &Consumer{cfg: cfg, js: map[string]jetstream.JetStream{}, reads: make(chan struct{}, cfg.SnapshotReads),
+		discovering: discovering, refused: map[relayproto.DCID]bool{},
 		manifest: relayproto.Manifest{ConsumerInstance: cfg.Instance, Domain: cfg.Domain, Format: format},
 		layout:   shm.Layout{Seed: cfg.Seed, Buckets: cfg.Buckets, Domain: uint64(cfg.Domain), ConsumerInstance: cfg.Instance}}
 	for _, dc := range cfg.DCs {
@@ -134,7 +143,15 @@ func (c *Consumer) jetStream(domain string) (jetstream.JetStream, error) {
 func (c *Consumer) Path() string { return c.cfg.Path }
 
 // Lanes returns the DC of each lane, in lane order.
-func (c *Consumer) Lanes() []relayproto.DCID { return append([]relayproto.DCID(nil), c.cfg.DCs...) }
+func (c *Consumer) Lanes() []relayproto.DCID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]relayproto.DCID, len(c.lanes))
+	for i, l := range c.lanes {
+		out[i] = l.dc
+	}
+	return out
+}
 
 // Instance returns the consumer instance id its leases carry.
 func (c *Consumer) Instance() uint64 { return c.cfg.Instance }
@@ -150,7 +167,11 @@ func (c *Consumer) Rebuilds() uint64 { return c.rebuilds.Load() }
 // or replaced (shm.Writer.Check), it stops the lanes, writes a new
 // generation at the path (keeping the lanes' RTTs and load reports) and
 // resyncs every lane into it; a file another live consumer writes at the
-// path is left alone (logged once). On return every lane is retired (its
+// path is left alone (logged once). When the DCs were discovered it asks
+// the domain's relays again every DiscoverEvery and, when new ones answer
+// with the consumer's format, writes a new generation with a lane added
+// for each (appended, so the other lanes keep their places) and resyncs
+// every lane the same way. On return every lane is retired (its
 // ready bit clear) and the replica file is unmapped (it stays in place,
 // its heartbeat stopped); no load report writes it after that.
 func (c *Consumer) Run(ctx context.Context) error {
@@ -173,8 +194,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		subs = append(subs, sub)
 	}
 	for {
-		damage, err := c.epoch(ctx)
-		if err != nil || damage == nil || !c.rebuild(ctx, damage) {
+		damage, added, err := c.epoch(ctx)
+		if err != nil || (damage == nil && len(added) == 0) || !c.rebuild(ctx, damage, added) {
 			unsubscribe()
 			c.mu.Lock()
 			c.unmapped = true
@@ -187,17 +208,21 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-// epoch runs the lanes over the current file until ctx ends (nil, nil) or
-// the file is found damaged (why, nil); err is an upstream relay that
-// cannot be followed.
-func (c *Consumer) epoch(ctx context.Context) (damage, err error) {
+// epoch runs the lanes over the current file until ctx ends (nil, nil,
+// nil), the file is found damaged (why), or discovery finds relays of
+// new DCs (added); err is an upstream relay that cannot be followed.
+func (c *Consumer) epoch(ctx context.Context) (damage error, added []relayproto.DCID, err error) {
 	ectx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
+	found := make(chan []relayproto.DCID, 1)
+	if c.discovering && len(c.lanes) < relayproto.MaxLanes {
+		wg.Go(func() { c.rediscover(ectx, found) })
+	}
 	for i, l := range c.lanes {
 		if addr, ok := c.cfg.Upstream[l.dc]; ok {
 			if err := c.followUpstream(ectx, &wg, i, l.dc, addr); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			continue
 		}
@@ -207,9 +232,10 @@ func (c *Consumer) epoch(ctx context.Context) (damage, err error) {
 	tick := time.NewTicker(touchEvery)
 	defer tick.Stop()
 	c.w.Touch(time.Now())
-	for damage == nil && ctx.Err() == nil {
+	for damage == nil && added == nil && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
+		case added = <-found:
 		case now := <-tick.C:
 			c.w.Touch(now)
 			if damage = c.check(); damage == nil {
@@ -217,7 +243,56 @@ func (c *Consumer) epoch(ctx context.Context) (damage, err error) {
 			}
 		}
 	}
-	return damage, nil
+	return damage, added, nil
+}
+
+// rediscover asks the domain's relays for their Info every DiscoverEvery
+// until some DC without a lane answers with the consumer's format; it
+// sends those DCs (in DC order, up to relayproto.MaxLanes lanes in all)
+// on found and returns. A relay of another format is logged once and
+// never added: its lane would hold words no probe can read.
+func (c *Consumer) rediscover(ctx context.Context, found chan<- []relayproto.DCID) {
+	have := map[relayproto.DCID]bool{}
+	for _, l := range c.lanes { // the lanes change only between epochs
+		have[l.dc] = true
+	}
+	tick := time.NewTicker(c.cfg.DiscoverEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		infos, err := discover(ctx, &c.cfg)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.cfg.Logger.Warn("rediscover relays", "err", err)
+			}
+			continue
+		}
+		var add []relayproto.DCID
+		for _, info := range infos {
+			dc := relayproto.DCID(info.DC)
+			switch {
+			case have[dc]:
+			case info.Seed != c.cfg.Seed || info.Buckets != c.cfg.Buckets:
+				if !c.refused[dc] {
+					c.refused[dc] = true
+					c.cfg.Logger.Error("a relay of the domain publishes another format; not followed",
+						relay.PoolLogKey, relay.PoolLogValue(c.cfg.Domain, dc), "dc", uint64(dc),
+						"seed", fmt.Sprintf("%#x", info.Seed), "buckets", info.Buckets,
+						"want_seed", fmt.Sprintf("%#x", c.cfg.Seed), "want_buckets", c.cfg.Buckets)
+				}
+			case len(have)+len(add) < relayproto.MaxLanes:
+				add = append(add, dc)
+			}
+		}
+		if len(add) > 0 {
+			found <- add
+			return
+		}
+	}
 }
 
 // check returns why the replica file needs rebuilding, or nil. A path that
@@ -275,30 +350,48 @@ func (c *Consumer) verify() {
 	}
 }
 
-// rebuild writes a new generation of the replica file at the path and binds
-// the lanes to it, retrying every RetryEvery until it succeeds (true) or
-// ctx ends (false). The lanes' last RTTs and load reports are written into
-// the new file, so routers keep their signals across the rebuild.
-func (c *Consumer) rebuild(ctx context.Context, damage error) bool {
-	c.cfg.Logger.Warn("replica file damaged; rebuilding it", "path", c.cfg.Path, "err", damage)
+// rebuild writes a new generation of the replica file at the path, with a
+// lane appended for each DC of added, and binds the lanes to it, retrying
+// every RetryEvery until it succeeds (true) or ctx ends (false). The
+// lanes' last RTTs and load reports are written into the new file, so
+// routers keep their signals across the rebuild.
+func (c *Consumer) rebuild(ctx context.Context, damage error, added []relayproto.DCID) bool {
+	if damage != nil {
+		c.cfg.Logger.Warn("replica file damaged; rebuilding it", "path", c.cfg.Path, "err", damage)
+	}
+	if len(added) > 0 {
+		c.cfg.Logger.Info("relays discovered; adding their lanes", "path", c.cfg.Path, "dcs", fmt.Sprint(added))
+		for _, dc := range added {
+			c.manifest.Lanes = append(c.manifest.Lanes, relayproto.PoolID{Domain: c.cfg.Domain, DC: dc})
+			c.layout.DCs = append(c.layout.DCs, uint64(dc))
+		}
+	}
 	for {
 		c.mu.Lock()
 		nw, err := c.w.Resize(c.layout)
 		if err == nil {
-			// The manifest and layout are New's, which built a core over
-			// the same shape: bind cannot fail.
+			// The manifest and layout have the same lanes (at most
+			// relayproto.MaxLanes, distinct DCs of one domain) and format:
+			// bind cannot fail.
 			if err := c.bind(nw); err != nil {
 				panic(fmt.Sprintf("consume: core over a rebuilt replica: %v", err))
 			}
 			for _, l := range c.lanes {
 				l.rebind()
 			}
+			for _, dc := range added {
+				c.lanes = append(c.lanes, newLaneRunner(c, len(c.lanes), dc))
+				c.cfg.DCs = append(c.cfg.DCs, dc)
+			}
 		}
 		c.mu.Unlock()
 		if err == nil {
-			c.rebuilds.Add(1)
+			if damage != nil {
+				c.rebuilds.Add(1)
+			}
 			c.yielded = false
-			c.cfg.Logger.Info("replica file rebuilt", "path", c.cfg.Path, "generation", nw.Info().Generation)
+			c.cfg.Logger.Info("replica file rebuilt", "path", c.cfg.Path, "generation", nw.Info().Generation,
+				"dcs", fmt.Sprint(c.cfg.DCs))
 			return true
 		}
 		c.cfg.Logger.Error("rebuild replica file", "path", c.cfg.Path, "err", err)
@@ -326,6 +419,8 @@ func (c *Consumer) onLoad(m *nats.Msg) {
 
 // Status returns every lane's status.
 func (c *Consumer) Status() []LaneStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	out := make([]LaneStatus, len(c.lanes))
 	for i, l := range c.lanes {
 		out[i] = l.status()

@@ -6,10 +6,15 @@
 //
 // # Concepts
 //
-// The manifest (lanes, format) is fixed at New: the DC list comes from the
-// Config or from discovery (every relay of the domain answering the
-// domain's discover request), and the format from the Config or from the
-// relays, which must agree. Each lane has one ingestor goroutine that runs
+// The format is fixed at New, from the Config or from the relays, which
+// must agree. The DC list comes from the Config, fixed, or from discovery
+// (every relay of the domain answering the domain's discover request);
+// discovered, it is asked again every DiscoverEvery while Run runs, and a
+// relay that answers for the first time with the consumer's format (one
+// down when the consumer started, a DC that joined later) gets a lane
+// appended in a new generation of the replica file, written and resynced
+// as a rebuild is; a relay of another format is logged once and never
+// followed. Each lane has one ingestor goroutine that runs
 // subscriptions in a loop. One subscription: ping the relay for its Info
 // (identity, JetStream domain, asset names); take the lane's next lease
 // and Assign the identity; install the stored snapshot, whose metadata say
@@ -114,7 +119,9 @@
 // The tests prove that discovered lanes (in DC order) converge to their
 // producers' exact words with every tracked block found, over several
 // rounds of events, and carry RTT, load (with the relay's stored-blocks
-// counter and incarnation) and READY in their records; that one load
+// counter and incarnation) and READY in their records; that a relay which
+// answers only after the consumer started gets a lane that converges,
+// while one of another format is reported and left out; that one load
 // sample sent in both layouts, in either order, keeps its counter while a
 // later sample replaces it; that a
 // dropped or reordered delta faults only its lane, which then converges

@@ -27,7 +27,11 @@ disturbs the others. Without --nats it starts an embedded nats-server.
 
 Lanes and format:
   --dcs LIST      DC ids, one lane each in this order (empty: discover every relay
-                  of the domain answering <P>.<D>.discover within --discover-for)
+                  of the domain answering <P>.<D>.discover within --discover-for,
+                  and ask again every --discover-every: a relay answering later,
+                  down at the start or a DC that joined, gets a lane in a new
+                  generation of the replica file; one of another format is
+                  logged and left out)
   --seed, --expected-blocks  the format all lanes share (default: learned from
                   the relays, which must agree)
 Replica file:
@@ -49,6 +53,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dcsArg := fs.String("dcs", "", "comma-separated DC ids (empty: discover)")
 	upstreamArg := fs.String("upstream-relays", "", "DC=HOST:PORT,…: those DCs' lanes follow a Dynamo Pool Relay or goindex relay --kvrelay-listen (dynamo.kvrelay.v1 gRPC) instead of NATS, with status and metrics as other lanes (RTT: a GetRelayInfo round trip every --ping-every); each DC must be in --dcs")
 	discoverFor := fs.Duration("discover-for", consume.DefaultDiscoverFor, "how long discovery (or a first ping, for the format) waits")
+	discoverEvery := fs.Duration("discover-every", consume.DefaultDiscoverEvery, "without --dcs: how often to discover again, adding a lane for each relay that answers late (0: never)")
 	seed := fs.Uint64("seed", 0, "addressing seed of every lane (0: learned from the relays)")
 	expected := fs.Uint64("expected-blocks", 0, "the relays' --expected-blocks, which gives the bucket count (0: learned)")
 	path := fs.String("shm", "", "replica file (default /dev/shm/goindex-<domain>.replica)")
@@ -101,8 +106,11 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
+	if *discoverEvery <= 0 {
+		*discoverEvery = -1 // never (the library's 0 is its default)
+	}
 	c, err := consume.New(ctx, consume.Config{Conn: nc, Prefix: *nf.prefix, Domain: relayproto.DomainID(*domain), DCs: dcs,
-		DiscoverFor: *discoverFor, Seed: *seed, Buckets: buckets, Path: *path, Instance: *instance,
+		DiscoverFor: *discoverFor, DiscoverEvery: *discoverEvery, Seed: *seed, Buckets: buckets, Path: *path, Instance: *instance,
 		PingEvery: *pingEvery, RetryEvery: *retryEvery, PullMessages: *pull, Logger: log, Upstream: upstream})
 	if err != nil {
 		return err
