@@ -27,7 +27,9 @@
 //
 // A bad record is logged and skipped (ErrBadRecord); a lost connection or
 // a compacted or expired watch is retried by listing again, reporting what
-// vanished meanwhile as gone. Watch returns an error only for refused
+// vanished meanwhile as gone. Each list is bounded (RequestTimeout), so an
+// etcd that cannot be reached is logged at every attempt rather than
+// waited for in silence. Watch returns an error only for refused
 // credentials (Kubernetes) or a client that cannot be made.
 //
 // # Files
@@ -39,7 +41,8 @@
 //   - kube.go: Kube, the Kubernetes backend's list and watch.
 //   - etcd_test.go: against a real etcd (Debian's, etcdtest): records
 //     listed and followed, lease revocation and expiry, a restart, skipped
-//     scopes, transports and bad records; record forms.
+//     scopes, transports and bad records; record forms; an unreachable
+//     etcd logged until it is reached, then listed.
 //   - kube_test.go: against a fake API server: data as an object and as a
 //     string, both EndpointId shapes, ADDED/MODIFIED/DELETED, a re-list
 //     after the stream ends, refused credentials.

@@ -21,6 +21,9 @@ const channelsRoot = "v1/event_channels/"
 // DefaultDialTimeout bounds connecting to etcd.
 const DefaultDialTimeout = 5 * time.Second
 
+// DefaultRequestTimeout bounds one list of the channels.
+const DefaultRequestTimeout = 10 * time.Second
+
 // retryEvery spaces the re-lists after etcd failed or compacted the watch.
 const retryEvery = time.Second
 
@@ -33,6 +36,11 @@ type EtcdConfig struct {
 	Scope dynamo.Scope
 	// DialTimeout bounds connecting; optional; default: 5s.
 	DialTimeout time.Duration
+	// RequestTimeout bounds one list of the channels: etcd's client
+	// retries an unreachable cluster for as long as it is let, so an
+	// unbounded list would wait, silent, for ever; past it the list
+	// fails, is logged and is tried again. Optional; default: 10s.
+	RequestTimeout time.Duration
 	// Logger receives skipped records and retries; optional; default:
 	// discard.
 	Logger *slog.Logger
@@ -71,6 +79,9 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -124,7 +135,9 @@ func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
 // changed publishers and those known that are gone, and returns the
 // revision.
 func (e *Etcd) list(ctx context.Context, cli *clientv3.Client, known map[string]Publisher, fn func(Update)) (int64, error) {
-	resp, err := cli.Get(ctx, channelsRoot, clientv3.WithPrefix())
+	lctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := cli.Get(lctx, channelsRoot, clientv3.WithPrefix())
 	if err != nil {
 		return 0, fmt.Errorf("list %s: %w", channelsRoot, err)
 	}

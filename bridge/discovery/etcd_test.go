@@ -3,13 +3,19 @@ package discovery
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/goindex/goindex/bridge/discovery/etcdtest"
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/internal/syncbuf"
+	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -171,4 +177,49 @@ func TestParseChannel_EveryPlausibleForm(t *testing.T) {
 			t.Errorf("parseChannel(%s) = nil error, want one", bad)
 		}
 	}
+}
+
+// TestEtcd_UnreachableIsLoggedAndRetried watches an etcd that cannot be
+// reached (a wrong --etcd, or etcd down when the relay starts): each list
+// fails within RequestTimeout and is logged, where the relay used to wait
+// without a word for as long as etcd stayed away; once etcd is reachable
+// the channels are listed.
+func TestEtcd_UnreachableIsLoggedAndRetried(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logs := &syncbuf.Buffer{}
+	e, err := NewEtcd(EtcdConfig{Endpoints: []string{"http://" + addr}, Scope: testScope, DialTimeout: 100 * time.Millisecond,
+		RequestTimeout: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatalf("NewEtcd: %v", err)
+	}
+	c := &collector{set: map[string]Publisher{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.Watch(wctx, c.add) }()
+	defer func() { stop(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), "etcd discovery interrupted") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning 20 s into watching an unreachable etcd; logs:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	url, cli := etcdtest.Start(t)
+	if _, err := cli.Put(ctx, channelKey(testScope, "kv-events", 0x11), channelValue(testScope, "kv-events", 0x11, "tcp://10.0.0.1:4001")); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	proxy := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop()), "etcd", addr,
+		strings.TrimPrefix(url, "http://"))
+	if err := proxy.Start(); err != nil {
+		t.Fatalf("proxy on %s: %v", addr, err)
+	}
+	t.Cleanup(proxy.Stop)
+	c.waitSet(t, map[uint64]string{0x11: "tcp://10.0.0.1:4001"})
 }
