@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/bridge/natslink/natstest"
@@ -421,6 +424,62 @@ func TestConsumer_DiscoveryFollowsARelayThatAnswersLater(t *testing.T) {
 	if !strings.Contains(logs.String(), "dc=9") {
 		t.Errorf("the relay of DC 9 (another format) was not reported in the logs:\n%s", logs.String())
 	}
+}
+
+// TestConsumer_StartsBeforeItsNATSServer starts a consumer whose NATS
+// server is out of reach for longer than discovery waits: New waits for
+// the connection, then discovers the relay, where it used to report that
+// no relay answered and give up although the connection was still trying.
+// The consumer reaches the server through a proxy started only once the
+// relay is up, so the relay always answers its discovery.
+func TestConsumer_StartsBeforeItsNATSServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	nc, err := natslink.Connect("nats://"+addr, "consumer", nil, nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Connect(no server yet) = %v, want a reconnecting connection", err)
+	}
+	t.Cleanup(nc.Close)
+	type result struct {
+		c   *Consumer
+		err error
+	}
+	done := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	const discoverFor = 100 * time.Millisecond
+	go func() {
+		c, err := New(ctx, Config{Conn: nc, Domain: 1, Path: filepath.Join(t.TempDir(), "replica"), DiscoverFor: discoverFor})
+		done <- result{c, err}
+	}()
+	srv, rnc := natstest.Start(t)
+	startRelay(t, rnc, 5, 1)
+	time.Sleep(5 * discoverFor) // the server stays out of reach past discovery's wait
+	select {
+	case r := <-done:
+		t.Fatalf("New while its NATS server is out of reach returned %v, want it to wait", r.err)
+	default:
+	}
+	proxy := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop()), "nats", addr,
+		strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	if err := proxy.Start(); err != nil {
+		t.Fatalf("proxy on %s: %v", addr, err)
+	}
+	t.Cleanup(proxy.Stop)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("New once its server was reachable: %v", r.err)
+	}
+	if got := r.c.Lanes(); !slices.Equal(got, []relayproto.DCID{5}) {
+		t.Errorf("lanes %v, want [5]", got)
+	}
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	_ = r.c.Run(stopped) // closes the replica file
 }
 
 // TestConsumer_StopsSafelyWhileLoadReportsArrive stops consumers while a

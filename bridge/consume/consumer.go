@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/relayproto/ingest"
@@ -62,8 +63,8 @@ type Consumer struct {
 	refused     map[relayproto.DCID]bool
 }
 
-// New resolves the DC list and format (discovering them when cfg does not
-// give them), creates the replica file (a new generation at cfg.Path,
+// New waits for the NATS connection to be up, resolves the DC list and
+// format (discovering them when cfg does not give them), creates the replica file (a new generation at cfg.Path,
 // replacing whatever damaged file is there) and the lanes. Nothing is
 // subscribed until Run.
 func New(ctx context.Context, cfg Config) (*Consumer, error) {
@@ -71,6 +72,11 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 		return nil, err
 	}
 	discovering := len(cfg.DCs) == 0 && cfg.DiscoverEvery > 0
+	// Discovery and pings wait DiscoverFor: wait for the server first, so
+	// a consumer may start before it.
+	if err := natslink.AwaitConnected(ctx, cfg.Conn, cfg.Logger); err != nil {
+		return nil, fmt.Errorf("consume: %w", err)
+	}
 	if err := resolve(ctx, &cfg); err != nil {
 		return nil, err
 	}

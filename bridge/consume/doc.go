@@ -84,7 +84,8 @@
 //
 // # Errors
 //
-// New returns ErrBadConfig, ErrNoRelays, ErrFormatMismatch or a replica file
+// New waits for the NATS connection to be up (a consumer may start before
+// its server), then returns ErrBadConfig, ErrNoRelays, ErrFormatMismatch or a replica file
 // error (a path it cannot write, or a directory) and leaves nothing behind
 // but, for a replica file error, what Create leaves. A failed rebuild is
 // logged and retried every RetryEvery. A subscription ends with a *SyncError (wrapping the ping, store or
@@ -121,7 +122,8 @@
 // rounds of events, and carry RTT, load (with the relay's stored-blocks
 // counter and incarnation) and READY in their records; that a relay which
 // answers only after the consumer started gets a lane that converges,
-// while one of another format is reported and left out; that one load
+// while one of another format is reported and left out; that a consumer
+// whose NATS server is out of reach waits for it before discovering; that one load
 // sample sent in both layouts, in either order, keeps its counter while a
 // later sample replaces it; that a
 // dropped or reordered delta faults only its lane, which then converges

@@ -1,6 +1,7 @@
 package natslink
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -93,6 +94,56 @@ func ConnectSecure(url, name string, sec Security, log *slog.Logger, extra ...na
 		return nil, fmt.Errorf("natslink: connect %s: %w", shown, err)
 	}
 	return nc, nil
+}
+
+// awaitPoll spaces the checks of a connection still looking for its
+// server, and awaitLogEvery the reminders that the caller still waits.
+const (
+	awaitPoll     = 50 * time.Millisecond
+	awaitLogEvery = 30 * time.Second
+)
+
+// AwaitConnected waits until nc is connected: a connection ConnectSecure
+// returned reconnecting (its server not up yet) keeps trying, but a
+// caller's first requests, each with its own timeout, would give up
+// before the server came. The wait is logged to log (optional) at once
+// and every 30 s. It returns nil once connected, ctx's error when ctx ends
+// first, and nats.ErrConnectionClosed for a connection closed meanwhile.
+func AwaitConnected(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
+	if nc.IsConnected() {
+		return nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tick := time.NewTicker(awaitPoll)
+	defer tick.Stop()
+	var logged time.Time
+	for !nc.IsConnected() {
+		if nc.IsClosed() {
+			return fmt.Errorf("natslink: %w", nats.ErrConnectionClosed)
+		}
+		if now := time.Now(); now.Sub(logged) >= awaitLogEvery {
+			log.Warn("waiting for nats to be reachable", "servers", strings.Join(redactedServers(nc), ","))
+			logged = now
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	log.Info("nats connected", "url", nc.ConnectedUrlRedacted())
+	return nil
+}
+
+// redactedServers lists nc's known servers without their credentials.
+func redactedServers(nc *nats.Conn) []string {
+	out := nc.Servers()
+	for i, u := range out {
+		out[i] = redactURLs(u)
+	}
+	return out
 }
 
 // isAuthError reports a server's refusal of the credentials.

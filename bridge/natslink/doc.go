@@ -18,8 +18,10 @@
 // cannot fix those, and a command that hangs reconnecting with bad
 // credentials is worse than one that stops with the reason. An unreachable
 // server is different: the connection comes back reconnecting, so a relay
-// may start before its NATS. Passwords and tokens embedded in a URL never
-// appear in an error.
+// may start before its NATS; AwaitConnected then holds a caller's first
+// requests (each with its own timeout: a relay's setup, a consumer's
+// discovery) until the server is reached, logging the wait. Passwords and
+// tokens embedded in a URL never appear in an error.
 //
 // The embedded server has no authentication and listens on loopback by
 // default; ServerConfig.Configure lets tests (and only they) build secured
@@ -37,7 +39,8 @@
 //     store, shutdown).
 //   - conn.go: Connect, ConnectSecure and the shared client options
 //     (reconnect forever, logging of disconnects and slow consumers), the
-//     classification of refused credentials and TLS failures.
+//     classification of refused credentials and TLS failures,
+//     AwaitConnected.
 //   - security.go: Security (authentication method, TLS files), its
 //     validation and nats.go options.
 //   - errors.go: the package's errors.
@@ -53,5 +56,7 @@
 // ones with ErrAuth or ErrTLS (wrong server name, no client certificate,
 // untrusted CA, plain client against a TLS server); bad settings fail
 // validation naming the problem; a URL's password never shows in an error;
-// a client started before its server connects once the server is up.
+// a client started before its server connects once the server is up, and
+// AwaitConnected returns then, or when its caller stops waiting or the
+// connection is closed.
 package natslink

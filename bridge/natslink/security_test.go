@@ -1,6 +1,7 @@
 package natslink
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -355,4 +356,40 @@ func TestConnectSecure_UnreachableServerReconnectsLater(t *testing.T) {
 	}
 	t.Cleanup(s.Shutdown)
 	waitFor(t, 10*time.Second, "client connected once the server is up", func() bool { return nc.Status() == nats.CONNECTED })
+}
+
+// AwaitConnected returns once a reconnecting connection reaches its
+// server, and with the reason when the caller stops waiting or the
+// connection is closed first.
+func TestAwaitConnected_WaitsForTheServerOrTheCaller(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	nc, err := ConnectSecure("nats://127.0.0.1:"+strconv.Itoa(port), "t", Security{}, nil, nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("ConnectSecure(nothing listening yet) = %v, want a reconnecting connection", err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := AwaitConnected(ctx, nc, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("AwaitConnected(cancelled, no server) = %v, want context.Canceled", err)
+	}
+	s, err := Start(ServerConfig{Port: port})
+	if err != nil {
+		t.Fatalf("Start on port %d: %v", port, err)
+	}
+	t.Cleanup(s.Shutdown)
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := AwaitConnected(ctx, nc, nil); err != nil || !nc.IsConnected() {
+		t.Errorf("AwaitConnected(server up) = %v (connected %v), want nil once connected", err, nc.IsConnected())
+	}
+	nc.Close()
+	if err := AwaitConnected(ctx, nc, nil); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Errorf("AwaitConnected(closed connection) = %v, want nats.ErrConnectionClosed", err)
+	}
 }

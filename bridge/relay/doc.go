@@ -79,7 +79,9 @@
 //
 // # Errors
 //
-// New returns ErrBadConfig and does nothing else. Run returns a *PoolError
+// New returns ErrBadConfig and does nothing else. Run first waits for the
+// NATS connection (nil if ctx ends meanwhile, an error for a closed
+// connection), then returns a *PoolError
 // when a pool cannot be set up (nothing keeps running) and the pools' own
 // errors (ErrSuperseded) when they stop; a stopped pool never disturbs the
 // others. DecodeInfo and DecodeWorkerLoad return ErrTooLarge or
@@ -134,7 +136,8 @@
 // snapshot and a legacy JSON event), that pings answer the identity and
 // asset names, that relays of one pool under two prefixes run side by side
 // with every asset and subject under their own prefix, that load reports
-// count live workers, that a graceful stop
+// count live workers, that a relay started before its NATS server waits
+// for it and then sets its pools up, that a graceful stop
 // ends the log with a drain marker, that a restart takes a larger
 // incarnation and stores an empty snapshot, that a second relay of a pool
 // supersedes the first, that a pool given a Source stores its words and

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/goindex/relayproto"
 )
 
@@ -52,12 +53,27 @@ func New(cfg Config) (*Relay, error) {
 	return r, nil
 }
 
-// Run sets up every pool (JetStream assets, a new incarnation, the first
+// Run waits for the NATS connection to be up (a relay may start before
+// its server), sets up every pool (JetStream assets, a new incarnation, the first
 // snapshot, the subscriptions), then serves until ctx is done, when each
 // pool drains gracefully (tail, drain marker), or until Close. A pool that
 // fails stops alone; Run returns when every pool has stopped, with their
 // errors joined. Run may be called once.
 func (r *Relay) Run(ctx context.Context) error {
+	// A pool's setup is bounded by PublishTimeout: wait for the server
+	// first, so a relay may start before it.
+	wctx, cancel := context.WithCancel(ctx)
+	stopWait := context.AfterFunc(r.base, cancel) // Close stops the wait
+	err := natslink.AwaitConnected(wctx, r.cfg.Conn, r.cfg.Logger)
+	stopWait()
+	cancel()
+	if err != nil {
+		r.Close()
+		if wctx.Err() != nil {
+			return nil // stopped before anything was set up
+		}
+		return fmt.Errorf("relay: %w", err)
+	}
 	for _, p := range r.pools {
 		if err := p.setup(ctx); err != nil {
 			for _, q := range r.pools {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/bridge/natslink"
 	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
@@ -513,4 +515,51 @@ func TestRelay_LoadReportsCountStoredBlocks(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRelay_StartsBeforeItsNATSServer starts a relay whose NATS server
+// comes up only after longer than a pool's setup may take: the relay
+// waits for the connection and then sets its pools up, where it used to
+// give up after PublishTimeout ("delta stream …: context deadline
+// exceeded") and exit although the connection was still trying.
+func TestRelay_StartsBeforeItsNATSServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	nc, err := natslink.Connect("nats://127.0.0.1:"+strconv.Itoa(port), "relay", nil, nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Connect(no server yet) = %v, want a reconnecting connection", err)
+	}
+	t.Cleanup(nc.Close)
+	cfg := testConfig(nc)
+	cfg.PublishTimeout = 100 * time.Millisecond
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { r.Close(); cancel() })
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	time.Sleep(5 * cfg.PublishTimeout) // the server stays away past a setup's bound
+	select {
+	case err := <-done:
+		t.Fatalf("Run before the NATS server is up returned %v, want it to wait", err)
+	default:
+	}
+	s, err := natslink.Start(natslink.ServerConfig{Port: port, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start nats on port %d: %v", port, err)
+	}
+	t.Cleanup(s.Shutdown)
+	select {
+	case <-r.Ready():
+	case err := <-done:
+		t.Fatalf("Run ended before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("relay not ready 30 s after its NATS server came up")
+	}
 }
