@@ -14,7 +14,10 @@
  *       generation changes under them: every answer must belong to one
  *       generation; then variant 2's lines, and bad replica files; then the
  *       file is truncated in place under the probing threads (their
- *       answers go empty, the process lives) and written again;
+ *       answers go empty, the process lives) and written again; last,
+ *       handles attached to it are closed while four threads probe, score
+ *       and read stats through them (each call answers OK, then EHANDLE
+ *       for good);
  *   global_test attach PATH SCRIPT
  *       attaches the replica file at PATH, written by a live `goindex
  *       consume` (tests/e2e), and runs SCRIPT's lines: its "atleast" probes
@@ -379,6 +382,44 @@ static void *prober(void *arg) {
 	return NULL;
 }
 
+/* close_target is the handle the close-race probers hit; each returns the
+ * number of answers that were neither OK nor EHANDLE, or OK after an
+ * EHANDLE (a closed handle must stay closed). */
+static _Atomic uint64_t close_target;
+static atomic_long close_answers;
+
+static void *close_prober(void *arg) {
+	long id = (long)arg, bad = 0;
+	int closed = 0;
+	uint64_t h = atomic_load(&close_target);
+	goindex_overlap out[64];
+	size_t written;
+	for (long n = 0; !closed || n < 20; n++) {
+		int rc;
+		if ((n + id) % 3 == 2) {
+			goindex_counters c = {.struct_size = sizeof c};
+			rc = goindex_stats(h, &c);
+		} else if ((n + id) % 3 == 1) {
+			goindex_score_request req = {.struct_size = sizeof req, .policy = GOINDEX_POLICY_PREFIX_THEN_LOAD, .local_hashes = hot_q,
+			                             .n_hashes = hot_n, .random_seed = 1};
+			goindex_score_result res = {.struct_size = sizeof res};
+			rc = goindex_score(h, &req, &res);
+			if (rc == GOINDEX_ENOCANDIDATE) rc = GOINDEX_OK; /* no signals in the fixture: an answer all the same */
+		} else {
+			rc = goindex_probe(h, hot_q, hot_n, out, 64, &written);
+		}
+		if (rc == GOINDEX_EHANDLE) {
+			closed = 1;
+		} else if (rc != GOINDEX_OK || closed) {
+			fprintf(stderr, "close_prober %ld: call %ld = %d (%s)%s\n", id, n, rc, goindex_strerror(rc), closed ? " after EHANDLE" : "");
+			bad++;
+		}
+		atomic_fetch_add(&close_answers, 1);
+		if (bad) break;
+	}
+	return (void *)bad;
+}
+
 static void replica(const char *path, const char *script, const char *fixture) {
 	read_script(script);
 	find_hot();
@@ -459,6 +500,24 @@ static void replica(const char *path, const char *script, const char *fixture) {
 	      (unsigned long long)stats_of(replica_h).replica_generation);
 	printf("replica: truncated under probes: empty answers %ld; generation 2 before, 3 after\n", atomic_load(&seen[0]));
 	CHECK_RC(goindex_close(replica_h), GOINDEX_OK);
+
+	STEP("replica: handles closed while four threads probe, score and read stats through them");
+	for (int round = 0; round < 20; round++) {
+		uint64_t h = open_cfg(config());
+		CHECK_RC(goindex_attach_replica(h, path, strlen(path)), GOINDEX_OK);
+		atomic_store(&close_target, h);
+		atomic_store(&close_answers, 0);
+		for (long i = 0; i < 4; i++) pthread_create(&th[i], NULL, close_prober, (void *)i);
+		/* Close once the threads are under way (each round a little later). */
+		for (int i = 0; i < 10000 && atomic_load(&close_answers) < 4 + 8 * round; i++) nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+		CHECK_RC(goindex_close(h), GOINDEX_OK);
+		for (int i = 0; i < 4; i++) {
+			void *bad = NULL;
+			pthread_join(th[i], &bad);
+			CHECK(bad == NULL, "round %d: close_prober %d saw %ld answers other than OK, then EHANDLE", round, i, (long)bad);
+		}
+		CHECK_RC(goindex_close(h), GOINDEX_EHANDLE);
+	}
 }
 
 /* ---- a live consumer's replica ---- */
