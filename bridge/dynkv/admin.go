@@ -136,17 +136,12 @@ func (s *Server) admin(name string, args [][]byte) (reply, afterReply) {
 		return reply{kind: replyNone}, afterShutdown
 	case "MEMORY":
 		return s.memory(args), afterNothing
-	case "HELLO":
-		if argc > 1 && string(args[1]) != "2" {
-			return errText("NOPROTO unsupported protocol version"), afterNothing
-		}
-		kv := []string{"server", "redis", "version", "7.2.4", "proto", "2", "mode", "standalone", "role", "master"}
-		arr := make([]reply, 0, len(kv)+4)
-		for _, x := range kv {
-			arr = append(arr, bulk([]byte(x)))
-		}
-		arr = append(arr, bulk([]byte("id")), integer(1), bulk([]byte("modules")), reply{kind: replyArray})
-		return reply{kind: replyArray, array: arr}, afterNothing
+	case "HELLO": // the version and credentials were checked by exec
+		// The server's field order and types: proto and id are integers.
+		b := func(x string) reply { return bulk([]byte(x)) }
+		return reply{kind: replyArray, array: []reply{b("server"), b("redis"), b("version"), b("7.2.4"),
+			b("proto"), integer(2), b("id"), integer(1), b("mode"), b("standalone"), b("role"), b("master"),
+			b("modules"), {kind: replyArray}}}, afterNothing
 	case "CLIENT":
 		if argc < 2 {
 			return wrongArity(name), afterNothing

@@ -219,17 +219,26 @@ func (s *Server) exec(st *connState, args [][]byte) (reply, afterReply) {
 		st.authed = true
 		return status("OK"), afterNothing
 	case "HELLO":
-		// HELLO [protover [AUTH username password] [SETNAME name]]
+		// HELLO [protover [AUTH username password] [SETNAME name]]: the
+		// version is checked first, then the credentials, as the server does.
+		if len(args) > 1 && string(args[1]) != "2" {
+			return errText("NOPROTO unsupported protocol version"), afterNothing
+		}
 		for i := 2; i+2 < len(args); i++ {
 			if strings.EqualFold(string(args[i]), "AUTH") {
-				if s.cfg.Password == "" || string(args[i+2]) != s.cfg.Password {
+				if s.cfg.Password == "" || string(args[i+1]) != "default" || string(args[i+2]) != s.cfg.Password {
 					return errText("WRONGPASS invalid username-password pair or user is disabled."), afterNothing
 				}
 				st.authed = true
 			}
 		}
+		if !st.authed {
+			return errText("NOAUTH HELLO must be called with the client already authenticated, otherwise the " +
+				"HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the " +
+				"RESP protocol version at the same time"), afterNothing
+		}
 	}
-	if !st.authed && name != "HELLO" {
+	if !st.authed {
 		return errText("NOAUTH Authentication required."), afterNothing
 	}
 	if IsCommand(name) || isKeyspaceWrite(name) {

@@ -380,3 +380,48 @@ func TestServer_StalledClientsLoseTheirConnections(t *testing.T) {
 	}
 	t.Logf("normal client served %d commands while the stalled ones were cut", served)
 }
+
+// TestServer_HelloAnswersAsTheServer checks HELLO byte for byte where a
+// client reads it: proto and id are integers (they were bulk strings), a
+// server with a password answers NOAUTH to a HELLO without credentials
+// (it used to answer it in full) and takes only the default user's, and
+// a protocol version other than 2 is NOPROTO whatever the credentials.
+func TestServer_HelloAnswersAsTheServer(t *testing.T) {
+	exchange := func(addr, req string) string {
+		t.Helper()
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err, "dial")
+		defer conn.Close()
+		_, err = fmt.Fprint(conn, req+"PING\r\n")
+		require.NoError(t, err, "write %q", req)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var out strings.Builder
+		r := bufio.NewReader(conn)
+		for !strings.HasSuffix(out.String(), "+PONG\r\n") && !strings.HasSuffix(out.String(), "-NOAUTH Authentication required.\r\n") {
+			line, err := r.ReadString('\n')
+			require.NoError(t, err, "reply to %q after %q", req, out.String())
+			out.WriteString(line)
+		}
+		return out.String()
+	}
+	const hello2 = "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.2.4\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:1\r\n" +
+		"$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+	open := startServer(t, Config{}).Addr().String()
+	locked := startServer(t, Config{Password: "sekret"}).Addr().String()
+	for _, c := range []struct{ addr, req, want string }{
+		{open, "HELLO\r\n", hello2 + "+PONG\r\n"},
+		{open, "HELLO 2\r\n", hello2 + "+PONG\r\n"},
+		{open, "HELLO 3\r\n", "-NOPROTO unsupported protocol version\r\n+PONG\r\n"},
+		{locked, "HELLO 2\r\n", "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH " +
+			"<user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n" +
+			"-NOAUTH Authentication required.\r\n"},
+		{locked, "HELLO 3 AUTH default sekret\r\n", "-NOPROTO unsupported protocol version\r\n-NOAUTH Authentication required.\r\n"},
+		{locked, "HELLO 2 AUTH someone sekret\r\n", "-WRONGPASS invalid username-password pair or user is disabled.\r\n" +
+			"-NOAUTH Authentication required.\r\n"},
+		{locked, "HELLO 2 AUTH default sekret\r\n", hello2 + "+PONG\r\n"},
+	} {
+		if got := exchange(c.addr, c.req); got != c.want {
+			t.Errorf("%q then PING (password set: %v) answered\n%q\nwant\n%q", c.req, c.addr == locked, got, c.want)
+		}
+	}
+}
