@@ -9,6 +9,10 @@
 //
 // # Concepts
 //
+// A secured etcd is read with the credentials Dynamo's own etcd client
+// takes (EtcdCredentials: user and password, CA bundle, client
+// certificate and key for mutual TLS).
+//
 // A Publisher is one direct-mode PUB endpoint with the publisher id it
 // registered, the scope of its record and its topic. Only the pool's
 // scopes are followed: its endpoint scope (KV events and load, v1.4 on),
@@ -42,11 +46,14 @@
 //   - etcd_test.go: against a real etcd (Debian's, etcdtest): records
 //     listed and followed, lease revocation and expiry, a restart, skipped
 //     scopes, transports and bad records; record forms; an unreachable
-//     etcd logged until it is reached, then listed.
+//     etcd logged until it is reached, then listed; an etcd with
+//     authentication on (a wrong password refused and logged, the right
+//     one listed) and one requiring client certificates over TLS.
 //   - kube_test.go: against a fake API server: data as an object and as a
 //     string, both EndpointId shapes, ADDED/MODIFIED/DELETED, a re-list
 //     after the stream ends, refused credentials.
 //   - fuzz_test.go: records, scopes and Kubernetes data never panic the
 //     parsers.
-//   - etcdtest/: runs Debian's /usr/bin/etcd for tests.
+//   - etcdtest/: runs Debian's /usr/bin/etcd for tests, plain, with
+//     authentication or with TLS and client certificates.
 package discovery

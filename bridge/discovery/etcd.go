@@ -2,9 +2,12 @@ package discovery
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -41,9 +44,59 @@ type EtcdConfig struct {
 	// unbounded list would wait, silent, for ever; past it the list
 	// fails, is logged and is tried again. Optional; default: 10s.
 	RequestTimeout time.Duration
+	// EtcdCredentials authenticate to a secured etcd; optional; default:
+	// none.
+	EtcdCredentials
 	// Logger receives skipped records and retries; optional; default:
 	// discard.
 	Logger *slog.Logger
+}
+
+// EtcdCredentials are what a secured etcd asks of its clients, as
+// Dynamo's own etcd client takes them from its environment.
+type EtcdCredentials struct {
+	// Username and Password authenticate to an etcd with authentication
+	// on (Dynamo's ETCD_AUTH_USERNAME and ETCD_AUTH_PASSWORD).
+	Username, Password string
+	// CAFile names the PEM bundle of the CAs that sign etcd's certificate
+	// (Dynamo's ETCD_AUTH_CA); CertFile and KeyFile a client certificate
+	// and its key for mutual TLS (ETCD_AUTH_CLIENT_CERT,
+	// ETCD_AUTH_CLIENT_KEY). TLS is used when any is given or an endpoint
+	// is https:// (with the system's roots when CAFile is not given).
+	CAFile, CertFile, KeyFile string
+}
+
+// tlsConfig loads cfg's TLS files; nil when TLS is not used.
+func (cfg *EtcdConfig) tlsConfig() (*tls.Config, error) {
+	https := false
+	for _, ep := range cfg.Endpoints {
+		https = https || strings.HasPrefix(ep, "https://")
+	}
+	if !https && cfg.CAFile == "" && cfg.CertFile == "" && cfg.KeyFile == "" {
+		return nil, nil
+	}
+	if (cfg.CertFile == "") != (cfg.KeyFile == "") {
+		return nil, fmt.Errorf("%w: a client certificate needs both its file and its key's", ErrBadConfig)
+	}
+	t := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.CAFile != "" {
+		b, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: etcd CA: %w", ErrBadConfig, err)
+		}
+		t.RootCAs = x509.NewCertPool()
+		if !t.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("%w: etcd CA %s holds no PEM certificate", ErrBadConfig, cfg.CAFile)
+		}
+	}
+	if cfg.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: etcd client certificate: %w", ErrBadConfig, err)
+		}
+		t.Certificates = []tls.Certificate{pair}
+	}
+	return t, nil
 }
 
 // Etcd follows the event channels Dynamo's workers register in etcd
@@ -58,6 +111,7 @@ type EtcdConfig struct {
 // publishers; NATS and broker channels are skipped.
 type Etcd struct {
 	cfg     EtcdConfig
+	tls     *tls.Config // nil: plaintext
 	watched []watchedPrefix
 }
 
@@ -68,7 +122,7 @@ type watchedPrefix struct {
 	topic  string
 }
 
-// NewEtcd checks cfg; it does no I/O.
+// NewEtcd checks cfg and loads its TLS files; it does no network I/O.
 func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("%w: no etcd endpoints", ErrBadConfig)
@@ -86,9 +140,16 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if (cfg.Username == "") != (cfg.Password == "") {
+		return nil, fmt.Errorf("%w: etcd authentication needs both a user name and a password", ErrBadConfig)
+	}
+	tlsCfg, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
 	component := dynamo.Scope{Namespace: sc.Namespace, Component: sc.Component}
 	namespace := dynamo.Scope{Namespace: sc.Namespace}
-	e := &Etcd{cfg: cfg}
+	e := &Etcd{cfg: cfg, tls: tlsCfg}
 	for _, w := range []struct {
 		scope dynamo.Scope
 		topic string
@@ -105,19 +166,31 @@ func (e *Etcd) String() string { return "etcd " + strings.Join(e.cfg.Endpoints, 
 
 // Watch lists the pool's channels, then follows their changes; after a
 // failed or compacted watch it lists again, reporting what vanished
-// meanwhile as gone.
+// meanwhile as gone. A client that cannot be made (with credentials, an
+// etcd that cannot be reached or refuses them) is logged and made again,
+// as a failed list is: Watch returns only when ctx ends.
 func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: e.cfg.Endpoints, DialTimeout: e.cfg.DialTimeout,
-		Context: ctx, Logger: zap.NewNop()})
-	if err != nil {
-		return fmt.Errorf("etcd %v: %w", e.cfg.Endpoints, err)
-	}
-	defer cli.Close()
+	var cli *clientv3.Client
+	defer func() {
+		if cli != nil {
+			cli.Close()
+		}
+	}()
 	known := map[string]Publisher{}
 	for ctx.Err() == nil {
-		rev, err := e.list(ctx, cli, known, fn)
-		if err == nil {
-			err = e.follow(ctx, cli, rev, known, fn)
+		var err error
+		if cli == nil {
+			cli, err = clientv3.New(clientv3.Config{Endpoints: e.cfg.Endpoints, DialTimeout: e.cfg.DialTimeout,
+				Username: e.cfg.Username, Password: e.cfg.Password, TLS: e.tls, Context: ctx, Logger: zap.NewNop()})
+			if err != nil {
+				cli, err = nil, fmt.Errorf("etcd %v: %w", e.cfg.Endpoints, err)
+			}
+		}
+		if cli != nil {
+			var rev int64
+			if rev, err = e.list(ctx, cli, known, fn); err == nil {
+				err = e.follow(ctx, cli, rev, known, fn)
+			}
 		}
 		if ctx.Err() != nil {
 			return nil

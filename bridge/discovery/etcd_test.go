@@ -2,9 +2,11 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,4 +224,73 @@ func TestEtcd_UnreachableIsLoggedAndRetried(t *testing.T) {
 	}
 	t.Cleanup(proxy.Stop)
 	c.waitSet(t, map[uint64]string{0x11: "tcp://10.0.0.1:4001"})
+}
+
+// TestEtcd_AuthenticationAndMutualTLS reads the channels from an etcd
+// secured as Dynamo's security guide asks (its ETCD_AUTH_* settings):
+// one with authentication on, first with a wrong password (refused,
+// logged, retried: nothing listed) then the right one, and one serving
+// TLS that requires a client certificate. The relay used to have no way
+// to give either, so a secured etcd listed nothing.
+func TestEtcd_AuthenticationAndMutualTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	watch := func(cfg EtcdConfig) (*collector, *syncbuf.Buffer) {
+		t.Helper()
+		logs := &syncbuf.Buffer{}
+		cfg.Scope, cfg.RequestTimeout, cfg.Logger = testScope, 2*time.Second, slog.New(slog.NewTextHandler(logs, nil))
+		e, err := NewEtcd(cfg)
+		if err != nil {
+			t.Fatalf("NewEtcd: %v", err)
+		}
+		c := &collector{set: map[string]Publisher{}}
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- e.Watch(wctx, c.add) }()
+		t.Cleanup(func() { stop(); <-done })
+		return c, logs
+	}
+	put := func(cli *clientv3.Client, id uint64) {
+		t.Helper()
+		if _, err := cli.Put(ctx, channelKey(testScope, "kv-events", id), channelValue(testScope, "kv-events", id, "tcp://10.0.0.1:4001")); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+	}
+
+	url, cli := etcdtest.Start(t)
+	root := etcdtest.EnableAuth(t, url, cli, "sekret")
+	put(root, 0x11)
+	wrong, wrongLogs := watch(EtcdConfig{Endpoints: []string{url}, EtcdCredentials: EtcdCredentials{Username: "root", Password: "wrong"}})
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(wrongLogs.String(), "authentication failed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a wrong etcd password was not reported within 20 s; logs:\n%s", wrongLogs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	right, _ := watch(EtcdConfig{Endpoints: []string{url}, EtcdCredentials: EtcdCredentials{Username: "root", Password: "sekret"}})
+	right.waitSet(t, map[uint64]string{0x11: "tcp://10.0.0.1:4001"})
+	wrong.mu.Lock()
+	if len(wrong.set) != 0 {
+		t.Errorf("a watch with a wrong password listed %v", wrong.set)
+	}
+	wrong.mu.Unlock()
+
+	certs := etcdtest.NewCerts(t)
+	turl, tcli := etcdtest.Run(t, etcdtest.Options{TLS: certs})
+	put(tcli, 0x22)
+	mtls, _ := watch(EtcdConfig{Endpoints: []string{turl}, EtcdCredentials: EtcdCredentials{CAFile: certs.CA,
+		CertFile: certs.ClientCert, KeyFile: certs.ClientKey}})
+	mtls.waitSet(t, map[uint64]string{0x22: "tcp://10.0.0.1:4001"})
+
+	for i, cfg := range []EtcdConfig{
+		{Endpoints: []string{url}, Scope: testScope, EtcdCredentials: EtcdCredentials{Username: "root"}},
+		{Endpoints: []string{turl}, Scope: testScope, EtcdCredentials: EtcdCredentials{CertFile: certs.ClientCert}},
+		{Endpoints: []string{turl}, Scope: testScope, EtcdCredentials: EtcdCredentials{CAFile: certs.ClientKey}},
+		{Endpoints: []string{turl}, Scope: testScope, EtcdCredentials: EtcdCredentials{CAFile: filepath.Join(t.TempDir(), "missing.pem")}},
+	} {
+		if _, err := NewEtcd(cfg); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("NewEtcd(bad credentials %d) = %v, want ErrBadConfig", i, err)
+		}
+	}
 }

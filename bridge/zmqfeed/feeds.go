@@ -14,8 +14,9 @@ import (
 type FeedsConfig struct {
 	Scope dynamo.Scope // the pool's endpoint scope; required with any source
 	// Etcd are the etcd endpoints publishers are discovered at; none: no
-	// etcd discovery.
-	Etcd []string
+	// etcd discovery. EtcdCredentials are what a secured etcd asks for.
+	Etcd            []string
+	EtcdCredentials discovery.EtcdCredentials
 	// Kube discovers publishers in Kubernetes DynamoWorkerMetadata
 	// resources (in-cluster) of KubeNamespace ("": the pod's own).
 	Kube          bool
@@ -41,7 +42,8 @@ type FeedsConfig struct {
 func Feeds(cfg FeedsConfig) ([]relay.Feed, error) {
 	var planes []PlaneConfig
 	if len(cfg.Etcd) > 0 {
-		e, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: cfg.Etcd, Scope: cfg.Scope, Logger: cfg.Logger})
+		e, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: cfg.Etcd, Scope: cfg.Scope,
+			EtcdCredentials: cfg.EtcdCredentials, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}

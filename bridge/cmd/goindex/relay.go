@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/zmqfeed"
 	"github.com/goindex/goindex/dynamo"
@@ -47,7 +48,11 @@ Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
                                   v1/event_channels/… records of the pool's endpoint,
                                   component and namespace scopes, followed as workers
                                   come, restart (new publisher id) and go (lease expiry:
-                                  their blocks are dropped)
+                                  their blocks are dropped); a secured etcd takes
+                                  --etcd-user/--etcd-password and --etcd-ca,
+                                  --etcd-cert/--etcd-key (mutual TLS), by default
+                                  Dynamo's own $ETCD_AUTH_USERNAME, $ETCD_AUTH_PASSWORD,
+                                  $ETCD_AUTH_CA, $ETCD_AUTH_CLIENT_CERT, $ETCD_AUTH_CLIENT_KEY
   --kube                          direct mode, publishers discovered in the Kubernetes
                                   DynamoWorkerMetadata resources (nvidia.com/v1alpha1) of
                                   --kube-namespace (default: the pod's), in-cluster
@@ -125,6 +130,11 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	decode := fs.Float64("decode-blocks-per-ms", 0, "load model: DC-wide KV release rate of decodes (0: unknown)")
 	capacity := fs.Uint64("worker-capacity-blocks", 0, "load model: KV capacity per worker without load samples (0: unknown)")
 	etcdEndpoints := fs.String("etcd", os.Getenv("ETCD_ENDPOINTS"), "ZMQ event plane: discover publishers in etcd at these comma-separated URLs (default: $ETCD_ENDPOINTS)")
+	etcdUser := fs.String("etcd-user", os.Getenv("ETCD_AUTH_USERNAME"), "etcd authentication: user name, with --etcd-password (default: $ETCD_AUTH_USERNAME)")
+	etcdPassword := fs.String("etcd-password", os.Getenv("ETCD_AUTH_PASSWORD"), "etcd authentication: password (default: $ETCD_AUTH_PASSWORD; prefer it or --config to the command line)")
+	etcdCA := fs.String("etcd-ca", os.Getenv("ETCD_AUTH_CA"), "etcd TLS: PEM file of the CAs that sign etcd's certificate (default: $ETCD_AUTH_CA; https:// endpoints without it: the system's roots)")
+	etcdCert := fs.String("etcd-cert", os.Getenv("ETCD_AUTH_CLIENT_CERT"), "etcd mutual TLS: client certificate PEM file, with --etcd-key (default: $ETCD_AUTH_CLIENT_CERT)")
+	etcdKey := fs.String("etcd-key", os.Getenv("ETCD_AUTH_CLIENT_KEY"), "etcd mutual TLS: client key PEM file (default: $ETCD_AUTH_CLIENT_KEY)")
 	kube := fs.Bool("kube", false, "ZMQ event plane: discover publishers in Kubernetes DynamoWorkerMetadata resources (in-cluster)")
 	kubeNamespace := fs.String("kube-namespace", "", "Kubernetes namespace of the workers' resources (default: the pod's own)")
 	zmqPublishers := fs.String("zmq-publisher", "", "ZMQ event plane: comma-separated worker PUB endpoints (tcp://host:port) to subscribe to")
@@ -173,7 +183,10 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	scope := dynamo.Scope{Namespace: *namespace, Component: *component, Endpoint: *endpoint}
-	feeds, err := zmqfeed.Feeds(zmqfeed.FeedsConfig{Scope: scope, Etcd: splitList(*etcdEndpoints), Kube: *kube, KubeNamespace: *kubeNamespace,
+	feeds, err := zmqfeed.Feeds(zmqfeed.FeedsConfig{Scope: scope, Etcd: splitList(*etcdEndpoints),
+		EtcdCredentials: discovery.EtcdCredentials{Username: *etcdUser, Password: *etcdPassword, CAFile: *etcdCA,
+			CertFile: *etcdCert, KeyFile: *etcdKey},
+		Kube: *kube, KubeNamespace: *kubeNamespace,
 		Publishers: splitList(*zmqPublishers), Broker: *zmqBroker, MaxMessageBytes: *zmqMaxBytes, Logger: log,
 		Engine: zmqfeed.EngineConfig{Endpoint: *zmqEndpoint, Replay: *zmqReplay, Topic: *zmqTopic, WorkerID: *workerID,
 			DpRank: uint32(*dpRank), BlockSize: *blockSize}})
