@@ -482,6 +482,32 @@ func TestConsumer_StartsBeforeItsNATSServer(t *testing.T) {
 	_ = r.c.Run(stopped) // closes the replica file
 }
 
+// TestConsumer_LaneOfAnotherFormatSaysWhich gives a consumer a format
+// (seed and bucket count) its relay does not publish: the lane never
+// installs, and its fault names both formats and the flags to fix, where it
+// used to say only that the format differs from the manifest.
+func TestConsumer_LaneOfAnotherFormatSaysWhich(t *testing.T) {
+	_, nc := natstest.Start(t)
+	startRelay(t, nc, 3, 1)
+	buckets, err := ckf.BucketCount(1 << 16)
+	if err != nil {
+		t.Fatalf("BucketCount: %v", err)
+	}
+	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, Path: filepath.Join(t.TempDir(), "replica"), DCs: []relayproto.DCID{3},
+		Seed: ckf.DefaultSeed, Buckets: buckets, RetryEvery: 10 * time.Millisecond})
+	relaytest.CheckFor(t, wait, 10*time.Millisecond, func() error {
+		st := c.Status()[0]
+		if st.Snapshots != 0 {
+			t.Fatalf("lane of another format installed %d snapshots", st.Snapshots)
+		}
+		if want := fmt.Sprintf("the replica's lanes are seed %#x × %d", ckf.DefaultSeed, buckets); !strings.Contains(st.LastFault, want) ||
+			!strings.Contains(st.LastFault, "--expected-blocks") {
+			return fmt.Errorf("lane fault %q, want it to name %q and the flags", st.LastFault, want)
+		}
+		return nil
+	})
+}
+
 // TestConsumer_StopsSafelyWhileLoadReportsArrive stops consumers while a
 // DC's load reports stream in: a report's callback must never write the
 // replica file after Run has unmapped it (seen: SIGSEGV in shm.storeLoad

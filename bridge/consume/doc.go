@@ -89,7 +89,8 @@
 // error (a path it cannot write, or a directory) and leaves nothing behind
 // but, for a replica file error, what Create leaves. A failed rebuild is
 // logged and retried every RetryEvery. A subscription ends with a *SyncError (wrapping the ping, store or
-// log error, ErrDeltasGone, ErrSnapshotTooLarge, ErrSnapshotIncomplete,
+// log error, ErrFormatMismatch (a relay of another format), ErrDeltasGone,
+// ErrSnapshotTooLarge, ErrSnapshotIncomplete,
 // ErrSnapshotReplaced or a *ingest.LaneError); it is logged, counted and
 // retried, never returned.
 //
@@ -123,7 +124,8 @@
 // counter and incarnation) and READY in their records; that a relay which
 // answers only after the consumer started gets a lane that converges,
 // while one of another format is reported and left out; that a consumer
-// whose NATS server is out of reach waits for it before discovering; that one load
+// whose NATS server is out of reach waits for it before discovering; that
+// a lane of a relay of another format says both formats; that one load
 // sample sent in both layouts, in either order, keeps its counter while a
 // later sample replaces it; that a
 // dropped or reordered delta faults only its lane, which then converges

@@ -200,6 +200,11 @@ func (l *laneRunner) sync(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
+	if info.Seed != cfg.Seed || info.Buckets != cfg.Buckets {
+		return fail(fmt.Errorf("%w: the relay publishes seed %#x × %d buckets, the replica's lanes are seed %#x × %d "+
+			"(the consumer's --seed and --expected-blocks must be the relays')", ErrFormatMismatch,
+			info.Seed, info.Buckets, cfg.Seed, cfg.Buckets))
+	}
 	js, err := l.c.jetStream(info.JSDomain)
 	if err != nil {
 		return fail(err)
