@@ -508,6 +508,54 @@ func TestConsumer_LaneOfAnotherFormatSaysWhich(t *testing.T) {
 	})
 }
 
+// TestConsumer_DiscoveryLeavesOutARelayOfAnotherFormat discovers three
+// relays of which one was started with another --expected-blocks: the
+// consumer follows the two that agree, and reports the third, where it
+// used to refuse to start at all, so one misconfigured DC took routing away
+// from every DC of the router site. Given a format no relay publishes, it
+// refuses with ErrFormatMismatch.
+func TestConsumer_DiscoveryLeavesOutARelayOfAnotherFormat(t *testing.T) {
+	seed := relaytest.Seed(t, 17)
+	_, nc := natstest.Start(t)
+	relays := []*dcRelay{startRelay(t, nc, 3, seed), startRelaySized(t, nc, 5, seed, 1<<16), startRelay(t, nc, 7, seed)}
+	path := filepath.Join(t.TempDir(), "replica")
+	logs := &syncbuf.Buffer{}
+	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, Path: path, DiscoverFor: 300 * time.Millisecond,
+		PingEvery: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if got := c.Lanes(); !slices.Equal(got, []relayproto.DCID{3, 7}) {
+		t.Fatalf("lanes %v, want [3 7] (DC 5 publishes another format)", got)
+	}
+	if !strings.Contains(logs.String(), "dc=5") {
+		t.Errorf("DC 5's relay (another format) was not reported; logs:\n%s", logs.String())
+	}
+	reader, err := shm.Attach(path)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for _, d := range relays {
+		d.feed(t, nc, 100)
+	}
+	relaytest.CheckFor(t, wait, 10*time.Millisecond, func() error {
+		for i, d := range []*dcRelay{relays[0], relays[2]} {
+			if err := converged(ctx, reader, i, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	buckets, err := ckf.BucketCount(1 << 20)
+	if err != nil {
+		t.Fatalf("BucketCount: %v", err)
+	}
+	if _, err := New(ctx, Config{Conn: nc, Domain: 1, Path: filepath.Join(t.TempDir(), "x"), DiscoverFor: 300 * time.Millisecond,
+		Seed: ckf.DefaultSeed, Buckets: buckets}); !errors.Is(err, ErrFormatMismatch) {
+		t.Errorf("New(a format no relay publishes) = %v, want ErrFormatMismatch", err)
+	}
+}
+
 // TestConsumer_StopsSafelyWhileLoadReportsArrive stops consumers while a
 // DC's load reports stream in: a report's callback must never write the
 // replica file after Run has unmapped it (seen: SIGSEGV in shm.storeLoad

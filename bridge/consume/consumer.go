@@ -77,7 +77,8 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 	if err := natslink.AwaitConnected(ctx, cfg.Conn, cfg.Logger); err != nil {
 		return nil, fmt.Errorf("consume: %w", err)
 	}
-	if err := resolve(ctx, &cfg); err != nil {
+	refused, err := resolve(ctx, &cfg)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.Instance == 0 {
@@ -110,6 +111,9 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 	}
 	for i, dc := range cfg.DCs {
 		c.lanes = append(c.lanes, newLaneRunner(c, i, dc))
+	}
+	for _, dc := range refused {
+		c.refused[dc] = true // logged by resolve
 	}
 	return c, nil
 }
@@ -285,10 +289,7 @@ func (c *Consumer) rediscover(ctx context.Context, found chan<- []relayproto.DCI
 			case info.Seed != c.cfg.Seed || info.Buckets != c.cfg.Buckets:
 				if !c.refused[dc] {
 					c.refused[dc] = true
-					c.cfg.Logger.Error("a relay of the domain publishes another format; not followed",
-						relay.PoolLogKey, relay.PoolLogValue(c.cfg.Domain, dc), "dc", uint64(dc),
-						"seed", fmt.Sprintf("%#x", info.Seed), "buckets", info.Buckets,
-						"want_seed", fmt.Sprintf("%#x", c.cfg.Seed), "want_buckets", c.cfg.Buckets)
+					logForeignFormat(&c.cfg, info, true)
 				}
 			case len(have)+len(add) < relayproto.MaxLanes:
 				add = append(add, dc)

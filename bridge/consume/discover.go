@@ -74,20 +74,22 @@ func ping(ctx context.Context, nc *nats.Conn, names relay.Names, timeout time.Du
 }
 
 // resolve fills in the DC list (discovered when not given) and the format
-// (from the relays when not given), checking that the relays agree.
-func resolve(ctx context.Context, cfg *Config) error {
+// (from the relays when not given: the one most of them publish, the
+// lowest DC's among equals). A relay of another format must not take the
+// whole router site down: it is logged and, discovered, left out (and
+// returned in refused); listed, its lane stays and reports the mismatch
+// at every attempt. ErrFormatMismatch: no discovered relay publishes the
+// format.
+func resolve(ctx context.Context, cfg *Config) (refused []relayproto.DCID, err error) {
 	var infos []relay.Info
-	if len(cfg.DCs) == 0 {
-		var err error
+	discovered := len(cfg.DCs) == 0
+	if discovered {
 		if infos, err = discover(ctx, cfg); err != nil {
-			return err
+			return nil, err
 		}
 		if len(infos) == 0 {
-			return fmt.Errorf("%w: none of domain %d answered on %s within %v", ErrNoRelays, cfg.Domain,
+			return nil, fmt.Errorf("%w: none of domain %d answered on %s within %v", ErrNoRelays, cfg.Domain,
 				relay.Names{Prefix: cfg.Prefix, Domain: cfg.Domain}.DiscoverSubject(), cfg.DiscoverFor)
-		}
-		for _, info := range infos {
-			cfg.DCs = append(cfg.DCs, relayproto.DCID(info.DC))
 		}
 	} else if cfg.Buckets == 0 {
 		deadline := time.Now().Add(cfg.DiscoverFor)
@@ -98,17 +100,52 @@ func resolve(ctx context.Context, cfg *Config) error {
 			}
 		}
 		if len(infos) == 0 {
-			return fmt.Errorf("%w: no listed DC answered within %v; give the format (seed and buckets)", ErrNoRelays, cfg.DiscoverFor)
+			return nil, fmt.Errorf("%w: no listed DC answered within %v; give the format (seed and buckets)", ErrNoRelays, cfg.DiscoverFor)
 		}
+	}
+	if cfg.Buckets == 0 {
+		cfg.Seed, cfg.Buckets = commonFormat(infos)
 	}
 	for _, info := range infos {
-		if cfg.Buckets == 0 {
-			cfg.Seed, cfg.Buckets = info.Seed, info.Buckets
+		if info.Seed == cfg.Seed && info.Buckets == cfg.Buckets {
+			if discovered {
+				cfg.DCs = append(cfg.DCs, relayproto.DCID(info.DC))
+			}
+			continue
 		}
-		if info.Seed != cfg.Seed || info.Buckets != cfg.Buckets {
-			return fmt.Errorf("%w: dc %d publishes seed %#x × %d buckets, want %#x × %d", ErrFormatMismatch,
-				info.DC, info.Seed, info.Buckets, cfg.Seed, cfg.Buckets)
+		logForeignFormat(cfg, info, discovered)
+		refused = append(refused, relayproto.DCID(info.DC))
+	}
+	if discovered && len(cfg.DCs) == 0 {
+		return refused, fmt.Errorf("%w: no relay of domain %d publishes seed %#x × %d buckets", ErrFormatMismatch,
+			cfg.Domain, cfg.Seed, cfg.Buckets)
+	}
+	return refused, nil
+}
+
+// commonFormat returns the format most of infos publish, the first one's
+// among equals.
+func commonFormat(infos []relay.Info) (seed, buckets uint64) {
+	type format struct{ seed, buckets uint64 }
+	count := map[format]int{}
+	best := 0
+	for _, info := range infos {
+		f := format{info.Seed, info.Buckets}
+		if count[f]++; count[f] > best {
+			best, seed, buckets = count[f], f.seed, f.buckets
 		}
 	}
-	return nil
+	return seed, buckets
+}
+
+// logForeignFormat reports a relay whose format is not the consumer's:
+// discovered, it is not followed; listed, its lane cannot install.
+func logForeignFormat(cfg *Config, info relay.Info, discovered bool) {
+	msg := "a relay of the domain publishes another format; not followed"
+	if !discovered {
+		msg = "a listed relay publishes another format; its lane stays empty until they agree"
+	}
+	cfg.Logger.Error(msg, relay.PoolLogKey, relay.PoolLogValue(cfg.Domain, relayproto.DCID(info.DC)), "dc", info.DC,
+		"seed", fmt.Sprintf("%#x", info.Seed), "buckets", info.Buckets,
+		"want_seed", fmt.Sprintf("%#x", cfg.Seed), "want_buckets", cfg.Buckets)
 }

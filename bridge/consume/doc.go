@@ -6,8 +6,10 @@
 //
 // # Concepts
 //
-// The format is fixed at New, from the Config or from the relays, which
-// must agree. The DC list comes from the Config, fixed, or from discovery
+// The format is fixed at New, from the Config or from the relays (the one
+// most of them publish); a relay of another format is logged and, when
+// discovered, left out, so one misconfigured DC never stops the router
+// site. The DC list comes from the Config, fixed, or from discovery
 // (every relay of the domain answering the domain's discover request);
 // discovered, it is asked again every DiscoverEvery while Run runs, and a
 // relay that answers for the first time with the consumer's format (one
@@ -123,7 +125,8 @@
 // rounds of events, and carry RTT, load (with the relay's stored-blocks
 // counter and incarnation) and READY in their records; that a relay which
 // answers only after the consumer started gets a lane that converges,
-// while one of another format is reported and left out; that a consumer
+// while one of another format is reported and left out, at the start as
+// later; that a consumer
 // whose NATS server is out of reach waits for it before discovering; that
 // a lane of a relay of another format says both formats; that one load
 // sample sent in both layouts, in either order, keeps its counter while a

@@ -12,8 +12,9 @@ var (
 	// ErrNoRelays reports that discovery found no relay of the domain, or
 	// that the format could not be learned from any relay.
 	ErrNoRelays = errors.New("consume: no relays")
-	// ErrFormatMismatch reports relays of one domain that publish different
-	// formats (every lane of a consumer shares one, spec §1).
+	// ErrFormatMismatch reports a relay whose format is not the consumer's
+	// (every lane of a consumer shares one, spec §1): a lane's, or New's
+	// when no discovered relay publishes the format given.
 	ErrFormatMismatch = errors.New("consume: relays disagree on the format")
 	// ErrSnapshotTooLarge reports a stored snapshot over MaxSnapshotBytes.
 	ErrSnapshotTooLarge = errors.New("consume: snapshot too large")
