@@ -17,9 +17,11 @@
 // registered, the scope of its record and its topic. Only the pool's
 // scopes are followed: its endpoint scope (KV events and load, v1.4 on),
 // its component scope (KV events, older releases) and its namespace scope
-// (load, older releases). NATS and broker channels are skipped (the relay
-// reads NATS itself; broker mode is configured, not discovered, as in
-// Dynamo). A worker that dies disappears when its lease expires (etcd) or
+// (load, older releases). A NATS channel (DYN_EVENT_PLANE=nats) is a
+// Publisher with NATS set and no endpoint: the relay reads NATS itself,
+// but the record's going says its worker is gone. Broker channels are
+// skipped (broker mode is configured, not discovered, as in Dynamo). A
+// worker that dies disappears when its lease expires (etcd) or
 // its resource is deleted with its pod (Kubernetes); a restarted worker
 // registers a new publisher id under a new key.
 //

@@ -107,8 +107,8 @@ func (cfg *EtcdConfig) tlsConfig() (*tls.Config, error) {
 // the pre-EventScope layout v1/event_channels/<ns>/<comp>/<topic>/<hex>
 // ([unverified], accepted). Keys live under their worker's lease: a worker
 // that dies is gone when its lease expires, and a restarted one registers
-// a new key with a new publisher id. Only direct-mode ZMQ channels become
-// publishers; NATS and broker channels are skipped.
+// a new key with a new publisher id. Direct-mode ZMQ and NATS channels
+// become publishers; broker channels are skipped.
 type Etcd struct {
 	cfg     EtcdConfig
 	tls     *tls.Config // nil: plaintext
@@ -288,8 +288,8 @@ func (e *Etcd) publisher(key string, value []byte) (Publisher, bool) {
 			}
 			return Publisher{}, false
 		}
-		if c.endpoint == "" {
-			return Publisher{}, false // NATS or broker channel
+		if c.endpoint == "" && !c.nats() {
+			return Publisher{}, false // a broker channel
 		}
 		id := c.id
 		if !c.hasID {
@@ -302,7 +302,7 @@ func (e *Etcd) publisher(key string, value []byte) (Publisher, bool) {
 			e.cfg.Logger.Warn("discovery record skipped: topic differs from its key", "key", key, "topic", c.topic)
 			return Publisher{}, false
 		}
-		return Publisher{Key: key, Endpoint: c.endpoint, PublisherID: id, Scope: w.scope, Topic: w.topic}, true
+		return Publisher{Key: key, Endpoint: c.endpoint, NATS: c.nats(), PublisherID: id, Scope: w.scope, Topic: w.topic}, true
 	}
 	return Publisher{}, false
 }

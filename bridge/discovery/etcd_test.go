@@ -122,7 +122,9 @@ func TestEtcd_FollowsChannelsAsTheyComeAndGo(t *testing.T) {
 	put(channelKey(testScope, "kv-events", 0x32), `{"type":"EventChannel","topic":"kv-events","instance_id":50,"transport":{"kind":"Nats","config":{"subject_prefix":"x"}}}`, worker2)
 	put(channelKey(testScope, "kv-events", 0x33), `{"type":"EventChannel",`, worker2)
 	put(channelKey(testScope, "active_sequences_events", 0x34), channelValue(testScope, "active_sequences_events", 0x34, "tcp://10.0.0.3:2"), worker2)
-	c.waitSet(t, map[uint64]string{0x11: "tcp://10.0.0.1:4001", 0x22: "tcp://10.0.0.2:4002", 0x23: "tcp://10.0.0.2:4003", 0x24: "tcp://10.0.0.2:4004"})
+	// The NATS channel (id 50) is a publisher without an endpoint: its
+	// record's going says its worker is gone.
+	c.waitSet(t, map[uint64]string{0x11: "tcp://10.0.0.1:4001", 0x22: "tcp://10.0.0.2:4002", 0x23: "tcp://10.0.0.2:4003", 0x24: "tcp://10.0.0.2:4004", 50: ""})
 
 	// Worker 1 restarts: a new id under a new lease; the old lease is
 	// revoked (a graceful stop).
@@ -131,7 +133,7 @@ func TestEtcd_FollowsChannelsAsTheyComeAndGo(t *testing.T) {
 	if _, err := cli.Revoke(ctx, worker1); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
-	c.waitSet(t, map[uint64]string{0x12: "tcp://10.0.0.1:4011", 0x22: "tcp://10.0.0.2:4002", 0x23: "tcp://10.0.0.2:4003", 0x24: "tcp://10.0.0.2:4004"})
+	c.waitSet(t, map[uint64]string{0x12: "tcp://10.0.0.1:4011", 0x22: "tcp://10.0.0.2:4002", 0x23: "tcp://10.0.0.2:4003", 0x24: "tcp://10.0.0.2:4004", 50: ""})
 
 	// Worker 2 dies: its lease (2 s) is not kept alive and expires.
 	worker2b := lease(2)
@@ -150,6 +152,9 @@ func TestEtcd_FollowsChannelsAsTheyComeAndGo(t *testing.T) {
 		}
 		if p.PublisherID == 0x22 && (p.Scope != component || p.Topic != "kv-events") {
 			t.Errorf("component channel = %+v, want component scope, topic kv-events", p)
+		}
+		if (p.PublisherID == 50) != p.NATS {
+			t.Errorf("publisher %+v: NATS %v, want it set for the NATS channel (id 50) only", p, p.NATS)
 		}
 	}
 }

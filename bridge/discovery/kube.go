@@ -338,7 +338,7 @@ func (k *Kube) collect(resource string, raw json.RawMessage, depth int, out map[
 // channel adds one EventChannel record, if it is one of the pool's.
 func (k *Kube) channel(resource string, raw, scopeRaw json.RawMessage, out map[string]Publisher) {
 	c, err := parseChannel(raw)
-	if err != nil || c.endpoint == "" {
+	if err != nil || (c.endpoint == "" && !c.nats()) || (c.nats() && !c.hasID) {
 		if err != nil {
 			k.cfg.Logger.Warn("kubernetes record skipped", "resource", resource, "err", err)
 		}
@@ -353,7 +353,7 @@ func (k *Kube) channel(resource string, raw, scopeRaw json.RawMessage, out map[s
 		return
 	}
 	key := fmt.Sprintf("%s/%s/%s/%x", resource, scope.Subject(c.topic), c.endpoint, c.id)
-	out[key] = Publisher{Key: key, Endpoint: c.endpoint, PublisherID: c.id, Scope: scope, Topic: c.topic}
+	out[key] = Publisher{Key: key, Endpoint: c.endpoint, NATS: c.nats(), PublisherID: c.id, Scope: scope, Topic: c.topic}
 }
 
 // parseScope reads an EventScope: {"kind":"namespace","name":…},

@@ -12,13 +12,20 @@ import (
 )
 
 // Publisher is one publisher of Dynamo's ZMQ event plane in direct mode: a
-// PUB socket a subscriber connects to.
+// PUB socket a subscriber connects to; or (NATS) a publisher of the NATS
+// event plane, which has nothing to connect to but whose record says, by
+// going away, that the worker behind it is gone.
 type Publisher struct {
 	// Key names the publisher across updates (its discovery key; the
 	// endpoint for a static one).
 	Key string
-	// Endpoint is the PUB socket's address, "tcp://host:port".
+	// Endpoint is the PUB socket's address, "tcp://host:port" ("" for a
+	// NATS publisher).
 	Endpoint string
+	// NATS marks a publisher of the NATS event plane (DYN_EVENT_PLANE=nats):
+	// its envelopes, carrying PublisherID, arrive on the relay's NATS
+	// subjects.
+	NATS bool
 	// PublisherID is the id the publisher registered; every message must
 	// carry it. 0 accepts any (a static publisher), and a change of id
 	// then marks a restart.
@@ -59,6 +66,9 @@ type channel struct {
 	endpoint string // "" when the transport is not direct-mode ZMQ
 	kind     string // the transport kind as written
 }
+
+// nats reports a channel of the NATS event plane.
+func (c *channel) nats() bool { return strings.EqualFold(c.kind, "nats") }
 
 // channelRecord mirrors DiscoveryInstance::EventChannel (dynamo-current
 // §1.7). Its exact serde shape is partly [unverified], so every plausible

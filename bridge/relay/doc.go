@@ -21,7 +21,9 @@
 // normalized by Dynamo's rules. Envelopes at or below their publisher's last
 // sequence are dropped as duplicates and gaps are counted; only device-tier
 // events reach the producer. A feed source that is gone, or whose engine
-// stream lost what its replay could not cover, has its members cleared.
+// stream lost what its replay could not cover, has its members cleared;
+// so does a NATS publisher whose discovery record a feed saw go (a Source
+// with NATS set: the members whose latest events came in its envelopes).
 // Load: Dynamo's ActiveLoad on kv_metrics (endpoint scope; namespace scope
 // for older releases, then for workers seen in events only) and goindex's
 // JSON WorkerLoad samples (PoolConfig.Loads). Each load report also counts

@@ -85,6 +85,11 @@ type Source struct {
 	WorkerID  uint64
 	DpRank    uint32
 	BlockSize int
+	// NATS marks a publisher of the NATS event plane (DYN_EVENT_PLANE=nats)
+	// whose discovery record a feed follows: it delivers nothing but a
+	// KindGone when the record goes, which clears the members whose latest
+	// events came in NATS envelopes of PublisherID.
+	NATS bool
 	// Name names the source in logs (an endpoint).
 	Name string
 }

@@ -75,13 +75,21 @@ func newIntake(st *IntakeStats, window time.Duration) *intake {
 // envelope decodes a NATS event-plane message (msgpack envelope, or the
 // early JSON envelope) and takes it as sequenced does.
 func (in *intake) envelope(b []byte, now time.Time, dst []kv.Event) ([]kv.Event, bool) {
+	dst, _, ok := in.envelopeOf(b, now, dst)
+	return dst, ok
+}
+
+// envelopeOf is envelope that also returns the publisher id of an
+// envelope it took.
+func (in *intake) envelopeOf(b []byte, now time.Time, dst []kv.Event) ([]kv.Event, uint64, bool) {
 	in.stats.Messages++
 	env, err := dynamo.DecodeEnvelope(b)
 	if err != nil {
 		in.decodeFailed(err)
-		return dst, false
+		return dst, 0, false
 	}
-	return in.sequenced(&env, now, dst)
+	dst, ok := in.sequenced(&env, now, dst)
+	return dst, env.PublisherID, ok
 }
 
 // sequenced takes a decoded KV-event envelope from any transport: it drops

@@ -126,6 +126,10 @@ type pool struct {
 	owners    map[kv.Member]*Source // which feed source last fed each member
 	engines   map[*Source]*engineSource
 	lastPub   map[*Source]uint64 // publisher id of a Restarts source\'s last KV-event message taken
+	// natsSrc is the Source standing for each NATS event-plane publisher
+	// (by publisher id) in owners, so that a KindGone of its discovery
+	// record (a Source with NATS set) clears the members it fed.
+	natsSrc   map[uint64]*Source
 	stopFeeds context.CancelFunc
 	feeds     sync.WaitGroup
 	istats    IntakeStats
@@ -158,7 +162,8 @@ func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 		log: r.cfg.Logger.With(PoolLogKey, PoolLogValue(cfg.Domain, r.cfg.DC)),
 		in:  make(chan inbound, eventQueue), req: make(chan func()),
 		load: newLoadTracker(r.cfg.LiveWindow), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload()), wire: newWireStats(),
-		owners: map[kv.Member]*Source{}, engines: map[*Source]*engineSource{}, lastPub: map[*Source]uint64{}}
+		owners: map[kv.Member]*Source{}, engines: map[*Source]*engineSource{}, lastPub: map[*Source]uint64{},
+		natsSrc: map[uint64]*Source{}}
 	p.intake = newIntake(&p.istats, r.cfg.LiveWindow)
 	if err := p.newProducer(); err != nil {
 		return nil, err
@@ -532,7 +537,11 @@ func (p *pool) handle(m inbound) ckf.Step {
 	case inLegacy:
 		p.evs, _ = p.intake.legacy(m.data, now, p.evs)
 	case inEnvelope:
-		p.evs, _ = p.intake.envelope(m.data, now, p.evs)
+		var pub uint64
+		var ok bool
+		if p.evs, pub, ok = p.intake.envelopeOf(m.data, now, p.evs); ok && len(p.evs) > 0 {
+			src = p.natsSource(pub)
+		}
 	case inFeed:
 		src = m.feed.Source
 		switch m.feed.Kind {
@@ -672,9 +681,41 @@ func (p *pool) apply(src *Source, now time.Time) ckf.Step {
 	return step
 }
 
+// natsSource returns the Source standing for NATS publisher pub in
+// owners. The table is bounded: past maxPublishers entries, those no
+// member is owned by any more are forgotten.
+func (p *pool) natsSource(pub uint64) *Source {
+	if src, ok := p.natsSrc[pub]; ok {
+		return src
+	}
+	if len(p.natsSrc) >= maxPublishers {
+		used := map[*Source]bool{}
+		for _, src := range p.owners {
+			used[src] = true
+		}
+		for id, src := range p.natsSrc {
+			if !used[src] {
+				delete(p.natsSrc, id)
+			}
+		}
+	}
+	src := &Source{PublisherID: pub, NATS: true, Name: fmt.Sprintf("nats publisher %#x", pub)}
+	p.natsSrc[pub] = src
+	return src
+}
+
 // clearSource drops every member whose latest events came from m.Source
-// (KindGone: the publisher left; KindResync: its stream lost batches).
+// (KindGone: the publisher left; KindResync: its stream lost batches). A
+// NATS publisher's KindGone stands for the envelopes of its id.
 func (p *pool) clearSource(m *Message) ckf.Step {
+	if m.Source.NATS {
+		src, ok := p.natsSrc[m.Source.PublisherID]
+		if !ok {
+			return ckf.StepContinue // it fed no member
+		}
+		delete(p.natsSrc, m.Source.PublisherID)
+		m = &Message{Kind: m.Kind, Source: src}
+	}
 	switch m.Kind {
 	case KindResync:
 		p.istats.Resyncs++

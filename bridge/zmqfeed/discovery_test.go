@@ -11,6 +11,7 @@ import (
 	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/discovery/etcdtest"
 	"github.com/goindex/goindex/bridge/relay"
+	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -72,6 +73,74 @@ func TestPlane_PublishersDiscoveredInEtcdComeAndGo(t *testing.T) {
 	// Worker 1 leaves: its lease goes, and with it its blocks.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if _, err := cli.Revoke(ctx, leaseA); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 2 {
+			return fmt.Errorf("tracked %d after worker 1's lease went, want worker 2's 2", st.Producer.TrackedBlocks)
+		}
+		return nil
+	})
+	checkWords(t, r, []kv.Event{storedKV(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})})
+}
+
+// TestPlane_NATSWorkerGoneWithItsRecordDropsItsBlocks runs workers on the
+// NATS event plane (DYN_EVENT_PLANE=nats): each registers a NATS
+// EventChannel record under its lease and sends its envelopes, with its
+// publisher id, on the relay's NATS subject. A worker whose lease goes has
+// its blocks dropped, as Dynamo's router drops a dead worker's; they used
+// to stay in the DC's filter until the relay restarted, so the router kept
+// sending that DC requests for a cache nobody held. The other worker's
+// blocks stay.
+func TestPlane_NATSWorkerGoneWithItsRecordDropsItsBlocks(t *testing.T) {
+	url, cli := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	registerNATS := func(id uint64) clientv3.LeaseID {
+		t.Helper()
+		l, err := cli.Grant(ctx, 60)
+		if err != nil {
+			t.Fatalf("Grant: %v", err)
+		}
+		value := fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":%q,"component":%q,"name":%q}},`+
+			`"topic":"kv-events","instance_id":%d,"transport":{"kind":"Nats","config":{"subject_prefix":%q}}}`,
+			testScope.Namespace, testScope.Component, testScope.Endpoint, id, testScope.Subject(""))
+		if _, err := cli.Put(ctx, testScope.ChannelPrefix("kv-events")+strconv.FormatUint(id, 16), value, clientv3.WithLease(l.ID)); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+		return l.ID
+	}
+	etcd, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: []string{url}, Scope: testScope, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("NewEtcd: %v", err)
+	}
+	r, nc := startRelayNATS(t, newPlane(t, PlaneConfig{Discovery: etcd}))
+	send := func(pub, worker uint64, blocks ...[2]uint64) {
+		t.Helper()
+		ev := dynamo.RouterEvent{WorkerID: worker, Event: dynamo.CacheEvent{EventID: 1, Kind: kv.Stored}}
+		for _, b := range blocks {
+			ev.Event.Stored.Blocks = append(ev.Event.Stored.Blocks, dynamo.StoredBlock{BlockHash: b[0], TokensHash: b[1]})
+		}
+		payload, err := dynamo.AppendMsgpackEvents(nil, []dynamo.RouterEvent{ev})
+		if err != nil {
+			t.Fatalf("AppendMsgpackEvents: %v", err)
+		}
+		env := dynamo.AppendEnvelope(nil, &dynamo.Envelope{Topic: dynamo.EventTopic, PublisherID: pub, PublishedAtMs: 1, Payload: payload})
+		if err := nc.Publish(testScope.Subject(dynamo.EventTopic), env); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	leaseA := registerNATS(pubA)
+	registerNATS(pubA + 1)
+	send(pubA, 1, [2]uint64{0xA1, 0x11})
+	send(pubA+1, 2, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 3 {
+			return fmt.Errorf("tracked %d blocks, want both workers' 3", st.Producer.TrackedBlocks)
+		}
+		return nil
+	})
 	if _, err := cli.Revoke(ctx, leaseA); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}

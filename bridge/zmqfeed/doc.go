@@ -27,7 +27,9 @@
 // publisher): static ones (Publishers, an endpoint each) and those a
 // Discovery reports (etcd or Kubernetes records, bridge/discovery), whose
 // publisher id the relay then requires in every message. A discovered
-// publisher that leaves is answered with relay.KindGone; a static
+// publisher that leaves is answered with relay.KindGone, and so is a
+// discovered NATS channel (a worker on DYN_EVENT_PLANE=nats: nothing to
+// connect to, its envelopes reach the relay on NATS) whose record goes; a static
 // publisher's new id (a restart) is noticed by the relay. In broker mode
 // (Brokers: the XPUB side of Dynamo's stateless XSUB/XPUB brokers,
 // DYN_ZMQ_BROKER_URL's xpub part) one SUB socket connects to every broker
@@ -87,5 +89,6 @@
 //
 // Each test runs a relay with a feed against Debian's python3-zmq
 // publishers and compares the relay's filter words with a producer fed
-// the events the publishers stored.
+// the events the publishers stored; one runs workers on the NATS event
+// plane registered in etcd, whose blocks go with their records.
 package zmqfeed

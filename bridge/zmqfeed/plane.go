@@ -132,6 +132,7 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 		<-ctx.Done()
 		return nil
 	}
+	natsPubs := map[string]*relay.Source{} // NATS channels by key
 	updates := make(chan discovery.Update)
 	watchErr := make(chan error, 1)
 	go func() {
@@ -152,6 +153,10 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 			}
 			return fmt.Errorf("%s: %w", p.cfg.Discovery, err)
 		case u := <-updates:
+			if u.Publisher.NATS {
+				p.followNATS(natsPubs, u, deliver)
+				continue
+			}
 			if u.Gone {
 				p.stop(conns, u.Publisher.Key, deliver)
 				continue
@@ -205,6 +210,31 @@ func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup
 			log.Error("zmq publisher subscription ended", "err", err)
 		}
 	})
+}
+
+// followNATS keeps the NATS channels discovered (nothing to connect to:
+// the relay reads their envelopes on NATS) and tells the relay when one
+// goes, so that it drops the blocks its worker stored.
+func (p *Plane) followNATS(pubs map[string]*relay.Source, u discovery.Update, deliver func(relay.Message) bool) {
+	key := u.Publisher.Key
+	if !u.Gone {
+		if _, ok := pubs[key]; !ok {
+			scope := u.Publisher.Scope
+			if scope.Namespace == "" {
+				scope = p.cfg.Scope
+			}
+			pubs[key] = &relay.Source{Scope: scope, PublisherID: u.Publisher.PublisherID, NATS: true,
+				Name: fmt.Sprintf("nats publisher %#x", u.Publisher.PublisherID)}
+		}
+		return
+	}
+	src, ok := pubs[key]
+	if !ok {
+		return
+	}
+	delete(pubs, key)
+	p.cfg.Logger.Info("nats publisher gone", "publisher_id", src.PublisherID)
+	deliver(relay.Message{Kind: relay.KindGone, Source: src})
 }
 
 // stop ends one publisher's subscription and tells the relay it is gone.

@@ -21,6 +21,7 @@ import (
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/nats-io/nats.go"
 )
 
 // debianPython has python3-zmq and python3-msgpack (build.sh DEBS).
@@ -113,6 +114,13 @@ func testLogger() *slog.Logger {
 // startRelay runs a relay of testScope on an embedded NATS server with feeds.
 func startRelay(t *testing.T, feeds ...relay.Feed) *relay.Relay {
 	t.Helper()
+	r, _ := startRelayNATS(t, feeds...)
+	return r
+}
+
+// startRelayNATS is startRelay that also returns a client of its server.
+func startRelayNATS(t *testing.T, feeds ...relay.Feed) (*relay.Relay, *nats.Conn) {
+	t.Helper()
 	_, nc := natstest.Start(t)
 	r, err := relay.New(relay.Config{Conn: nc, DC: 1, Logger: testLogger(), Pools: []relay.PoolConfig{{Domain: 1,
 		Namespace: testScope.Namespace, Component: testScope.Component, Endpoint: testScope.Endpoint,
@@ -131,7 +139,7 @@ func startRelay(t *testing.T, feeds ...relay.Feed) *relay.Relay {
 	case <-time.After(30 * time.Second):
 		t.Fatal("relay not ready")
 	}
-	return r
+	return r, nc
 }
 
 // status returns the relay's pool status.

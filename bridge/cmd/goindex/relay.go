@@ -41,6 +41,10 @@ default, the payload shape is detected, no release is named):
   <P>.<D>.<DC>.worker-load                     goindex's JSON {worker_id, queued_prefill_tokens,
                                                active_decode_blocks, capacity_blocks}
   Names are percent-encoded as Dynamo does (a dot in a name becomes %2E).
+  With --etcd (or --kube) also given, the workers' NATS EventChannel records
+  are followed too: a worker whose record goes (lease expiry, pod deleted)
+  has its blocks dropped, as Dynamo's router drops a dead worker's; without
+  discovery a dead worker's blocks stay until the relay restarts.
 
 Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
   --etcd http://H:2379[,…]        direct mode, publishers discovered in etcd (Dynamo's
