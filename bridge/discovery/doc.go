@@ -35,8 +35,11 @@
 // a compacted or expired watch is retried by listing again, reporting what
 // vanished meanwhile as gone. Each list is bounded (RequestTimeout), so an
 // etcd that cannot be reached is logged at every attempt rather than
-// waited for in silence. Watch returns an error only for refused
-// credentials (Kubernetes) or a client that cannot be made.
+// waited for in silence; an etcd client that cannot be made (etcd
+// unreachable or refusing the credentials) is logged and made again. The
+// Kubernetes service account token is read from its file for every
+// request, since the kubelet rotates it in place. Watch returns an error
+// only for credentials the API server refuses.
 //
 // # Files
 //
@@ -53,7 +56,8 @@
 //     one listed) and one requiring client certificates over TLS.
 //   - kube_test.go: against a fake API server: data as an object and as a
 //     string, both EndpointId shapes, ADDED/MODIFIED/DELETED, a re-list
-//     after the stream ends, refused credentials.
+//     after the stream ends, refused credentials, a token rotated in its
+//     file taken at the next request.
 //   - fuzz_test.go: records, scopes and Kubernetes data never panic the
 //     parsers.
 //   - etcdtest/: runs Debian's /usr/bin/etcd for tests, plain, with

@@ -63,7 +63,7 @@ type KubeConfig struct {
 type Kube struct {
 	cfg    KubeConfig
 	client *http.Client
-	token  string
+	token  string                           // the token last read from TokenFile (Watch's goroutine)
 	scopes map[dynamo.Scope]map[string]bool // scope → topics read
 }
 
@@ -147,6 +147,17 @@ func (k *Kube) get(ctx context.Context, query url.Values) (*http.Response, error
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.resourceURL(query), nil)
 	if err != nil {
 		return nil, err
+	}
+	// The kubelet rotates a projected service account token in place
+	// (within the hour in clusters that do not extend its expiry): read
+	// the file again for every request, keeping the last token read when
+	// the file cannot be.
+	if k.cfg.TokenFile != "" {
+		if b, err := os.ReadFile(k.cfg.TokenFile); err == nil {
+			k.token = strings.TrimSpace(string(b))
+		} else {
+			k.cfg.Logger.Warn("kubernetes token not read again; using the last one", "file", k.cfg.TokenFile, "err", err)
+		}
 	}
 	if k.token != "" {
 		req.Header.Set("Authorization", "Bearer "+k.token)

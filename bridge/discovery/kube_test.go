@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -24,6 +25,7 @@ type fakeAPI struct {
 	events  chan string    // watch lines
 	lists   int
 	tokenOK bool
+	token   string // the bearer token accepted; "": "sekrit"
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -31,11 +33,16 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer sekrit" {
+	f.mu.Lock()
+	token := f.token
+	if token == "" {
+		token = "sekrit"
+	}
+	if r.Header.Get("Authorization") != "Bearer "+token {
+		f.mu.Unlock()
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
-	f.mu.Lock()
 	if r.URL.Query().Get("watch") == "" {
 		f.lists++
 		items := []any{}
@@ -159,6 +166,43 @@ func TestKube_RefusedCredentialsEndTheWatch(t *testing.T) {
 	if err := k.Watch(context.Background(), func(Update) {}); err == nil {
 		t.Error("Watch with a refused token = nil, want an error")
 	}
+}
+
+// TestKube_RotatedTokenIsReadAgain rotates the service account token in
+// its file, as the kubelet does, and has the API server take only the new
+// one (the old one expired): the watch's next list sends the new token and
+// goes on, where it used to send the token read at start for ever, be
+// refused and stop discovering.
+func TestKube_RotatedTokenIsReadAgain(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("sekrit\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ch := `{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":"dyn","component":"backend","name":"generate"}},` +
+		`"topic":"kv-events","instance_id":1,"transport":{"kind":"Zmq","config":{"endpoint":"tcp://w1:1"}}}`
+	f := &fakeAPI{items: map[string]any{"w1": resource("w1", false, ch)}, events: make(chan string, 4)}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	k, err := NewKube(KubeConfig{APIServer: srv.URL, Namespace: "dyn", TokenFile: tok,
+		Scope: dynamo.Scope{Namespace: "dyn", Component: "backend", Endpoint: "generate"}, Client: srv.Client()})
+	if err != nil {
+		t.Fatalf("NewKube: %v", err)
+	}
+	c := &collector{set: map[string]Publisher{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Watch(ctx, c.add) }()
+	defer func() { cancel(); close(f.events); <-done }()
+	c.waitSet(t, map[uint64]string{1: "tcp://w1:1"})
+	if err := os.WriteFile(tok, []byte("rotated\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.token = "rotated"
+	f.items["w2"] = resource("w2", false, strings.Replace(strings.Replace(ch, `"instance_id":1`, `"instance_id":2`, 1), "w1:1", "w2:2", 1))
+	f.mu.Unlock()
+	f.events <- "" // the stream ends: the watch lists again
+	c.waitSet(t, map[uint64]string{1: "tcp://w1:1", 2: "tcp://w2:2"})
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
