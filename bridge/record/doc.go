@@ -1,5 +1,6 @@
 // Package record is the engine of `goindex record`: it captures Dynamo KV
-// events from NATS subjects into an event log, one Dynamo JSON RouterEvent
+// events from NATS subjects, or from Dynamo's ZMQ event plane (the default
+// since v1.3) through relay.Feeds, into an event log, one Dynamo JSON RouterEvent
 // per line (dynamo.AppendJSON's shape), no header, in arrival order: the
 // file `goindex parity --events` replays.
 //
@@ -14,8 +15,11 @@
 // that do not decode are counted and skipped. Lines are buffered and
 // written whole (at FlushBytes, and at every Flush), so a killed
 // writer leaves at most a partial last line, which OpenLog cuts off before
-// appending. Run subscribes a Recorder to its subjects on a NATS
-// connection and records until MaxEvents, Duration or its context ends.
+// appending. HandlePlane takes a ZMQ event-plane message (four parts, as
+// bridge/zmqfeed's Plane delivers them) the way Handle takes an envelope,
+// skipping load samples. Run subscribes a Recorder to its subjects on a
+// NATS connection, runs its feeds, and records until MaxEvents, Duration
+// or its context ends.
 //
 // # Errors
 //
@@ -39,7 +43,8 @@
 // # Tests
 //
 // The tests prove the recorder on every form (envelopes of both
-// encodings, batches, bare JSON, detection), duplicates, gaps, malformed
+// encodings, batches, bare JSON, detection, ZMQ event-plane messages),
+// duplicates, gaps, malformed
 // messages, the event limit and a failing writer; OpenLog's cut of a
 // partial last line, its truncate and a log without any newline; and Run
 // against an embedded NATS server, whose log replays to the events sent.

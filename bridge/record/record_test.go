@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -232,3 +233,38 @@ func TestRun_RecordsTheSubjectsUntilItsLimit(t *testing.T) {
 
 // syncBuffer is what a background command or server writes while the test reads.
 type syncBuffer = syncbuf.Buffer
+
+// plane builds one ZMQ event-plane message: topic, publisher id and
+// sequence frames, then the 5-byte frame header and the envelope.
+func plane(topic string, pub, seq uint64, payload []byte) [][]byte {
+	env := dynamo.AppendEnvelope(nil, &dynamo.Envelope{Topic: topic, PublisherID: pub, Sequence: seq, PublishedAtMs: 1, Payload: payload})
+	frame := append([]byte{1, 0, 0, 0, 0}, env...)
+	binary.BigEndian.PutUint32(frame[1:5], uint32(len(env)))
+	return [][]byte{[]byte(topic), binary.BigEndian.AppendUint64(nil, pub), binary.BigEndian.AppendUint64(nil, seq), frame}
+}
+
+// HandlePlane records a ZMQ event-plane message's events as Handle does an
+// envelope's, drops a repeated sequence, counts a message of the wrong
+// shape as malformed and skips load samples uncounted.
+func TestRecorder_ZMQEventPlaneMessages(t *testing.T) {
+	var out bytes.Buffer
+	r := NewRecorder(&out, 0)
+	batch, err := dynamo.AppendMsgpackEvents(nil, []dynamo.RouterEvent{stored(3, 1, 10, 11)})
+	if err != nil {
+		t.Fatalf("AppendMsgpackEvents: %v", err)
+	}
+	r.HandlePlane(plane(dynamo.EventTopic, 9, 0, batch))
+	r.HandlePlane(plane(dynamo.EventTopic, 9, 0, batch))     // the same sequence again
+	r.HandlePlane(plane(dynamo.EventTopic, 9, 1, batch)[:3]) // three parts
+	r.HandlePlane(plane(dynamo.MetricsTopic, 8, 0, []byte{0x80}))
+	if err := r.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	st := r.Stats()
+	if st.Messages != 3 || st.Events != 1 || st.Duplicates != 1 || st.Malformed != 1 {
+		t.Errorf("stats %+v, want 3 messages, 1 event, 1 duplicate, 1 malformed (the load sample uncounted)", st)
+	}
+	if got := lines(t, out.Bytes()); len(got) != 1 || !reflect.DeepEqual(got[0], stored(3, 1, 10, 11)) {
+		t.Errorf("recorded %+v, want worker 3's store", got)
+	}
+}

@@ -71,7 +71,12 @@ func (r *Recorder) Handle(form Form, b []byte) {
 		return
 	}
 	r.st.Messages++
-	evs, err := r.decode(form, b)
+	r.take(r.decode(form, b))
+}
+
+// take records a message's events, or counts why it has none: a
+// duplicate, or a malformed message (r.mu held).
+func (r *Recorder) take(evs []dynamo.RouterEvent, err error) {
 	if err != nil {
 		if !errors.Is(err, errDuplicate) {
 			r.st.Malformed++
@@ -137,15 +142,49 @@ func (r *Recorder) decode(form Form, b []byte) ([]dynamo.RouterEvent, error) {
 		}
 		return nil, err
 	}
+	if err := r.sequenced(&env); err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// sequenced applies the envelope sequence rules: errDuplicate for an
+// envelope at or below its publisher's last sequence, gaps counted.
+func (r *Recorder) sequenced(env *dynamo.Envelope) error {
 	if last, seen := r.last[env.PublisherID]; seen {
 		if env.Sequence <= last {
 			r.st.Duplicates++
-			return nil, errDuplicate
+			return errDuplicate
 		}
 		r.st.Gaps += env.Sequence - last - 1
 	}
 	r.last[env.PublisherID] = env.Sequence
-	return evs, nil
+	return nil
+}
+
+// HandlePlane records one message of Dynamo's ZMQ event plane (its four
+// parts: topic, publisher id, sequence, framed envelope) as Handle does an
+// envelope; a load sample (kv_metrics) is not an event and is skipped
+// uncounted. A stopped Recorder ignores it.
+func (r *Recorder) HandlePlane(parts [][]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	pm, err := dynamo.DecodePlane(parts)
+	if err == nil && dynamo.PlaneTopic(pm.Topic) != dynamo.EventTopic {
+		return
+	}
+	r.st.Messages++
+	var evs []dynamo.RouterEvent
+	if err == nil {
+		evs, err = pm.Envelope.Events()
+	}
+	if err == nil {
+		err = r.sequenced(&pm.Envelope)
+	}
+	r.take(evs, err)
 }
 
 // flushLocked writes the buffered lines; a write error stops recording.

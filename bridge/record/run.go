@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/nats-io/nats.go"
 )
@@ -36,6 +38,11 @@ func Subjects(namespace, component, endpoint string) []Subject {
 // Config is what Run records and when it stops.
 type Config struct {
 	Subjects []Subject
+	// Feeds are Dynamo's ZMQ event plane (bridge/zmqfeed's Plane: the
+	// default event plane since Dynamo v1.3, where NATS carries no event);
+	// their KindPlane messages are recorded as NATS envelopes are, and
+	// their other messages ignored. Optional.
+	Feeds []relay.Feed
 	// Out names the log written to, for the line saying recording began
 	// and the Report.
 	Out       string
@@ -67,8 +74,8 @@ type Report struct {
 	Stats
 }
 
-// Run subscribes to cfg's subjects on nc and records their messages into w
-// until MaxEvents, Duration or ctx ends it (a cancelled ctx is a clean
+// Run subscribes to cfg's subjects on nc, runs cfg's feeds, and records
+// their messages into w until MaxEvents, Duration or ctx ends it (a cancelled ctx is a clean
 // stop, "signal"). It returns a write error of w, or a subscription's.
 func Run(ctx context.Context, nc *nats.Conn, w io.Writer, cfg Config) (*Report, error) {
 	if cfg.FlushEvery <= 0 {
@@ -96,6 +103,23 @@ func Run(ctx context.Context, nc *nats.Conn, w io.Writer, cfg Config) (*Report, 
 	// a publisher that waits for the next line loses nothing.
 	if err := nc.Flush(); err != nil {
 		return nil, fmt.Errorf("record: %w", err)
+	}
+	fctx, stopFeeds := context.WithCancel(ctx)
+	var feeds sync.WaitGroup
+	defer func() { stopFeeds(); feeds.Wait() }()
+	for _, f := range cfg.Feeds {
+		feeds.Go(func() {
+			err := f.Run(fctx, func(m relay.Message) bool {
+				if m.Kind == relay.KindPlane {
+					rec.HandlePlane(m.Frames)
+				}
+				return fctx.Err() == nil
+			})
+			if err != nil && fctx.Err() == nil {
+				fmt.Fprintf(log, "goindex record: %s stopped: %v\n", f, err)
+			}
+		})
+		rep.Subjects = append(rep.Subjects, f.String())
 	}
 	fmt.Fprintf(log, "goindex record: recording %s from %s into %s\n", strings.Join(rep.Subjects, ", "), rep.NATS, cfg.Out)
 	began := time.Now()

@@ -10,12 +10,14 @@ import (
 
 	"github.com/goindex/goindex/bridge/obs"
 	"github.com/goindex/goindex/bridge/record"
+	"github.com/goindex/goindex/bridge/zmqfeed"
 	"github.com/goindex/goindex/dynamo"
 )
 
-const recordSynopsis = `Usage: goindex record --out FILE [--nats URL] [--namespace NS --component COMP [--endpoint EP] | --subject S] [--max-events N] [--duration D] [--json]
+const recordSynopsis = `Usage: goindex record --out FILE [--nats URL | --etcd URL | --zmq-publisher EP …] [--namespace NS --component COMP [--endpoint EP] | --subject S] [--max-events N] [--duration D] [--json]
 
-Captures Dynamo KV events from live NATS subjects into an event log: one
+Captures Dynamo KV events from live NATS subjects, or from Dynamo's ZMQ
+event plane, into an event log: one
 Dynamo JSON RouterEvent per line (CUR shape, as dynamo.AppendJSON writes it),
 no header, in arrival order. That is exactly the file
 ` + "`goindex parity --events FILE`" + ` replays, so a production capture can be held
@@ -31,6 +33,14 @@ Input:
   --subject S      one subject instead (NATS wildcards allowed); each message's
                    form is detected: an envelope (msgpack, or the early JSON
                    envelope), else a bare JSON RouterEvent
+  Over ZeroMQ (Dynamo's default event plane since v1.3: NATS then carries no
+  KV event), the workers of --namespace, --component and --endpoint, found
+  as goindex relay finds them (see its --help): --etcd URL (default
+  $ETCD_ENDPOINTS; a secured etcd with --etcd-user/--etcd-password, --etcd-ca,
+  --etcd-cert/--etcd-key, by default Dynamo's $ETCD_AUTH_*), --kube
+  [--kube-namespace NS], --zmq-publisher tcp://H:P[,…] or --zmq-broker
+  xsub=…,xpub=… (default $DYN_ZMQ_BROKER_URL); each message's four parts are
+  checked and its envelope recorded as a NATS one is
   Envelopes at or below their publisher's last sequence are dropped as
   duplicates and missing sequences counted as gaps; messages that do not
   decode are counted and skipped. Events of every storage tier are written
@@ -56,6 +66,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	component := fs.String("component", "backend", "Dynamo component of the KV events")
 	endpoint := fs.String("endpoint", dynamo.DefaultEndpoint, "Dynamo endpoint of the workers (scopes KV events from v1.4 on)")
 	subject := fs.String("subject", "", "record this one subject instead of the released three")
+	zf := addZMQPlaneFlags(fs)
 	out := fs.String("out", "", "event log to append to (required)")
 	truncate := fs.Bool("truncate", false, "empty --out first instead of appending")
 	maxEvents := fs.Uint64("max-events", 0, "stop after this many events (0: no limit)")
@@ -97,13 +108,17 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cut > 0 {
 		fmt.Fprintf(stderr, "goindex record: cut a partial last line (%d bytes) off %s\n", cut, *out)
 	}
+	feeds, err := zmqfeed.Feeds(zf.config(dynamo.Scope{Namespace: *namespace, Component: *component, Endpoint: *endpoint}, log))
+	if err != nil {
+		return fmt.Errorf("record: %v: %w", err, errUsage)
+	}
 	nc, closeNATS, err := nf.connect("goindex record", log)
 	if err != nil {
 		return err
 	}
 	defer closeNATS()
-	rep, err := record.Run(ctx, nc, f, record.Config{Subjects: subs, Out: *out, MaxEvents: *maxEvents, Duration: *duration,
-		FlushEvery: *flushEvery, ProgressEvery: *progressEvery, Log: stderr})
+	rep, err := record.Run(ctx, nc, f, record.Config{Subjects: subs, Feeds: feeds, Out: *out, MaxEvents: *maxEvents,
+		Duration: *duration, FlushEvery: *flushEvery, ProgressEvery: *progressEvery, Log: stderr})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"github.com/goindex/goindex/bridge/record"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -359,6 +360,61 @@ func TestRecord_TakesEndpointScopedBatches(t *testing.T) {
 	if err := nc.Publish(subject, b); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
+	waitStopped(t, stderr, done)
+	if got := readEventLog(t, out); len(got) != 2 || got[0].WorkerID != 4 || got[1].Event.Kind != kv.Removed {
+		t.Errorf("recorded %+v, want worker 4's store and removal", got)
+	}
+}
+
+// TestRecord_TakesTheZMQEventPlane records from Dynamo's default event
+// plane (ZMQ since v1.3, NATS then carrying no KV event): a worker's PUB
+// socket, written by Debian's python3-zmq field by field from the spec,
+// given as --zmq-publisher. The capture used to stay empty, so README's
+// hash-mismatch troubleshooting had nothing to replay on a default
+// deployment.
+func TestRecord_TakesTheZMQEventPlane(t *testing.T) {
+	srv, _ := natstest.Start(t)
+	cmd := exec.Command("/usr/bin/python3", "../../zmqfeed/testdata/dynamo_pub.py", "--bind", "tcp://127.0.0.1:0")
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	pubOut, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the publisher: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(pubOut).ReadString('\n')
+	if err != nil {
+		t.Fatalf("publisher endpoint: %v", err)
+	}
+	endpoint := strings.TrimPrefix(strings.TrimSpace(line), "pub=")
+	out := filepath.Join(t.TempDir(), "events.jsonl")
+	_, stderr, cancel, done := background(runRecord, "--nats", srv.ClientURL(), "--etcd", "", "--zmq-broker", "",
+		"--zmq-publisher", endpoint, "--out", out, "--max-events", "2", "--flush-every", "10ms")
+	defer cancel()
+	waitRecording(t, stderr, done)
+	batch := []any{
+		map[string]any{"worker_id": 4, "storage_tier": "device", "event": map[string]any{"event_id": 1, "dp_rank": 0,
+			"data": map[string]any{"stored": map[string]any{"parent_hash": nil, "start_position": nil,
+				"blocks": []any{map[string]any{"block_hash": 0x1401, "tokens_hash": 0xB1, "mm_extra_info": nil}}}}}},
+		map[string]any{"worker_id": 4, "storage_tier": "device", "event": map[string]any{"event_id": 2, "dp_rank": 0,
+			"data": map[string]any{"removed": map[string]any{"block_hashes": []any{0x1401}}}}},
+	}
+	// The publisher repeats the message (one publisher id and sequence)
+	// until the recorder has subscribed; the copies are duplicates.
+	b, _ := json.Marshal(map[string]any{"op": "warm", "msg": map[string]any{"pub": 77, "seq": 0, "payload": batch}})
+	if _, err := in.Write(append(b, '\n')); err != nil {
+		t.Fatalf("publisher command: %v", err)
+	}
+	waitStopped(t, stderr, done)
+	if got := readEventLog(t, out); len(got) != 2 || got[0].WorkerID != 4 || got[0].Event.Kind != kv.Stored ||
+		got[1].Event.Kind != kv.Removed {
+		t.Errorf("recorded %+v, want worker 4's store and removal", got)
+	}
+}
+
+// waitStopped waits for a record run limited to 2 events to end well.
+func waitStopped(t *testing.T, stderr *syncBuffer, done chan error) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -366,8 +422,5 @@ func TestRecord_TakesEndpointScopedBatches(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("record did not stop at 2 events; stderr: %s", stderr.String())
-	}
-	if got := readEventLog(t, out); len(got) != 2 || got[0].WorkerID != 4 || got[1].Event.Kind != kv.Removed {
-		t.Errorf("recorded %+v, want worker 4's store and removal", got)
 	}
 }

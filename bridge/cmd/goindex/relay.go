@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/zmqfeed"
 	"github.com/goindex/goindex/dynamo"
@@ -133,17 +131,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	queue := fs.Float64("queue-tokens-per-ms", 0, "load model: DC-wide queued prefill drain rate (0: unknown)")
 	decode := fs.Float64("decode-blocks-per-ms", 0, "load model: DC-wide KV release rate of decodes (0: unknown)")
 	capacity := fs.Uint64("worker-capacity-blocks", 0, "load model: KV capacity per worker without load samples (0: unknown)")
-	etcdEndpoints := fs.String("etcd", os.Getenv("ETCD_ENDPOINTS"), "ZMQ event plane: discover publishers in etcd at these comma-separated URLs (default: $ETCD_ENDPOINTS)")
-	etcdUser := fs.String("etcd-user", os.Getenv("ETCD_AUTH_USERNAME"), "etcd authentication: user name, with --etcd-password (default: $ETCD_AUTH_USERNAME)")
-	etcdPassword := fs.String("etcd-password", os.Getenv("ETCD_AUTH_PASSWORD"), "etcd authentication: password (default: $ETCD_AUTH_PASSWORD; prefer it or --config to the command line)")
-	etcdCA := fs.String("etcd-ca", os.Getenv("ETCD_AUTH_CA"), "etcd TLS: PEM file of the CAs that sign etcd's certificate (default: $ETCD_AUTH_CA; https:// endpoints without it: the system's roots)")
-	etcdCert := fs.String("etcd-cert", os.Getenv("ETCD_AUTH_CLIENT_CERT"), "etcd mutual TLS: client certificate PEM file, with --etcd-key (default: $ETCD_AUTH_CLIENT_CERT)")
-	etcdKey := fs.String("etcd-key", os.Getenv("ETCD_AUTH_CLIENT_KEY"), "etcd mutual TLS: client key PEM file (default: $ETCD_AUTH_CLIENT_KEY)")
-	kube := fs.Bool("kube", false, "ZMQ event plane: discover publishers in Kubernetes DynamoWorkerMetadata resources (in-cluster)")
-	kubeNamespace := fs.String("kube-namespace", "", "Kubernetes namespace of the workers' resources (default: the pod's own)")
-	zmqPublishers := fs.String("zmq-publisher", "", "ZMQ event plane: comma-separated worker PUB endpoints (tcp://host:port) to subscribe to")
-	zmqBroker := fs.String("zmq-broker", os.Getenv("DYN_ZMQ_BROKER_URL"), "ZMQ event plane: broker mode, xsub=<url>[;<url>…],xpub=<url>[;<url>…] (default: $DYN_ZMQ_BROKER_URL)")
-	zmqMaxBytes := fs.Int64("zmq-max-message-bytes", zmqfeed.DefaultMaxMessageBytes, "ZMQ: largest message part taken; a peer sending more is disconnected")
+	zf := addZMQPlaneFlags(fs)
 	zmqEndpoint := fs.String("zmq-endpoint", "", "engine without Dynamo: the vLLM/SGLang KV-event PUB endpoint (tcp://host:port)")
 	zmqReplay := fs.String("zmq-replay", "", "engine without Dynamo: its replay endpoint, asked to cover gaps (tcp://host:port)")
 	zmqTopic := fs.String("zmq-topic", "", "engine without Dynamo: its topic (subscription prefix)")
@@ -187,13 +175,10 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	scope := dynamo.Scope{Namespace: *namespace, Component: *component, Endpoint: *endpoint}
-	feeds, err := zmqfeed.Feeds(zmqfeed.FeedsConfig{Scope: scope, Etcd: splitList(*etcdEndpoints),
-		EtcdCredentials: discovery.EtcdCredentials{Username: *etcdUser, Password: *etcdPassword, CAFile: *etcdCA,
-			CertFile: *etcdCert, KeyFile: *etcdKey},
-		Kube: *kube, KubeNamespace: *kubeNamespace,
-		Publishers: splitList(*zmqPublishers), Broker: *zmqBroker, MaxMessageBytes: *zmqMaxBytes, Logger: log,
-		Engine: zmqfeed.EngineConfig{Endpoint: *zmqEndpoint, Replay: *zmqReplay, Topic: *zmqTopic, WorkerID: *workerID,
-			DpRank: uint32(*dpRank), BlockSize: *blockSize}})
+	feedsCfg := zf.config(scope, log)
+	feedsCfg.Engine = zmqfeed.EngineConfig{Endpoint: *zmqEndpoint, Replay: *zmqReplay, Topic: *zmqTopic, WorkerID: *workerID,
+		DpRank: uint32(*dpRank), BlockSize: *blockSize}
+	feeds, err := zmqfeed.Feeds(feedsCfg)
 	if err != nil {
 		return fmt.Errorf("relay: %v: %w", err, errUsage)
 	}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"flag"
+	"log/slog"
+	"os"
+
+	"github.com/goindex/goindex/bridge/discovery"
+	"github.com/goindex/goindex/bridge/zmqfeed"
+	"github.com/goindex/goindex/dynamo"
+)
+
+// zmqPlaneFlags are the inputs of Dynamo's ZMQ event plane that relay and
+// record share: discovery (etcd, with its credentials, or Kubernetes),
+// static publishers and brokers.
+type zmqPlaneFlags struct {
+	etcd, etcdUser, etcdPassword, etcdCA, etcdCert, etcdKey *string
+	kube                                                    *bool
+	kubeNamespace, publishers, broker                       *string
+	maxBytes                                                *int64
+}
+
+func addZMQPlaneFlags(fs *flag.FlagSet) zmqPlaneFlags {
+	return zmqPlaneFlags{
+		etcd:          fs.String("etcd", os.Getenv("ETCD_ENDPOINTS"), "ZMQ event plane: discover publishers in etcd at these comma-separated URLs (default: $ETCD_ENDPOINTS)"),
+		etcdUser:      fs.String("etcd-user", os.Getenv("ETCD_AUTH_USERNAME"), "etcd authentication: user name, with --etcd-password (default: $ETCD_AUTH_USERNAME)"),
+		etcdPassword:  fs.String("etcd-password", os.Getenv("ETCD_AUTH_PASSWORD"), "etcd authentication: password (default: $ETCD_AUTH_PASSWORD; prefer it or --config to the command line)"),
+		etcdCA:        fs.String("etcd-ca", os.Getenv("ETCD_AUTH_CA"), "etcd TLS: PEM file of the CAs that sign etcd's certificate (default: $ETCD_AUTH_CA; https:// endpoints without it: the system's roots)"),
+		etcdCert:      fs.String("etcd-cert", os.Getenv("ETCD_AUTH_CLIENT_CERT"), "etcd mutual TLS: client certificate PEM file, with --etcd-key (default: $ETCD_AUTH_CLIENT_CERT)"),
+		etcdKey:       fs.String("etcd-key", os.Getenv("ETCD_AUTH_CLIENT_KEY"), "etcd mutual TLS: client key PEM file (default: $ETCD_AUTH_CLIENT_KEY)"),
+		kube:          fs.Bool("kube", false, "ZMQ event plane: discover publishers in Kubernetes DynamoWorkerMetadata resources (in-cluster)"),
+		kubeNamespace: fs.String("kube-namespace", "", "Kubernetes namespace of the workers' resources (default: the pod's own)"),
+		publishers:    fs.String("zmq-publisher", "", "ZMQ event plane: comma-separated worker PUB endpoints (tcp://host:port) to subscribe to"),
+		broker:        fs.String("zmq-broker", os.Getenv("DYN_ZMQ_BROKER_URL"), "ZMQ event plane: broker mode, xsub=<url>[;<url>…],xpub=<url>[;<url>…] (default: $DYN_ZMQ_BROKER_URL)"),
+		maxBytes:      fs.Int64("zmq-max-message-bytes", zmqfeed.DefaultMaxMessageBytes, "ZMQ: largest message part taken; a peer sending more is disconnected"),
+	}
+}
+
+// config returns the feeds' configuration for the workers of scope.
+func (z zmqPlaneFlags) config(scope dynamo.Scope, log *slog.Logger) zmqfeed.FeedsConfig {
+	return zmqfeed.FeedsConfig{Scope: scope, Etcd: splitList(*z.etcd),
+		EtcdCredentials: discovery.EtcdCredentials{Username: *z.etcdUser, Password: *z.etcdPassword, CAFile: *z.etcdCA,
+			CertFile: *z.etcdCert, KeyFile: *z.etcdKey},
+		Kube: *z.kube, KubeNamespace: *z.kubeNamespace, Publishers: splitList(*z.publishers), Broker: *z.broker,
+		MaxMessageBytes: *z.maxBytes, Logger: log}
+}
