@@ -90,8 +90,8 @@ const clairvoyanceTolMs = 1e-3
 // shows it cannot beat the best so far.
 //
 // With all not nil, every DC's TTFT is computed to the end (no shadow
-// stops early) and stored in all, indexed by DC.
-func (s *simulation) foresee(rt *router, i int, now float64, all []float64) (int, float64, error) {
+// stops early) and stored in all, indexed by DC, with its parts.
+func (s *simulation) foresee(rt *router, i int, now float64, all []truth) (int, float64, error) {
 	sh := s.shadowSim()
 	sh.reqs = append(sh.reqs[:0], s.reqs...)
 	jitter := s.draw(i, drawJitter).Float64() * ms(s.cfg.RTTJitter)
@@ -112,7 +112,8 @@ func (s *simulation) foresee(rt *router, i int, now float64, all []float64) (int
 			return 0, 0, err
 		}
 		if all != nil {
-			all[l] = ttft
+			st := &sh.reqs[i]
+			all[l] = truth{ttftMs: ttft, queueMs: st.prefillStartMs - st.arriveMs, prefillMs: st.firstTokenMs - st.prefillStartMs}
 		}
 		if ttft < bestMs {
 			best, bestMs = l, ttft
@@ -248,22 +249,35 @@ type Foresight struct {
 // PressureError is the TTFT model's error over the (decision, DC) pairs of
 // one KV-pressure band [From, To).
 type PressureError struct {
-	From       float64 `json:"from"`
-	To         float64 `json:"to,omitempty"` // 0: no upper bound
-	Estimates  int     `json:"estimates"`
-	BiasMs     float64 `json:"bias_ms"`      // mean of estimate − true
-	SpreadMs   float64 `json:"spread_ms"`    // standard deviation of estimate − true
-	AbsErrorMs float64 `json:"abs_error_ms"` // mean |estimate − true|
-	TrueMeanMs float64 `json:"true_mean_ms"`
+	From      float64 `json:"from"`
+	To        float64 `json:"to,omitempty"` // 0: no upper bound
+	Estimates int     `json:"estimates"`
+	BiasMs    float64 `json:"bias_ms"` // mean of estimate − true
+	// QueueBiasMs and PrefillBiasMs are the mean errors of the queue and
+	// prefill terms against the request's wait between reaching the DC and
+	// its prefill's start, and its prefill time there.
+	QueueBiasMs   float64 `json:"queue_bias_ms"`
+	PrefillBiasMs float64 `json:"prefill_bias_ms"`
+	SpreadMs      float64 `json:"spread_ms"`    // standard deviation of estimate − true
+	AbsErrorMs    float64 `json:"abs_error_ms"` // mean |estimate − true|
+	TrueMeanMs    float64 `json:"true_mean_ms"`
+}
+
+// truth is what a shadow found for a request at one DC: its TTFT, its
+// wait between reaching the DC and its prefill's start, and its prefill.
+type truth struct {
+	ttftMs, queueMs, prefillMs float64
 }
 
 // pressureBands are the bands of Foresight.ByPressure.
 var pressureBands = []float64{0, 0.5, 0.9, 1.1, 2, math.Inf(1)}
 
-// sightError is one (decision, DC) comparison of Foresight.
+// sightError is one (decision, DC) comparison of Foresight: the KV
+// pressure, the TTFT model's TTFT, queue and prefill errors, and the true
+// TTFT.
 type sightError struct {
-	req                     int
-	pressure, errMs, trueMs float64
+	req                                               int
+	pressure, errMs, queueErrMs, prefillErrMs, trueMs float64
 }
 
 // foresight compares, for request i routed by rt to target, the TTFT
@@ -271,22 +285,23 @@ type sightError struct {
 // request would get there, and records the regret of the choice.
 func (s *simulation) foresight(rt *router, i int, req score.Request, target int, now float64) error {
 	if cap(s.truth) < len(s.dcs) {
-		s.truth = make([]float64, len(s.dcs))
+		s.truth = make([]truth, len(s.dcs))
 	}
-	truth := s.truth[:len(s.dcs)]
-	_, bestMs, err := s.foresee(rt, i, now, truth)
+	all := s.truth[:len(s.dcs)]
+	_, bestMs, err := s.foresee(rt, i, now, all)
 	if err != nil {
 		return err
 	}
-	s.reqs[i].foreseenMs, s.reqs[i].regretMs = truth[target], truth[target]-bestMs
+	s.reqs[i].foreseenMs, s.reqs[i].regretMs = all[target].ttftMs, all[target].ttftMs-bestMs
 	for k := range rt.cands {
 		c := rt.cands[k]
 		one, err := rt.model.Score(req, []score.Candidate{c}, nil)
 		if err != nil {
 			continue // a DC without the signals the model needs
 		}
-		l := int(c.ID)
-		s.sight = append(s.sight, sightError{req: i, pressure: s.kvPressure(s.dcs[l]), errMs: one.Parts.TTFTms() - truth[l], trueMs: truth[l]})
+		l, p := int(c.ID), one.Parts
+		s.sight = append(s.sight, sightError{req: i, pressure: s.kvPressure(s.dcs[l]), errMs: p.TTFTms() - all[l].ttftMs,
+			queueErrMs: p.QueueMs - all[l].queueMs, prefillErrMs: p.PrefillMs - all[l].prefillMs, trueMs: all[l].ttftMs})
 	}
 	return nil
 }
@@ -324,16 +339,18 @@ func (s *simulation) foresightOf(from int) *Foresight {
 	f.RegretMeanMs, f.RegretP95Ms = mean(regrets), percentile(regrets, 95)
 	for b := range len(pressureBands) - 1 {
 		pe := PressureError{From: pressureBands[b], To: pressureBands[b+1]}
-		var sum, sq, abs, truth float64
+		var sum, sq, abs, trueSum, qSum, pSum float64
 		for _, e := range s.sight {
 			if e.req < from || e.pressure < pe.From || e.pressure >= pe.To {
 				continue
 			}
 			pe.Estimates++
-			sum, sq, abs, truth = sum+e.errMs, sq+e.errMs*e.errMs, abs+math.Abs(e.errMs), truth+e.trueMs
+			sum, sq, abs, trueSum = sum+e.errMs, sq+e.errMs*e.errMs, abs+math.Abs(e.errMs), trueSum+e.trueMs
+			qSum, pSum = qSum+e.queueErrMs, pSum+e.prefillErrMs
 		}
 		if n := float64(pe.Estimates); n > 0 {
-			pe.BiasMs, pe.AbsErrorMs, pe.TrueMeanMs = sum/n, abs/n, truth/n
+			pe.BiasMs, pe.AbsErrorMs, pe.TrueMeanMs = sum/n, abs/n, trueSum/n
+			pe.QueueBiasMs, pe.PrefillBiasMs = qSum/n, pSum/n
 			pe.SpreadMs = math.Sqrt(max(sq/n-pe.BiasMs*pe.BiasMs, 0))
 		}
 		if math.IsInf(pe.To, 1) {

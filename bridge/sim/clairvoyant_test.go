@@ -215,8 +215,8 @@ func TestForesightOf_BandsTheErrors(t *testing.T) {
 	s.reqs[1].regretMs, s.reqs[2].regretMs, s.reqs[3].regretMs = 0, 30, 10
 	s.sight = []sightError{
 		{req: 0, pressure: 0.1, errMs: 1000, trueMs: 1}, // warm-up
-		{req: 1, pressure: 0.2, errMs: -100, trueMs: 300},
-		{req: 2, pressure: 0.4, errMs: 300, trueMs: 500},
+		{req: 1, pressure: 0.2, errMs: -100, queueErrMs: -90, prefillErrMs: -10, trueMs: 300},
+		{req: 2, pressure: 0.4, errMs: 300, queueErrMs: 290, prefillErrMs: 30, trueMs: 500},
 		{req: 3, pressure: 1.0, errMs: -50, trueMs: 900},
 		{req: 3, pressure: 5, errMs: -4000, trueMs: 6000},
 	}
@@ -225,7 +225,7 @@ func TestForesightOf_BandsTheErrors(t *testing.T) {
 		t.Errorf("decisions %d, best chosen %d, mean regret %v; want 3, 1, 13.33", f.Decisions, f.BestChosen, f.RegretMeanMs)
 	}
 	want := []PressureError{
-		{From: 0, To: 0.5, Estimates: 2, BiasMs: 100, SpreadMs: 200, AbsErrorMs: 200, TrueMeanMs: 400},
+		{From: 0, To: 0.5, Estimates: 2, BiasMs: 100, QueueBiasMs: 100, PrefillBiasMs: 10, SpreadMs: 200, AbsErrorMs: 200, TrueMeanMs: 400},
 		{From: 0.5, To: 0.9},
 		{From: 0.9, To: 1.1, Estimates: 1, BiasMs: -50, AbsErrorMs: 50, TrueMeanMs: 900},
 		{From: 1.1, To: 2},

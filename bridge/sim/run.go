@@ -181,7 +181,7 @@ type simulation struct {
 	shade  *simulation
 	// truth and sight are Config.Foresight's: every DC's true TTFT for
 	// the request being routed, and the model's errors so far.
-	truth []float64
+	truth []truth
 	sight []sightError
 }
 
