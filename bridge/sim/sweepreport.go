@@ -178,7 +178,7 @@ func sweepHeatmap(rep *SweepReport, path string) error {
 		value = func(c *SweepCell) (float64, string) {
 			text := fmt.Sprintf("%+.1f±%.1f%%", 100*c.Verdict.Mean, 100*c.Verdict.SE)
 			if c.Verdict.Outcome == CellLost {
-				text += " LOST"
+				text += "\nLOST" // on its own line: the label is wider than the one-seed one
 			}
 			return c.Verdict.Mean, text
 		}
