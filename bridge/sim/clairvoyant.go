@@ -122,14 +122,22 @@ func (s *simulation) foresee(rt *router, i int, now float64, all []truth) (int, 
 	return best, bestMs, nil
 }
 
+// clairvoyant says whether the policy routes by shadows.
+func (p Policy) clairvoyant() bool { return p == Clairvoyant || p == ClairvoyantMeanOutput }
+
 // shadowSim returns the simulation the clairvoyant's shadows run in,
-// built on first use: it shares the run's configuration, workload and
-// topology (read-only) and owns everything a shadow changes.
+// built on first use: it shares the run's configuration and topology
+// (read-only) and owns everything a shadow changes. Its workload is the
+// run's, or for ClairvoyantMeanOutput a copy in which every request
+// decodes the workload's mean output length.
 func (s *simulation) shadowSim() *simulation {
 	if s.shade == nil {
 		s.shade = &simulation{cfg: s.cfg, w: s.w, policy: s.policy, topo: s.topo, shadow: true,
 			dcs: make([]*dc, len(s.dcs)), workers: make([]*worker, len(s.workers)),
 			workerDepth: make([]int, len(s.workerDepth))}
+		if s.policy == ClairvoyantMeanOutput {
+			s.shade.w = meanOutput(s.w)
+		}
 		s.shade.pcg = rand.NewPCG(0, 0)
 		s.shade.rng = rand.New(s.shade.pcg)
 	}
@@ -181,6 +189,37 @@ func (s *simulation) cloneInto(sh *simulation, l int) {
 		}
 		return false
 	})
+	if sh.w == s.w {
+		return
+	}
+	// The shadow's requests decode other lengths than the run's: every
+	// decoding sequence's next milestone is set again from where it is
+	// now, and the worker's next change with it at the same rates (which
+	// voids the one taken from the run's queue).
+	for _, w := range sh.dcs[l].workers {
+		sh.advance(w, s.now)
+		w.marks = w.marks[:0]
+		for _, j := range w.order {
+			if !slices.Contains(w.prefillQ, j) {
+				sh.pushMark(w, j) // a decode already past its shadow length ends now
+			}
+		}
+		sh.schedule(w)
+	}
+}
+
+// meanOutput returns a copy of w in which every request's output length
+// is w's mean (at least 1).
+func meanOutput(w *Workload) *Workload {
+	c := &Workload{BlockSize: w.BlockSize, Requests: slices.Clone(w.Requests)}
+	sum := 0
+	for _, r := range w.Requests {
+		sum += r.OutputTokens
+	}
+	for k := range c.Requests {
+		c.Requests[k].OutputTokens = max(1, (sum+len(w.Requests)/2)/len(w.Requests))
+	}
+	return c
 }
 
 // clone returns a copy of d for a shadow in sh: its workers cloned (and
@@ -201,7 +240,7 @@ func (d *dc) clone(sh *simulation) *dc {
 // DCs they went to (the clairvoyant's, or Foresight's for any policy)
 // against what they saw.
 func (s *simulation) clairvoyance(from int) *Clairvoyance {
-	if s.policy != Clairvoyant && !s.cfg.Foresight {
+	if !s.policy.clairvoyant() && !s.cfg.Foresight {
 		return nil
 	}
 	c := &Clairvoyance{}
@@ -322,7 +361,7 @@ func (s *simulation) kvPressure(d *dc) float64 {
 // foresightOf summarises the Foresight of requests from..len-1 (nil when
 // the run measured none).
 func (s *simulation) foresightOf(from int) *Foresight {
-	if !s.cfg.Foresight || s.policy == Clairvoyant {
+	if !s.cfg.Foresight || s.policy.clairvoyant() {
 		return nil
 	}
 	f := &Foresight{}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -238,5 +239,40 @@ func TestForesightOf_BandsTheErrors(t *testing.T) {
 		if b != want[k] {
 			t.Errorf("band %d: %+v, want %+v", k, b, want[k])
 		}
+	}
+}
+
+// TestClairvoyantMeanOutput_IsTheClairvoyantWhenEveryOutputIsTheMean runs
+// both clairvoyants on requests that all decode the same length, so the
+// mean-output copies know every decode's true end: the choices and
+// foreseen TTFTs are the clairvoyant's (to rounding: the copies' decode
+// milestones are set again). With the trace's own outputs they part, and
+// the mean-output copies miss some TTFTs the clairvoyant foresees.
+func TestClairvoyantMeanOutput_IsTheClairvoyantWhenEveryOutputIsTheMean(t *testing.T) {
+	w := shippedWorkload(t, 120, 60)
+	c := Config{Grid: fourSites(t), RouterSite: "fra", OneSite: true, RTTJitter: -1, Concurrency: 16, KVBlocksPerWorker: 64, Seed: testSeed(t)}
+	same := &Workload{BlockSize: w.BlockSize, Requests: slices.Clone(w.Requests)}
+	for k := range same.Requests {
+		same.Requests[k].OutputTokens = 300
+	}
+	a, b := simulate(t, c, same, Clairvoyant, nil), simulate(t, c, same, ClairvoyantMeanOutput, nil)
+	for i := range a.reqs {
+		if a.reqs[i].dc != b.reqs[i].dc || math.Abs(a.reqs[i].foreseenMs-b.reqs[i].foreseenMs) > 1e-6 || math.Abs(a.reqs[i].ttftMs()-b.reqs[i].ttftMs()) > 1e-6 {
+			t.Fatalf("request %d: clairvoyant DC %d foreseen %.6f, mean-output DC %d foreseen %.6f", i, a.reqs[i].dc, a.reqs[i].foreseenMs, b.reqs[i].dc, b.reqs[i].foreseenMs)
+		}
+	}
+	if a.result(0).Preemptions == 0 {
+		t.Errorf("no preemption: the decodes' ends never mattered")
+	}
+	a, b = simulate(t, c, w, Clairvoyant, nil), simulate(t, c, w, ClairvoyantMeanOutput, nil)
+	differ := 0
+	for i := range a.reqs {
+		differ += boolInt(a.reqs[i].dc != b.reqs[i].dc)
+	}
+	if differ == 0 {
+		t.Errorf("with the trace's outputs the two clairvoyants chose alike for every request")
+	}
+	if cv := b.result(0).Clairvoyance; cv.Exact == cv.Requests {
+		t.Errorf("the mean-output clairvoyant foresaw every TTFT (%+v) without knowing the outputs", cv)
 	}
 }

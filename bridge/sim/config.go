@@ -66,18 +66,24 @@ const (
 	// ceiling of every cost model that estimates a request's own TTFT; not
 	// in AllPolicies (it is slow), named with ParsePolicies.
 	Clairvoyant
+	// ClairvoyantMeanOutput is Clairvoyant told every DC's exact state
+	// but not how long the requests will decode: its copies run every
+	// decode to the workload's mean output length, as a router that
+	// knew each DC's queues, batch and KV but not the future would.
+	// Opt-in like Clairvoyant.
+	ClairvoyantMeanOutput
 )
 
 // AllPolicies lists every policy "all" runs, in report order.
 var AllPolicies = []Policy{SingleDC, SingleDCSlice, RoundRobin, LoadOnly, PrefixThenLoad, Credit, GORGO, TTFTUncalibrated, TTFT, ExactOracle, ExactNow}
 
 // OptInPolicies lists the policies that run only when named.
-var OptInPolicies = []Policy{Clairvoyant}
+var OptInPolicies = []Policy{Clairvoyant, ClairvoyantMeanOutput}
 
 var policyNames = map[Policy]string{
 	SingleDC: "single-dc", SingleDCSlice: "single-dc-slice", RoundRobin: "round-robin", LoadOnly: "load-only",
 	PrefixThenLoad: "prefix-then-load", Credit: "credit", GORGO: "gorgo", TTFTUncalibrated: "ttft-uncalibrated", TTFT: "ttft", ExactOracle: "exact-oracle", ExactNow: "exact-now",
-	Clairvoyant: "clairvoyant",
+	Clairvoyant: "clairvoyant", ClairvoyantMeanOutput: "clairvoyant-mean-output",
 }
 
 // String returns the policy's command-line name.

@@ -52,7 +52,8 @@
 // needs no signal at all: it clones every DC's workers and runs each copy
 // forward, with the requests already on their way, to the request's first
 // token, and picks the least TTFT, the ceiling of every estimate of a
-// request's own TTFT; with Foresight every policy's decisions run the same
+// request's own TTFT; ClairvoyantMeanOutput's copies know every DC's
+// state but run every decode to the workload's mean output length; with Foresight every policy's decisions run the same
 // shadows to measure the TTFT model's estimate for every DC against the
 // truth. ExactOracle replaces each probe depth by the exact depth
 // of what the lane has received (the CKF swapped for an exact index, the
@@ -187,7 +188,9 @@
 // leaving it alone (through admissions, evictions, arrivals and
 // preemptions); the clairvoyant's choices and foreseen TTFTs by hand, and
 // every foreseen TTFT met when no request can overtake another (one site,
-// no jitter; under KV pressure within 0.1%); Foresight changing nothing
+// no jitter; under KV pressure within 0.1%); the mean-output clairvoyant
+// equal to the clairvoyant when every output is the mean, and apart
+// otherwise; Foresight changing nothing
 // of the run it measures, and its bands by hand; open-loop
 // arrival times; config validation; the report's files (PNG headers, the
 // calibration chart, a distinct style per policy); the sweep's cells

@@ -95,18 +95,19 @@ func ttftChart(rep *Report, path string) error {
 // colour-blind-safe palette, then greys), in AllPolicies order; ttft's is
 // black, drawn thicker and solid so that it stands out.
 var policyColors = map[string]color.Color{
-	SingleDC.String():         color.RGBA{R: 0xe6, G: 0x9f, B: 0x00, A: 0xff}, // orange
-	SingleDCSlice.String():    color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}, // grey
-	RoundRobin.String():       color.RGBA{R: 0x56, G: 0xb4, B: 0xe9, A: 0xff}, // sky blue
-	LoadOnly.String():         color.RGBA{R: 0x00, G: 0x9e, B: 0x73, A: 0xff}, // bluish green
-	PrefixThenLoad.String():   color.RGBA{R: 0xd5, G: 0x5e, B: 0x00, A: 0xff}, // vermillion
-	Credit.String():           color.RGBA{R: 0xcc, G: 0x79, B: 0xa7, A: 0xff}, // reddish purple
-	GORGO.String():            color.RGBA{R: 0x00, G: 0x72, B: 0xb2, A: 0xff}, // blue
-	TTFTUncalibrated.String(): color.RGBA{R: 0x66, G: 0x66, B: 0x66, A: 0xff}, // dark grey
-	TTFT.String():             color.Black,
-	ExactOracle.String():      color.RGBA{R: 0xf0, G: 0xe4, B: 0x42, A: 0xff}, // yellow
-	ExactNow.String():         color.RGBA{R: 0xbb, G: 0xbb, B: 0xbb, A: 0xff}, // light grey
-	Clairvoyant.String():      color.RGBA{R: 0x6a, G: 0x3d, B: 0x9a, A: 0xff}, // purple
+	SingleDC.String():              color.RGBA{R: 0xe6, G: 0x9f, B: 0x00, A: 0xff}, // orange
+	SingleDCSlice.String():         color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}, // grey
+	RoundRobin.String():            color.RGBA{R: 0x56, G: 0xb4, B: 0xe9, A: 0xff}, // sky blue
+	LoadOnly.String():              color.RGBA{R: 0x00, G: 0x9e, B: 0x73, A: 0xff}, // bluish green
+	PrefixThenLoad.String():        color.RGBA{R: 0xd5, G: 0x5e, B: 0x00, A: 0xff}, // vermillion
+	Credit.String():                color.RGBA{R: 0xcc, G: 0x79, B: 0xa7, A: 0xff}, // reddish purple
+	GORGO.String():                 color.RGBA{R: 0x00, G: 0x72, B: 0xb2, A: 0xff}, // blue
+	TTFTUncalibrated.String():      color.RGBA{R: 0x66, G: 0x66, B: 0x66, A: 0xff}, // dark grey
+	TTFT.String():                  color.Black,
+	ExactOracle.String():           color.RGBA{R: 0xf0, G: 0xe4, B: 0x42, A: 0xff}, // yellow
+	ExactNow.String():              color.RGBA{R: 0xbb, G: 0xbb, B: 0xbb, A: 0xff}, // light grey
+	Clairvoyant.String():           color.RGBA{R: 0x6a, G: 0x3d, B: 0x9a, A: 0xff}, // purple
+	ClairvoyantMeanOutput.String(): color.RGBA{R: 0xca, G: 0xb2, B: 0xd6, A: 0xff}, // light purple
 }
 
 // policyStyle is the line style of policy name, the k-th line of a chart:

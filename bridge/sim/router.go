@@ -216,7 +216,7 @@ func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
 	// depthOf is the policy's view of lane l's depth.
 	depthOf := func(l int) int {
 		switch s.policy {
-		case ExactNow, Clairvoyant:
+		case ExactNow, Clairvoyant, ClairvoyantMeanOutput:
 			return rt.exact[l]
 		case ExactOracle:
 			return rt.delivered[l]
@@ -248,7 +248,7 @@ func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
 		req.FleetUtilization = rt.demand.Utilization(now, rt.model.FleetTokensPerMs(cands))
 		rt.rhoSum += req.FleetUtilization
 	}
-	if s.policy == Clairvoyant {
+	if s.policy.clairvoyant() {
 		l, ttft, err := s.foresee(rt, i, now, nil)
 		if err != nil {
 			return 0, 0, err

@@ -159,9 +159,15 @@ func (s *simulation) advance(w *worker, now float64) {
 }
 
 // reschedule recomputes the rates after a state change and schedules the
-// worker's next change (a newer generation voids the earlier event).
+// worker's next change.
 func (s *simulation) reschedule(w *worker) {
 	w.rates(s.cfg)
+	s.schedule(w)
+}
+
+// schedule schedules the worker's next change at its current rates (a
+// newer generation voids the earlier event).
+func (s *simulation) schedule(w *worker) {
 	w.gen++
 	next := math.Inf(1)
 	if len(w.prefillQ) > 0 && w.prefill > 0 {

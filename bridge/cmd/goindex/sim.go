@@ -47,7 +47,9 @@ every DC's exact, current depths: no CKF and no WAN delay, a bound);
 clairvoyant, only when named (slow): the perfect myopic router, sending
 each request where a copy of every DC, run forward with the requests
 already on their way, gives it its first token soonest (the ceiling of
-any estimate of a request's own TTFT; "all" leaves it out).
+any estimate of a request's own TTFT; "all" leaves it out), and
+clairvoyant-mean-output, the same copies told every DC's state but not
+the requests' output lengths (every decode runs the trace's mean).
 
 Model (vLLM's scheduler with chunked prefill; each default cites its source
 in bridge/sim/config.go): a worker runs iterations of --token-budget tokens,
@@ -153,7 +155,7 @@ Sweep (--sweep; the first 2,000 requests unless --requests says otherwise, of
                                 sweep, no verdict)
 Policies and output:
   --policies LIST               comma-separated policy names, or all (every
-                                policy but clairvoyant)
+                                policy but the two clairvoyants)
   --seed S                      seed of every random draw (same seed, same results)
   --json                        print one JSON object instead of the table
   --report DIR                  also write DIR/report.md with PNG charts

@@ -45,7 +45,7 @@ func TestSim_HelpDocumentsFlagsWithUnits(t *testing.T) {
 		"--decode-ms-per-token", "--concurrency", "--open-loop", "--time-scale", "--requests", "--policies", "--seed",
 		"--load-report-interval", "--json", "--report", "tokens per ms", "ms", "blocks of --block-size tokens",
 		"default 1024", "default 15", "default 30", "default 256", "default 2", "default 100ms", "--no-queue-drain",
-		"single-dc", "exact-oracle", "exact-now", "--warmup", "--seeds", "--foresight", "clairvoyant",
+		"single-dc", "exact-oracle", "exact-now", "--warmup", "--seeds", "--foresight", "clairvoyant", "clairvoyant-mean-output",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("sim --help lacks %q", want)
