@@ -249,7 +249,7 @@ func TestForesightOf_BandsTheErrors(t *testing.T) {
 // milestones are set again). With the trace's own outputs they part, and
 // the mean-output copies miss some TTFTs the clairvoyant foresees.
 func TestClairvoyantMeanOutput_IsTheClairvoyantWhenEveryOutputIsTheMean(t *testing.T) {
-	w := shippedWorkload(t, 120, 60)
+	w := shippedWorkload(t, 120, 120) // fewer requests under -short meet no KV pressure
 	c := Config{Grid: fourSites(t), RouterSite: "fra", OneSite: true, RTTJitter: -1, Concurrency: 16, KVBlocksPerWorker: 64, Seed: testSeed(t)}
 	same := &Workload{BlockSize: w.BlockSize, Requests: slices.Clone(w.Requests)}
 	for k := range same.Requests {
