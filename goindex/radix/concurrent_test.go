@@ -57,8 +57,10 @@ func TestIndex_ConcurrentReadersSeeWholeEvents(t *testing.T) {
 							report("reader %d: MatchDetailed entry %+v has the wrong last hash", r, d)
 						}
 					}
-					if st := x.Stats(); st.Members != 2 {
-						report("reader %d: Stats() = %+v, want 2 members", r, st)
+					// Between the cycle's last removal and its next store w0
+					// holds nothing and is no member: then only w1's 3 blocks.
+					if st := x.Stats(); st.Members != 2 && (st.Members != 1 || st.Blocks != 3) {
+						report("reader %d: Stats() = %+v, want 2 members, or w1 alone with its 3 blocks", r, st)
 					}
 					x.Snapshot()
 					x.Dump()
