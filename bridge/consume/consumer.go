@@ -180,8 +180,8 @@ func (c *Consumer) Rebuilds() uint64 { return c.rebuilds.Load() }
 // path is left alone (logged once). When the DCs were discovered it asks
 // the domain's relays again every DiscoverEvery and, when new ones answer
 // with the consumer's format, writes a new generation with a lane added
-// for each (appended, so the other lanes keep their places) and resyncs
-// every lane the same way. On return every lane is retired (its
+// for each (appended, so the other lanes keep their places) into which
+// the serving lanes are carried without a resync (see rebuild). On return every lane is retired (its
 // ready bit clear) and the replica file is unmapped (it stays in place,
 // its heartbeat stopped); no load report writes it after that.
 func (c *Consumer) Run(ctx context.Context) error {
@@ -222,9 +222,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 // nil), the file is found damaged (why), or discovery finds relays of
 // new DCs (added); err is an upstream relay that cannot be followed.
 func (c *Consumer) epoch(ctx context.Context) (damage error, added []relayproto.DCID, err error) {
-	ectx, cancel := context.WithCancel(ctx)
+	ectx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
+	defer func() {
+		var cause error
+		if len(added) > 0 {
+			cause = errAddingLanes // the following lanes keep their places
+		}
+		cancel(cause)
+		wg.Wait()
+	}()
 	found := make(chan []relayproto.DCID, 1)
 	if c.discovering && len(c.lanes) < relayproto.MaxLanes {
 		wg.Go(func() { c.rediscover(ectx, found) })
@@ -361,7 +368,13 @@ func (c *Consumer) verify() {
 // lane appended for each DC of added, and binds the lanes to it, retrying
 // every RetryEvery until it succeeds (true) or ctx ends (false). The
 // lanes' last RTTs and load reports are written into the new file, so
-// routers keep their signals across the rebuild.
+// routers keep their signals across the rebuild. When it only adds lanes,
+// the lanes that were following their logs are carried (carry): their
+// words, records and ready bits are copied into the new generation before
+// it replaces the old (shm.Writer.ResizeCarrying) and their protocol state
+// moves with them (ingest.Consumer.Extend), so they stay ready throughout
+// and go on from their log positions; only the added lanes (and any lane
+// that was not following) sync from a snapshot.
 func (c *Consumer) rebuild(ctx context.Context, damage error, added []relayproto.DCID) bool {
 	if damage != nil {
 		c.cfg.Logger.Warn("replica file damaged; rebuilding it", "path", c.cfg.Path, "err", damage)
@@ -372,6 +385,12 @@ func (c *Consumer) rebuild(ctx context.Context, damage error, added []relayproto
 			c.manifest.Lanes = append(c.manifest.Lanes, relayproto.PoolID{Domain: c.cfg.Domain, DC: dc})
 			c.layout.DCs = append(c.layout.DCs, uint64(dc))
 		}
+	}
+	if damage == nil && c.carry(added) {
+		return true
+	}
+	for _, l := range c.lanes {
+		l.carry = nil // every lane resyncs into a fresh core
 	}
 	for {
 		c.mu.Lock()
@@ -408,6 +427,49 @@ func (c *Consumer) rebuild(ctx context.Context, damage error, added []relayproto
 		case <-time.After(c.cfg.RetryEvery):
 		}
 	}
+}
+
+// carry writes the new generation for the lanes added (already in
+// c.layout and c.manifest) with the lanes that kept their places carried
+// into it, moves the protocol core and the lanes onto it and appends the
+// added lanes. It reports false, changing nothing, when the file could not
+// be written that way (rebuild then resyncs every lane).
+func (c *Consumer) carry(added []relayproto.DCID) bool {
+	var mask uint64
+	for i, l := range c.lanes {
+		if l.carry != nil {
+			mask |= 1 << uint(i)
+		}
+	}
+	pools := make([]relayproto.PoolID, len(added))
+	for i, dc := range added {
+		pools[i] = relayproto.PoolID{Domain: c.cfg.Domain, DC: dc}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nw, err := c.w.ResizeCarrying(c.layout, mask)
+	if err != nil {
+		c.cfg.Logger.Error("add lanes carrying the others; resyncing every lane instead", "path", c.cfg.Path, "err", err)
+		return false
+	}
+	core, err := c.core.Extend(nw.Table(), pools)
+	if err != nil {
+		// The manifest and layout have the same lanes (at most
+		// relayproto.MaxLanes, distinct DCs of one domain) and format.
+		panic(fmt.Sprintf("consume: core over a grown replica: %v", err))
+	}
+	c.w, c.core = nw, core
+	for _, l := range c.lanes {
+		l.rebind()
+	}
+	for _, dc := range added {
+		c.lanes = append(c.lanes, newLaneRunner(c, len(c.lanes), dc))
+		c.cfg.DCs = append(c.cfg.DCs, dc)
+	}
+	c.yielded = false
+	c.cfg.Logger.Info("lanes added to the replica file", "path", c.cfg.Path, "generation", nw.Info().Generation,
+		"dcs", fmt.Sprint(c.cfg.DCs), "carried", bits.OnesCount64(mask))
+	return true
 }
 
 // onLoad records a load report for the lane of its pool (NATS callback).

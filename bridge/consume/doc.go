@@ -14,9 +14,16 @@
 // discovered, it is asked again every DiscoverEvery while Run runs, and a
 // relay that answers for the first time with the consumer's format (one
 // down when the consumer started, a DC that joined later) gets a lane
-// appended in a new generation of the replica file, written and resynced
-// as a rebuild is; a relay of another format is logged once and never
-// followed. Each lane has one ingestor goroutine that runs
+// appended in a new generation of the replica file. Adding a lane costs
+// only that lane: the lanes following their logs stop between two log
+// messages without retiring, are carried into the new generation before
+// it replaces the old (their words, sums, records and ready bits copied:
+// shm.Writer.ResizeCarrying; their protocol state moved:
+// ingest.Consumer.Extend) and go on from their log positions under the
+// same lease, so a router sees them ready in every generation it maps;
+// only the new lane (and a lane that was resyncing anyway, or one followed
+// from a Pool Relay) syncs from a snapshot. A relay of another format is
+// logged once and never followed. Each lane has one ingestor goroutine that runs
 // subscriptions in a loop. One subscription: ping the relay for its Info
 // (identity, JetStream domain, asset names); take the lane's next lease
 // and Assign the identity; install the stored snapshot, whose metadata say
@@ -126,7 +133,10 @@
 // counter and incarnation) and READY in their records; that a relay which
 // answers only after the consumer started gets a lane that converges,
 // while one of another format is reported and left out, at the start as
-// later; that a consumer
+// later; that while a third relay's lane is added, a reader following the
+// replica path finds the two serving lanes ready with every block of
+// theirs in every generation, they install no second snapshot, and all
+// three converge and follow new events; that a consumer
 // whose NATS server is out of reach waits for it before discovering; that
 // a lane of a relay of another format says both formats; that one load
 // sample sent in both layouts, in either order, keeps its counter while a

@@ -5,6 +5,11 @@ import (
 	"fmt"
 )
 
+// errAddingLanes is the cause with which the consumer stops its lanes to
+// add lanes: a lane that follows its log then keeps its place (see
+// laneRunner.run) and is carried into the new replica generation.
+var errAddingLanes = errors.New("consume: adding lanes")
+
 // Errors of package consume; test with errors.Is.
 var (
 	// ErrBadConfig reports an invalid Config.

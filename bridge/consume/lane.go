@@ -85,6 +85,11 @@ type laneRunner struct {
 	dec   wire.Decoder
 	// kick ends the current subscription (damaged); nil between them.
 	kick atomic.Pointer[context.CancelCauseFunc]
+	// at is where the current subscription follows the log (nil before it
+	// does); carry is where it stood when the consumer stopped the lane to
+	// add lanes, and the next subscription goes on from there. Both belong
+	// to the ingestor, and to Consumer.rebuild while no lane runs.
+	at, carry *position
 
 	mu      sync.Mutex // guards st, lastRTT, rttAt and loadAt
 	st      LaneStatus
@@ -107,6 +112,18 @@ func (l *laneRunner) rebind() {
 		ld := shm.LoadOf(l.st.Load, l.loadAt)
 		l.c.w.SetLoad(l.index, &ld)
 	}
+}
+
+// position is where a lane follows its relay's log: the subscription's
+// JetStream context, relay Info and lease, and the stream sequence of the
+// last log message applied. A lane stopped to add lanes is carried into
+// the new replica generation with its words, and goes on from its position
+// under the same lease instead of installing a snapshot again.
+type position struct {
+	js    jetstream.JetStream
+	info  relay.Info
+	lease relayproto.Lease
+	seq   uint64
 }
 
 func newLaneRunner(c *Consumer, i int, dc relayproto.DCID) *laneRunner {
@@ -152,12 +169,24 @@ func (l *laneRunner) count(fn func(st *LaneStatus)) {
 
 // run is the lane's ingestor: claim, then sync until ctx ends, resyncing
 // after every fault. On return the lane is retired.
+//
+// A lane stopped because the consumer adds lanes (errAddingLanes) while it
+// follows the log, READY, is not retired: it keeps its claim, lease and
+// ready bit and records its position (carry), so Consumer.rebuild carries
+// it into the new generation and it goes on from there.
 func (l *laneRunner) run(ctx context.Context) {
-	if err := l.lane.Claim(); err != nil {
-		l.log.Error("claim", "err", err)
-		return
+	if l.carry == nil { // a carried lane is still claimed
+		if err := l.lane.Claim(); err != nil {
+			l.log.Error("claim", "err", err)
+			return
+		}
 	}
 	defer func() {
+		if errors.Is(context.Cause(ctx), errAddingLanes) && l.at != nil && l.lane.Status().State == ingest.StateReady {
+			l.carry, l.at = l.at, nil
+			return
+		}
+		l.at = nil
 		_ = l.lane.Retire()
 		l.publish(time.Now())
 	}()
@@ -192,6 +221,12 @@ func (l *laneRunner) sync(ctx context.Context) error {
 		}
 		return l.fail(err)
 	}
+	if at := l.carry; at != nil {
+		l.carry, l.at = nil, at
+		l.log.Info("lane carried into the new replica generation; following on", "log", at.seq)
+		return fail(l.follow(ctx, at))
+	}
+	l.at = nil
 	info, _, err := ping(ctx, cfg.Conn, l.names, cfg.RequestTimeout)
 	if err != nil {
 		return fail(err)
@@ -220,7 +255,8 @@ func (l *laneRunner) sync(ctx context.Context) error {
 		return fail(err)
 	}
 	l.loadLast(ctx, js, &info)
-	return fail(l.follow(ctx, js, &info, lease, logSeq))
+	l.at = &position{js: js, info: info, lease: lease, seq: logSeq}
+	return fail(l.follow(ctx, l.at))
 }
 
 // damaged ends the lane's subscription because its words in the replica
@@ -423,14 +459,16 @@ func (l *laneRunner) requestSnapshot(ctx context.Context) {
 	}
 }
 
-// follow applies the log after logSeq until the lane faults, a frame is bad
-// or the transport fails.
-func (l *laneRunner) follow(ctx context.Context, js jetstream.JetStream, info *relay.Info, lease relayproto.Lease, logSeq uint64) error {
+// follow applies the log after at.seq until the lane faults, a frame is
+// bad or the transport fails, advancing at.seq past every message it
+// applies whole.
+func (l *laneRunner) follow(ctx context.Context, at *position) error {
 	cfg := &l.c.cfg
-	cons, err := js.OrderedConsumer(ctx, info.Stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: logSeq + 1})
+	info, lease := &at.info, at.lease
+	cons, err := at.js.OrderedConsumer(ctx, info.Stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: at.seq + 1})
 	if err != nil {
-		return fmt.Errorf("follow %s from %d: %w", info.Stream, logSeq+1, err)
+		return fmt.Errorf("follow %s from %d: %w", info.Stream, at.seq+1, err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.PullMessages), jetstream.PullHeartbeat(cfg.PullHeartbeat))
 	if err != nil {
@@ -447,9 +485,9 @@ func (l *laneRunner) follow(ctx context.Context, js jetstream.JetStream, info *r
 		if err != nil {
 			return fmt.Errorf("follow %s: %w", info.Stream, err)
 		}
-		var pending uint64
+		var pending, seq uint64
 		if md, err := msg.Metadata(); err == nil {
-			pending = md.NumPending
+			pending, seq = md.NumPending, md.Sequence.Stream
 		}
 		caughtUp := behind && pending == 0
 		if first {
@@ -476,6 +514,9 @@ func (l *laneRunner) follow(ctx context.Context, js jetstream.JetStream, info *r
 				l.requestSnapshot(ctx)
 				return err
 			}
+		}
+		if seq != 0 {
+			at.seq = seq
 		}
 	}
 }

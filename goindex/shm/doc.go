@@ -12,7 +12,9 @@
 // DC of each lane. The file's layout generation is one more than the file it
 // replaces. A new layout (Create again, or Writer.Resize) is written under a
 // temporary name and renamed into place, then the old file is marked
-// retired; readers poll Reader.Stale and Attach again, keeping the old
+// retired (Writer.ResizeCarrying first copies chosen lanes' words, sums,
+// records and ready bits into the new file, so a consumer adds a lane
+// without its other lanes ever leaving a generation readers map); readers poll Reader.Stale and Attach again, keeping the old
 // mapping until their in-flight searches end. A Reader (the router library)
 // attaches read-only after checking magic, version, checksum and sizes.
 // NewMemory builds the same image in process memory for a consumer whose
@@ -196,7 +198,10 @@
 // generation) but not a directory, and leaves no temporary file; that a
 // file truncated under a reader, a searcher and a writer gives ErrFault
 // and zero values instead of a crash, and Check reports it; that the
-// writer's Check sees a replaced, removed, grown or scribbled file; and
+// writer's Check sees a replaced, removed, grown or scribbled file; that
+// ResizeCarrying's new generation holds the carried lanes ready with their
+// words, records and verifiable sums (a reader following the path never
+// sees them leave) and refuses another format or a moved lane; and
 // that the segment sums follow every write (random snapshots in chunks,
 // deltas, clears: never a lane found bad, against a recomputation), that
 // random bytes over the region are found in exactly the lanes they changed

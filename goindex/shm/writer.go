@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -42,11 +43,13 @@ type Writer struct {
 // one, and Replaced says what it was; only a directory or another
 // non-regular file is refused. Every word of the new region is zero: no
 // lane is ready.
-func Create(path string, l Layout) (*Writer, error) { return createAfter(path, l, 0) }
+func Create(path string, l Layout) (*Writer, error) { return createAfter(path, l, 0, nil) }
 
 // createAfter is Create whose generation is also above after (the generation of
-// the file a rebuild replaces, which a damaged file may no longer name).
-func createAfter(path string, l Layout, after uint64) (*Writer, error) {
+// the file a rebuild replaces, which a damaged file may no longer name) and
+// which, when fill is not nil, has fill write the new file before it is
+// renamed into place.
+func createAfter(path string, l Layout, after uint64, fill func(*Writer) error) (*Writer, error) {
 	if err := l.validate(); err != nil {
 		return nil, fmt.Errorf("shm: create %s: %w", path, err)
 	}
@@ -84,6 +87,13 @@ func createAfter(path string, l Layout, after uint64) (*Writer, error) {
 		return fail(err)
 	}
 	populate(m.data)
+	w := &Writer{m: m, replaced: damage, seal: newSealing(len(l.DCs), l.Buckets)}
+	if fill != nil {
+		if err := fill(w); err != nil {
+			m.unmap()
+			return fail(err)
+		}
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		m.unmap()
 		return fail(fmt.Errorf("shm: rename %s into place: %w", tmp, err))
@@ -91,7 +101,7 @@ func createAfter(path string, l Layout, after uint64) (*Writer, error) {
 	if prev != nil {
 		prev.retire()
 	}
-	return &Writer{m: m, replaced: damage, seal: newSealing(len(l.DCs), l.Buckets)}, nil
+	return w, nil
 }
 
 // previous looks at the file Create replaces: it maps a valid replica file
@@ -167,12 +177,105 @@ func (w *Writer) Resize(l Layout) (*Writer, error) {
 	case w.m.memory:
 		return nil, fmt.Errorf("%w: an in-memory image has no path to replace", ErrBadLayout)
 	}
-	nw, err := createAfter(w.m.path, l, w.m.hdr.generation)
+	nw, err := createAfter(w.m.path, l, w.m.hdr.generation, nil)
 	if err != nil {
 		return nil, err
 	}
 	w.Close()
 	return nw, nil
+}
+
+// ResizeCarrying is Resize that carries the lanes of the mask carry into
+// the new generation: before the new file is renamed into place, each
+// carried lane's words (its sums sealed afresh from them), its record and
+// its ready bit are copied from w's file. Readers that attach the new
+// generation therefore find those lanes as w held them, ready if they were,
+// never a window with fewer of them ready; a lane added to the layout
+// (growing a consumer) costs only its own resync. l must keep w's seed and
+// bucket count and each carried lane's DC at its index (ErrBadLayout).
+// The carried lanes' writers must not write w while it runs. On error w
+// stays open and unchanged and no new file is left.
+func (w *Writer) ResizeCarrying(l Layout, carry uint64) (*Writer, error) {
+	switch {
+	case w.m.closed:
+		return nil, ErrClosed
+	case w.m.memory:
+		return nil, fmt.Errorf("%w: an in-memory image has no path to replace", ErrBadLayout)
+	}
+	old := w.m.hdr
+	if l.Seed != old.seed || l.Buckets != old.buckets {
+		return nil, fmt.Errorf("%w: carrying lanes of seed %#x × %d buckets into seed %#x × %d", ErrBadLayout,
+			old.seed, old.buckets, l.Seed, l.Buckets)
+	}
+	for m := carry; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		if i >= old.lanes || i >= len(l.DCs) || l.DCs[i] != old.dcs[i] {
+			return nil, fmt.Errorf("%w: lane %d cannot be carried: it is not the same DC in both layouts", ErrBadLayout, i)
+		}
+	}
+	nw, err := createAfter(w.m.path, l, w.m.hdr.generation, func(nw *Writer) error { return w.carryInto(nw, carry) })
+	if err != nil {
+		return nil, err
+	}
+	w.Close()
+	return nw, nil
+}
+
+// carryInto copies the lanes of carry from w's file into nw's (not yet
+// renamed into place): words, record and ready bit.
+func (w *Writer) carryInto(nw *Writer, carry uint64) error {
+	src, dst := w.Table(), nw.Table()
+	ready := src.Ready()
+	var words []uint64
+	for m := carry; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		words = src.AppendLane(words[:0], i)
+		if err := w.Faulted(); err != nil {
+			return fmt.Errorf("shm: carry lane %d: %w", i, err)
+		}
+		// Install seals the lane's sums from its words and sets the ready
+		// bit; nobody maps the new file yet, so a lane that was not ready
+		// may have it cleared again.
+		if err := dst.Install(i, words); err != nil {
+			return fmt.Errorf("shm: carry lane %d: %w", i, err)
+		}
+		if ready&(1<<uint(i)) == 0 {
+			dst.ClearReady(i)
+		}
+		rec, err := w.record(i)
+		if err != nil {
+			return fmt.Errorf("shm: carry lane %d: %w", i, err)
+		}
+		if err := nw.setRecord(i, &rec); err != nil {
+			return fmt.Errorf("shm: carry lane %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// record loads lane l's record words, one atomic load each.
+func (w *Writer) record(l int) (rec [LaneMetaBytes / 8]uint64, err error) {
+	src := w.m.lane(l)
+	if !w.m.memory {
+		defer w.m.guard(debug.SetPanicOnFault(true), &err)
+	}
+	for k := range rec {
+		rec[k] = atomic.LoadUint64(&src[k])
+	}
+	return rec, nil
+}
+
+// setRecord stores rec into lane l's record, all but the DC id (word 0,
+// fixed by the header's checksum), one atomic store each.
+func (w *Writer) setRecord(l int, rec *[LaneMetaBytes / 8]uint64) (err error) {
+	dst := w.m.lane(l)
+	if !w.m.memory {
+		defer w.m.guard(debug.SetPanicOnFault(true), &err)
+	}
+	for k := lwDC + 1; k < len(rec); k++ {
+		atomic.StoreUint64(&dst[k], rec[k])
+	}
+	return nil
 }
 
 // Table returns the lanes of the file's bucket region as their writers use

@@ -30,8 +30,9 @@ Lanes and format:
                   of the domain answering <P>.<D>.discover within --discover-for,
                   and ask again every --discover-every: a relay answering later,
                   down at the start or a DC that joined, gets a lane in a new
-                  generation of the replica file; one of another format is
-                  logged and left out)
+                  generation of the replica file, into which the other lanes
+                  are carried ready, with no resync; one of another format
+                  is logged and left out)
   --seed, --expected-blocks  the format all lanes share (default: learned from
                   the relays, which must agree)
 Replica file:

@@ -27,6 +27,7 @@ type Config struct {
 // Decoder and so must not run concurrently with itself.
 type Consumer struct {
 	manifest relayproto.Manifest
+	cfg      Config
 	lanes    []*Lane
 	byPool   map[relayproto.PoolID]int
 	dec      wire.Decoder
@@ -44,7 +45,7 @@ func New(m relayproto.Manifest, table LaneTable, cfg Config) (*Consumer, error) 
 			errBadConfig, table.Lanes(), table.Buckets(), len(m.Lanes), m.Format.Buckets)
 	}
 	m.Lanes = append([]relayproto.PoolID(nil), m.Lanes...)
-	c := &Consumer{manifest: m, lanes: make([]*Lane, len(m.Lanes)), byPool: make(map[relayproto.PoolID]int, len(m.Lanes))}
+	c := &Consumer{manifest: m, cfg: cfg, lanes: make([]*Lane, len(m.Lanes)), byPool: make(map[relayproto.PoolID]int, len(m.Lanes))}
 	for i, owner := range m.Lanes {
 		table.ClearReady(i)
 		c.lanes[i] = &Lane{index: i, instance: m.ConsumerInstance, owner: owner, format: m.Format,
@@ -52,6 +53,41 @@ func New(m relayproto.Manifest, table LaneTable, cfg Config) (*Consumer, error) 
 		c.byPool[owner] = i
 	}
 	return c, nil
+}
+
+// Extend returns a consumer of c's manifest with the pools of added
+// appended as new lanes, over table, a new table whose first Lanes() lanes
+// hold c's lanes' words as they are now (shm.Writer.ResizeCarrying copies
+// them). c's lanes move into it as they are, with their claims, leases,
+// installed sequences and ready bits (table's are left alone: the carrier
+// copied them): a lane carried this way goes on from its next message
+// without a new snapshot. The added lanes start UNCLAIMED with their ready
+// bits cleared. No ingestor may run while Extend does, and c must not be
+// used after it; on error (a manifest the added pools make invalid, a table
+// too small) c is unchanged.
+func (c *Consumer) Extend(table LaneTable, added []relayproto.PoolID) (*Consumer, error) {
+	m := c.Manifest()
+	m.Lanes = append(m.Lanes, added...)
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	if table.Lanes() < len(m.Lanes) || table.Buckets() != m.Format.Buckets {
+		return nil, fmt.Errorf("%w: table has %d lanes of %d buckets, manifest needs %d of %d",
+			errBadConfig, table.Lanes(), table.Buckets(), len(m.Lanes), m.Format.Buckets)
+	}
+	nc := &Consumer{manifest: m, cfg: c.cfg, lanes: make([]*Lane, len(m.Lanes)), byPool: make(map[relayproto.PoolID]int, len(m.Lanes))}
+	for i, owner := range m.Lanes {
+		if i < len(c.lanes) {
+			nc.lanes[i] = c.lanes[i]
+		} else {
+			table.ClearReady(i)
+			nc.lanes[i] = &Lane{index: i, instance: m.ConsumerInstance, owner: owner, format: m.Format,
+				n: m.Format.Buckets, orderedHeartbeats: c.cfg.OrderedHeartbeats}
+		}
+		nc.lanes[i].table = table
+		nc.byPool[owner] = i
+	}
+	return nc, nil
 }
 
 // Manifest returns a copy of the consumer's manifest.

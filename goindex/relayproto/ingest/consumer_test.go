@@ -306,3 +306,65 @@ func TestFanoutPublisher_UncertainDeliveryBurnsTwoSequences(t *testing.T) {
 		t.Errorf("after re-subscribing the lane does not equal the producer")
 	}
 }
+
+// TestConsumer_ExtendCarriesLanesWithoutASnapshot moves two READY lanes into
+// a wider table holding their words: they stay READY at their sequences,
+// take their next deltas under the same lease, and the added lane starts
+// UNCLAIMED and not ready; a duplicate pool is refused with c unchanged.
+func TestConsumer_ExtendCarriesLanesWithoutASnapshot(t *testing.T) {
+	const n = 8
+	c, old, f := newTestConsumer(t, 2, n, Config{OrderedHeartbeats: true})
+	var leases [2]relayproto.Lease
+	var ids [2]relayproto.ProducerIdentity
+	for i := range 2 {
+		ids[i] = prototest.Identity(f, relayproto.DCID(i+1), 1)
+		words := make([]uint64, n)
+		words[i] = uint64(100 + i)
+		leases[i] = readyLane(t, c, i, ids[i], words, 5)
+	}
+	dup := []relayproto.PoolID{{Domain: prototest.Domain, DC: 1}}
+	if _, err := c.Extend(newMemTable(3, n), dup); err == nil {
+		t.Errorf("Extend(pool of lane 0 again) = nil error, want the manifest refused")
+	}
+	if _, err := c.Extend(newMemTable(2, n), []relayproto.PoolID{{Domain: prototest.Domain, DC: 3}}); err == nil {
+		t.Errorf("Extend(3 lanes over a 2-lane table) = nil error, want refused")
+	}
+	tbl := newMemTable(3, n)
+	for i := range 2 { // what shm.Writer.ResizeCarrying does
+		copy(tbl.words[i], old.words[i])
+		tbl.SetReady(i)
+	}
+	nc, err := c.Extend(tbl, []relayproto.PoolID{{Domain: prototest.Domain, DC: 3}})
+	if err != nil {
+		t.Fatalf("Extend(+DC 3): %v", err)
+	}
+	if got := nc.Lanes(); got != 3 {
+		t.Fatalf("Lanes() = %d, want 3", got)
+	}
+	if i, ok := nc.LaneOf(relayproto.PoolID{Domain: prototest.Domain, DC: 3}); !ok || i != 2 {
+		t.Errorf("LaneOf(DC 3) = %d, %v; want 2, true", i, ok)
+	}
+	for i := range 2 {
+		st := nc.Lane(i).Status()
+		if st.State != StateReady || st.Installed != 5 || st.Lease != leases[i] {
+			t.Errorf("lane %d after Extend = %v at %d under %v, want READY at 5 under %v", i, st.State, st.Installed, st.Lease, leases[i])
+		}
+		d := &relayproto.Delta{Identity: ids[i], Lease: leases[i], Base: 5, Sequence: 6, Images: []relayproto.Image{{Bucket: 7, Word: 77}}}
+		if o, err := nc.Handle(d); o != Applied || err != nil {
+			t.Errorf("lane %d Handle(delta 5→6) after Extend = %v, %v; want Applied", i, o, err)
+		}
+		if tbl.words[i][7] != 77 || old.words[i][7] != 0 {
+			t.Errorf("lane %d delta after Extend: new table bucket 7 = %d, old = %d; want 77 in the new table only", i, tbl.words[i][7], old.words[i][7])
+		}
+		if !tbl.isReady(i) {
+			t.Errorf("lane %d not ready in the new table", i)
+		}
+	}
+	if st := nc.Lane(2).Status(); st.State != StateUnclaimed || tbl.isReady(2) {
+		t.Errorf("added lane = %v, ready %v; want UNCLAIMED, not ready", st.State, tbl.isReady(2))
+	}
+	lease := readyLane(t, nc, 2, prototest.Identity(f, 3, 1), make([]uint64, n), 1)
+	if lease.Lane != 2 || lease.ConsumerInstance != 42 {
+		t.Errorf("added lane's lease = %v, want lane 2 of instance 42", lease)
+	}
+}

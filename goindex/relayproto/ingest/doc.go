@@ -76,7 +76,9 @@
 // lane to its producer's words under random batches, cadence and faults,
 // with a model producer and with the real ckf.Producer, down to a real
 // replica.Table whose probes find every tracked block; that a fan-out
-// snapshot after an uncertain delivery makes a live lane re-subscribe; a
+// snapshot after an uncertain delivery makes a live lane re-subscribe;
+// that Extend carries READY lanes into a wider table at their sequences and
+// leases and adds UNCLAIMED lanes; a
 // fuzz target that no input panics a consumer or changes a lane without
 // decoding; and that this file map matches the directory.
 package ingest
