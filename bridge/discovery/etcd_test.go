@@ -17,6 +17,7 @@ import (
 	"github.com/goindex/goindex/bridge/discovery/etcdtest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/internal/syncbuf"
+	"github.com/goindex/goindex/internal/testcert"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -281,7 +282,7 @@ func TestEtcd_AuthenticationAndMutualTLS(t *testing.T) {
 	}
 	wrong.mu.Unlock()
 
-	certs := etcdtest.NewCerts(t)
+	certs := testcert.New(t, "127.0.0.1")
 	turl, tcli := etcdtest.Run(t, etcdtest.Options{TLS: certs})
 	put(tcli, 0x22)
 	mtls, _ := watch(EtcdConfig{Endpoints: []string{turl}, EtcdCredentials: EtcdCredentials{CAFile: certs.CA,

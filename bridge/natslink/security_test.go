@@ -2,15 +2,7 @@ package natslink
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/internal/testcert"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -205,76 +198,15 @@ func TestConnectSecure_CredsFile(t *testing.T) {
 	}
 }
 
-// pki is a throwaway CA with a server certificate for serverName only and
-// a client certificate, all written as PEM files.
-type pki struct {
-	caFile, serverCert, serverKey, clientCert, clientKey string
-	caPool                                               *x509.CertPool
-}
-
-func newPKI(t *testing.T, serverName string) pki {
-	t.Helper()
-	dir := t.TempDir()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	writeKey := func(name string, k *ecdsa.PrivateKey) string {
-		der, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return writeFile(t, dir, name, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
-	}
-	writeCert := func(name string, der []byte) string {
-		return writeFile(t, dir, name, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	}
-	now := time.Now()
-	caKey := key()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "goindex test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatalf("CA certificate: %v", err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, cn string, dns []string, usage x509.ExtKeyUsage) ([]byte, *ecdsa.PrivateKey) {
-		k := key()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, DNSNames: dns,
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatalf("certificate %s: %v", cn, err)
-		}
-		return der, k
-	}
-	srvDER, srvKey := leaf(2, serverName, []string{serverName}, x509.ExtKeyUsageServerAuth)
-	cliDER, cliKey := leaf(3, "relay", nil, x509.ExtKeyUsageClientAuth)
-	p := pki{caFile: writeCert("ca.pem", caDER), serverCert: writeCert("server.pem", srvDER), serverKey: writeKey("server.key", srvKey),
-		clientCert: writeCert("client.pem", cliDER), clientKey: writeKey("client.key", cliKey), caPool: x509.NewCertPool()}
-	p.caPool.AddCert(ca)
-	return p
-}
-
 func TestConnectSecure_MutualTLS(t *testing.T) {
 	const name = "nats.goindex.internal"
-	p := newPKI(t, name)
-	cert, err := tls.LoadX509KeyPair(p.serverCert, p.serverKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testcert.New(t, name)
 	s := startSecured(t, func(o *server.Options) {
 		o.TLS, o.TLSVerify = true, true
-		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: p.caPool,
-			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+		o.TLSConfig = p.ServerTLS(t)
 	})
 	url := strings.Replace(s.ClientURL(), "nats://", "tls://", 1)
-	full := Security{CAFile: p.caFile, CertFile: p.clientCert, KeyFile: p.clientKey, ServerName: name}
+	full := Security{CAFile: p.CA, CertFile: p.ClientCert, KeyFile: p.ClientKey, ServerName: name}
 	nc, err := ConnectSecure(url, "t", full, nil)
 	if err != nil {
 		t.Fatalf("ConnectSecure(CA, client cert, server name) = %v, want success", err)

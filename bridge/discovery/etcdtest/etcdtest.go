@@ -1,7 +1,8 @@
 // Package etcdtest runs a real etcd for tests: Debian's /usr/bin/etcd
 // (build.sh DEBS) on free loopback ports with its data in t.TempDir(),
 // stopped when the test ends; optionally serving TLS with client
-// certificates required (Options.TLS, with a throwaway CA made by Certs).
+// certificates required (Options.TLS, with a throwaway CA made by
+// internal/testcert).
 package etcdtest
 
 import (
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goindex/goindex/internal/testcert"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -25,7 +27,7 @@ const Binary = "/usr/bin/etcd"
 type Options struct {
 	// TLS, when set, makes etcd serve its clients over TLS with its
 	// certificate and require a client certificate signed by its CA.
-	TLS *Certs
+	TLS *testcert.Files
 }
 
 // freePort returns a loopback port nobody listens on now.
@@ -58,7 +60,7 @@ func Run(t testing.TB, o Options) (string, *clientv3.Client) {
 		scheme = "https://"
 		extra = []string{"--cert-file", o.TLS.ServerCert, "--key-file", o.TLS.ServerKey,
 			"--client-cert-auth", "--trusted-ca-file", o.TLS.CA}
-		tlsCfg = o.TLS.clientTLS(t)
+		tlsCfg = o.TLS.ClientTLS(t)
 	}
 	client, peer := scheme+freePort(t), "http://"+freePort(t)
 	logPath := filepath.Join(dir, "etcd.log")
