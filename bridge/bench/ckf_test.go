@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,13 @@ func TestCKF_SmallRunTimesEveryStructureAndPassesItsChecks(t *testing.T) {
 		if want := 8 * float64(c.Buckets) * float64((c.Lanes+7)/8*8) / float64(c.Lanes*4096); c.Memory.ReplicaBytesPerBlock < want || c.Memory.ReplicaBytesPerBlock > want*1.01 {
 			t.Errorf("lanes=%d: replica %.3f B/block, want %.3f", c.Lanes, c.Memory.ReplicaBytesPerBlock, want)
 		}
+		// Both cells' lanes are one lane group: 2 lines a position.
+		if s := c.Shape; s.TestedPositions <= 0 || s.TestedPositions > s.FetchedPositions || s.FetchedPositions > c.QueryBlocks ||
+			math.Abs(s.FetchedLines-2*s.FetchedPositions) > 1e-9 || s.TestedLines < 2*s.TestedPositions || s.LeadLines <= 0 || s.LeadLines > s.FetchedLines ||
+			s.Pages < 1 || s.Pages > 4*s.FetchedPositions || s.PagesP99 < 1 || s.QueryBlocksP50 > s.QueryBlocksP99 || s.HitDepth <= 0 ||
+			s.BHitShare < 0 || s.BHitShare > 0.5 || s.BPositions > s.TestedPositions {
+			t.Errorf("lanes=%d: shape %+v (%.1f query blocks); want tested ≤ fetched ≤ query blocks, 2 lines a position, 1–4 pages a fetched position", c.Lanes, s, c.QueryBlocks)
+		}
 		if r := c.Ratios; r.BisectP50 != p.Chunked.P50us/p.Bisect.P50us || r.PerLaneP99 != p.Chunked.P99us/p.PerLane.P99us {
 			t.Errorf("lanes=%d: ratios %+v do not follow the latencies %+v", c.Lanes, r, p)
 		}
@@ -68,7 +76,7 @@ func TestCKF_SmallRunTimesEveryStructureAndPassesItsChecks(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.Print(&out)
-	for _, want := range []string{"probe latency", "replica chunked", "radix churned", "ratios from the same run", "ingest", "producer", "checks against the engines", "radix skipped", "machine"} {
+	for _, want := range []string{"probe latency", "replica chunked", "radix churned", "ratios from the same run", "what the chunked search reads", "ingest", "producer", "checks against the engines", "radix skipped", "machine"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("CKF report lacks %q:\n%s", want, out.String())
 		}

@@ -32,6 +32,7 @@ type CKFCell struct {
 	HitLanes      float64 `json:"mean_hit_lanes"` // lanes with exact depth > 0 per query
 	ExactBlocks   float64 `json:"mean_exact_best_blocks"`
 
+	Shape  CKFShape  `json:"shape"`
 	Probe  CKFProbe  `json:"probe"`
 	Ratios CKFRatios `json:"ratios"`
 	Checks CKFChecks `json:"checks"`
@@ -155,6 +156,7 @@ func (r *CKFReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "goindex bench ckf: %s (%d requests), block size %d, seed %d, %s\n\n", r.Trace, r.Requests, r.BlockSize, r.Seed, map[bool]string{true: "interleaved", false: "sequential"}[r.Interleaved])
 	r.printProbe(w)
 	r.printRatios(w)
+	r.printShape(w)
 	r.printIngest(w)
 	r.printChecks(w)
 	fmt.Fprintf(w, "\nmachine  %s; everything runs on one goroutine\n", r.Machine)
@@ -201,6 +203,19 @@ func (r *CKFReport) printRatios(w io.Writer) {
 			ratioCell(q.RadixP50), ratioCell(q.RadixP99), ratioCell(q.ChurnedP50), ratioCell(q.ChurnedP99),
 			ratioCell(q.LocalsRadixP50), ratioCell(q.LocalsRadixP99), ratioCell(q.SmallPagesP50), ratioCell(q.SmallPagesP99),
 			ratioCell(q.BisectP50), ratioCell(q.BisectP99), ratioCell(q.PerLaneP50), ratioCell(q.PerLaneP99))
+	}
+	tw.Flush()
+}
+
+func (r *CKFReport) printShape(w io.Writer) {
+	fmt.Fprintln(w, "\nwhat the chunked search reads per query (mean; p99 in brackets), counted untimed")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "lanes\tblocks\tquery blocks p50/p99\thit-lane depth\tpositions tested\tfetched\tlines fetched\ttested\tin flight\t4 KiB pages\tB-only hits\tB positions\t")
+	for _, c := range r.Cells {
+		s := &c.Shape
+		fmt.Fprintf(tw, "%d\t%d\t%d / %d\t%.1f\t%.1f [%d]\t%.1f\t%.1f [%d]\t%.1f\t%.1f\t%.1f [%d]\t%.1f%%\t%.1f\t\n", c.Lanes, c.BlocksPerLane,
+			s.QueryBlocksP50, s.QueryBlocksP99, s.HitDepth, s.TestedPositions, s.TestedPositionsP99, s.FetchedPositions,
+			s.FetchedLines, s.FetchedLinesP99, s.TestedLines, s.LeadLines, s.Pages, s.PagesP99, 100*s.BHitShare, s.BPositions)
 	}
 	tw.Flush()
 }

@@ -259,8 +259,11 @@ func (r *ckfRun) crossCheck() error {
 	}
 	var depth, lin, loc, sp []uint32
 	var hitLanes, best int
+	shape := newShapeCounter(r)
 	for q := range r.queries {
+		before := chunked.Stats()
 		depth, _ = chunked.Search(depth, r.queries[q].chain, all)
+		shape.add(q, before, chunked.Stats(), depth)
 		lin, _ = linear.Search(lin, r.queries[q].chain, all)
 		loc, _ = chunked.SearchLocals(loc, r.queries[q].locals, all)
 		if small != nil {
@@ -285,6 +288,7 @@ func (r *ckfRun) crossCheck() error {
 		}
 		best += int(b)
 	}
+	c.Shape = shape.shape()
 	c.HitLanes = float64(hitLanes) / float64(len(r.queries))
 	c.ExactBlocks = float64(best) / float64(len(r.queries))
 	return nil

@@ -63,6 +63,8 @@
 //   - ckf.go: CKFConfig and CKF.
 //   - ckfbuild.go: a cell's structures, lane walks and ingest.
 //   - ckftime.go: the interleaved timing, the checks and the ratios.
+//   - ckfshape.go: CKFShape, what the chunked search reads per query
+//     (positions, lines, lines in flight, 4 KiB pages, row-B needs).
 //   - ckfreport.go: CKFReport, its figures, Check and Print.
 //   - radixchurn.go: churnRadix, the churned-heap radix index.
 //   - relay.go: RelayConfig, Relay, RelayReport and Print.
@@ -77,8 +79,9 @@
 // check failing on an index that ignores removals; a small CKF run with
 // every structure whose checks all pass (no underestimate, radix equal to
 // the engines in both layouts, chunked equal to linear, to locals and to
-// its 4 KiB copy), its ratios consistent with its latencies and its
-// skipped radix reported; the churned radix index answering exactly like
+// its 4 KiB copy), its ratios consistent with its latencies, its shape
+// counts consistent with the search's schedule and its skipped radix
+// reported; the churned radix index answering exactly like
 // the one built in order; small relay runs, event-fed and synthetic, with
 // every phase's figures; and every Config refusal.
 package bench

@@ -383,3 +383,95 @@ func lineFloor(fx *probeFixture) func(q []uint64) int {
 		return len(ps) + int(hits[len(hits)-1]&1)
 	}
 }
+
+// BenchmarkLineCost is the memory system's price of one table line when a
+// query's lines are all in flight at once, against the table's size and
+// the number of distinct 4 KiB pages the lines fall in: what separates the
+// search's figures from the lines it reads. Each iteration is one
+// line-floor batch at 16 lanes: 31 positions (a Mooncake request), rows A
+// and B each, both lane groups (124 lines), every line prefetched before
+// any is tested, by the native kernels. pages=62 draws every row at
+// random, as a query does (two pages a position); pages=8 draws the same
+// 62 rows from 8 random pages, fresh each batch, so every line is as cold
+// but 8 translations serve them all. Where the two differ at the same
+// size, the difference is address translation, not the lines. pages=a-first
+// is the best case of a search that reads row B only where row A leaves a
+// lane unresolved: rows A of all 31 positions, tested, then rows B of
+// bPositions of them (the B positions `goindex bench ckf` counts), one
+// dependent round more and 46 lines fewer.
+func BenchmarkLineCost(b *testing.B) {
+	const (
+		lanes      = 16
+		positions  = 31
+		rowBytes   = 128 // 16 lanes × 8 bytes
+		pageRows   = 4096 / rowBytes
+		bPositions = 8
+		aFirst     = -1
+	)
+	for _, mib := range []int{16, 128, 512} {
+		n := uint64(mib<<20) / rowBytes
+		var tab *Table
+		for _, pages := range []int{2 * positions, 8, aFirst} {
+			name := fmt.Sprint(pages)
+			if pages == aFirst {
+				name = "a-first"
+			}
+			b.Run(fmt.Sprintf("table=%dMiB/pages=%s", mib, name), func(b *testing.B) {
+				if tab == nil {
+					tab = mustTable(b, lanes, n)
+					for l := range lanes { // fault every page in before timing
+						tab.StoreWords(l, 0, make([]uint64, n))
+					}
+				}
+				rng := rand.New(rand.NewPCG(uint64(mib), uint64(pages)))
+				var groups groupList
+				groups.set(tab.all)
+				k := nativeKernels()
+				ps, hits := make([]ckf.Probe, positions), make([]uint64, positions)
+				pageOf := make([]uint32, max(pages, 0))
+				row := func() uint32 {
+					if pages != 8 {
+						return rng.Uint32N(uint32(n))
+					}
+					return pageOf[rng.IntN(pages)]*pageRows + rng.Uint32N(pageRows)
+				}
+				lat := make([]time.Duration, 0, 1<<16)
+				for b.Loop() {
+					for i := range pageOf {
+						pageOf[i] = rng.Uint32N(uint32(n / pageRows))
+					}
+					for i := range ps {
+						ps[i] = ckf.Probe{FP: 1, A: row(), B: row()}
+					}
+					t0 := time.Now()
+					if pages == aFirst {
+						// Row A stands in for both rows (A = B), then the
+						// B rows of the first bPositions positions.
+						for i := range ps {
+							ps[i].B = ps[i].A
+						}
+						k.prefetch(tab.rows, ps, uint64(tab.stride), groups.list())
+						k.test(tab.rows, ps, uint64(tab.stride), groups.list(), tab.all, hits)
+						bs := ps[:bPositions]
+						for i := range bs {
+							bs[i].A = row()
+							bs[i].B = bs[i].A
+						}
+						k.prefetch(tab.rows, bs, uint64(tab.stride), groups.list())
+						k.test(tab.rows, bs, uint64(tab.stride), groups.list(), tab.all, hits)
+					} else {
+						k.prefetch(tab.rows, ps, uint64(tab.stride), groups.list())
+						k.test(tab.rows, ps, uint64(tab.stride), groups.list(), tab.all, hits)
+					}
+					if d := time.Since(t0); len(lat) < cap(lat) {
+						lat = append(lat, d)
+					}
+					benchSink += int(hits[0])
+				}
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/(4*positions), "p50-ns/line")
+				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+			})
+		}
+	}
+}

@@ -35,6 +35,17 @@ type Stats struct {
 	// ProvenanceSkips counts marked lanes skipped because their last hit
 	// predecessor lay inside the window (pred ≥ vstart).
 	ProvenanceSkips uint64
+	// The chunked scan's memory traffic (0 in the other modes).
+	// FetchedPositions counts positions whose rows were prefetched;
+	// FetchedLines the lines those prefetches named (2 rows × the lane
+	// groups still read) and TestedLines the lines the tests read. A
+	// position is fetched once, so FetchedPositions − Probes is the
+	// lookahead a search fetched and never tested.
+	FetchedPositions, FetchedLines, TestedLines uint64
+	// LeadLines sums, over searches, the lines prefetched before the
+	// search's first test: the misses the search has in flight at once
+	// before it waits for any.
+	LeadLines uint64
 }
 
 // count records one probe of the given participants.

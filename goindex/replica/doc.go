@@ -118,9 +118,10 @@
 // depth as the smallest observed miss; Probe, pairHits and wordHit against
 // ckf.Contains per lane (the spec's adversarial words included); the lane
 // ops against a plain model; regions (size, alignment, a second view seeing
-// a writer's state); zero allocations per search; and, under -race, searches
-// running while per-lane producers' images, clears and re-installs land,
-// ending with every lane equal to its producer's words byte for byte and no
-// admitted block missed. A test keeps the file map above in step with the
+// a writer's state); zero allocations per search; the chunked scan's line
+// counters (fetched, tested, in flight) against its schedule; and, under
+// -race, searches running while per-lane producers' images, clears and
+// re-installs land, ending with every lane equal to its producer's words
+// byte for byte and no admitted block missed. A test keeps the file map above in step with the
 // directory.
 package replica

@@ -273,10 +273,16 @@ func (s *Searcher) scan(depth []uint32, L int, active uint64) {
 			end := min(ahead, fetched+chunkPositions)
 			s.fill(fetched, end)
 			s.kern.prefetch(rows, ps[fetched:end], stride, gs.list())
+			s.stats.FetchedPositions += uint64(end - fetched)
+			s.stats.FetchedLines += uint64(2 * (end - fetched) * gs.n)
+			if i == 0 {
+				s.stats.LeadLines += uint64(2 * (end - fetched) * gs.n)
+			}
 			fetched = end
 		}
 		end := min(L, i+chunkPositions)
 		s.kern.test(rows, ps[i:end], stride, gs.list(), active, hits[i:end])
+		s.stats.TestedLines += uint64(2 * (end - i) * gs.n)
 		for ; i < end; i++ {
 			s.stats.count(active)
 			if next := active & hits[i]; next != active {

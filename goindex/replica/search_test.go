@@ -353,3 +353,49 @@ func TestSearch_DoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestChunked_CountsFetchedAndTestedLines pins the chunked scan's traffic
+// counters to its schedule: the first chunk and its lookahead are fetched
+// before the first test (LeadLines), every fetched or tested position
+// names 2 lines per lane group read, and a search that loses its last lane
+// early has still fetched that first round.
+func TestChunked_CountsFetchedAndTestedLines(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.For(t, 18), 18))
+	rig := newSearchRig(t, rng)
+	first := chunkPositions + fetchAhead // positions fetched before the first test
+	for _, tc := range []struct {
+		lanes, L, depth int // lane 0 holds depth leading blocks, the others none
+		tested, fetched int
+		fetchedLines    int
+		testedLines     int
+		leadLines       int
+	}{
+		{lanes: 8, L: 20, depth: 20, tested: 20, fetched: 20, fetchedLines: 40, testedLines: 40, leadLines: 40},
+		// Both groups of 16 lanes are read until a chunk boundary after
+		// position 0 has dropped lanes 8–15.
+		{lanes: 16, L: 20, depth: 20, tested: 20, fetched: 20, fetchedLines: 80, testedLines: 80, leadLines: 80},
+		{lanes: 16, L: 40, depth: 40, tested: 40, fetched: 40, fetchedLines: 160, testedLines: 4*chunkPositions + 2*(40-chunkPositions), leadLines: 160},
+		{lanes: 8, L: 100, depth: 100, tested: 100, fetched: 100, fetchedLines: 200, testedLines: 200, leadLines: 2 * first},
+		{lanes: 8, L: 100, depth: 3, tested: 4, fetched: first, fetchedLines: 2 * first, testedLines: 2 * chunkPositions, leadLines: 2 * first},
+		{lanes: 8, L: 100, depth: 0, tested: 1, fetched: first, fetchedLines: 2 * first, testedLines: 2 * chunkPositions, leadLines: 2 * first},
+	} {
+		rt := rig.table(t, tc.lanes)
+		hits := prefixHits(tc.L, append([]int{tc.depth}, make([]int, tc.lanes-1)...))
+		q := rt.q.build(hits)
+		for l := range tc.lanes {
+			rt.t.SetReady(l)
+		}
+		before := rt.chunk.Stats()
+		depth, _ := rt.chunk.Search(nil, q, ^uint64(0))
+		st := rt.chunk.Stats()
+		if int(depth[0]) != tc.depth {
+			t.Fatalf("%+v: depth %d, want %d", tc, depth[0], tc.depth)
+		}
+		got := [...]uint64{st.Probes - before.Probes, st.FetchedPositions - before.FetchedPositions,
+			st.FetchedLines - before.FetchedLines, st.TestedLines - before.TestedLines, st.LeadLines - before.LeadLines}
+		want := [...]uint64{uint64(tc.tested), uint64(tc.fetched), uint64(tc.fetchedLines), uint64(tc.testedLines), uint64(tc.leadLines)}
+		if got != want {
+			t.Errorf("lanes=%d L=%d depth=%d: tested, fetched positions, fetched, tested, lead lines = %v, want %v", tc.lanes, tc.L, tc.depth, got, want)
+		}
+	}
+}
