@@ -344,6 +344,19 @@ type Config struct {
 	// passes it as score.Request.FleetUtilization. // optional; default:
 	// false (each request's own estimated TTFT only)
 	PriceOthers bool
+	// PriceKV makes ttft (and the oracles) also price the wait each
+	// request's KV adds for the requests that reach its DC after it
+	// (score.KVOthersMs, the FCFS M/G/1 externality with the DC's KV as
+	// the server): the router learns the mean prompt size from its sends
+	// (score.RequestSize). // optional; default: false
+	PriceKV bool
+	// PriceEvictions makes ttft (and the oracles) charge the blocks an
+	// uncached prefill stores at the cascade of refetches a router
+	// measures at each DC (score.Refetch: the share of the DC's evicted
+	// blocks stored again within a turnover, from the events its lane
+	// receives; score.CascadeFactor) instead of the reuse-window guess
+	// (score.EvictionFactor). // optional; default: false
+	PriceEvictions bool
 	// Foresight makes every decision of every policy but clairvoyant also
 	// run the clairvoyant's shadows of every DC (slow), to measure the TTFT
 	// model's estimates and the policy's choices against the TTFT the

@@ -74,7 +74,7 @@ func ReportJSON(rep *Report, in RunInput) map[string]any {
 			"warmup_requests":         rep.Warmup,
 			"load_report_interval_ms": float64(c.LoadReportInterval) / float64(time.Millisecond),
 			"rtt_jitter_ms":           float64(c.RTTJitter) / float64(time.Millisecond),
-			"inflight":                !c.NoInflight, "queue_drain": !c.NoQueueDrain, "drift": !c.NoDrift, "calibration": !c.NoCalibration, "calibrate": c.Calibrate, "dc_speed": c.DCSpeed, "price_others": c.PriceOthers, "seed": c.Seed, "wall_s": in.WallSeconds,
+			"inflight":                !c.NoInflight, "queue_drain": !c.NoQueueDrain, "drift": !c.NoDrift, "calibration": !c.NoCalibration, "calibrate": c.Calibrate, "dc_speed": c.DCSpeed, "price_others": c.PriceOthers, "price_kv": c.PriceKV, "price_evictions": c.PriceEvictions, "seed": c.Seed, "wall_s": in.WallSeconds,
 		},
 	}
 }

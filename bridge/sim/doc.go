@@ -60,7 +60,14 @@
 // WAN delay kept); ExactNow by each DC's exact, current depth. With
 // PriceOthers the router also measures the fleet's utilization from the
 // prefill work it sends (score.Demand) and ttft prices the wait each
-// request's prefill adds for the requests behind it.
+// request's prefill adds for the requests behind it. With PriceKV ttft
+// also prices the wait each request's KV adds for the requests that reach
+// its DC after it (score.KVOthersMs, from the mean prompt the router
+// sends, score.RequestSize); with PriceEvictions every router measures,
+// from the events each lane receives, the share of the DC's evicted
+// blocks stored again within a turnover (score.Refetch), and ttft prices
+// an uncached prefill's evictions at that share's cascade
+// (score.CascadeFactor) instead of the reuse-window guess.
 //
 // Measurement: the first Config.Warmup requests (by default the closed
 // loop's Concurrency, which leave at once to cold caches) are served but

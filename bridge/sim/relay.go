@@ -109,8 +109,12 @@ func (s *simulation) deliver(d *dc, rt *router) error {
 		}
 	}
 	for k := range it.events {
-		if ev := &it.events[k]; ev.Kind == kv.Stored {
+		ev := &it.events[k]
+		if ev.Kind == kv.Stored {
 			rt.inserts[d.idx].Add(s.now, float64(len(ev.Blocks)))
+		}
+		if rt.refetch != nil {
+			rt.observeRefetch(d.idx, ev)
 		}
 		if err := rt.audit[d.idx].apply(&it.events[k]); err != nil {
 			return fmt.Errorf("%w: %s audit index: %w", ErrEngine, where(), err)

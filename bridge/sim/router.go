@@ -51,6 +51,11 @@ type router struct {
 	// stores blocks, from the events the router receives.
 	hold    *score.Holding
 	inserts []score.InsertRate
+	// refetch is, per lane, the share of its DC's evicted blocks stored
+	// again within a turnover (score.Refetch; with PriceEvictions only),
+	// and size the mean prompt the router sends (with PriceKV).
+	refetch []*score.Refetch
+	size    score.RequestSize
 	// demand measures the fleet's utilization from the prefill work the
 	// router sends (score.Demand); rhoSum sums what decisions read.
 	demand *score.Demand
@@ -164,11 +169,29 @@ func newRouter(c *Config, p Policy, idx, site int, home uint64, f *ckf.Format, l
 	rt.seen = make([]seenReport, len(lanes))
 	rt.hold, rt.inserts = score.NewHolding(len(lanes), 0), make([]score.InsertRate, len(lanes))
 	for range lanes {
+		if c.PriceEvictions && p.forecasts() {
+			rt.refetch = append(rt.refetch, score.NewRefetch(c.WorkersPerDC*c.KVBlocksPerWorker, 0))
+		}
 		rt.drift = append(rt.drift, score.NewDrift(0))
 		rt.cal = append(rt.cal, score.NewCalibration(0))
 		rt.audit = append(rt.audit, blockSet{})
 	}
 	return rt, nil
+}
+
+// observeRefetch feeds one event of lane l's DC to its Refetch: the
+// blocks it evicted, the blocks it stored.
+func (rt *router) observeRefetch(l int, ev *kv.Event) {
+	switch ev.Kind {
+	case kv.Removed:
+		for _, h := range ev.Removed {
+			rt.refetch[l].Evict(h)
+		}
+	case kv.Stored:
+		for _, b := range ev.Blocks {
+			rt.refetch[l].Store(b.External)
+		}
+	}
 }
 
 // deepest returns the longest overlap any member of x has with locals.
@@ -234,6 +257,12 @@ func (s *simulation) decide(rt *router, i int, now float64) (int, int, error) {
 		}
 		s.loadSignals(rt, &c, l, now)
 		c.EvictionFactor = score.EvictionFactor(float64(c.CapacityBlocks), rt.inserts[l].At(now))
+		if rt.refetch != nil {
+			c.EvictionFactor = score.CascadeFactor(rt.refetch[l].Share())
+		}
+		if s.cfg.PriceKV && s.policy.forecasts() {
+			c.MeanRequestBlocks = rt.size.MeanBlocks()
+		}
 		if s.policy.calibrates() && !s.cfg.NoCalibration {
 			c.HoldMs = rt.hold.HoldMs(l)
 			if s.cfg.Calibrate {
@@ -441,6 +470,7 @@ func (s *simulation) routed(rt *router, i, l, believed int, now float64) {
 	r := &s.w.Requests[i]
 	tokens := r.InputTokens - min(believed*s.w.BlockSize, r.InputTokens-1)
 	rt.demand.Add(now, float64(tokens))
+	rt.size.Observe(float64(len(r.Locals)))
 	if s.cfg.NoInflight {
 		return
 	}

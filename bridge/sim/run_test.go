@@ -340,3 +340,44 @@ func TestRun_PriceOthersMeasuresTheFleetsUtilization(t *testing.T) {
 		t.Errorf("router's mean ρ %v, recounted %v", got, want)
 	}
 }
+
+// TestRun_PriceKVAndEvictionsReachOnlyTTFT: on a KV-starved fleet, each of
+// PriceKV and PriceEvictions changes ttft's run (the prices reach its
+// decisions) and leaves prefix-then-load's untouched; with PriceEvictions
+// every router measures each DC's refetch share from the events its lane
+// receives (some DC's is above 0, none above 1), and without it measures
+// nothing.
+func TestRun_PriceKVAndEvictionsReachOnlyTTFT(t *testing.T) {
+	w := shippedWorkload(t, 400, 160)
+	c := Config{Grid: shippedGrid(t), OneSite: true, Concurrency: 64, KVBlocksPerWorker: 96, Seed: testSeed(t)}
+	base := simulate(t, c, w, TTFT, nil)
+	if base.routers[0].refetch != nil {
+		t.Fatal("without PriceEvictions the router measures refetches")
+	}
+	ptl := simulate(t, c, w, PrefixThenLoad, nil).result(0).TTFTp95Ms
+	for _, on := range []func(*Config){func(c *Config) { c.PriceKV = true }, func(c *Config) { c.PriceEvictions = true }} {
+		cc := c
+		on(&cc)
+		s := simulate(t, cc, w, TTFT, nil)
+		if got, was := s.result(0).TTFTp95Ms, base.result(0).TTFTp95Ms; got == was {
+			t.Errorf("%+v: ttft's p95 unchanged (%v ms)", cc, got)
+		}
+		if got := simulate(t, cc, w, PrefixThenLoad, nil).result(0).TTFTp95Ms; got != ptl {
+			t.Errorf("prefix-then-load's p95 moved from %v to %v ms", ptl, got)
+		}
+		if !cc.PriceEvictions {
+			continue
+		}
+		most := 0.0
+		for l, r := range s.routers[0].refetch {
+			p := r.Share()
+			if p < 0 || p > 1 {
+				t.Errorf("lane %d: refetch share %v", l, p)
+			}
+			most = max(most, p)
+		}
+		if most == 0 {
+			t.Error("no DC's refetch share above 0 on a KV-starved fleet")
+		}
+	}
+}

@@ -63,11 +63,16 @@ func (s *Scorer) ttftParts(c *Candidate, isl int, rho float64) Parts {
 	queueRate := orDefault(c.QueueTokensPerMs, s.cfg.QueueTokensPerMs)
 	uncached := isl - s.cachedTokens(c, isl)
 	queue := float64(c.ActivePrefillTokens) / queueRate
+	kvOthers := 0.0
 	if c.HasCapacity && c.CapacityBlocks > 0 {
 		need := float64(s.blocksFor(uncached))
+		kvWait := 0.0
 		if excess := s.kvBlocks(c) + need - float64(c.CapacityBlocks); excess > 0 {
-			queue = max(queue, excess/s.releaseBlocksPerMs(c))
+			kvWait = excess / s.releaseBlocksPerMs(c)
+			queue = max(queue, kvWait)
 		}
+		kvOthers = KVOthersMs(s.kvBlocks(c)/float64(c.CapacityBlocks), float64(s.blocksFor(isl)),
+			c.MeanRequestBlocks, s.releaseBlocksPerMs(c), kvWait)
 	}
 	w := c.Weights
 	prefill := w.prefill() * float64(uncached) / prefillRate
@@ -75,7 +80,7 @@ func (s *Scorer) ttftParts(c *Candidate, isl int, rho float64) Parts {
 	// have hit the blocks they evict, in prefill time.
 	evicted := max(c.EvictionFactor, 0) * float64(uncached) / prefillRate
 	return Parts{RTTms: w.rtt() * c.RTTms, QueueMs: w.queue() * queue, PrefillMs: prefill,
-		OthersMs: prefill*othersFactor(rho) + evicted}
+		OthersMs: prefill*othersFactor(rho) + evicted + kvOthers}
 }
 
 // kvBlocks is the KV a candidate's admitted and queued requests take:

@@ -43,6 +43,15 @@
 // towards cache hits, which remove work for everyone, on a busy one.
 // Parts keeps the request's own TTFT terms and the others' wait apart.
 //
+// Two more prices of that externality are opt-in (extern.go): with
+// Candidate.MeanRequestBlocks, the wait a request's KV adds for the
+// requests that reach the candidate after it (the FCFS M/G/1 externality
+// of Haviv and Ritov with the candidate's KV as the server, KVOthersMs);
+// and, for EvictionFactor, the cascade of refetches p/(1 − p) at the share
+// p of a candidate's evicted blocks stored again within a turnover, which
+// Refetch measures from its cache events (CascadeFactor), in place of the
+// reuse-window guess.
+//
 // The queued prefill tokens are those the request will find when it arrives,
 // not those the load report saw: Backlog drains the report's queue at the
 // candidate's rate over the report's age and the request's one-way trip,
@@ -82,6 +91,8 @@
 //   - calibrate.go: Calibration, the weights and KV residence learned from observed TTFTs.
 //   - hold.go: Holding, how long requests hold their KV blocks, per candidate.
 //   - evict.go: EvictionFactor and InsertRate, what an uncached prefill costs later hits.
+//   - extern.go: KVOthersMs, Refetch, CascadeFactor and RequestSize, the externality a
+//     choice imposes on later requests (the KV it occupies, the cached blocks it evicts).
 //   - demand.go: Demand, the fleet's utilization from the work a router sends.
 //   - sample.go: minimum with random tie-break, temperature sampling.
 //   - errors.go: sentinels.
@@ -96,6 +107,8 @@
 // candidate and its residence, GORGO's cost by hand, Demand against a brute-force window sum,
 // Backlog against a step-by-step queue simulation on random inputs, TTFT's
 // choice against the formula written out apart on random DC-shaped sets and
-// utilizations, the eligibility rules, tie-breaking uniformity and the
-// temperature distribution.
+// utilizations, KVOthersMs by hand, growing with pressure and against a
+// simulated M/M/1 queue's externality, Refetch by hand and against an LRU
+// cache's eviction log, the eligibility rules, tie-breaking uniformity and
+// the temperature distribution.
 package score

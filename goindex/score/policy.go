@@ -112,6 +112,12 @@ type Candidate struct {
 	// blocks they would have hit (EvictionFactor, from the rate the
 	// candidate's cache stores blocks); TTFT adds it to OthersMs. 0: none.
 	EvictionFactor float64
+	// MeanRequestBlocks is the mean prompt size, in blocks, of the
+	// requests the router sends (RequestSize learns it); with it, TTFT
+	// also adds to OthersMs the wait the request's KV adds for the
+	// requests that reach the candidate after it (KVOthersMs). 0: not
+	// priced.
+	MeanRequestBlocks float64
 }
 
 // Request is what is being routed.
@@ -167,7 +173,9 @@ type Result struct {
 // prefills ahead and the wait for KV room); OthersMs is the wait its
 // prefill adds for the requests behind it (0 without a fleet
 // utilization) plus, with an EvictionFactor, what the blocks it stores
-// cost later requests that would have hit the blocks they evict.
+// cost later requests that would have hit the blocks they evict, plus,
+// with a MeanRequestBlocks, the wait its KV adds for the requests that
+// reach the candidate after it (KVOthersMs).
 type Parts struct {
 	RTTms, QueueMs, PrefillMs, OthersMs float64
 }

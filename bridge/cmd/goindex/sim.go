@@ -211,6 +211,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	dcSpeed := fs.String("dc-speed", "", "site=X,…: those sites' workers compute X× as fast as configured, unbeknown to the routers")
 	noDrift := fs.Bool("no-drift", false, "ttft reads the drained report like every policy instead of its forecast")
 	priceOthers := fs.Bool("price-others", false, "ttft also prices the wait a request's prefill adds for the requests behind it")
+	priceKV := fs.Bool("price-kv", false, "ttft also prices the wait a request's KV adds for the requests that reach its DC after it")
+	priceEvictions := fs.Bool("price-evictions", false, "ttft prices evictions at the refetch cascade it measures per DC, not the reuse-window guess")
 	foresight := fs.Bool("foresight", false, "measure every decision's TTFT estimates against every DC's true TTFT (slow)")
 	workers := fs.Int("workers-per-dc", sim.DefaultWorkersPerDC, "workers per DC")
 	kvBlocks := fs.Int("kv-blocks-per-worker", sim.DefaultKVBlocksPerWorker, "KV capacity per worker, blocks of --block-size tokens")
@@ -307,7 +309,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		WorkersPerDC: *workers, KVBlocksPerWorker: *kvBlocks, BlockSize: *blockSize,
 		PrefillTokensPerMs: *prefill, DecodeMsPerToken: *decode, DecodeMsPerKToken: *decodeKV, TokenBudget: *budget, BatchLimit: *batch, PrefillJitter: *jitterPrefill,
 		Concurrency: *concurrency, OpenLoop: *openLoop, TimeScale: *timeScale, Warmup: *warmup,
-		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain, NoDrift: *noDrift, NoCalibration: *noCal, Calibrate: *calibrate, DCSpeed: speeds, PriceOthers: *priceOthers, Foresight: *foresight,
+		LoadReportInterval: *reportEvery, RTTJitter: *jitter, NoInflight: *noInflight, NoQueueDrain: *noDrain, NoDrift: *noDrift, NoCalibration: *noCal, Calibrate: *calibrate, DCSpeed: speeds, PriceOthers: *priceOthers, PriceKV: *priceKV, PriceEvictions: *priceEvictions, Foresight: *foresight,
 		Policies: pols, Seed: *seed,
 	}
 	if *sweep {
