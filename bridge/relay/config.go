@@ -18,15 +18,17 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultExpectedBlocks = 1 << 20 // upstream relay's default: 524,288 buckets, 4 MiB
-	DefaultMaxAge         = time.Hour
-	DefaultMaxBytes       = 256 << 20
-	DefaultSnapshotEvery  = time.Minute
-	DefaultLoadEvery      = time.Second
-	DefaultHeartbeatEvery = time.Second
-	DefaultLiveWindow     = 10 * time.Second
-	DefaultPublishTimeout = 5 * time.Second
-	DefaultRetryEvery     = 250 * time.Millisecond
+	DefaultExpectedBlocks  = 1 << 20 // upstream relay's default: 524,288 buckets, 4 MiB
+	DefaultMaxAge          = time.Hour
+	DefaultMaxBytes        = 256 << 20
+	DefaultSnapshotEvery   = time.Minute
+	DefaultLoadEvery       = time.Second
+	DefaultHeartbeatEvery  = time.Second
+	DefaultLiveWindow      = 10 * time.Second
+	DefaultPublishTimeout  = 5 * time.Second
+	DefaultRetryEvery      = 250 * time.Millisecond
+	DefaultCheckpointEvery = time.Minute
+	DefaultCheckpointGrace = 30 * time.Second
 	// eventQueue is the decoded-event buffer between the NATS callbacks and
 	// a pool's writer goroutine.
 	eventQueue = 4096
@@ -159,6 +161,22 @@ type Config struct {
 	QueueTokensPerMs     float64
 	DecodeBlocksPerMs    float64
 	WorkerCapacityBlocks uint64
+	// CheckpointDir keeps each pool's checkpoint (its exact state by
+	// publisher, with each publisher's last sequence), written every
+	// CheckpointEvery and on a graceful stop, and restored at start: a
+	// restored member is kept only once its publisher's next envelope
+	// proves that nothing was missed. Optional; default: none (a restarted
+	// relay starts its pools empty).
+	CheckpointDir string
+	// CheckpointEvery is how often a checkpoint is written (on the pool's
+	// writer goroutine: about 0.14 s and 16 MiB per million blocks, and
+	// about 2.5 s per million to restore at start, on a 2-core EPYC);
+	// optional; default: 1m.
+	CheckpointEvery time.Duration
+	// CheckpointGrace is how long restored members wait for their
+	// publisher's next envelope before they are cleared; optional;
+	// default: 30s.
+	CheckpointGrace time.Duration
 	// Logger receives progress and health logs; optional; default: discard.
 	Logger *slog.Logger
 }
@@ -248,6 +266,8 @@ func (c *Config) setDefaults() error {
 	def(&c.LiveWindow, DefaultLiveWindow)
 	def(&c.PublishTimeout, DefaultPublishTimeout)
 	def(&c.RetryEvery, DefaultRetryEvery)
+	def(&c.CheckpointEvery, DefaultCheckpointEvery)
+	def(&c.CheckpointGrace, DefaultCheckpointGrace)
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}

@@ -65,6 +65,29 @@
 // producer fenced by an invariant violation is rebuilt empty as the next
 // layout generation.
 //
+// Restart (Config.CheckpointDir): each pool writes a checkpoint file, its
+// exact state (every member's source block → canonical mappings) filed
+// under the publisher of the member's latest envelope with that
+// publisher's last sequence, every CheckpointEvery and on a graceful stop
+// (temporary file, sync, rename; XXH3 checksum). A starting pool restores
+// it into its producer before its first snapshot, as one-block root stores
+// (the filter's layout differs, its membership does not), and keeps every
+// restored member on probation: its publisher's first envelope keeps the
+// publisher's members when its sequence is the next one (nothing was
+// missed while the relay was down) and clears them otherwise (a gap, or a
+// sequence at or below the last: the worker restarted); a member's events
+// from another publisher (a restarted worker's new id) clear it first; and
+// members still unproven after CheckpointGrace are cleared. So a restored
+// block outlives the worker's dropping it by at most the grace, never by
+// more than a missed removal does today after a live gap. Members fed by
+// engine feeds or the legacy JSON subject carry no envelope sequence and
+// are not checkpointed. A missing, damaged, foreign or other-version file
+// (ErrCheckpoint, ErrCheckpointVersion) is logged and the pool starts
+// empty. Dynamo's own router persists its radix tree and recovers a
+// worker's events from the worker's local indexer; goindex's relay keeps
+// its state locally instead, and proves continuity from the event plane's
+// own sequence numbers.
+//
 // Subjects and assets (P = Config.Prefix, default "goindex"; D = domain id,
 // C = DC id, decimal): see Names. In short: P.D.C.delta (the log),
 // P.D.C.load, P.D.C.load-stored, P.D.C.ping, P.D.C.snapshot,
@@ -126,6 +149,8 @@
 //   - load.go: worker liveness and load aggregation into load reports.
 //   - watch.go: Watch: a pool's publication from a consistent start, for other transports.
 //   - status.go: Supervise (Run with periodic status), LogStatus, WriteStatus.
+//   - checkpoint.go: the checkpoint file's layout, writer and decoder.
+//   - recover.go: checkpointing a pool, restoring it at start, the continuity test and grace, CheckpointStats.
 //   - errors.go: sentinels and PoolError.
 //
 // # Tests
@@ -141,7 +166,14 @@
 // count live workers, that a relay started before its NATS server waits
 // for it and then sets its pools up, that a graceful stop
 // ends the log with a drain marker, that a restart takes a larger
-// incarnation and stores an empty snapshot, that a second relay of a pool
+// incarnation and stores an empty snapshot (without a checkpoint), that a
+// restart with a checkpoint restores the exact state into its first
+// snapshot and then keeps exactly the workers whose next sequence proves
+// continuity, clearing a worker with a gap, one restarted under a new
+// publisher id and one whose sequence reset, that restored workers that
+// send nothing are cleared after the grace, that damaged, cut and
+// other-version checkpoints are refused (and, fuzzed, never panic the
+// decoder), that a second relay of a pool
 // supersedes the first, that a pool given a Source stores its words and
 // logs its drained images and subscribes to no events, that bad configs are refused (a wildcard, space or
 // empty token in a namespace or component, which would subscribe the

@@ -30,6 +30,13 @@ var (
 	ErrTooLarge = errors.New("relay: message too large")
 	// ErrMalformed reports an inbound control message that does not decode.
 	ErrMalformed = errors.New("relay: malformed message")
+	// ErrCheckpoint reports a checkpoint file that is not one, is damaged
+	// (its checksum), or is another pool's or format's: the pool starts
+	// empty instead of restoring it.
+	ErrCheckpoint = errors.New("relay: bad checkpoint")
+	// ErrCheckpointVersion reports a checkpoint of another layout version
+	// (it wraps ErrCheckpoint).
+	ErrCheckpointVersion = fmt.Errorf("%w: another version", ErrCheckpoint)
 )
 
 // PoolError is a failure of one pool; other pools keep running.

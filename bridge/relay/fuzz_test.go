@@ -1,10 +1,17 @@
 package relay
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/goindex/goindex/goindex/ckf"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/zeebo/xxh3"
 )
 
 func FuzzDecodeInfo(f *testing.F) {
@@ -47,6 +54,48 @@ func FuzzDecodeWorkerLoad(f *testing.F) {
 		}
 		if len(b) > MaxWorkerLoadBytes {
 			t.Fatalf("DecodeWorkerLoad accepted %d bytes", len(b))
+		}
+	})
+}
+
+// FuzzDecodeCheckpoint decodes arbitrary bytes as a checkpoint, as they
+// are and with their checksum made right (so the fuzzer reaches the
+// records behind it): no input panics, every refusal wraps ErrCheckpoint,
+// and what decodes never holds more mappings than its bytes could.
+func FuzzDecodeCheckpoint(f *testing.F) {
+	path := f.TempDir() + "/ckpt"
+	if _, err := writeCheckpoint(path, func(cw *checkpointWriter) {
+		cw.header(&checkpointHeader{Domain: 1, DC: 2, Seed: 3, Buckets: 64, Publishers: 1})
+		cw.publisher(9, 4, 2)
+		cw.member(kv.Member{Worker: 1}, []ckf.Mapping{{Source: 1, Canonical: 2}})
+		cw.member(kv.Member{Worker: 2, Rank: 1}, nil)
+	}); err != nil {
+		f.Fatalf("writeCheckpoint: %v", err)
+	}
+	good, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatalf("read seed: %v", err)
+	}
+	f.Add(good)
+	f.Add(good[:len(good)-checkpointSumBytes])
+	f.Add([]byte(checkpointMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fixed := append(slices.Clone(b), 0, 0, 0, 0, 0, 0, 0, 0)
+		binary.LittleEndian.PutUint64(fixed[len(b):], xxh3.Hash(b))
+		for _, in := range [][]byte{b, fixed} {
+			mappings := 0
+			err := decodeCheckpoint(in, func(*checkpointHeader) error { return nil }, func(p *checkpointPublisher) error {
+				for _, m := range p.Members {
+					mappings += len(m.Mappings)
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, ErrCheckpoint) {
+				t.Fatalf("decodeCheckpoint error %v does not wrap ErrCheckpoint", err)
+			}
+			if mappings > len(in)/checkpointMappingBytes {
+				t.Fatalf("decodeCheckpoint handed on %d mappings from %d bytes", mappings, len(in))
+			}
 		}
 	})
 }

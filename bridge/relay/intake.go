@@ -66,6 +66,10 @@ type intake struct {
 	window time.Duration             // a publisher silent this long may be forgotten
 	swept  time.Time                 // last sweep of the full table
 	stats  *IntakeStats
+	// first, when set, is told of the first envelope taken from each
+	// publisher (its id and sequence) before its events are appended: a
+	// restored checkpoint's continuity test.
+	first func(pub, seq uint64)
 }
 
 func newIntake(st *IntakeStats, window time.Duration) *intake {
@@ -118,6 +122,9 @@ func (in *intake) sequenced(env *dynamo.Envelope, now time.Time, dst []kv.Event)
 		return dst, false
 	}
 	in.last[env.PublisherID] = publisherState{seq: env.Sequence, seen: now}
+	if !seen && in.first != nil {
+		in.first(env.PublisherID, env.Sequence)
+	}
 	for i := range evs {
 		dst = in.event(&evs[i], dst)
 	}

@@ -92,6 +92,8 @@ type PoolStatus struct {
 	// UntrackedWorkers counts load samples and events of new workers not
 	// tracked because the live-worker table was full.
 	UntrackedWorkers uint64
+	// Checkpoint counts checkpoints written and what the start restored.
+	Checkpoint CheckpointStats
 	// Running is true while the pool's writer loop serves (set up, not
 	// stopped); a stopped pool's last status has it false.
 	Running bool
@@ -129,13 +131,28 @@ type pool struct {
 	// natsSrc is the Source standing for each NATS event-plane publisher
 	// (by publisher id) in owners, so that a KindGone of its discovery
 	// record (a Source with NATS set) clears the members it fed.
-	natsSrc   map[uint64]*Source
-	stopFeeds context.CancelFunc
-	feeds     sync.WaitGroup
-	istats    IntakeStats
-	load      *loadTracker
-	wire      *WireStats
-	watchers  watchers
+	natsSrc map[uint64]*Source
+	// envPub is the publisher id of the envelope being handled (0: none,
+	// or an unsequenced source); pubOf the one of each member's latest
+	// events, which a checkpoint files the member under.
+	envPub uint64
+	pubOf  map[kv.Member]uint64
+	// restored and restoredBy are the restored checkpoint's publishers not
+	// heard from yet and their members on probation (recover.go), until
+	// restoreUntil; recovered is the step of members dropped while a
+	// message is handled.
+	restored       map[uint64]*restoredPublisher
+	restoredBy     map[kv.Member]uint64
+	restoreUntil   time.Time
+	recovered      ckf.Step
+	ckpt           CheckpointStats
+	lastCheckpoint time.Time
+	stopFeeds      context.CancelFunc
+	feeds          sync.WaitGroup
+	istats         IntakeStats
+	load           *loadTracker
+	wire           *WireStats
+	watchers       watchers
 
 	maxImages    int
 	images       []relayproto.Image
@@ -163,7 +180,7 @@ func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 		in:  make(chan inbound, eventQueue), req: make(chan func()),
 		load: newLoadTracker(r.cfg.LiveWindow), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload()), wire: newWireStats(),
 		owners: map[kv.Member]*Source{}, engines: map[*Source]*engineSource{}, lastPub: map[*Source]uint64{},
-		natsSrc: map[uint64]*Source{}}
+		natsSrc: map[uint64]*Source{}, pubOf: map[kv.Member]uint64{}}
 	p.intake = newIntake(&p.istats, r.cfg.LiveWindow)
 	if err := p.newProducer(); err != nil {
 		return nil, err
@@ -226,12 +243,14 @@ func (p *pool) setup(ctx context.Context) error {
 	p.snaps = &snapshotStore{ctx: p.r.base, obs: obs, log: p.dlog, timeout: c.PublishTimeout, buckets: p.format.Buckets(), wire: p.wire}
 	p.id = relayproto.ProducerIdentity{Pool: relayproto.PoolID{Domain: p.cfg.Domain, DC: c.DC},
 		Incarnation: incarnation, LayoutGeneration: 1, Format: relayproto.FormatOf(p.format)}
+	p.restore()
 	if err := p.newPublisher(0); err != nil {
 		return err
 	}
 	if err := p.snapshot(); err != nil {
 		return err
 	}
+	p.lastCheckpoint = time.Now()
 	return p.subscribe()
 }
 
@@ -512,6 +531,13 @@ func (p *pool) run(ctx context.Context) error {
 
 // handle applies one inbound message and returns the cadence step.
 func (p *pool) handle(m inbound) ckf.Step {
+	p.envPub, p.recovered = 0, ckf.StepContinue
+	s := p.take(m)
+	return max(s, p.recovered)
+}
+
+// take is handle's work.
+func (p *pool) take(m inbound) ckf.Step {
 	now := time.Now()
 	p.evs = p.evs[:0]
 	var src *Source
@@ -540,7 +566,7 @@ func (p *pool) handle(m inbound) ckf.Step {
 		var pub uint64
 		var ok bool
 		if p.evs, pub, ok = p.intake.envelopeOf(m.data, now, p.evs); ok && len(p.evs) > 0 {
-			src = p.natsSource(pub)
+			src, p.envPub = p.natsSource(pub), pub
 		}
 	case inFeed:
 		src = m.feed.Source
@@ -596,6 +622,7 @@ func (p *pool) plane(m *Message, now time.Time) {
 			}
 			p.lastPub[m.Source] = pm.PublisherID
 		}
+		p.envPub = pm.PublisherID
 		p.evs, _ = p.intake.sequenced(&pm.Envelope, now, p.evs)
 	case topic == dynamo.MetricsTopic && p.cfg.Loads&LoadDynamo != 0:
 		p.activeLoad(&pm.Envelope, now, m.Source.NamespaceLoad)
@@ -648,6 +675,9 @@ func (p *pool) engine(m *Message, now time.Time) {
 // cadence step of the events.
 func (p *pool) apply(src *Source, now time.Time) ckf.Step {
 	step, fenced := ckf.StepContinue, false
+	if len(p.restoredBy) > 0 {
+		p.unproven()
+	}
 	// One batch call lets the producer prefetch the lines of the events
 	// ahead while it applies the current ones (ckf.Producer.ApplyBatch);
 	// the results are Apply's, event by event.
@@ -672,6 +702,11 @@ func (p *pool) apply(src *Source, now time.Time) ckf.Step {
 			if _, ok := p.owners[k.Member]; ok || len(p.owners) < maxOwnedMembers {
 				p.owners[k.Member] = src
 			}
+		}
+		if _, ok := p.pubOf[k.Member]; p.envPub != 0 && (ok || len(p.pubOf) < maxOwnedMembers) {
+			p.pubOf[k.Member] = p.envPub
+		} else {
+			delete(p.pubOf, k.Member)
 		}
 	})
 	if fenced {
@@ -724,21 +759,16 @@ func (p *pool) clearSource(m *Message) ckf.Step {
 	case KindGone:
 		delete(p.lastPub, m.Source)
 	}
-	step := ckf.StepContinue
+	step, rebuilds := ckf.StepContinue, p.rebuilds
 	for member, src := range p.owners {
 		if src != m.Source {
 			continue
 		}
-		delete(p.owners, member)
-		s, err := p.prod.RemoveMember(member)
-		if err != nil {
-			p.rejected++
+		delete(p.restoredBy, member)
+		step = max(step, p.dropMember(member))
+		if p.rebuilds != rebuilds {
+			return ckf.StepContinue // a new, empty producer
 		}
-		if p.prod.Fenced() != nil {
-			p.rebuild()
-			return ckf.StepContinue
-		}
-		step = max(step, s)
 	}
 	p.log.Info("feed source cleared", "source", m.Source.Name, "kind", m.Kind)
 	return step
@@ -757,6 +787,9 @@ func (p *pool) rebuild() {
 	p.id.LayoutGeneration++
 	p.rebuilds++
 	clear(p.owners)
+	clear(p.pubOf)
+	clear(p.restoredBy)
+	clear(p.restored)
 	if err := p.newPublisher(last); err != nil {
 		p.log.Error("rebuild", "err", err)
 		return
@@ -849,6 +882,14 @@ func (p *pool) periodic(now time.Time) error {
 			_ = p.dlog.resync(p.stream)
 		}
 	}
+	if p.expire(now) == ckf.StepPublish {
+		if err := p.publish(); err != nil {
+			return err
+		}
+	}
+	if c.CheckpointDir != "" && now.Sub(p.lastCheckpoint) >= c.CheckpointEvery {
+		p.checkpoint(now)
+	}
 	if now.Sub(p.lastLoad) >= c.LoadEvery {
 		p.lastLoad = now
 		p.reportLoad(now)
@@ -916,6 +957,8 @@ queued:
 	if err := p.publish(); err != nil {
 		return err
 	}
+	// The exact state is whole whatever the publication's state.
+	p.checkpoint(time.Now())
 	if p.pub.Status().Fence != publish.FenceNone {
 		p.log.Warn("shutdown while fenced: no drain marker")
 		return nil
@@ -934,5 +977,5 @@ func (p *pool) status() PoolStatus {
 		LayoutGeneration: p.id.LayoutGeneration, Intake: p.istats, Rejected: p.rejected, Producer: p.prod.Stats(),
 		Publisher: p.pub.Status(), Snapshots: p.snaps.count, SnapshotSequence: p.snaps.stored,
 		SnapshotBytes: p.snaps.bytes, LogSequence: p.dlog.last, Rebuilds: p.rebuilds,
-		Wire: p.wire.clone(), UntrackedWorkers: p.load.refused, Running: true}
+		Wire: p.wire.clone(), UntrackedWorkers: p.load.refused, Checkpoint: p.ckpt, Running: true}
 }

@@ -60,7 +60,7 @@
 //   - addressing.go: Format (seed, bucket count, fingerprint deltas), Probe, BucketCount sizing.
 //   - bucket.go: the packed Bucket and the SWAR Contains test.
 //   - errors.go: every error of the package.
-//   - producer.go: Producer, Config, New, Stats and Counters, snapshot words.
+//   - producer.go: Producer, Config, New, Stats and Counters, snapshot words, the exact state as Mappings.
 //   - mutate.go: Apply (Stored, Removed, Cleared), RemoveMember, RemoveWorker.
 //   - batch.go: ApplyBatch, Apply over many events with their lineage,
 //     owner, filter and dirty-index lines prefetched chunks ahead.

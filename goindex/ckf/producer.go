@@ -1,7 +1,9 @@
 package ckf
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -181,6 +183,40 @@ func (p *Producer) Fenced() error { return p.fence }
 // AppendWords appends a copy of all n filter words to dst and returns it
 // (the payload of a barrier snapshot).
 func (p *Producer) AppendWords(dst []uint64) []uint64 { return append(dst, p.tab.words...) }
+
+// Mapping is one block of a member's exact state: its source block id (the
+// engine's external hash) and the canonical hash it maps to.
+type Mapping struct {
+	Source, Canonical uint64
+}
+
+// AppendMembers appends every member that maps at least one block to dst,
+// ordered by worker, then rank.
+func (p *Producer) AppendMembers(dst []kv.Member) []kv.Member {
+	start := len(dst)
+	for m := range p.members {
+		dst = append(dst, m)
+	}
+	slices.SortFunc(dst[start:], func(a, b kv.Member) int {
+		return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Rank, b.Rank))
+	})
+	return dst
+}
+
+// AppendLineage appends member m's mappings to dst, in no set order
+// (nothing for a member that maps no block). A Stored event of one block,
+// without a parent, whose local hash is a mapping's canonical hash maps it
+// again: that is how a saved lineage is applied to a new producer.
+func (p *Producer) AppendLineage(dst []Mapping, m kv.Member) []Mapping {
+	lin := p.members[m]
+	if lin == nil {
+		return dst
+	}
+	for src, c := range lin.all() {
+		dst = append(dst, Mapping{Source: src, Canonical: *c})
+	}
+	return dst
+}
 
 // Word returns bucket b's current word; b must be below Format().Buckets().
 func (p *Producer) Word(b uint32) uint64 { return p.tab.words[b] }

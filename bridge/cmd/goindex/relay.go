@@ -95,7 +95,18 @@ Output (P = --prefix; D, DC decimal ids):
 
 A restarted relay claims the pool with a new incarnation; consumers then
 re-snapshot. SIGINT/SIGTERM drain gracefully: the tail and a drain marker go
-to the log. Progress and health logs go to stderr (--log-format, --log-level);
+to the log.
+
+Restart (--checkpoint-dir DIR): each pool's exact state is written to
+DIR/<P>-<D>-<DC>-checkpoint every --checkpoint-every (1m) and on a graceful
+stop, with the last sequence of every Dynamo event publisher (NATS or the ZMQ
+event plane). A restarted relay restores it into its first snapshot, then
+keeps a worker's restored blocks only once its publisher's next envelope
+carries the next sequence (nothing was missed); a gap, a sequence reset, a
+new publisher id (a restarted worker) or no envelope within
+--checkpoint-grace (30s) clears them. Workers fed by --zmq-endpoint or the
+G2025 JSON subject are not checkpointed. Without --checkpoint-dir a restarted
+relay starts empty and blocks come back as they are stored again. Progress and health logs go to stderr (--log-format, --log-level);
 the final status goes to stdout (one JSON object with --json).
 Metrics: --metrics-addr serves Prometheus /metrics (per pool: events applied
 and rejected by reason, gaps, capacity omissions, load factor, frames and
@@ -138,6 +149,9 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	workerID := fs.Uint64("worker-id", 0, "engine without Dynamo: the worker id its events are indexed as (0 is a valid id)")
 	dpRank := fs.Uint("dp-rank", 0, "engine without Dynamo: its data-parallel rank, 0 for the first (a batch's data_parallel_rank wins)")
 	blockSize := fs.Int("block-size", 16, "engine without Dynamo: its KV block size in tokens (also the pool's kv_block_size in the Pool Relay catalog)")
+	ckptDir := fs.String("checkpoint-dir", "", "restart: keep each pool's exact state here and restore it at start (empty: start empty)")
+	ckptEvery := fs.Duration("checkpoint-every", relay.DefaultCheckpointEvery, "restart: write the checkpoint this often (and on a graceful stop)")
+	ckptGrace := fs.Duration("checkpoint-grace", relay.DefaultCheckpointGrace, "restart: clear restored blocks whose publisher sent no next envelope within this")
 	statusEvery := fs.Duration("status-every", 10*time.Second, "log a status line this often (0: never)")
 	asJSON := fs.Bool("json", false, "print the final status as one JSON object")
 	if err := parseFlags(fs, args); err != nil {
@@ -197,7 +211,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		BatchEvents: *batch, FlushAfter: *flush, MaxAge: *maxAge, MaxBytes: *maxBytes, Storage: storage, Encoding: enc,
 		SnapshotEvery: *snapEvery, LoadEvery: *loadEvery, HeartbeatEvery: *hbEvery,
 		PrefillTokensPerMs: *prefill, QueueTokensPerMs: *queue, DecodeBlocksPerMs: *decode, WorkerCapacityBlocks: *capacity,
-		Logger: log})
+		CheckpointDir: *ckptDir, CheckpointEvery: *ckptEvery, CheckpointGrace: *ckptGrace, Logger: log})
 	if err != nil {
 		return fmt.Errorf("relay: %v: %w", err, errUsage)
 	}

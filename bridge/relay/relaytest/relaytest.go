@@ -71,9 +71,13 @@ func NewGenerator(seed uint64, workers int) *Generator {
 	return g
 }
 
-// Next returns the next event's envelope.
-func (g *Generator) Next() []byte {
-	w := uint64(1 + g.rng.IntN(g.workers))
+// Next returns the next event's envelope, of a worker drawn at random.
+func (g *Generator) Next() []byte { return g.NextOf(uint64(1 + g.rng.IntN(g.workers))) }
+
+// NextOf returns worker w's next event's envelope (1 ≤ w ≤ workers). An
+// envelope drawn and never delivered is a gap in w's sequence: the model
+// holds what the worker holds, whoever saw it.
+func (g *Generator) NextOf(w uint64) []byte {
 	ev := dynamo.RouterEvent{WorkerID: w, Event: dynamo.CacheEvent{EventID: g.events}}
 	g.events++
 	h := g.held[w]
@@ -117,6 +121,36 @@ func (g *Generator) envelope(w uint64, ev *dynamo.RouterEvent) []byte {
 		Sequence: g.seq[w], PublishedAtMs: uint64(time.Now().UnixMilli()), Payload: payload})
 	g.seq[w]++
 	return msg
+}
+
+// Restart restarts worker w: its cache is empty and it publishes from
+// sequence 0 again, under a new publisher id when newPublisher is set
+// (Dynamo draws a new id per incarnation) or its old one (a publisher whose
+// id outlives the engine). It emits nothing.
+func (g *Generator) Restart(w uint64, newPublisher bool) {
+	delete(g.held, w)
+	if newPublisher {
+		g.pub[w] = g.rng.Uint64() >> 11
+	}
+	g.seq[w] = 0
+}
+
+// Held returns, for every worker holding blocks, its member (rank 0) and
+// each held block's external hash and canonical hash: the exact state a
+// relay that saw every event holds.
+func (g *Generator) Held() map[kv.Member]map[uint64]uint64 {
+	out := map[kv.Member]map[uint64]uint64{}
+	for w, h := range g.held {
+		if len(h) == 0 {
+			continue
+		}
+		m := map[uint64]uint64{}
+		for _, b := range h {
+			m[b.external] = b.canonical
+		}
+		out[kv.Member{Worker: w}] = m
+	}
+	return out
 }
 
 // Forget drops every block from the model without emitting anything: what
