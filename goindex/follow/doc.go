@@ -121,7 +121,10 @@
 // attaches a file written by shm.Writer,
 // follows new generations (also when only the path changed) while views
 // held across the change keep answering until released, and never unmaps
-// a view in use; that Health reports Missing, Damaged, Stale and Healthy
+// a view in use; that lanes carried into a grown generation (a consumer
+// adding a DC) answer their full depth in every search across the change,
+// pass verification, and the added lane answers nothing until installed;
+// that Health reports Missing, Damaged, Stale and Healthy
 // as the file and its heartbeat say; that a Feed's lanes answer probes of
 // the DCs' published blocks, stamp leases, record load reports (a
 // sample's counted layout over its uncounted one) and RTTs, and refuse
