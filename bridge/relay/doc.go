@@ -170,7 +170,9 @@
 // restart with a checkpoint restores the exact state into its first
 // snapshot and then keeps exactly the workers whose next sequence proves
 // continuity, clearing a worker with a gap, one restarted under a new
-// publisher id and one whose sequence reset, that restored workers that
+// publisher id and one whose sequence reset (and, over the ZMQ event
+// plane, keeps the continuing workers and clears one with a gap), that
+// restored workers that
 // send nothing are cleared after the grace, that damaged, cut and
 // other-version checkpoints are refused (and, fuzzed, never panic the
 // decoder), that a second relay of a pool
