@@ -38,13 +38,29 @@
 // waited for in silence; an etcd client that cannot be made (etcd
 // unreachable or refusing the credentials) is logged and made again. The
 // Kubernetes service account token is read from its file for every
-// request, since the kubelet rotates it in place. Watch returns an error
-// only for credentials the API server refuses.
+// request, since the kubelet rotates it in place; a list the API server
+// fails or refuses (401, 403) is retried with backoff (RetryDelay doubling
+// to MaxKubeRetryDelay), each distinct failure logged once. Watch returns
+// only when its context ends.
+//
+// # Health
+//
+// A watch stream does not say that its server went away (etcd's client
+// waits for it; a silent API server leaves the stream open), so while
+// watching each source checks every CheckEvery, with one request bounded
+// by RequestTimeout (a count of the channels; a list of one resource),
+// that its backend answers; a failed check ends the watch and lists again.
+// Health is nil once a list has succeeded while the latest list or check
+// succeeded, and a *HealthError naming the source and the failure
+// otherwise, until a list succeeds; a watch that merely ended (compaction,
+// an expired resource version, a closed stream) is not a failure. The
+// relay's readiness reads it (relay.HealthReporter).
 //
 // # Files
 //
 //   - doc.go: this overview.
-//   - errors.go: ErrBadConfig, ErrBadRecord, ErrNotChannel.
+//   - errors.go: ErrBadConfig, ErrBadRecord, ErrNotChannel, HealthError.
+//   - health.go: a source's health and its periodic check while watching.
 //   - publisher.go: Publisher, Update, Source; EventChannel record parsing.
 //   - etcd.go: Etcd, the etcd backend's list and watch.
 //   - kube.go: Kube, the Kubernetes backend's list and watch.
@@ -56,8 +72,12 @@
 //     one listed) and one requiring client certificates over TLS.
 //   - kube_test.go: against a fake API server: data as an object and as a
 //     string, both EndpointId shapes, ADDED/MODIFIED/DELETED, a re-list
-//     after the stream ends, refused credentials, a token rotated in its
-//     file taken at the next request.
+//     after the stream ends, a token rotated in its file taken at the
+//     next request.
+//   - health_test.go: Health before the first list, with etcd stopped and
+//     started again (etcdtest), with a fake API server failing and
+//     recovering; refused credentials (401, then 403) retried, logged once
+//     each, until a token is accepted.
 //   - fuzz_test.go: records, scopes and Kubernetes data never panic the
 //     parsers.
 //   - etcdtest/: runs Debian's /usr/bin/etcd for tests, plain, with

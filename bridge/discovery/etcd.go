@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
@@ -44,6 +45,11 @@ type EtcdConfig struct {
 	// unbounded list would wait, silent, for ever; past it the list
 	// fails, is logged and is tried again. Optional; default: 10s.
 	RequestTimeout time.Duration
+	// CheckEvery spaces the checks, while watching, that etcd still
+	// answers (a count of the channels, a linearizable read: a member cut
+	// off from its quorum fails it too); a failed check ends the watch and
+	// lists again. Optional; default: DefaultCheckEvery.
+	CheckEvery time.Duration
 	// EtcdCredentials authenticate to a secured etcd; optional; default:
 	// none.
 	EtcdCredentials
@@ -113,6 +119,7 @@ type Etcd struct {
 	cfg     EtcdConfig
 	tls     *tls.Config // nil: plaintext
 	watched []watchedPrefix
+	health  health
 }
 
 // watchedPrefix is one key prefix and what its channels are.
@@ -134,12 +141,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout
 	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.RequestTimeout, cfg.CheckEvery, cfg.Logger = sourceDefaults(cfg.RequestTimeout, cfg.CheckEvery, cfg.Logger)
 	if (cfg.Username == "") != (cfg.Password == "") {
 		return nil, fmt.Errorf("%w: etcd authentication needs both a user name and a password", ErrBadConfig)
 	}
@@ -150,6 +152,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	component := dynamo.Scope{Namespace: sc.Namespace, Component: sc.Component}
 	namespace := dynamo.Scope{Namespace: sc.Namespace}
 	e := &Etcd{cfg: cfg, tls: tlsCfg}
+	e.health.name = e.String()
 	for _, w := range []struct {
 		scope dynamo.Scope
 		topic string
@@ -163,6 +166,9 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 
 // String names the source in logs.
 func (e *Etcd) String() string { return "etcd " + strings.Join(e.cfg.Endpoints, ",") }
+
+// Health implements Source.
+func (e *Etcd) Health() error { return e.health.state() }
 
 // Watch lists the pool's channels, then follows their changes; after a
 // failed or compacted watch it lists again, reporting what vanished
@@ -186,14 +192,26 @@ func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
 				cli, err = nil, fmt.Errorf("etcd %v: %w", e.cfg.Endpoints, err)
 			}
 		}
+		failure := err // a client not made, a list or a check failed; not a watch that ended
 		if cli != nil {
 			var rev int64
-			if rev, err = e.list(ctx, cli, known, fn); err == nil {
+			if rev, err = e.list(ctx, cli, known, fn); err != nil {
+				failure = err
+			} else {
+				if ended := e.health.succeeded(true); ended != nil {
+					e.cfg.Logger.Info("etcd discovery listed again", "after", ended)
+				}
 				err = e.follow(ctx, cli, rev, known, fn)
+				if ce := (*checkError)(nil); errors.As(err, &ce) {
+					failure = err
+				}
 			}
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		if failure != nil {
+			e.health.failed(failure)
 		}
 		e.cfg.Logger.Warn("etcd discovery interrupted; listing again", "err", err)
 		select {
@@ -239,10 +257,18 @@ func (e *Etcd) list(ctx context.Context, cli *clientv3.Client, known map[string]
 var errWatchEnded = errors.New("etcd watch ended")
 
 // follow applies the root's changes after revision rev until the watch
-// ends.
+// ends, or a check of etcd fails (an unreachable etcd does not end a
+// watch: the client waits for it).
 func (e *Etcd) follow(ctx context.Context, cli *clientv3.Client, rev int64, known map[string]Publisher, fn func(Update)) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
+	wctx, cancel := context.WithCancelCause(clientv3.WithRequireLeader(ctx))
+	var checks sync.WaitGroup
+	defer func() { cancel(nil); checks.Wait() }()
+	checks.Go(func() {
+		e.health.checkEvery(wctx, e.cfg.CheckEvery, e.cfg.RequestTimeout, func(c context.Context) error {
+			_, err := cli.Get(c, channelsRoot, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			return err
+		}, cancel)
+	})
 	for resp := range cli.Watch(wctx, channelsRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil {
 			return fmt.Errorf("watch %s: %w", channelsRoot, err)
@@ -269,6 +295,9 @@ func (e *Etcd) follow(ctx context.Context, cli *clientv3.Client, rev int64, know
 				fn(Update{Publisher: p})
 			}
 		}
+	}
+	if ce := (*checkError)(nil); errors.As(context.Cause(wctx), &ce) {
+		return ce
 	}
 	return errWatchEnded
 }

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
@@ -28,6 +29,8 @@ const (
 	// kubeRecordDepth bounds how deep a resource's data is searched for
 	// event channels.
 	kubeRecordDepth = 8
+	// MaxKubeRetryDelay bounds the backoff between failed lists.
+	MaxKubeRetryDelay = 30 * time.Second
 )
 
 // KubeConfig configures Kube. Every field has an in-cluster default.
@@ -45,6 +48,17 @@ type KubeConfig struct {
 	Scope dynamo.Scope
 	// Client overrides the HTTP client (tests); optional.
 	Client *http.Client
+	// RequestTimeout bounds one list (the watch stream is not bounded);
+	// optional; default: DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// CheckEvery spaces the checks, while watching, that the API server
+	// still answers (a list of at most one resource); a failed check ends
+	// the watch and lists again. Optional; default: DefaultCheckEvery.
+	CheckEvery time.Duration
+	// RetryDelay is the wait before listing again after a failed list; it
+	// doubles with each failure in a row up to MaxKubeRetryDelay, and a
+	// list that succeeds resets it. Optional; default: 1s.
+	RetryDelay time.Duration
 	// Logger receives skipped records and retries; optional.
 	Logger *slog.Logger
 }
@@ -65,6 +79,7 @@ type Kube struct {
 	client *http.Client
 	token  string                           // the token last read from TokenFile (Watch's goroutine)
 	scopes map[dynamo.Scope]map[string]bool // scope → topics read
+	health health
 }
 
 // NewKube reads the in-cluster defaults that cfg leaves open; it does no
@@ -94,8 +109,9 @@ func NewKube(cfg KubeConfig) (*Kube, error) {
 		}
 		cfg.Namespace = strings.TrimSpace(string(b))
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.RequestTimeout, cfg.CheckEvery, cfg.Logger = sourceDefaults(cfg.RequestTimeout, cfg.CheckEvery, cfg.Logger)
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = retryEvery
 	}
 	k := &Kube{cfg: cfg, client: cfg.Client}
 	if cfg.TokenFile != "" {
@@ -126,8 +142,12 @@ func NewKube(cfg KubeConfig) (*Kube, error) {
 		component:                 {dynamo.EventTopic: true},
 		{Namespace: sc.Namespace}: {dynamo.MetricsTopic: true},
 	}
+	k.health.name = k.String()
 	return k, nil
 }
+
+// Health implements Source.
+func (k *Kube) Health() error { return k.health.state() }
 
 // String names the source in logs.
 func (k *Kube) String() string {
@@ -196,31 +216,49 @@ type kubeObject struct {
 }
 
 // Watch lists the resources, then watches them from the list's resource
-// version; an expired version (410) or an ended stream lists again.
+// version; an expired version (410) or an ended stream lists again, and
+// so does a failed check. A failed list (the API server unreachable, or
+// refusing the token: 401, 403) is retried with backoff, the token read
+// again each time (rotation, a fixed RBAC binding); each distinct failure
+// is logged once, and so is the list that ends it. Watch returns only
+// when ctx ends.
 func (k *Kube) Watch(ctx context.Context, fn func(Update)) error {
 	known := map[string]map[string]Publisher{} // resource name → key → publisher
+	delay := k.cfg.RetryDelay
 	for ctx.Err() == nil {
 		rv, err := k.list(ctx, known, fn)
-		if err == nil {
+		failed := err != nil
+		if !failed {
+			delay = k.cfg.RetryDelay
+			if ended := k.health.succeeded(true); ended != nil {
+				k.cfg.Logger.Info("kubernetes discovery listed again", "after", ended)
+			}
 			err = k.follow(ctx, rv, known, fn)
+			failed = errors.As(err, new(*checkError))
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		var se *statusError
-		if errors.As(err, &se) && (se.code == http.StatusUnauthorized || se.code == http.StatusForbidden) {
-			return fmt.Errorf("%s: %w", k, err)
+		wait := k.cfg.RetryDelay
+		if failed {
+			if k.health.failed(err) {
+				k.cfg.Logger.Warn("kubernetes discovery failing; retrying with backoff", "err", err)
+			}
+			wait, delay = delay, min(2*delay, MaxKubeRetryDelay)
+		} else {
+			k.cfg.Logger.Warn("kubernetes discovery interrupted; listing again", "err", err)
 		}
-		k.cfg.Logger.Warn("kubernetes discovery interrupted; listing again", "err", err)
 		select {
 		case <-ctx.Done():
-		case <-time.After(retryEvery):
+		case <-time.After(wait):
 		}
 	}
 	return nil
 }
 
 func (k *Kube) list(ctx context.Context, known map[string]map[string]Publisher, fn func(Update)) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RequestTimeout)
+	defer cancel()
 	resp, err := k.get(ctx, nil)
 	if err != nil {
 		return "", fmt.Errorf("list: %w", err)
@@ -251,13 +289,38 @@ func (k *Kube) list(ctx context.Context, known map[string]map[string]Publisher, 
 	return l.Metadata.ResourceVersion, nil
 }
 
+// follow applies the watch stream's events from resource version rv until
+// the stream ends or a check of the API server fails (a server gone
+// silent does not end a stream).
 func (k *Kube) follow(ctx context.Context, rv string, known map[string]map[string]Publisher, fn func(Update)) error {
-	resp, err := k.get(ctx, url.Values{"watch": {"true"}, "resourceVersion": {rv}, "allowWatchBookmarks": {"true"}})
+	wctx, cancel := context.WithCancelCause(ctx)
+	var checks sync.WaitGroup
+	defer func() { cancel(nil); checks.Wait() }()
+	resp, err := k.get(wctx, url.Values{"watch": {"true"}, "resourceVersion": {rv}, "allowWatchBookmarks": {"true"}})
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	checks.Go(func() {
+		k.health.checkEvery(wctx, k.cfg.CheckEvery, k.cfg.RequestTimeout, func(c context.Context) error {
+			r, err := k.get(c, url.Values{"limit": {"1"}})
+			if err == nil {
+				_, err = io.Copy(io.Discard, io.LimitReader(r.Body, MaxKubeResponseBytes))
+				r.Body.Close()
+			}
+			return err
+		}, cancel)
+	})
+	err = k.stream(resp.Body, known, fn)
+	if ce := (*checkError)(nil); errors.As(context.Cause(wctx), &ce) {
+		return ce
+	}
+	return err
+}
+
+// stream applies the events of one watch stream until it ends.
+func (k *Kube) stream(body io.Reader, known map[string]map[string]Publisher, fn func(Update)) error {
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), MaxKubeResponseBytes)
 	for sc.Scan() {
 		var ev struct {

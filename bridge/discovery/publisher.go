@@ -49,8 +49,15 @@ type Update struct {
 // every publisher present, then with every change, until ctx ends (fn is
 // called from one goroutine at a time). Watch returns nil when ctx ends
 // and an error when it cannot go on.
+//
+// Health says whether the source can be relied on, from any goroutine:
+// nil once a list has succeeded while the latest request to the backend
+// (a list, or the check every CheckEvery while watching, each bounded by
+// RequestTimeout) succeeded; else a *HealthError saying why. A source
+// that fails is ready again at its next successful list.
 type Source interface {
 	Watch(ctx context.Context, fn func(Update)) error
+	Health() error
 	String() string
 }
 

@@ -22,7 +22,12 @@
 // /metrics in the text or protobuf exposition format, /healthz 200 while
 // the process serves, /readyz 200 or 503 with {"ready", "reason"}:
 //
-//   - relay: every pool set up (its first snapshot stored) and none stopped;
+//   - relay: every pool set up (its first snapshot stored), none stopped,
+//     and every pool's feeds working: a discovery source (etcd,
+//     Kubernetes) that has not listed yet, or whose latest request (a
+//     list, or the check every 5 s while watching, each bounded by 10 s)
+//     failed, makes the relay not ready, with the source and its error as
+//     the reason, until a list succeeds;
 //   - consume: ReadyAnyLane (default; `--ready-lanes any`) at least one
 //     lane READY, ReadyAllLanes (`--ready-lanes all`) every configured
 //     lane READY. "any" suits a sidecar: a router with one DC's cache
@@ -49,8 +54,9 @@
 // consume lane series lane and dc, route DC series dc (the DC's name).
 //
 //	metric                                   type       labels           meaning
-//	relay_ready                              gauge                       1: every pool set up and running
+//	relay_ready                              gauge                       1: every pool set up, running, feeds working
 //	relay_pool_running                       gauge                       1 while the pool's writer loop serves
+//	relay_feeds_ready                        gauge                       1 while the pool's feeds work (discovery listed, answering)
 //	relay_pool_info                          gauge      incarnation, layout_generation   producer identity (1)
 //	relay_messages_total                     counter                     messages on the event subjects
 //	relay_events_total                       counter                     primary-tier events handed to the producer

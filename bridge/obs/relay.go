@@ -28,7 +28,7 @@ const (
 type relayCollector struct {
 	r *relay.Relay
 
-	ready, running, info                                  family
+	ready, running, feedsReady, info                      family
 	messages, events, applied, rejected, gaps, untracked  family
 	intake                                                family
 	refusals, unknownRemovals, omissions                  family
@@ -48,7 +48,10 @@ func NewRelayCollector(r *relay.Relay) prometheus.Collector {
 	pool := []string{"domain", "dc"}
 	with := func(l ...string) []string { return append(slices.Clone(pool), l...) }
 	return &relayCollector{r: r,
-		ready:   newFamily(s, "ready", "1 once every pool is set up (first snapshot stored) and none has stopped.", gauge),
+		ready: newFamily(s, "ready", "1 once every pool is set up (first snapshot stored), none has stopped and every pool's feeds "+
+			"work.", gauge),
+		feedsReady: newFamily(s, "feeds_ready", "1 while every feed of the pool works: its discovery (etcd, Kubernetes) has "+
+			"listed and its latest request, a list or the periodic check, succeeded.", gauge, pool...),
 		running: newFamily(s, "pool_running", "1 while the pool's writer loop serves.", gauge, pool...),
 		info: newFamily(s, "pool_info", "The pool's producer identity (always 1): incarnation and layout generation.", gauge,
 			with("incarnation", "layout_generation")...),
@@ -89,7 +92,7 @@ func NewRelayCollector(r *relay.Relay) prometheus.Collector {
 }
 
 func (c *relayCollector) families() []family {
-	return []family{c.ready, c.running, c.info, c.messages, c.events, c.applied, c.rejected, c.intake, c.gaps, c.untracked,
+	return []family{c.ready, c.running, c.feedsReady, c.info, c.messages, c.events, c.applied, c.rejected, c.intake, c.gaps, c.untracked,
 		c.refusals, c.unknownRemovals, c.omissions, c.loadFactor, c.tracked, c.resident, c.canonicals, c.members,
 		c.buckets, c.memory, c.pendingEvents, c.frames, c.bytes, c.sequence, c.deltas, c.fenced, c.snapshots,
 		c.snapshotBytes, c.snapshotSequence, c.logSequence, c.rebuild}
@@ -122,6 +125,7 @@ func (c *relayCollector) collectPool(ch chan<- prometheus.Metric, p *relay.PoolS
 	d, dc := strconv.FormatUint(p.Domain, 10), strconv.FormatUint(p.DC, 10)
 	in, prod, pub := &p.Intake, &p.Producer, &p.Publisher
 	c.running.emit(ch, boolValue(p.Running), d, dc)
+	c.feedsReady.emit(ch, boolValue(p.FeedErr == ""), d, dc)
 	c.info.emit(ch, 1, d, dc, strconv.FormatUint(p.Incarnation, 10), strconv.FormatUint(p.LayoutGeneration, 10))
 	c.messages.emit(ch, float64(in.Messages), d, dc)
 	c.events.emit(ch, float64(in.Events), d, dc)
@@ -209,22 +213,30 @@ func relayStatus(r *relay.Relay) ([]relay.PoolStatus, error) {
 	return pools, nil
 }
 
-// poolsRunning returns nil when every pool runs, else why one does not.
+// poolsRunning returns nil when every pool runs and its feeds work, else
+// why one does not.
 func poolsRunning(pools []relay.PoolStatus) error {
 	for _, p := range pools {
+		name := relay.PoolLogValue(relayproto.DomainID(p.Domain), relayproto.DCID(p.DC))
 		if !p.Running {
 			why := "stopped"
 			if p.Err != "" {
 				why = "stopped: " + p.Err
 			}
-			return fmt.Errorf("relay: %w: pool %s %s", ErrNotReady, relay.PoolLogValue(relayproto.DomainID(p.Domain), relayproto.DCID(p.DC)), why)
+			return fmt.Errorf("relay: %w: pool %s %s", ErrNotReady, name, why)
+		}
+		if p.FeedErr != "" {
+			return fmt.Errorf("relay: %w: pool %s feeds: %s", ErrNotReady, name, p.FeedErr)
 		}
 	}
 	return nil
 }
 
 // RelayReady returns r's readiness check: ready once every pool is set up
-// (its first snapshot stored) while none has stopped.
+// (its first snapshot stored) while none has stopped and every pool's
+// feeds work (relay.PoolStatus.FeedErr: a discovery source that has not
+// listed, or whose latest list or check failed, makes its relay not
+// ready until a list succeeds).
 func RelayReady(r *relay.Relay) ReadyFunc {
 	return func() error {
 		pools, err := relayStatus(r)

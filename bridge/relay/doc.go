@@ -145,7 +145,9 @@
 //   - pool.go: one pool's setup, claim, writer loop, publication, fencing and shutdown.
 //   - sinks.go: the JetStream delta log and snapshot store behind the publisher.
 //   - intake.go: decoding Dynamo messages, duplicate and gap accounting.
-//   - feed.go: Feed, Message and Source: the intake of non-NATS transports.
+//   - feed.go: Feed, HealthReporter, Message and Source: the intake of
+//     non-NATS transports; a feed that says it does not work (its
+//     discovery failing) shows in PoolStatus.FeedErr.
 //   - load.go: worker liveness and load aggregation into load reports.
 //   - watch.go: Watch: a pool's publication from a consistent start, for other transports.
 //   - status.go: Supervise (Run with periodic status), LogStatus, WriteStatus.

@@ -21,6 +21,15 @@ type Feed interface {
 	String() string
 }
 
+// HealthReporter is a Feed that can say whether it works: one following
+// discovery reports whether that has listed and still answers. Health is
+// called from any goroutine (the pool's status); nil means working, an
+// error says why not. A pool with a feed that does not work is not ready
+// (PoolStatus.FeedErr).
+type HealthReporter interface {
+	Health() error
+}
+
 // MessageKind says what a Feed's Message is.
 type MessageKind uint8
 

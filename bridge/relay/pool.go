@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,6 +99,10 @@ type PoolStatus struct {
 	// stopped); a stopped pool's last status has it false.
 	Running bool
 	Err     string // why the pool stopped, if it did
+	// FeedErr says why a feed reports it does not work (its discovery has
+	// not listed, or its latest request failed: HealthReporter); "" while
+	// every feed works.
+	FeedErr string
 }
 
 // pool is one pool's writer goroutine state: everything here is touched by
@@ -977,5 +982,19 @@ func (p *pool) status() PoolStatus {
 		LayoutGeneration: p.id.LayoutGeneration, Intake: p.istats, Rejected: p.rejected, Producer: p.prod.Stats(),
 		Publisher: p.pub.Status(), Snapshots: p.snaps.count, SnapshotSequence: p.snaps.stored,
 		SnapshotBytes: p.snaps.bytes, LogSequence: p.dlog.last, Rebuilds: p.rebuilds,
-		Wire: p.wire.clone(), UntrackedWorkers: p.load.refused, Checkpoint: p.ckpt, Running: true}
+		Wire: p.wire.clone(), UntrackedWorkers: p.load.refused, Checkpoint: p.ckpt, Running: true, FeedErr: p.feedHealth()}
+}
+
+// feedHealth joins the reasons of the pool's feeds that report they do
+// not work.
+func (p *pool) feedHealth() string {
+	var why []string
+	for _, f := range p.cfg.Feeds {
+		if h, ok := f.(HealthReporter); ok {
+			if err := h.Health(); err != nil {
+				why = append(why, f.String()+": "+err.Error())
+			}
+		}
+	}
+	return strings.Join(why, "; ")
 }

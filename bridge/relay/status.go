@@ -54,13 +54,18 @@ func (r *Relay) Supervise(ctx context.Context, statusEvery time.Duration, each f
 	}
 }
 
-// LogStatus logs a line per pool of st at info level.
+// LogStatus logs a line per pool of st at info level (warn, with the
+// reason, while a feed does not work).
 func LogStatus(log *slog.Logger, st []PoolStatus) {
 	for _, p := range st {
-		log.Info("relay status", PoolLogKey, PoolLogValue(relayproto.DomainID(p.Domain), relayproto.DCID(p.DC)),
+		level, attrs := slog.LevelInfo, []any{PoolLogKey, PoolLogValue(relayproto.DomainID(p.Domain), relayproto.DCID(p.DC)),
 			"incarnation", p.Incarnation, "events", p.Intake.Events, "tracked", p.Producer.TrackedBlocks,
 			"load", fmt.Sprintf("%.3f", p.Producer.LoadFactor), "sequence", p.Publisher.LastSequence,
-			"snapshots", p.Snapshots, "fence", p.Publisher.Fence.String(), "gaps", p.Intake.Gaps)
+			"snapshots", p.Snapshots, "fence", p.Publisher.Fence.String(), "gaps", p.Intake.Gaps}
+		if p.FeedErr != "" {
+			level, attrs = slog.LevelWarn, append(attrs, "feeds_not_ready", p.FeedErr)
+		}
+		log.Log(context.Background(), level, "relay status", attrs...)
 	}
 }
 
@@ -71,6 +76,11 @@ func WriteStatus(w io.Writer, st []PoolStatus) error {
 			p.Domain, p.DC, p.Incarnation, p.Intake.Events, p.Rejected, p.Intake.Gaps, p.Producer.TrackedBlocks,
 			p.Producer.LoadFactor, p.Publisher.LastSequence, p.Snapshots); err != nil {
 			return err
+		}
+		if p.FeedErr != "" {
+			if _, err := fmt.Fprintf(w, "pool %d/%d feeds not ready: %s\n", p.Domain, p.DC, p.FeedErr); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

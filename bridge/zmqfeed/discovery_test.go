@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/discovery/etcdtest"
+	"github.com/goindex/goindex/bridge/obs"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
@@ -151,4 +153,42 @@ func TestPlane_NATSWorkerGoneWithItsRecordDropsItsBlocks(t *testing.T) {
 		return nil
 	})
 	checkWords(t, r, []kv.Event{storedKV(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})})
+}
+
+// TestPlane_RelayIsNotReadyWhileEtcdIsDown stops the etcd a relay
+// discovers its publishers in: the relay used to stay ready, blind to
+// workers coming and going; now its pool's status and readiness name the
+// failing discovery until etcd is back and listed again.
+func TestPlane_RelayIsNotReadyWhileEtcdIsDown(t *testing.T) {
+	srv := etcdtest.Launch(t, etcdtest.Options{})
+	etcd, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: []string{srv.URL}, Scope: testScope, Logger: testLogger(),
+		DialTimeout: 200 * time.Millisecond, RequestTimeout: 300 * time.Millisecond, CheckEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("NewEtcd: %v", err)
+	}
+	r := startRelay(t, newPlane(t, PlaneConfig{Discovery: etcd}))
+	ready := obs.RelayReady(r)
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.FeedErr != "" {
+			return errors.New(st.FeedErr)
+		}
+		return ready()
+	})
+	srv.Stop()
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if !strings.Contains(st.FeedErr, "discovery "+etcd.String()) {
+			return fmt.Errorf("FeedErr = %q, want the failing discovery named", st.FeedErr)
+		}
+		return nil
+	})
+	if err := ready(); !errors.Is(err, obs.ErrNotReady) || !strings.Contains(err.Error(), etcd.String()) {
+		t.Errorf("RelayReady() with etcd down = %v, want ErrNotReady naming %s", err, etcd)
+	}
+	srv.Restart()
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.FeedErr != "" {
+			return errors.New(st.FeedErr)
+		}
+		return ready()
+	})
 }

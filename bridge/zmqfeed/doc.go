@@ -70,7 +70,9 @@
 //   - feeds.go: Feeds, a pool's feeds from every configured source.
 //   - support_test.go: the Python publisher driver, relay and reference
 //     producer helpers.
-//   - discovery_test.go: publishers registered in a real etcd come and go.
+//   - discovery_test.go: publishers registered in a real etcd come and go;
+//     the relay is not ready while that etcd is down, and ready again once
+//     it is back.
 //   - plane_test.go: late publisher, batches and single events, gaps,
 //     identity and frame rejections, load; restart with a new id; brokers.
 //   - engine_test.go: vLLM array and SGLang map batches (with and without

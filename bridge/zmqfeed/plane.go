@@ -93,6 +93,15 @@ func (p *Plane) String() string {
 	return "zmq event plane from " + strings.Join(endpointsOf(p.cfg.Publishers), ",")
 }
 
+// Health implements relay.HealthReporter: the discovery's health (nil
+// without discovery; fixed publishers and brokers have none to lose).
+func (p *Plane) Health() error {
+	if p.cfg.Discovery == nil {
+		return nil
+	}
+	return p.cfg.Discovery.Health()
+}
+
 // conn is one running publisher subscription.
 type conn struct {
 	src    *relay.Source

@@ -111,7 +111,10 @@ the final status goes to stdout (one JSON object with --json).
 Metrics: --metrics-addr serves Prometheus /metrics (per pool: events applied
 and rejected by reason, gaps, capacity omissions, load factor, frames and
 bytes published by type, sequence, snapshots), /healthz and /readyz (200 once
-every pool is set up and none has stopped).` + kvrelayUsage + natsSecurityUsage
+every pool is set up and none has stopped, while every discovery source has
+listed and its latest request, a list or the check every 5 s while watching,
+each bounded by 10 s, succeeded; else 503 with the reason, also in the status
+lines and relay_feeds_ready, until a list succeeds).` + kvrelayUsage + natsSecurityUsage
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("relay", relaySynopsis, stderr)

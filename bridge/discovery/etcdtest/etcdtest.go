@@ -2,7 +2,8 @@
 // (build.sh DEBS) on free loopback ports with its data in t.TempDir(),
 // stopped when the test ends; optionally serving TLS with client
 // certificates required (Options.TLS, with a throwaway CA made by
-// internal/testcert).
+// internal/testcert). Launch's Server may be stopped and started again on
+// the same ports and data.
 package etcdtest
 
 import (
@@ -52,6 +53,26 @@ func Start(t testing.TB) (string, *clientv3.Client) {
 // presents the test CA's client certificate.
 func Run(t testing.TB, o Options) (string, *clientv3.Client) {
 	t.Helper()
+	s := Launch(t, o)
+	return s.URL, s.Client
+}
+
+// Server is a running etcd that a test may stop and start again, on the
+// same ports with the same data (an outage of the whole cluster).
+type Server struct {
+	// URL is the client URL; Client a client of it.
+	URL    string
+	Client *clientv3.Client
+
+	t       testing.TB
+	args    []string
+	logPath string
+	cmd     *exec.Cmd
+}
+
+// Launch is Run returning the Server.
+func Launch(t testing.TB, o Options) *Server {
+	t.Helper()
 	dir := t.TempDir()
 	scheme := "http://"
 	var extra []string
@@ -63,44 +84,77 @@ func Run(t testing.TB, o Options) (string, *clientv3.Client) {
 		tlsCfg = o.TLS.ClientTLS(t)
 	}
 	client, peer := scheme+freePort(t), "http://"+freePort(t)
-	logPath := filepath.Join(dir, "etcd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatalf("etcdtest: %v", err)
-	}
-	args := append([]string{"--name", "test", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "test=" + peer, "--initial-cluster-state", "new"}, extra...)
-	cmd := exec.Command(Binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("etcdtest: start %s: %v", Binary, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logFile.Close()
-	})
+	s := &Server{URL: client, t: t, logPath: filepath.Join(dir, "etcd.log"),
+		args: append([]string{"--name", "test", "--data-dir", filepath.Join(dir, "data"),
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", "test=" + peer, "--initial-cluster-state", "new"}, extra...)}
+	t.Cleanup(s.Stop)
+	s.start()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, TLS: tlsCfg, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatalf("etcdtest: client: %v", err)
 	}
 	t.Cleanup(func() { cli.Close() })
+	s.Client = cli
+	s.await()
+	return s
+}
+
+// start runs the etcd process, its output appended to the log.
+func (s *Server) start() {
+	s.t.Helper()
+	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		s.t.Fatalf("etcdtest: %v", err)
+	}
+	defer logFile.Close() // the child has its own descriptor
+	cmd := exec.Command(Binary, s.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("etcdtest: start %s: %v", Binary, err)
+	}
+	s.cmd = cmd
+}
+
+// await waits until etcd answers a read; 30 s without an answer fails the
+// test with etcd's log.
+func (s *Server) await() {
+	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := cli.Get(ctx, "probe")
+		_, err := s.Client.Get(ctx, "probe")
 		cancel()
 		if err == nil {
-			return client, cli
+			return
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("etcdtest: etcd not answering after 30s: %v\n%s", err, b)
+			b, _ := os.ReadFile(s.logPath)
+			s.t.Fatalf("etcdtest: etcd not answering after 30s: %v\n%s", err, b)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Stop kills etcd and waits for it to exit; stopping a stopped Server does
+// nothing.
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Restart starts a stopped etcd again on the same ports and data, and
+// waits until it answers.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.start()
+	s.await()
 }
 
 // EnableAuth turns etcd's authentication on with a root user of password
