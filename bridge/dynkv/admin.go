@@ -29,7 +29,7 @@ const replicationText = "ERR goindex dynkv does not replicate (replication is ou
 const moduleType = "dynkvidx1"
 
 // admin runs a server command for an authenticated connection.
-func (s *Server) admin(name string, args [][]byte) (reply, afterReply) {
+func (s *Server) admin(st *connState, name string, args [][]byte) (reply, afterReply) {
 	argc := len(args)
 	arity := func(ok bool) (reply, bool) { return wrongArity(name), !ok }
 	switch name {
@@ -137,6 +137,20 @@ func (s *Server) admin(name string, args [][]byte) (reply, afterReply) {
 	case "MEMORY":
 		return s.memory(args), afterNothing
 	case "HELLO": // the version and credentials were checked by exec
+		// HELLO protover [AUTH user password] [SETNAME name]: skip AUTH's
+		// two values, so that a password "SETNAME" is not taken for one.
+		for i := 2; i+1 < len(args); i++ {
+			switch {
+			case strings.EqualFold(string(args[i]), "AUTH"):
+				i += 2
+			case strings.EqualFold(string(args[i]), "SETNAME"):
+				if !validClientName(args[i+1]) {
+					return errText(badClientName), afterNothing
+				}
+				st.setName(args[i+1])
+				i++
+			}
+		}
 		// The server's field order and types: proto and id are integers.
 		b := func(x string) reply { return bulk([]byte(x)) }
 		return reply{kind: replyArray, array: []reply{b("server"), b("redis"), b("version"), b("7.2.4"),
@@ -146,11 +160,23 @@ func (s *Server) admin(name string, args [][]byte) (reply, afterReply) {
 		if argc < 2 {
 			return wrongArity(name), afterNothing
 		}
-		switch strings.ToUpper(string(args[1])) {
-		case "SETNAME", "SETINFO", "NO-EVICT", "NO-TOUCH", "REPLY":
+		switch sub := strings.ToUpper(string(args[1])); sub {
+		case "SETNAME":
+			if argc != 3 {
+				return wrongArity("client|setname"), afterNothing
+			}
+			if !validClientName(args[2]) {
+				return errText(badClientName), afterNothing
+			}
+			st.setName(args[2])
 			return status("OK"), afterNothing
 		case "GETNAME":
-			return reply{kind: replyBulk}, afterNothing
+			if argc != 2 {
+				return wrongArity("client|getname"), afterNothing
+			}
+			return reply{kind: replyBulk, bulk: st.name}, afterNothing
+		case "SETINFO", "NO-EVICT", "NO-TOUCH", "REPLY":
+			return status("OK"), afterNothing
 		case "ID":
 			return integer(1), afterNothing
 		}
@@ -164,6 +190,30 @@ func (s *Server) admin(name string, args [][]byte) (reply, afterReply) {
 		return errText("ERR This instance has cluster support disabled"), afterNothing
 	}
 	return unknownCommand(args), afterNothing
+}
+
+// badClientName is the server's reply to a client name it refuses.
+const badClientName = "ERR Client names cannot contain spaces, newlines or special characters."
+
+// validClientName reports whether name is one the server accepts: every
+// byte printable ASCII other than space ('!' to '~'), as Valkey checks.
+func validClientName(name []byte) bool {
+	for _, c := range name {
+		if c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// setName sets the connection's name; an empty one clears it (GETNAME then
+// answers a null bulk string).
+func (st *connState) setName(name []byte) {
+	if len(name) == 0 {
+		st.name = nil
+		return
+	}
+	st.name = append([]byte(nil), name...)
 }
 
 func (s *Server) port() string {

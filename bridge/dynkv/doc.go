@@ -76,7 +76,11 @@
 // at the first phase (at the epochs while a cleanup is pending).
 // Replication is out of scope: the replication-internal commands answer the
 // module's internal-only errors, ROLE master, REPLICAOF and its kin an ERR
-// line, and WAIT counts the log as the replica (admin.go).
+// line, and WAIT counts the log as the replica (admin.go). Each connection
+// keeps its CLIENT SETNAME (or HELLO … SETNAME) name, checked and reported
+// as Valkey does. One logical database: SELECT of another is refused, and
+// an empty or null command array (`*0`, `*-1`, which Valkey ignores) ends
+// the connection (redcon refuses them).
 //
 // Errors. A failed command replies the module's error name and changes
 // nothing beyond what the module changes (a write may leave its key

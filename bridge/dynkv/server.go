@@ -77,7 +77,10 @@ type Server struct {
 }
 
 // connState is a connection's authentication flag.
-type connState struct{ authed bool }
+type connState struct {
+	authed bool
+	name   []byte // CLIENT SETNAME's (or HELLO's SETNAME); nil: none
+}
 
 // NewServer opens the log (replaying it) and listens on cfg.Addr.
 func NewServer(cfg Config) (*Server, error) {
@@ -244,7 +247,7 @@ func (s *Server) exec(st *connState, args [][]byte) (reply, afterReply) {
 	if IsCommand(name) || isKeyspaceWrite(name) {
 		return s.engineCommand(name, args), afterNothing
 	}
-	return s.admin(name, args)
+	return s.admin(st, name, args)
 }
 
 // engineCommand runs a command of the engine, logging write commands.

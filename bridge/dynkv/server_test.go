@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -423,5 +427,104 @@ func TestServer_HelloAnswersAsTheServer(t *testing.T) {
 		if got := exchange(c.addr, c.req); got != c.want {
 			t.Errorf("%q then PING (password set: %v) answered\n%q\nwant\n%q", c.req, c.addr == locked, got, c.want)
 		}
+	}
+}
+
+// respCommand encodes args as a RESP array of bulk strings.
+func respCommand(args ...string) string {
+	out := fmt.Sprintf("*%d\r\n", len(args))
+	for _, a := range args {
+		out += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
+	}
+	return out
+}
+
+// exchangeRaw writes req on a fresh connection and reads back exactly as
+// many bytes as want holds.
+func exchangeRaw(t *testing.T, addr, req string, want int) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err, "dial")
+	defer conn.Close()
+	_, err = io.WriteString(conn, req)
+	require.NoError(t, err, "write %q", req)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, want)
+	n, err := io.ReadFull(conn, got)
+	if err != nil {
+		return string(got[:n]) + "<" + err.Error() + ">"
+	}
+	return string(got)
+}
+
+// clientNameExchange is CLIENT SETNAME and GETNAME with the replies
+// redis-server 7.0.15 (Debian's) gives, byte for byte: no name is a null
+// bulk string, an empty name clears it, a name with a space or a byte
+// outside '!'…'~' is refused, and each subcommand's arity has its
+// "client|…" error.
+var clientNameExchange = [][2]string{
+	{respCommand("CLIENT", "GETNAME"), "$-1\r\n"},
+	{respCommand("CLIENT", "SETNAME", "relay-1"), "+OK\r\n"},
+	{respCommand("CLIENT", "GETNAME"), "$7\r\nrelay-1\r\n"},
+	{respCommand("CLIENT", "SETNAME", "a b"), "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"},
+	{respCommand("CLIENT", "SETNAME", "a\x7f"), "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"},
+	{respCommand("CLIENT", "GETNAME"), "$7\r\nrelay-1\r\n"},
+	{respCommand("CLIENT", "SETNAME"), "-ERR wrong number of arguments for 'client|setname' command\r\n"},
+	{respCommand("CLIENT", "SETNAME", "a", "b"), "-ERR wrong number of arguments for 'client|setname' command\r\n"},
+	{respCommand("CLIENT", "GETNAME", "x"), "-ERR wrong number of arguments for 'client|getname' command\r\n"},
+	{respCommand("CLIENT", "SETNAME", ""), "+OK\r\n"},
+	{respCommand("CLIENT", "GETNAME"), "$-1\r\n"},
+	{respCommand("PING"), "+PONG\r\n"},
+}
+
+// TestServer_ClientNameIsKeptAsValkeyKeepsIt plays clientNameExchange on
+// one connection, and HELLO 2 SETNAME then GETNAME on another. GETNAME
+// used to answer null whatever SETNAME had set.
+func TestServer_ClientNameIsKeptAsValkeyKeepsIt(t *testing.T) {
+	addr := startServer(t, Config{}).Addr().String()
+	var req, want string
+	for _, x := range clientNameExchange {
+		req, want = req+x[0], want+x[1]
+	}
+	if got := exchangeRaw(t, addr, req, len(want)); got != want {
+		t.Errorf("CLIENT SETNAME/GETNAME exchange:\n got %q\nwant %q", got, want)
+	}
+	req = respCommand("HELLO", "2", "SETNAME", "nm") + respCommand("CLIENT", "GETNAME")
+	const hello = "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.2.4\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:1\r\n" +
+		"$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+	if got := exchangeRaw(t, addr, req, len(hello)+len("$2\r\nnm\r\n")); got != hello+"$2\r\nnm\r\n" {
+		t.Errorf("HELLO 2 SETNAME nm, CLIENT GETNAME = %q, want the HELLO map then $2 nm", got)
+	}
+}
+
+// TestServer_ClientNameMatchesARealServer plays clientNameExchange against
+// Debian's redis-server as well, where one is installed (not a build.sh
+// package: the recorded replies above are the check that always runs).
+func TestServer_ClientNameMatchesARealServer(t *testing.T) {
+	const bin = "/usr/bin/redis-server"
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("%s not installed; TestServer_ClientNameIsKeptAsValkeyKeepsIt checks the recorded replies", bin)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err, "listen")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	require.NoError(t, cmd.Start(), "start %s", bin)
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		require.False(t, time.Now().After(deadline), "%s not listening after 10 s", bin)
+	}
+	var req, want string
+	for _, x := range clientNameExchange {
+		req, want = req+x[0], want+x[1]
+	}
+	if got := exchangeRaw(t, addr, req, len(want)); got != want {
+		t.Errorf("redis-server's CLIENT SETNAME/GETNAME exchange:\n got %q\nwant %q (recorded)", got, want)
 	}
 }
