@@ -439,6 +439,10 @@ func (c *Consumer) carry(added []relayproto.DCID) bool {
 	for i, l := range c.lanes {
 		if l.carry != nil {
 			mask |= 1 << uint(i)
+		} else {
+			// Its next run claims it afresh in the moved core (a lane
+			// followed from a Pool Relay never claimed it).
+			l.lane.Release()
 		}
 	}
 	pools := make([]relayproto.PoolID, len(added))

@@ -136,7 +136,8 @@
 // later; that while a third relay's lane is added, a reader following the
 // replica path finds the two serving lanes ready with every block of
 // theirs in every generation, they install no second snapshot, and all
-// three converge and follow new events; that a consumer
+// three converge and follow new events, and a lane that was not serving
+// then (its relay down) syncs again once its relay is back; that a consumer
 // whose NATS server is out of reach waits for it before discovering; that
 // a lane of a relay of another format says both formats; that one load
 // sample sent in both layouts, in either order, keeps its counter while a

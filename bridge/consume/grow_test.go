@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/natslink/natstest"
+	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/shm"
@@ -138,4 +139,67 @@ func TestConsumer_AddingALaneKeepsTheOthersReady(t *testing.T) {
 		d.feed(t, nc, 200)
 	}
 	relaytest.CheckFor(t, wait, 10*time.Millisecond, allConverged(all))
+}
+
+// TestConsumer_AddingALaneResyncsALaneThatWasNotServing adds a third
+// relay's lane while the second lane's relay is down (its lane retrying,
+// not following a log): the first lane is carried, the second is not, and
+// once its relay is back it syncs and converges again in the grown file
+// (it used to stay claimed by the old core and never run again).
+func TestConsumer_AddingALaneResyncsALaneThatWasNotServing(t *testing.T) {
+	seed := relaytest.Seed(t, 19)
+	_, nc := natstest.Start(t)
+	first, second := startRelay(t, nc, 3, seed), startRelay(t, nc, 5, seed)
+	path := filepath.Join(t.TempDir(), "replica")
+	c, _, _ := startConsumer(t, Config{Conn: nc, Domain: 1, Path: path, DiscoverFor: 200 * time.Millisecond,
+		DiscoverEvery: 20 * time.Millisecond, PingEvery: 20 * time.Millisecond, RetryEvery: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for _, d := range []*dcRelay{first, second} {
+		d.feed(t, nc, 100)
+	}
+	lanesConverged := func(want ...*dcRelay) func() error {
+		return func() error {
+			r, err := shm.Attach(path)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			if got := len(r.Info().DCs); got != 3 && len(want) == 3 {
+				return fmt.Errorf("replica file has %d lanes, want 3", got)
+			}
+			for i, d := range want {
+				if d == nil {
+					continue
+				}
+				if err := converged(ctx, r, i, d); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	relaytest.CheckFor(t, wait, 10*time.Millisecond, lanesConverged(first, second))
+	second.r.Close()
+	second.stop()
+	// A bad frame in its log faults lane 1; with its relay down, it then
+	// retries instead of following a log.
+	if err := nc.Publish(relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 5}.DeltaSubject(), []byte("junk")); err != nil {
+		t.Fatalf("publish a bad frame: %v", err)
+	}
+	relaytest.CheckFor(t, wait, 10*time.Millisecond, func() error {
+		if st := c.Status()[1]; st.Resyncs == 0 || st.State == "READY" {
+			return fmt.Errorf("lane 1 %s after %d resyncs, want its relay's loss seen", st.State, st.Resyncs)
+		}
+		return nil
+	})
+	third := startRelay(t, nc, 7, seed)
+	third.feed(t, nc, 100)
+	relaytest.CheckFor(t, wait, 10*time.Millisecond, lanesConverged(first, nil, third))
+	back := startRelay(t, nc, 5, seed)
+	back.feed(t, nc, 100)
+	relaytest.CheckFor(t, wait, 10*time.Millisecond, lanesConverged(first, back, third))
+	if st := c.Status()[0]; st.Snapshots != 1 {
+		t.Errorf("lane 0 installed %d snapshots, want 1 (carried)", st.Snapshots)
+	}
 }
