@@ -88,6 +88,10 @@
 //	relay_snapshot_sequence                  gauge                       stored snapshot's terminal sequence
 //	relay_log_stream_sequence                gauge                       stream sequence of the last log write
 //	relay_rebuilds_total                     counter                     new layout generations after a fence
+//	relay_checkpoints_total                  counter    result           checkpoints written, failed
+//	relay_checkpoint_bytes                   gauge                       last checkpoint's size
+//	relay_restored_members_total             counter    outcome          checkpoint members restored, kept, cleared
+//	relay_restored_blocks_total              counter                     blocks restored at start
 //	consume_lanes                            gauge                       lanes of the replica
 //	consume_lanes_ready                      gauge                       lanes READY
 //	consume_replica_rebuilds_total           counter                     replica files rewritten after damage

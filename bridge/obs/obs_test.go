@@ -193,6 +193,8 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 		{1, "goindex_relay_rejected_total", []string{"reason=malformed"}},
 		{0, "goindex_relay_rejected_total", []string{"reason=producer"}},
 		{0, "goindex_relay_envelope_gaps_total", nil},
+		{0, "goindex_relay_checkpoints_total", []string{"result=written"}},
+		{0, "goindex_relay_restored_members_total", []string{"outcome=restored"}},
 		{1, "goindex_relay_pool_running", nil},
 	} {
 		got, err := f.Value(w.name, append(w.labels, pool...)...)

@@ -28,14 +28,15 @@ const (
 type relayCollector struct {
 	r *relay.Relay
 
-	ready, running, feedsReady, info                      family
-	messages, events, applied, rejected, gaps, untracked  family
-	intake                                                family
-	refusals, unknownRemovals, omissions                  family
-	loadFactor, tracked, resident, canonicals, members    family
-	buckets, memory, pendingEvents                        family
-	frames, bytes, sequence, deltas, fenced, snapshots    family
-	snapshotBytes, snapshotSequence, logSequence, rebuild family
+	ready, running, feedsReady, info                       family
+	messages, events, applied, rejected, gaps, untracked   family
+	intake                                                 family
+	refusals, unknownRemovals, omissions                   family
+	loadFactor, tracked, resident, canonicals, members     family
+	buckets, memory, pendingEvents                         family
+	frames, bytes, sequence, deltas, fenced, snapshots     family
+	snapshotBytes, snapshotSequence, logSequence, rebuild  family
+	checkpoints, checkpointBytes, restored, restoredBlocks family
 }
 
 // NewRelayCollector returns a collector of r's metrics (goindex_relay_*,
@@ -88,6 +89,13 @@ func NewRelayCollector(r *relay.Relay) prometheus.Collector {
 		snapshotSequence: newFamily(s, "snapshot_sequence", "Terminal sequence of the stored snapshot.", gauge, pool...),
 		logSequence:      newFamily(s, "log_stream_sequence", "Stream sequence of the last log message written.", gauge, pool...),
 		rebuild:          newFamily(s, "rebuilds_total", "New layout generations after a fenced producer.", counter, pool...),
+		checkpoints: newFamily(s, "checkpoints_total", "Checkpoints of the exact state (--checkpoint-dir), by result: written, "+
+			"failed.", counter, with("result")...),
+		checkpointBytes: newFamily(s, "checkpoint_bytes", "Size of the last checkpoint written.", gauge, pool...),
+		restored: newFamily(s, "restored_members_total", "Members of the checkpoint restored at start, by outcome: restored, kept "+
+			"(their publisher's next envelope proved continuity), cleared (a gap, a restart, another publisher or no proof "+
+			"within the grace).", counter, with("outcome")...),
+		restoredBlocks: newFamily(s, "restored_blocks_total", "Blocks restored from the checkpoint at start.", counter, pool...),
 	}
 }
 
@@ -95,7 +103,8 @@ func (c *relayCollector) families() []family {
 	return []family{c.ready, c.running, c.feedsReady, c.info, c.messages, c.events, c.applied, c.rejected, c.intake, c.gaps, c.untracked,
 		c.refusals, c.unknownRemovals, c.omissions, c.loadFactor, c.tracked, c.resident, c.canonicals, c.members,
 		c.buckets, c.memory, c.pendingEvents, c.frames, c.bytes, c.sequence, c.deltas, c.fenced, c.snapshots,
-		c.snapshotBytes, c.snapshotSequence, c.logSequence, c.rebuild}
+		c.snapshotBytes, c.snapshotSequence, c.logSequence, c.rebuild, c.checkpoints, c.checkpointBytes, c.restored,
+		c.restoredBlocks}
 }
 
 // Describe implements prometheus.Collector.
@@ -175,6 +184,14 @@ func (c *relayCollector) collectPool(ch chan<- prometheus.Metric, p *relay.PoolS
 	c.snapshotSequence.emit(ch, float64(p.SnapshotSequence), d, dc)
 	c.logSequence.emit(ch, float64(p.LogSequence), d, dc)
 	c.rebuild.emit(ch, float64(p.Rebuilds), d, dc)
+	ck := &p.Checkpoint
+	c.checkpoints.emit(ch, float64(ck.Written), d, dc, "written")
+	c.checkpoints.emit(ch, float64(ck.Failed), d, dc, "failed")
+	c.checkpointBytes.emit(ch, float64(ck.Bytes), d, dc)
+	c.restored.emit(ch, float64(ck.RestoredMembers), d, dc, "restored")
+	c.restored.emit(ch, float64(ck.Kept), d, dc, "kept")
+	c.restored.emit(ch, float64(ck.Cleared), d, dc, "cleared")
+	c.restoredBlocks.emit(ch, float64(ck.RestoredBlocks), d, dc)
 }
 
 // wireFrameTypes are the frame types a relay or a lane may count; every
