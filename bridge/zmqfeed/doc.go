@@ -29,13 +29,20 @@
 // publisher id the relay then requires in every message. A discovered
 // publisher that leaves is answered with relay.KindGone, and so is a
 // discovered NATS channel (a worker on DYN_EVENT_PLANE=nats: nothing to
-// connect to, its envelopes reach the relay on NATS) whose record goes; a static
-// publisher's new id (a restart) is noticed by the relay. In broker mode
+// connect to, its envelopes reach the relay on NATS) whose record goes,
+// and a static publisher whose connection stays down (dropped, no new
+// ZMTP handshake; heartbeats every expiry/4 catch a peer that stops
+// answering) for PublisherExpiry: it stays subscribed and continues if it
+// comes back. A static publisher's new id (a restart) is noticed by the
+// relay. In broker mode
 // (Brokers: the XPUB side of Dynamo's stateless XSUB/XPUB brokers,
 // DYN_ZMQ_BROKER_URL's xpub part) one SUB socket connects to every broker
 // and subscribes to the pool's scoped subjects; a message heard through
 // two brokers is taken once (the relay's per-publisher sequence
-// watermark).
+// watermark). A worker's departure is not observable through a broker
+// (the brokers forward messages, not their publishers' connections), so
+// broker mode has no liveness; no silence timeout stands in for it, as it
+// would drop idle workers' blocks.
 //
 // Engine (engine.go) subscribes to one vLLM or SGLang engine's own
 // publisher, without Dynamo: 3-part batches the relay normalizes by
@@ -81,6 +88,9 @@
 //     resync.
 //   - hostile_test.go: a peer announcing a 1 TiB part; a part over the
 //     limit.
+//   - expiry_test.go: a fixed publisher killed, and one frozen (SIGSTOP),
+//     cleared after its expiry while another stays; each continues when
+//     it comes back.
 //   - testdata/dynamo_pub.py: a Dynamo event-plane publisher and brokers
 //     built field by field from the spec with python3-zmq and
 //     python3-msgpack.

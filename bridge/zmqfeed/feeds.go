@@ -3,6 +3,7 @@ package zmqfeed
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/relay"
@@ -21,8 +22,10 @@ type FeedsConfig struct {
 	// resources (in-cluster) of KubeNamespace ("": the pod's own).
 	Kube          bool
 	KubeNamespace string
-	// Publishers are static worker PUB endpoints.
-	Publishers []string
+	// Publishers are static worker PUB endpoints; PublisherExpiry is
+	// PlaneConfig's (0: never).
+	Publishers      []string
+	PublisherExpiry time.Duration
 	// Broker is DYN_ZMQ_BROKER_URL's form, xsub=…,xpub=… ("": none); its
 	// xpub endpoints are subscribed to.
 	Broker string
@@ -56,7 +59,7 @@ func Feeds(cfg FeedsConfig) ([]relay.Feed, error) {
 		}
 		planes = append(planes, PlaneConfig{Discovery: k})
 	}
-	static := PlaneConfig{}
+	static := PlaneConfig{PublisherExpiry: cfg.PublisherExpiry}
 	for _, ep := range cfg.Publishers {
 		static.Publishers = append(static.Publishers, discovery.Publisher{Endpoint: ep})
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/relay"
@@ -22,6 +23,14 @@ type PlaneConfig struct {
 	Scope dynamo.Scope
 	// Publishers are connected for the feed's whole life; optional.
 	Publishers []discovery.Publisher
+	// PublisherExpiry is how long a fixed publisher's connection may stay
+	// down (dropped, no new handshake; a peer that stops answering ZMTP
+	// heartbeats counts as dropped) before its worker counts as gone, as
+	// a discovery record that goes: the relay drops the blocks it fed. It
+	// stays subscribed, and a publisher that comes back continues. 0:
+	// never (its blocks stay until the relay restarts). Discovered
+	// publishers go with their records instead.
+	PublisherExpiry time.Duration
 	// Discovery adds and removes publishers; optional.
 	Discovery discovery.Source
 	// Brokers are the XPUB endpoints of Dynamo's ZMQ brokers (broker mode,
@@ -37,6 +46,12 @@ type PlaneConfig struct {
 	// Logger receives connection logs; optional; default: discard.
 	Logger *slog.Logger
 }
+
+// DefaultPublisherExpiry is the PublisherExpiry goindex relay uses: the
+// TTL of the etcd lease Dynamo's runtime keeps its discovery records under
+// (its primary lease, 10 s), so that a fixed publisher's worker goes as
+// soon after its end as a discovered one's.
+const DefaultPublisherExpiry = 10 * time.Second
 
 // Plane is a relay.Feed of Dynamo's ZMQ event plane: one SUB socket per
 // publisher (as Dynamo's own KV ingress keeps one validated socket per
@@ -130,7 +145,7 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 		if pub.Key == "" {
 			pub.Key = pub.Endpoint
 		}
-		p.start(ctx, zctx, &wg, conns, pub, deliver)
+		p.start(ctx, zctx, &wg, conns, pub, p.cfg.PublisherExpiry, deliver)
 	}
 	if len(p.cfg.Brokers) > 0 {
 		if err := p.startBrokers(ctx, zctx, &wg, deliver); err != nil {
@@ -176,13 +191,15 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 				}
 				p.stop(conns, u.Publisher.Key, deliver)
 			}
-			p.start(ctx, zctx, &wg, conns, u.Publisher, deliver)
+			p.start(ctx, zctx, &wg, conns, u.Publisher, 0, deliver)
 		}
 	}
 }
 
-// start subscribes to one publisher.
-func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup, conns map[string]*conn, pub discovery.Publisher, deliver func(relay.Message) bool) {
+// start subscribes to one publisher; with expiry > 0, an outage that long
+// is answered by a KindGone (see PlaneConfig.PublisherExpiry).
+func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup, conns map[string]*conn, pub discovery.Publisher,
+	expiry time.Duration, deliver func(relay.Message) bool) {
 	scope := pub.Scope
 	if scope.Namespace == "" {
 		scope = p.cfg.Scope
@@ -207,7 +224,11 @@ func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup
 	wg.Go(func() {
 		defer close(c.done)
 		s, err := newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: []string{pub.Endpoint}, subscribe: prefixes,
-			maxMessageBytes: p.cfg.MaxMessageBytes, recvHWM: p.cfg.RecvHWM})
+			maxMessageBytes: p.cfg.MaxMessageBytes, recvHWM: p.cfg.RecvHWM, expiry: expiry,
+			gone: func(down time.Duration) bool {
+				log.Warn("zmq publisher down past its expiry; its worker's blocks are dropped", "down", down.Round(time.Millisecond))
+				return deliver(relay.Message{Kind: relay.KindGone, Source: src})
+			}})
 		if err != nil {
 			log.Error("zmq publisher not subscribed", "err", err)
 			return

@@ -45,6 +45,13 @@ type socketConfig struct {
 	subscribe       []string // SUB prefixes
 	maxMessageBytes int64
 	recvHWM         int
+	// expiry, when positive, watches the connection: once it has been
+	// down this long without a new handshake, readLoop calls gone (once
+	// per outage). ZMTP heartbeats every expiry/4, answered within
+	// expiry/2, make a peer that stops answering (a host gone without
+	// closing its connection) count as down too.
+	expiry time.Duration
+	gone   func(down time.Duration) bool
 }
 
 // socket is a connected libzmq socket and the monitor that tells it when
@@ -62,6 +69,13 @@ type socket struct {
 	// connects counts the connections made, the first included: a message
 	// read after a later one may come from a restarted peer.
 	connects uint64
+	// downSince is when the connection dropped, zero while a handshake
+	// has succeeded since (or it never dropped); expired says gone was
+	// called for this outage.
+	downSince time.Time
+	expired   bool
+	expiry    time.Duration
+	gone      func(down time.Duration) bool
 }
 
 // newSocket makes a connected socket of cfg on zctx.
@@ -70,7 +84,7 @@ func newSocket(zctx *zmq.Context, cfg socketConfig) (*socket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zmq socket: %w", err)
 	}
-	sk := &socket{s: s, endpoints: cfg.endpoints, redial: map[string]time.Time{}}
+	sk := &socket{s: s, endpoints: cfg.endpoints, redial: map[string]time.Time{}, expiry: cfg.expiry, gone: cfg.gone}
 	fail := func(what string, err error) (*socket, error) {
 		sk.close()
 		return nil, fmt.Errorf("zmq %s: %w", what, err)
@@ -90,6 +104,14 @@ func newSocket(zctx *zmq.Context, cfg socketConfig) (*socket, error) {
 			return fail(o.what, o.err)
 		}
 	}
+	if cfg.expiry > 0 {
+		if err := s.SetHeartbeatIvl(max(cfg.expiry/4, time.Millisecond)); err != nil {
+			return fail("heartbeat_ivl", err)
+		}
+		if err := s.SetHeartbeatTimeout(max(cfg.expiry/2, time.Millisecond)); err != nil {
+			return fail("heartbeat_timeout", err)
+		}
+	}
 	for _, p := range cfg.subscribe {
 		if err := s.SetSubscribe(p); err != nil {
 			return fail("subscribe "+p, err)
@@ -97,7 +119,7 @@ func newSocket(zctx *zmq.Context, cfg socketConfig) (*socket, error) {
 	}
 	// The socket's address names its monitor: unique while it lives.
 	addr := fmt.Sprintf("inproc://zmqfeed-monitor-%p", s)
-	if err := s.Monitor(addr, zmq.EVENT_DISCONNECTED|zmq.EVENT_CONNECTED); err != nil {
+	if err := s.Monitor(addr, zmq.EVENT_DISCONNECTED|zmq.EVENT_CONNECTED|zmq.EVENT_HANDSHAKE_SUCCEEDED); err != nil {
 		return fail("monitor", err)
 	}
 	if sk.mon, err = zctx.NewSocket(zmq.PAIR); err != nil {
@@ -188,21 +210,35 @@ func (sk *socket) readLoop(ctx context.Context, fn func(parts [][]byte) bool) er
 				return nil
 			}
 		}
-		sk.redialDue(time.Now())
+		now := time.Now()
+		sk.redialDue(now)
+		if sk.expiry > 0 && !sk.downSince.IsZero() && !sk.expired && now.Sub(sk.downSince) >= sk.expiry {
+			sk.expired = true
+			if !sk.gone(now.Sub(sk.downSince)) {
+				return nil
+			}
+		}
 	}
 	return nil
 }
 
 // monitorEvent reads one monitor event: a connection counts, a drop is
-// scheduled for a fresh connect.
+// scheduled for a fresh connect and starts an outage (if none is under
+// way), a handshake ends it. A TCP connection alone does not: a peer
+// that accepts but never speaks ZMTP is still down.
 func (sk *socket) monitorEvent() {
 	ev, addr, _, err := sk.mon.RecvEvent(0)
 	switch {
 	case err != nil:
 	case ev == zmq.EVENT_CONNECTED:
 		sk.connects++
+	case ev == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+		sk.downSince, sk.expired = time.Time{}, false
 	case ev == zmq.EVENT_DISCONNECTED:
 		sk.redial[addr] = time.Now().Add(reconnectMin)
+		if sk.downSince.IsZero() {
+			sk.downSince = time.Now()
+		}
 	}
 }
 

@@ -64,10 +64,20 @@ Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
                                   header + msgpack EventEnvelope; kv-events and
                                   kv_metrics); a new publisher id on an endpoint is a
                                   restart: the old incarnation's blocks are dropped
+  --zmq-publisher-expiry 10s      a --zmq-publisher down this long (its connection
+                                  dropped and not made again; ZMTP heartbeats every
+                                  expiry/4, answered within expiry/2, catch a silent
+                                  host) is gone: its worker's blocks are dropped, as
+                                  when a discovery record's lease expires (Dynamo's
+                                  lease TTL, 10 s, is the default); it stays
+                                  subscribed, and continues when it comes back. 0:
+                                  never
   --zmq-broker xsub=…,xpub=…      broker mode, DYN_ZMQ_BROKER_URL's syntax (its default):
                                   one SUB socket on every broker's XPUB side,
                                   subscribed to the pool's scoped subjects; copies
-                                  heard through several brokers are taken once
+                                  heard through several brokers are taken once; a
+                                  worker's departure is not visible through a broker
+                                  (its blocks stay until the relay restarts)
   Frames, envelope and identity are checked; bad messages are dropped and counted
   (relay_rejected_total{reason=bad_frames|identity|…}).
 
@@ -146,6 +156,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	decode := fs.Float64("decode-blocks-per-ms", 0, "load model: DC-wide KV release rate of decodes (0: unknown)")
 	capacity := fs.Uint64("worker-capacity-blocks", 0, "load model: KV capacity per worker without load samples (0: unknown)")
 	zf := addZMQPlaneFlags(fs)
+	pubExpiry := fs.Duration("zmq-publisher-expiry", zmqfeed.DefaultPublisherExpiry, "ZMQ event plane: a --zmq-publisher whose connection stays down this long (no reconnect; a peer not answering heartbeats counts as down) is gone: its worker's blocks are dropped, as when a discovery record goes; 0: never (default: Dynamo's discovery lease TTL)")
 	zmqEndpoint := fs.String("zmq-endpoint", "", "engine without Dynamo: the vLLM/SGLang KV-event PUB endpoint (tcp://host:port)")
 	zmqReplay := fs.String("zmq-replay", "", "engine without Dynamo: its replay endpoint, asked to cover gaps (tcp://host:port)")
 	zmqTopic := fs.String("zmq-topic", "", "engine without Dynamo: its topic (subscription prefix)")
@@ -193,6 +204,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	scope := dynamo.Scope{Namespace: *namespace, Component: *component, Endpoint: *endpoint}
 	feedsCfg := zf.config(scope, log)
+	feedsCfg.PublisherExpiry = *pubExpiry
 	feedsCfg.Engine = zmqfeed.EngineConfig{Endpoint: *zmqEndpoint, Replay: *zmqReplay, Topic: *zmqTopic, WorkerID: *workerID,
 		DpRank: uint32(*dpRank), BlockSize: *blockSize}
 	feeds, err := zmqfeed.Feeds(feedsCfg)
