@@ -71,7 +71,9 @@
 // publisher's last sequence, every CheckpointEvery and on a graceful stop
 // (temporary file, sync, rename; XXH3 checksum). A starting pool restores
 // it into its producer before its first snapshot, as one-block root stores
-// (the filter's layout differs, its membership does not), and keeps every
+// (the filter's layout differs, its membership does not; its event inputs
+// already run meanwhile, their messages queued, so the restore's own time
+// opens no gap), and keeps every
 // restored member on probation: its publisher's first envelope keeps the
 // publisher's members when its sequence is the next one (nothing was
 // missed while the relay was down) and clears them otherwise (a gap, or a

@@ -207,7 +207,8 @@ func (p *pool) newProducer() error {
 }
 
 // setup creates or opens the pool's JetStream assets, claims the pool with
-// a new incarnation, stores the first snapshot and subscribes.
+// a new incarnation, starts the event inputs (queued until run), restores
+// the checkpoint, stores the first snapshot and starts the responders.
 func (p *pool) setup(ctx context.Context) error {
 	c := &p.r.cfg
 	js, err := jetstream.New(c.Conn)
@@ -248,6 +249,12 @@ func (p *pool) setup(ctx context.Context) error {
 	p.snaps = &snapshotStore{ctx: p.r.base, obs: obs, log: p.dlog, timeout: c.PublishTimeout, buckets: p.format.Buckets(), wire: p.wire}
 	p.id = relayproto.ProducerIdentity{Pool: relayproto.PoolID{Domain: p.cfg.Domain, DC: c.DC},
 		Incarnation: incarnation, LayoutGeneration: 1, Format: relayproto.FormatOf(p.format)}
+	// The event inputs start first: what workers publish while the
+	// checkpoint is restored waits in the queue instead of being lost, so
+	// a restored publisher's next envelope can still prove continuity.
+	if err := p.subscribe(true); err != nil {
+		return err
+	}
 	p.restore()
 	if err := p.newPublisher(0); err != nil {
 		return err
@@ -256,7 +263,7 @@ func (p *pool) setup(ctx context.Context) error {
 		return err
 	}
 	p.lastCheckpoint = time.Now()
-	return p.subscribe()
+	return p.subscribe(false)
 }
 
 // claim writes a new owner record: the incarnation is above the previous
@@ -364,11 +371,12 @@ func (p *pool) subscriptions() []subscription {
 		subscription{p.names.SnapshotSubject(), p.requestSnapshot, false})
 }
 
-// subscribe starts the NATS inputs, the feeds and the request responders.
-func (p *pool) subscribe() error {
+// subscribe starts the NATS event and load inputs and the feeds (events),
+// or the request responders (!events).
+func (p *pool) subscribe(events bool) error {
 	nc := p.r.cfg.Conn
 	for _, s := range p.subscriptions() {
-		if s.events && p.cfg.Source != nil {
+		if s.events != events || (s.events && p.cfg.Source != nil) {
 			continue // a given Source stands in for the producer the events feed
 		}
 		sub, err := nc.Subscribe(s.subject, s.handler)
@@ -384,7 +392,7 @@ func (p *pool) subscribe() error {
 		}
 		p.subs = append(p.subs, sub)
 	}
-	if p.cfg.Source == nil {
+	if events && p.cfg.Source == nil {
 		p.startFeeds()
 	}
 	return nc.Flush()
