@@ -36,7 +36,7 @@ type restoredPublisher struct {
 
 // restore applies the pool's checkpoint (Config.CheckpointDir) to its
 // empty producer, before the first snapshot is stored: every member's
-// mappings as one-block root stores (ckf.Producer.AppendLineage). The
+// mappings (ckf.Producer.AppendLineage, then Restore). The
 // members stay on probation: the first envelope of their publisher keeps
 // them only when its sequence is the next one (resume), events of another
 // publisher for a member drop it first (apply), and those still unproven
@@ -53,8 +53,6 @@ func (p *pool) restore() {
 		p.log.Info("no checkpoint to restore; starting empty", "path", path)
 		return
 	}
-	var evs []kv.Event
-	var blocks []kv.Block
 	restored := map[uint64]*restoredPublisher{}
 	var st CheckpointStats
 	if err == nil {
@@ -68,21 +66,8 @@ func (p *pool) restore() {
 		}, func(cp *checkpointPublisher) error {
 			rp := &restoredPublisher{seq: cp.Sequence}
 			for _, m := range cp.Members {
-				evs, blocks = evs[:0], blocks[:0]
-				for _, mp := range m.Mappings {
-					blocks = append(blocks, kv.Block{External: mp.Source, Local: mp.Canonical})
-				}
-				for i := range blocks {
-					evs = append(evs, kv.Event{Member: m.Member, Kind: kv.Stored, Blocks: blocks[i : i+1 : i+1]})
-				}
-				var rerr error
-				p.prod.ApplyBatch(evs, func(_ int, _ ckf.Step, err error) {
-					if err != nil && !errors.Is(err, ckf.ErrCapacityExhausted) && rerr == nil {
-						rerr = err
-					}
-				})
-				if rerr != nil {
-					return fmt.Errorf("%w: member %v: %w", ErrCheckpoint, m.Member, rerr)
+				if err := p.prod.Restore(m.Member, m.Mappings); err != nil && !errors.Is(err, ckf.ErrCapacityExhausted) {
+					return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 				}
 				rp.members = append(rp.members, m.Member)
 				st.RestoredMembers++

@@ -67,7 +67,7 @@
 //   - prefetch_amd64.go, prefetch_amd64.s: prefetchLines, PREFETCHT0 of a
 //     list of addresses.
 //   - prefetch_other.go: prefetchLines as a no-op, elsewhere.
-//   - replace.go: ReplaceRanks, the off-to-the-side rebuild after an event gap.
+//   - replace.go: ReplaceRanks, the off-to-the-side rebuild after an event gap; Restore of a saved lineage.
 //   - cuckoo.go: the physical table: full and relocation-free insertion, removal.
 //   - rng.go: the splitmix64 kick RNG and laneRngSeed.
 //   - dirty.go: Image and the dirty window: marking, net reversion, drain.
@@ -90,7 +90,9 @@
 // after every event and a replica of the drained batches equal to the
 // filter byte for byte (§9 item 5), the capacity cases of §9 item 6, remap
 // rejection, fencing, owner overflow, cadence steps, ReplaceRanks against
-// a producer fed the same history directly, Hash8 against zeebo/xxh3 and
+// a producer fed the same history directly, AppendLineage and Restore
+// round-tripping random states against the model (and Restore's refusals
+// changing nothing), Hash8 against zeebo/xxh3 and
 // the spec's raw hashes, ProbeFast and ProbesFast (vector and scalar, every
 // batch length and offset) and the producer's primary probe against Probe,
 // the file map above, zero allocations in steady ingest, and a pinned

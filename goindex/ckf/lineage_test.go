@@ -1,19 +1,21 @@
 package ckf
 
 import (
+	"errors"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/goindex/goindex/goindex/kv"
 )
 
-// TestProducer_LineageRoundTripsThroughRootStores exports every member's
+// TestProducer_LineageRoundTripsThroughRestore exports every member's
 // lineage after random streams (aliases, shared blocks, removals, clears)
-// and applies it to a new producer as one-block root stores, as a relay
-// restoring a checkpoint does: the new producer holds exactly the model's
-// mappings and owner counts, and every canonical is resident.
-func TestProducer_LineageRoundTripsThroughRootStores(t *testing.T) {
+// and restores it into a new producer, as a relay restoring a checkpoint
+// does: the new producer holds exactly the model's mappings and owner
+// counts, and every canonical is resident.
+func TestProducer_LineageRoundTripsThroughRestore(t *testing.T) {
 	seed := testSeed(t, 41)
 	for round := range 20 {
 		rng := rand.New(rand.NewPCG(seed, uint64(round)))
@@ -54,10 +56,9 @@ func TestProducer_LineageRoundTripsThroughRootStores(t *testing.T) {
 			got := map[uint64]uint64{}
 			for _, mp := range lin {
 				got[mp.Source] = mp.Canonical
-				ev := kv.Event{Member: m, Kind: kv.Stored, Blocks: []kv.Block{{External: mp.Source, Local: mp.Canonical}}}
-				if _, err := q.Apply(&ev); err != nil {
-					t.Fatalf("seed %d round %d: restore %v %#x→%#x: %v", seed, round, m, mp.Source, mp.Canonical, err)
-				}
+			}
+			if err := q.Restore(m, lin); err != nil {
+				t.Fatalf("seed %d round %d: Restore(%v, %d mappings): %v", seed, round, m, len(lin), err)
 			}
 			if !maps.Equal(got, md.lin[m]) {
 				t.Errorf("seed %d round %d: AppendLineage(%v) = %d mappings, differs from the model's %d", seed, round, m, len(got), len(md.lin[m]))
@@ -82,5 +83,34 @@ func TestProducer_LineageRoundTripsThroughRootStores(t *testing.T) {
 				t.Errorf("seed %d round %d: restored owner of %#x = %+v, want count %d, resident", seed, round, c, o, n)
 			}
 		}
+	}
+}
+
+// TestProducer_RestoreRefusesWithoutChanging checks that Restore refuses a
+// member that maps blocks already and a source block given two canonicals,
+// changing nothing, and takes a repeated identical mapping once.
+func TestProducer_RestoreRefusesWithoutChanging(t *testing.T) {
+	p := newTestProducer(t, 64, Config{})
+	mustApply(t, p, rootRun(memberA, 1, 3))
+	words, stats := p.AppendWords(nil), p.Stats()
+	for name, c := range map[string]struct {
+		m  kv.Member
+		mp []Mapping
+	}{
+		"member with blocks": {memberA, []Mapping{{Source: 9, Canonical: 9}}},
+		"two canonicals":     {memberB, []Mapping{{Source: 5, Canonical: 50}, {Source: 5, Canonical: 51}}},
+	} {
+		if err := p.Restore(c.m, c.mp); !errors.Is(err, ErrBadEvent) {
+			t.Errorf("Restore(%s) = %v, want ErrBadEvent", name, err)
+		}
+	}
+	if !slices.Equal(p.AppendWords(nil), words) || p.Stats().TrackedBlocks != stats.TrackedBlocks || p.Stats().Members != stats.Members {
+		t.Errorf("a refused Restore changed the producer")
+	}
+	if err := p.Restore(memberB, []Mapping{{Source: 5, Canonical: 50}, {Source: 5, Canonical: 50}}); err != nil {
+		t.Fatalf("Restore(repeated mapping): %v", err)
+	}
+	if got := p.AppendLineage(nil, memberB); len(got) != 1 || got[0] != (Mapping{Source: 5, Canonical: 50}) {
+		t.Errorf("AppendLineage(B) after Restore = %v, want the one mapping", got)
 	}
 }

@@ -115,3 +115,39 @@ func (p *Producer) adopt(m kv.Member, old *lineage) {
 		}
 	}
 }
+
+// Restore gives member m, which must map no block yet, the mappings of a
+// saved lineage (AppendLineage's), with the effect of one-block root
+// Stored events of them (the local hash a mapping's canonical) but in one
+// pass: m's lineage, the owner counts, and the fingerprint of each
+// canonical m is the first to own, inserted in its lineage's order (a
+// failed insertion is a counted omission: ErrCapacityExhausted, the
+// mappings still tracked). The buckets written are marked dirty; the
+// cadence is not advanced. A member that maps blocks already, or a source
+// block listed twice with two canonicals, fails with ErrBadEvent and
+// changes nothing; so does a fenced producer (ErrFenced).
+func (p *Producer) Restore(m kv.Member, mappings []Mapping) error {
+	if p.fence != nil {
+		return fmt.Errorf("%w (%w)", ErrFenced, p.fence)
+	}
+	if p.members[m] != nil {
+		return fmt.Errorf("%w: member %v maps blocks already", ErrBadEvent, m)
+	}
+	if len(mappings) == 0 {
+		return nil
+	}
+	lin := newFlatMap[uint64](max(len(mappings), p.memberHint))
+	for _, mp := range mappings {
+		v, found := lin.upsert(mp.Source)
+		if found && *v != mp.Canonical {
+			return fmt.Errorf("%w: member %v block %#x maps to %#x and %#x", ErrBadEvent, m, mp.Source, *v, mp.Canonical)
+		}
+		*v = mp.Canonical
+	}
+	omitted := p.stats.CapacityOmissions
+	p.adopt(m, &lin)
+	if n := p.stats.CapacityOmissions - omitted; n > 0 {
+		return fmt.Errorf("member %v: %d of %d blocks tracked but not admitted: %w", m, n, lin.len(), ErrCapacityExhausted)
+	}
+	return nil
+}
