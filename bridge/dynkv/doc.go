@@ -78,9 +78,10 @@
 // module's internal-only errors, ROLE master, REPLICAOF and its kin an ERR
 // line, and WAIT counts the log as the replica (admin.go). Each connection
 // keeps its CLIENT SETNAME (or HELLO … SETNAME) name, checked and reported
-// as Valkey does. One logical database: SELECT of another is refused, and
-// an empty or null command array (`*0`, `*-1`, which Valkey ignores) ends
-// the connection (redcon refuses them).
+// as Valkey does. An empty or null command array (`*0`, `*-1`) is
+// ignored, as Valkey ignores it (redcon would refuse it: framing.go drops
+// it before redcon reads). One logical database: SELECT of another is
+// refused.
 //
 // Errors. A failed command replies the module's error name and changes
 // nothing beyond what the module changes (a write may leave its key
@@ -131,6 +132,8 @@
 //   - admin.go: the server commands (INFO, CONFIG, EXISTS, ROLE, WAIT,
 //     SAVE, SHUTDOWN, MEMORY, …).
 //   - server.go: the redcon server, AUTH, connection bounds.
+//   - framing.go: arrayFilter, which drops empty and null command arrays
+//     where commands begin.
 //   - aof.go: the append-only log and its replay.
 //   - image.go: the state image, the whole state of an Engine as bytes.
 //   - rewrite.go: log rewrites (SAVE, BGSAVE, BGREWRITEAOF, the automatic
@@ -155,7 +158,10 @@
 // streams answer every later command as the original, every state field
 // placed, damaged images refused, FuzzDecodeImage); log rewrites (compaction,
 // a crash at every stage of a rewrite, the automatic trigger and its
-// CONFIG); and concurrency under -race. In ckf
+// CONFIG); the server commands Dynamo does not send answered byte for byte
+// as redis-server answers them (CLIENT SETNAME/GETNAME, empty and null
+// arrays; recorded, and live where redis-server is installed),
+// FuzzArrayFilter; and concurrency under -race. In ckf
 // mode they prove the semantic and golden tests unchanged, the harness's
 // bounds with no undercount, and, on a random stream of every mutation kind
 // over the wire against an exact server, byte-identical mutation replies,

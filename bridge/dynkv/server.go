@@ -319,14 +319,23 @@ func (l *limitListener) Accept() (net.Conn, error) {
 // mid-command loses its connection); between commands reads wait
 // IdleTimeout (0: forever, as Valkey's default); every write has a
 // deadline of WriteTimeout (a client that never reads loses its connection
-// once its socket buffer is full). redcon reads and dispatches a
-// connection's commands on one goroutine, so the fields need no lock.
+// once its socket buffer is full). What it reads goes through an
+// arrayFilter first (Valkey ignores empty and null command arrays, redcon
+// refuses them). redcon reads and dispatches a connection's commands on
+// one goroutine, so the fields need no lock.
 type budgetConn struct {
 	net.Conn
 	cfg          *Config
 	pending      int64
 	partialSince time.Time
+	arrays       arrayFilter
+	raw          []byte // what the socket gave, before the filter
+	out          []byte // filtered bytes not yet handed to redcon: out[off:]
+	off          int
 }
+
+// readBufferBytes is the size of a connection's raw read buffer.
+const readBufferBytes = 16 << 10
 
 // consumed records a dispatched command of n raw bytes. An inline command
 // is re-encoded by redcon (n may exceed what it took), hence the clamp.
@@ -351,7 +360,17 @@ func (c *budgetConn) Read(p []byte) (int, error) {
 	if err := c.Conn.SetReadDeadline(deadline); err != nil {
 		return 0, err
 	}
-	n, err := c.Conn.Read(p)
+	var err error
+	for c.off == len(c.out) && err == nil {
+		if c.raw == nil {
+			c.raw = make([]byte, readBufferBytes)
+		}
+		var n int
+		n, err = c.Conn.Read(c.raw)
+		c.out, c.off = c.arrays.filter(c.out[:0], c.raw[:n]), 0
+	}
+	n := copy(p, c.out[c.off:])
+	c.off += n
 	if n > 0 {
 		if c.pending == 0 {
 			c.partialSince = time.Now()

@@ -457,6 +457,17 @@ func exchangeRaw(t *testing.T, addr, req string, want int) string {
 	return string(got)
 }
 
+// play sends an exchange's requests on one connection and returns the
+// replies read and the replies wanted.
+func play(t *testing.T, addr string, exchange [][2]string) (got, want string) {
+	t.Helper()
+	var req string
+	for _, x := range exchange {
+		req, want = req+x[0], want+x[1]
+	}
+	return exchangeRaw(t, addr, req, len(want)), want
+}
+
 // clientNameExchange is CLIENT SETNAME and GETNAME with the replies
 // redis-server 7.0.15 (Debian's) gives, byte for byte: no name is a null
 // bulk string, an empty name clears it, a name with a space or a byte
@@ -477,19 +488,39 @@ var clientNameExchange = [][2]string{
 	{respCommand("PING"), "+PONG\r\n"},
 }
 
+// arrayExchange is empty and null command arrays with redis-server
+// 7.0.15's (Debian's) replies, byte for byte: none; the connection stays
+// open and the next command is answered. A "*0" inside a bulk string is
+// data.
+var arrayExchange = [][2]string{
+	{"*0\r\n", ""},
+	{respCommand("PING"), "+PONG\r\n"},
+	{"*-1\r\n", ""},
+	{"*-5\r\n", ""},
+	{respCommand("ECHO", "*0\r\n"), "$4\r\n*0\r\n\r\n"},
+	{"*0\r\n*0\r\n", ""},
+	{respCommand("PING"), "+PONG\r\n"},
+}
+
+// TestServer_EmptyAndNullArraysAreIgnoredAsValkeyIgnoresThem plays
+// arrayExchange. redcon refused the arrays with a protocol error and
+// closed the connection.
+func TestServer_EmptyAndNullArraysAreIgnoredAsValkeyIgnoresThem(t *testing.T) {
+	addr := startServer(t, Config{}).Addr().String()
+	if got, want := play(t, addr, arrayExchange); got != want {
+		t.Errorf("empty and null arrays exchange:\n got %q\nwant %q", got, want)
+	}
+}
+
 // TestServer_ClientNameIsKeptAsValkeyKeepsIt plays clientNameExchange on
 // one connection, and HELLO 2 SETNAME then GETNAME on another. GETNAME
 // used to answer null whatever SETNAME had set.
 func TestServer_ClientNameIsKeptAsValkeyKeepsIt(t *testing.T) {
 	addr := startServer(t, Config{}).Addr().String()
-	var req, want string
-	for _, x := range clientNameExchange {
-		req, want = req+x[0], want+x[1]
-	}
-	if got := exchangeRaw(t, addr, req, len(want)); got != want {
+	if got, want := play(t, addr, clientNameExchange); got != want {
 		t.Errorf("CLIENT SETNAME/GETNAME exchange:\n got %q\nwant %q", got, want)
 	}
-	req = respCommand("HELLO", "2", "SETNAME", "nm") + respCommand("CLIENT", "GETNAME")
+	req := respCommand("HELLO", "2", "SETNAME", "nm") + respCommand("CLIENT", "GETNAME")
 	const hello = "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.2.4\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:1\r\n" +
 		"$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
 	if got := exchangeRaw(t, addr, req, len(hello)+len("$2\r\nnm\r\n")); got != hello+"$2\r\nnm\r\n" {
@@ -497,13 +528,13 @@ func TestServer_ClientNameIsKeptAsValkeyKeepsIt(t *testing.T) {
 	}
 }
 
-// TestServer_ClientNameMatchesARealServer plays clientNameExchange against
-// Debian's redis-server as well, where one is installed (not a build.sh
+// TestServer_ExchangesMatchARealServer plays clientNameExchange and
+// arrayExchange against Debian's redis-server as well, where one is installed (not a build.sh
 // package: the recorded replies above are the check that always runs).
-func TestServer_ClientNameMatchesARealServer(t *testing.T) {
+func TestServer_ExchangesMatchARealServer(t *testing.T) {
 	const bin = "/usr/bin/redis-server"
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("%s not installed; TestServer_ClientNameIsKeptAsValkeyKeepsIt checks the recorded replies", bin)
+		t.Skipf("%s not installed; the tests of each exchange check the recorded replies", bin)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err, "listen")
@@ -520,11 +551,9 @@ func TestServer_ClientNameMatchesARealServer(t *testing.T) {
 		}
 		require.False(t, time.Now().After(deadline), "%s not listening after 10 s", bin)
 	}
-	var req, want string
-	for _, x := range clientNameExchange {
-		req, want = req+x[0], want+x[1]
-	}
-	if got := exchangeRaw(t, addr, req, len(want)); got != want {
-		t.Errorf("redis-server's CLIENT SETNAME/GETNAME exchange:\n got %q\nwant %q (recorded)", got, want)
+	for name, exchange := range map[string][][2]string{"CLIENT SETNAME/GETNAME": clientNameExchange, "empty and null arrays": arrayExchange} {
+		if got, want := play(t, addr, exchange); got != want {
+			t.Errorf("redis-server's %s exchange:\n got %q\nwant %q (recorded)", name, got, want)
+		}
 	}
 }
