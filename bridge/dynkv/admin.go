@@ -50,13 +50,14 @@ func (s *Server) admin(st *connState, name string, args [][]byte) (reply, afterR
 		if r, bad := arity(argc == 2); bad {
 			return r, afterNothing
 		}
-		db, err := strconv.ParseInt(string(args[1]), 10, 64)
+		db, ok := parseDB(args[1])
 		switch {
-		case err != nil:
+		case !ok:
 			return errText("ERR value is not an integer or out of range"), afterNothing
-		case db != 0:
+		case db < 0 || db >= Databases:
 			return errText("ERR DB index is out of range"), afterNothing
 		}
+		st.db = int(db)
 		return status("OK"), afterNothing
 	case "EXISTS":
 		if r, bad := arity(argc >= 2); bad {
@@ -64,7 +65,7 @@ func (s *Server) admin(st *connState, name string, args [][]byte) (reply, afterR
 		}
 		n := 0
 		for _, k := range args[1:] {
-			if s.engine.Exists(k) {
+			if s.engine.Exists(dbKey(st.db, k)) {
 				n++
 			}
 		}
@@ -73,12 +74,12 @@ func (s *Server) admin(st *connState, name string, args [][]byte) (reply, afterR
 		if r, bad := arity(argc == 2); bad {
 			return r, afterNothing
 		}
-		if s.engine.Exists(args[1]) {
+		if s.engine.Exists(dbKey(st.db, args[1])) {
 			return status(moduleType), afterNothing
 		}
 		return status("none"), afterNothing
 	case "DBSIZE":
-		return integer(int64(s.engine.Keys())), afterNothing
+		return integer(int64(s.engine.keysPerDB()[st.db])), afterNothing
 	case "TIME":
 		now := time.Now()
 		return reply{kind: replyArray, array: []reply{
@@ -135,7 +136,7 @@ func (s *Server) admin(st *connState, name string, args [][]byte) (reply, afterR
 		}
 		return reply{kind: replyNone}, afterShutdown
 	case "MEMORY":
-		return s.memory(args), afterNothing
+		return s.memory(inDatabase(st.db, args, 2)), afterNothing
 	case "HELLO": // the version and credentials were checked by exec
 		// HELLO protover [AUTH user password] [SETNAME name]: skip AUTH's
 		// two values, so that a password "SETNAME" is not taken for one.
@@ -245,7 +246,7 @@ func (s *Server) configParams() [][2]string {
 		{"appendonly", aof}, {"appendfsync", fsync}, {"save", ""},
 		{"appendfilename", path.Base(s.cfg.LogPath)}, {"dir", path.Dir(s.cfg.LogPath)},
 		{"maxclients", strconv.Itoa(s.cfg.MaxConns)}, {"timeout", strconv.Itoa(int(s.cfg.IdleTimeout / time.Second))},
-		{"port", port}, {"bind", host}, {"databases", "1"}, {"maxmemory", "0"}, {"protected-mode", "no"},
+		{"port", port}, {"bind", host}, {"databases", strconv.Itoa(Databases)}, {"maxmemory", "0"}, {"protected-mode", "no"},
 		{"auto-aof-rewrite-percentage", strconv.FormatInt(s.rw.percent.Load(), 10)},
 		{"auto-aof-rewrite-min-size", strconv.FormatInt(s.rw.minSize.Load(), 10)},
 	}
@@ -377,11 +378,12 @@ func (s *Server) info(sections [][]byte) string {
 		"master_replid:0000000000000000000000000000000000000000", "master_replid2:0000000000000000000000000000000000000000",
 		"master_repl_offset:0", "second_repl_offset:-1", "repl_backlog_active:0")
 	section("Modules", "module:name=dynkv,ver=1,api=1,filters=0,usedby=[],using=[],options=[handle-io-errors]")
-	keys := s.engine.Keys()
-	if keys > 0 {
-		section("Keyspace", fmt.Sprintf("db0:keys=%d,expires=0,avg_ttl=0", keys))
-	} else {
-		section("Keyspace")
+	var keyspace []string
+	for db, n := range s.engine.keysPerDB() {
+		if n > 0 {
+			keyspace = append(keyspace, fmt.Sprintf("db%d:keys=%d,expires=0,avg_ttl=0", db, n))
+		}
 	}
+	section("Keyspace", keyspace...)
 	return b.String()
 }

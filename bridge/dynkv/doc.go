@@ -80,8 +80,11 @@
 // keeps its CLIENT SETNAME (or HELLO … SETNAME) name, checked and reported
 // as Valkey does. An empty or null command array (`*0`, `*-1`) is
 // ignored, as Valkey ignores it (redcon would refuse it: framing.go drops
-// it before redcon reads). One logical database: SELECT of another is
-// refused.
+// it before redcon reads). SELECT reaches Valkey's 16 logical databases,
+// each with its own keys (databases.go: database 0's keys are stored as
+// given, another's behind a prefix naming it, so logs and images of one
+// database read the same; FLUSHDB is logged as a DEL of the keys it
+// deleted).
 //
 // Errors. A failed command replies the module's error name and changes
 // nothing beyond what the module changes (a write may leave its key
@@ -134,6 +137,8 @@
 //   - server.go: the redcon server, AUTH, connection bounds.
 //   - framing.go: arrayFilter, which drops empty and null command arrays
 //     where commands begin.
+//   - databases.go: SELECT's logical databases: stored keys, FLUSHDB,
+//     keys per database.
 //   - aof.go: the append-only log and its replay.
 //   - image.go: the state image, the whole state of an Engine as bytes.
 //   - rewrite.go: log rewrites (SAVE, BGSAVE, BGREWRITEAOF, the automatic
@@ -160,7 +165,8 @@
 // a crash at every stage of a rewrite, the automatic trigger and its
 // CONFIG); the server commands Dynamo does not send answered byte for byte
 // as redis-server answers them (CLIENT SETNAME/GETNAME, empty and null
-// arrays; recorded, and live where redis-server is installed),
+// arrays, SELECT; recorded, and live where redis-server is installed),
+// databases kept apart across FLUSHDB and a restart from the log,
 // FuzzArrayFilter; and concurrency under -race. In ckf
 // mode they prove the semantic and golden tests unchanged, the harness's
 // bounds with no undercount, and, on a random stream of every mutation kind

@@ -80,6 +80,7 @@ type Server struct {
 type connState struct {
 	authed bool
 	name   []byte // CLIENT SETNAME's (or HELLO's SETNAME); nil: none
+	db     int    // SELECT's database
 }
 
 // NewServer opens the log (replaying it) and listens on cfg.Addr.
@@ -244,8 +245,13 @@ func (s *Server) exec(st *connState, args [][]byte) (reply, afterReply) {
 	if !st.authed {
 		return errText("NOAUTH Authentication required."), afterNothing
 	}
-	if IsCommand(name) || isKeyspaceWrite(name) {
-		return s.engineCommand(name, args), afterNothing
+	switch {
+	case name == "FLUSHDB":
+		return s.flushDB(st.db, args), afterNothing
+	case name == "DEL" || name == "UNLINK":
+		return s.engineCommand(name, inDatabase(st.db, args, allFrom(1, len(args))...)), afterNothing
+	case IsCommand(name) || isKeyspaceWrite(name):
+		return s.engineCommand(name, inDatabase(st.db, args, 1)), afterNothing
 	}
 	return s.admin(st, name, args)
 }
@@ -272,6 +278,31 @@ func (s *Server) engineCommand(name string, args [][]byte) reply {
 	}
 	s.autoRewrite()
 	return r
+}
+
+// flushDB empties database db (FLUSHDB [ASYNC|SYNC]); the log records
+// the keys it deleted, as a DEL, so that a replay deletes those alone.
+func (s *Server) flushDB(db int, args [][]byte) reply {
+	if len(args) > 2 || (len(args) == 2 && !strings.EqualFold(string(args[1]), "ASYNC") && !strings.EqualFold(string(args[1]), "SYNC")) {
+		return errText("ERR syntax error")
+	}
+	if s.log == nil {
+		s.engine.flushDB(db)
+		return status("OK")
+	}
+	s.logMu.Lock()
+	now := s.engine.now()
+	gone := s.engine.flushDB(db)
+	var err error
+	if len(gone) > 0 {
+		err = s.log.Append(now, true, append([][]byte{[]byte("DEL")}, gone...))
+	}
+	s.logMu.Unlock()
+	if err != nil {
+		return errText("ERR goindex dynkv: " + err.Error())
+	}
+	s.autoRewrite()
+	return status("OK")
 }
 
 func write(c redcon.Conn, r reply) {

@@ -528,8 +528,8 @@ func TestServer_ClientNameIsKeptAsValkeyKeepsIt(t *testing.T) {
 	}
 }
 
-// TestServer_ExchangesMatchARealServer plays clientNameExchange and
-// arrayExchange against Debian's redis-server as well, where one is installed (not a build.sh
+// TestServer_ExchangesMatchARealServer plays clientNameExchange,
+// arrayExchange and selectExchange against Debian's redis-server as well, where one is installed (not a build.sh
 // package: the recorded replies above are the check that always runs).
 func TestServer_ExchangesMatchARealServer(t *testing.T) {
 	const bin = "/usr/bin/redis-server"
@@ -551,9 +551,92 @@ func TestServer_ExchangesMatchARealServer(t *testing.T) {
 		}
 		require.False(t, time.Now().After(deadline), "%s not listening after 10 s", bin)
 	}
-	for name, exchange := range map[string][][2]string{"CLIENT SETNAME/GETNAME": clientNameExchange, "empty and null arrays": arrayExchange} {
+	for name, exchange := range map[string][][2]string{"CLIENT SETNAME/GETNAME": clientNameExchange, "empty and null arrays": arrayExchange,
+		"SELECT": selectExchange} {
 		if got, want := play(t, addr, exchange); got != want {
 			t.Errorf("redis-server's %s exchange:\n got %q\nwant %q (recorded)", name, got, want)
 		}
 	}
+}
+
+// selectExchange is SELECT with redis-server 7.0.15's (Debian's) replies,
+// byte for byte: databases 0 to 15 exist; an index outside them, one that
+// is not an integer as the server parses them (spaces, leading zeros) and
+// a wrong argument count have their errors.
+var selectExchange = [][2]string{
+	{respCommand("SELECT", "15"), "+OK\r\n"},
+	{respCommand("SELECT", "16"), "-ERR DB index is out of range\r\n"},
+	{respCommand("SELECT", "-1"), "-ERR DB index is out of range\r\n"},
+	{respCommand("SELECT", "abc"), "-ERR value is not an integer or out of range\r\n"},
+	{respCommand("SELECT", "0"), "+OK\r\n"},
+	{respCommand("SELECT"), "-ERR wrong number of arguments for 'select' command\r\n"},
+	{respCommand("SELECT", " 1"), "-ERR value is not an integer or out of range\r\n"},
+	{respCommand("SELECT", "01"), "-ERR value is not an integer or out of range\r\n"},
+	{respCommand("CONFIG", "GET", "databases"), "*2\r\n$9\r\ndatabases\r\n$2\r\n16\r\n"},
+}
+
+func TestServer_SelectAnswersAsValkey(t *testing.T) {
+	addr := startServer(t, Config{}).Addr().String()
+	if got, want := play(t, addr, selectExchange); got != want {
+		t.Errorf("SELECT exchange:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestServer_DatabasesKeepTheirKeysApart writes the same key in databases
+// 0, 3 and 5 (go-redis selecting them as a frontend given
+// redis://host/N does), empties 5 with FLUSHDB and restarts from the log:
+// each database answers for its own index only, before and after. SELECT
+// of any database but 0 used to be refused.
+func TestServer_DatabasesKeepTheirKeysApart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dynkv.aof")
+	ctx := context.Background()
+	query := AppendMatchRequest(nil, []uint64{1, 2})
+	apply := map[int]Event{0: chainStore(r10, 1, nil, []uint64{1}), 3: chainStore(r20, 1, nil, []uint64{1, 2}),
+		5: chainStore(Rank{3, 0}, 1, nil, []uint64{1, 2})}
+	want := map[int][]MatchEntry{0: {{r10, 1, chainHash(1)}}, 3: {{r20, 2, chainHash(1, 2)}}, 5: nil}
+	check := func(s *Server, when string) {
+		t.Helper()
+		for _, db := range []int{0, 3, 5, 7} {
+			c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Protocol: 2, DisableIdentity: true, DB: db})
+			raw, err := c.Do(ctx, "DYNKV.MATCH", testKey, query).Text()
+			require.NoError(t, err, "%s: MATCH in db %d", when, db)
+			entries, err := DecodeMatchReply([]byte(raw))
+			require.NoError(t, err, "%s: MATCH reply in db %d", when, db)
+			if len(entries) == 0 {
+				entries = nil
+			}
+			if !reflect.DeepEqual(entries, want[db]) {
+				t.Errorf("%s: MATCH in db %d = %+v, want %+v", when, db, entries, want[db])
+			}
+			size, _ := c.DBSize(ctx).Result()
+			if wantSize := int64(len(want[db])); size != wantSize {
+				t.Errorf("%s: DBSIZE in db %d = %d, want %d", when, db, size, wantSize)
+			}
+			c.Close()
+		}
+	}
+	s, err := NewServer(Config{Addr: "127.0.0.1:0", LogPath: path})
+	require.NoError(t, err, "NewServer")
+	go s.Serve()
+	for db, ev := range apply {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr().String(), Protocol: 2, DisableIdentity: true, DB: db})
+		require.Equal(t, "OK", c.Do(ctx, "DYNKV.APPLY", testKey, AppendEvent(nil, ev)).Val(), "APPLY in db %d", db)
+		if db == 5 {
+			require.Equal(t, int64(1), c.Exists(ctx, testKey).Val(), "EXISTS in db 5 before FLUSHDB")
+			require.Equal(t, "OK", c.FlushDB(ctx).Val(), "FLUSHDB in db 5")
+		}
+		c.Close()
+	}
+	info, _ := client(t, s).Info(ctx, "keyspace").Result()
+	for _, line := range []string{"db0:keys=1,", "db3:keys=1,"} {
+		if !strings.Contains(info, line) {
+			t.Errorf("INFO keyspace = %q, want a line %q", info, line)
+		}
+	}
+	if strings.Contains(info, "db5:") {
+		t.Errorf("INFO keyspace = %q lists db 5 after its FLUSHDB", info)
+	}
+	check(s, "before the restart")
+	require.NoError(t, s.Close(), "Close")
+	check(startServer(t, Config{LogPath: path}), "after the restart")
 }

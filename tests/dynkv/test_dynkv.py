@@ -669,6 +669,15 @@ def server_commands(directory):
     check(c.cmd("CLIENT", "SETNAME", "router-1") == b"OK", "CLIENT SETNAME")
     check(c.cmd("CLIENT", "GETNAME") == b"router-1", "CLIENT GETNAME: the name SETNAME set")
     c.err("cannot contain spaces", "CLIENT", "SETNAME", "router 1")
+    # redis-py selects its db on connecting, as a frontend given redis://host/3 does:
+    # database 3 holds its own keys, apart from database 0's.
+    c3 = s.client(db=3)
+    c3.response_callbacks.clear()
+    check(c3.execute_command("EXISTS", k) == 0 and c3.execute_command("DBSIZE") == 0, "db 3 starts empty")
+    check(c3.execute_command("DYNKV.APPLY", k, event(STORE, 7, 0, 1, blocks=[(9, 3)])) == b"OK", "store in db 3")
+    check(c3.execute_command("DBSIZE") == 1 and c.cmd("DBSIZE") == 1, "one key in each of db 0 and db 3")
+    check(c3.execute_command("FLUSHDB") == b"OK" and c.exists(k) == 1, "FLUSHDB in db 3 leaves db 0's key")
+    c.err("out of range", "SELECT", "16")
     check(c.cmd("DEL", k) == 1 and c.exists(k) == 0, "DEL")
     s.stop()
     check(s.proc.returncode == 0, "exit status after SHUTDOWN: %s" % s.proc.returncode)
