@@ -77,7 +77,7 @@ type KubeConfig struct {
 type Kube struct {
 	cfg    KubeConfig
 	client *http.Client
-	token  string                           // the token last read from TokenFile (Watch's goroutine)
+	token  string                           // the token last read from TokenFile (by Watch, or its check while a stream is read)
 	scopes map[dynamo.Scope]map[string]bool // scope → topics read
 	health health
 }
