@@ -33,7 +33,7 @@ func TestCKF_SmallRunTimesEveryStructureAndPassesItsChecks(t *testing.T) {
 	}
 	for _, c := range rep.Cells {
 		k := c.Checks
-		if k.Underestimates != 0 || k.ChunkedVsLinear != 0 || k.RadixMismatches != 0 || k.LocalsVsChunked != 0 || k.SmallVsChunked != 0 {
+		if k.Underestimates != 0 || k.ChunkedVsLinear != 0 || k.RadixMismatches != 0 || k.LocalsVsChunked != 0 || k.SmallVsChunked != 0 || k.AFirstVsChunked != 0 {
 			t.Errorf("lanes=%d: checks %+v, want no underestimates or mismatches", c.Lanes, k)
 		}
 		p := &c.Probe
@@ -41,8 +41,8 @@ func TestCKF_SmallRunTimesEveryStructureAndPassesItsChecks(t *testing.T) {
 			t.Errorf("lanes=%d: %d results, %d/%d timed queries; want %d and 300", c.Lanes, k.Results, p.Chunked.Queries, p.PerLane.Queries, c.Lanes*300)
 		}
 		// Every replica search answers the same depths: their timed sums agree.
-		if p.ChunkedLocals.Overlaps != p.Chunked.Overlaps || p.ChunkedSmallPages == nil && hasSmallPages() || p.ChunkedSmallPages != nil && p.ChunkedSmallPages.Overlaps != p.Chunked.Overlaps {
-			t.Errorf("lanes=%d: chunked %d, from locals %d, small pages %+v: want one sum of depths", c.Lanes, p.Chunked.Overlaps, p.ChunkedLocals.Overlaps, p.ChunkedSmallPages)
+		if p.ChunkedLocals.Overlaps != p.Chunked.Overlaps || p.AFirst.Overlaps != p.Chunked.Overlaps || p.AFirst.Queries != 300 || p.ChunkedSmallPages == nil && hasSmallPages() || p.ChunkedSmallPages != nil && p.ChunkedSmallPages.Overlaps != p.Chunked.Overlaps {
+			t.Errorf("lanes=%d: chunked %d, from locals %d, A first %+v, small pages %+v: want one sum of depths", c.Lanes, p.Chunked.Overlaps, p.ChunkedLocals.Overlaps, p.AFirst, p.ChunkedSmallPages)
 		}
 		if c.HitLanes <= 0 || p.Chunked.Overlaps == 0 {
 			t.Errorf("lanes=%d: %.2f hit lanes per query, sink %d; want real hits", c.Lanes, c.HitLanes, p.Chunked.Overlaps)
@@ -62,7 +62,7 @@ func TestCKF_SmallRunTimesEveryStructureAndPassesItsChecks(t *testing.T) {
 			s.BHitShare < 0 || s.BHitShare > 0.5 || s.BPositions > s.TestedPositions {
 			t.Errorf("lanes=%d: shape %+v (%.1f query blocks); want tested ≤ fetched ≤ query blocks, 2 lines a position, 1–4 pages a fetched position", c.Lanes, s, c.QueryBlocks)
 		}
-		if r := c.Ratios; r.BisectP50 != p.Chunked.P50us/p.Bisect.P50us || r.PerLaneP99 != p.Chunked.P99us/p.PerLane.P99us {
+		if r := c.Ratios; r.AFirstP99 != p.Chunked.P99us/p.AFirst.P99us || r.BisectP50 != p.Chunked.P50us/p.Bisect.P50us || r.PerLaneP99 != p.Chunked.P99us/p.PerLane.P99us {
 			t.Errorf("lanes=%d: ratios %+v do not follow the latencies %+v", c.Lanes, r, p)
 		}
 	}

@@ -58,6 +58,9 @@ type CKFProbe struct {
 	// router-facing figure, from the same input the radix index walks.
 	ChunkedLocals Latency `json:"replica_chunked_locals"`
 	Bisect        Latency `json:"replica_bisect"`
+	// AFirst is the search reading row B only where row A leaves a lane
+	// unresolved (replica.AFirst).
+	AFirst Latency `json:"replica_afirst"`
 	// Radix is the exact index in its best case: each lane's nodes
 	// allocated in arrival order, so a chain lies in consecutive lines.
 	Radix *Latency `json:"radix,omitempty"`
@@ -84,6 +87,8 @@ type CKFRatios struct {
 	ChurnedP99     float64 `json:"chunked_over_radix_churned_p99,omitempty"`
 	SmallPagesP50  float64 `json:"chunked_over_small_pages_p50,omitempty"`
 	SmallPagesP99  float64 `json:"chunked_over_small_pages_p99,omitempty"`
+	AFirstP50      float64 `json:"chunked_over_afirst_p50"`
+	AFirstP99      float64 `json:"chunked_over_afirst_p99"`
 	BisectP50      float64 `json:"chunked_over_bisect_p50"`
 	BisectP99      float64 `json:"chunked_over_bisect_p99"`
 	PerLaneP50     float64 `json:"chunked_over_perlane_p50"`
@@ -103,6 +108,7 @@ type CKFChecks struct {
 	PerLaneOver        int `json:"perlane_over"`
 	ChunkedVsLinear    int `json:"chunked_vs_linear_mismatches"`
 	LocalsVsChunked    int `json:"locals_vs_chunked_mismatches"`      // SearchLocals against Search
+	AFirstVsChunked    int `json:"afirst_vs_chunked_mismatches"`      // replica.AFirst against Chunked
 	SmallVsChunked     int `json:"small_pages_vs_chunked_mismatches"` // the 4 KiB copy against the table
 	RadixMismatches    int `json:"radix_mismatches"`                  // either radix index against the engines
 	PerLaneInsertFails int `json:"perlane_insert_failures"`
@@ -143,9 +149,9 @@ type CKFMemory struct {
 func (r *CKFReport) Check() error {
 	for _, c := range r.Cells {
 		k := c.Checks
-		if k.Underestimates > 0 || k.RadixMismatches > 0 || k.ChunkedVsLinear > 0 || k.LocalsVsChunked > 0 || k.SmallVsChunked > 0 {
-			return fmt.Errorf("bench ckf: lanes=%d blocks=%d: %d underestimates, %d radix mismatches, %d chunked-vs-linear, %d locals-vs-chunked and %d small-pages-vs-chunked mismatches over %d results: %w",
-				c.Lanes, c.BlocksPerLane, k.Underestimates, k.RadixMismatches, k.ChunkedVsLinear, k.LocalsVsChunked, k.SmallVsChunked, k.Results, ErrCheck)
+		if k.Underestimates > 0 || k.RadixMismatches > 0 || k.ChunkedVsLinear > 0 || k.LocalsVsChunked > 0 || k.SmallVsChunked > 0 || k.AFirstVsChunked > 0 {
+			return fmt.Errorf("bench ckf: lanes=%d blocks=%d: %d underestimates, %d radix mismatches, %d chunked-vs-linear, %d locals-vs-chunked, %d small-pages-vs-chunked and %d afirst-vs-chunked mismatches over %d results: %w",
+				c.Lanes, c.BlocksPerLane, k.Underestimates, k.RadixMismatches, k.ChunkedVsLinear, k.LocalsVsChunked, k.SmallVsChunked, k.AFirstVsChunked, k.Results, ErrCheck)
 		}
 	}
 	return nil
@@ -181,12 +187,12 @@ func ratioCell(v float64) string {
 func (r *CKFReport) printProbe(w io.Writer) {
 	fmt.Fprintln(w, "probe latency per query, µs (p50 / p99)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "lanes\tblocks\tload\tquery blocks\thit lanes\treplica chunked\t4 KiB pages\tfrom locals\tbisect\tradix\tradix churned\tper-lane filters\tchain\t")
+	fmt.Fprintln(tw, "lanes\tblocks\tload\tquery blocks\thit lanes\treplica chunked\tA first\t4 KiB pages\tfrom locals\tbisect\tradix\tradix churned\tper-lane filters\tchain\t")
 	for _, c := range r.Cells {
 		p := &c.Probe
-		fmt.Fprintf(tw, "%d\t%d\t%.1f%%\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%.1f%%\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			c.Lanes, c.BlocksPerLane, 100*c.Load, c.QueryBlocks, c.HitLanes,
-			latencyCell(&p.Chunked, ""), latencyCell(p.ChunkedSmallPages, "skipped"), latencyCell(&p.ChunkedLocals, ""),
+			latencyCell(&p.Chunked, ""), latencyCell(&p.AFirst, ""), latencyCell(p.ChunkedSmallPages, "skipped"), latencyCell(&p.ChunkedLocals, ""),
 			latencyCell(&p.Bisect, ""), latencyCell(p.Radix, "skipped"), latencyCell(p.RadixChurned, "skipped"),
 			latencyCell(&p.PerLane, ""), latencyCell(&p.Chain, ""))
 	}
@@ -196,12 +202,13 @@ func (r *CKFReport) printProbe(w io.Writer) {
 func (r *CKFReport) printRatios(w io.Writer) {
 	fmt.Fprintln(w, "\nratios from the same run: chunked replica / other (below 1: the CKF is faster), p50 and p99")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "lanes\tblocks\t/ radix\t\t/ radix churned\t\tlocals / radix\t\thuge / 4 KiB pages\t\t/ bisect\t\t/ per-lane\t\t")
+	fmt.Fprintln(tw, "lanes\tblocks\t/ radix\t\t/ radix churned\t\tlocals / radix\t\thuge / 4 KiB pages\t\t/ A first\t\t/ bisect\t\t/ per-lane\t\t")
 	for _, c := range r.Cells {
 		q := &c.Ratios
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Lanes, c.BlocksPerLane,
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Lanes, c.BlocksPerLane,
 			ratioCell(q.RadixP50), ratioCell(q.RadixP99), ratioCell(q.ChurnedP50), ratioCell(q.ChurnedP99),
 			ratioCell(q.LocalsRadixP50), ratioCell(q.LocalsRadixP99), ratioCell(q.SmallPagesP50), ratioCell(q.SmallPagesP99),
+			ratioCell(q.AFirstP50), ratioCell(q.AFirstP99),
 			ratioCell(q.BisectP50), ratioCell(q.BisectP99), ratioCell(q.PerLaneP50), ratioCell(q.PerLaneP99))
 	}
 	tw.Flush()
@@ -244,8 +251,8 @@ func (r *CKFReport) printChecks(w io.Writer) {
 	fmt.Fprintln(w, "\nchecks against the engines' caches ((query, lane) results above the exact depth; none may be below)")
 	for _, c := range r.Cells {
 		k := c.Checks
-		fmt.Fprintf(w, "  lanes=%d blocks=%d: %d results, %d under; over: chunked %d, bisect %d, per-lane %d; radix mismatches %d; locals vs chunked %d; 4 KiB vs chunked %d; per-lane: %d insert failures, %d under; producer omissions %d\n",
-			c.Lanes, c.BlocksPerLane, k.Results, k.Underestimates, k.ChunkedOver, k.BisectOver, k.PerLaneOver, k.RadixMismatches, k.LocalsVsChunked, k.SmallVsChunked, k.PerLaneInsertFails, k.PerLaneUnder, k.CapacityOmissions)
+		fmt.Fprintf(w, "  lanes=%d blocks=%d: %d results, %d under; over: chunked %d, bisect %d, per-lane %d; radix mismatches %d; locals vs chunked %d; A first vs chunked %d; 4 KiB vs chunked %d; per-lane: %d insert failures, %d under; producer omissions %d\n",
+			c.Lanes, c.BlocksPerLane, k.Results, k.Underestimates, k.ChunkedOver, k.BisectOver, k.PerLaneOver, k.RadixMismatches, k.LocalsVsChunked, k.AFirstVsChunked, k.SmallVsChunked, k.PerLaneInsertFails, k.PerLaneUnder, k.CapacityOmissions)
 		if c.RadixSkipped != "" {
 			fmt.Fprintf(w, "    radix skipped: %s\n", c.RadixSkipped)
 		}

@@ -91,7 +91,15 @@ func (r *ckfRun) structures() ([]*structure, error) {
 			answer: func(q *ckfQuery) []uint32 { depth, _ = small.Search(depth, q.chain, all); return depth },
 		})
 	}
+	afirst, err := replica.NewSearcher(r.table, r.format, replica.SearchConfig{Mode: replica.AFirst})
+	if err != nil {
+		return nil, err
+	}
 	ss = append(ss, &structure{
+		// Over-counts must equal chunked's: crossCheck compares them.
+		name: "afirst", judge: under, store: func(l Latency) { c.Probe.AFirst = l },
+		answer: func(q *ckfQuery) []uint32 { depth, _ = afirst.Search(depth, q.chain, all); return depth },
+	}, &structure{
 		// Over-counts must equal chunked's: crossCheck compares them.
 		name: "locals", judge: under, store: func(l Latency) { c.Probe.ChunkedLocals = l },
 		answer: func(q *ckfQuery) []uint32 { depth, _ = chunked.SearchLocals(depth, q.locals, all); return depth },
@@ -251,13 +259,17 @@ func (r *ckfRun) crossCheck() error {
 	if err != nil {
 		return err
 	}
+	afirst, err := searcher(r.table, replica.AFirst)
+	if err != nil {
+		return err
+	}
 	var small *replica.Searcher
 	if r.small != nil {
 		if small, err = searcher(r.small, replica.Chunked); err != nil {
 			return err
 		}
 	}
-	var depth, lin, loc, sp []uint32
+	var depth, lin, loc, sp, af []uint32
 	var hitLanes, best int
 	shape := newShapeCounter(r)
 	for q := range r.queries {
@@ -266,6 +278,7 @@ func (r *ckfRun) crossCheck() error {
 		shape.add(q, before, chunked.Stats(), depth)
 		lin, _ = linear.Search(lin, r.queries[q].chain, all)
 		loc, _ = chunked.SearchLocals(loc, r.queries[q].locals, all)
+		af, _ = afirst.Search(af, r.queries[q].chain, all)
 		if small != nil {
 			sp, _ = small.Search(sp, r.queries[q].chain, all)
 		}
@@ -277,6 +290,9 @@ func (r *ckfRun) crossCheck() error {
 			}
 			if loc[l] != depth[l] {
 				c.Checks.LocalsVsChunked++
+			}
+			if af[l] != depth[l] {
+				c.Checks.AFirstVsChunked++
 			}
 			if small != nil && sp[l] != depth[l] {
 				c.Checks.SmallVsChunked++
@@ -300,6 +316,7 @@ func (r *ckfRun) ratios() {
 	c := &p.Chunked
 	over := func(a, b *Latency) (float64, float64) { return a.P50us / b.P50us, a.P99us / b.P99us }
 	q.BisectP50, q.BisectP99 = over(c, &p.Bisect)
+	q.AFirstP50, q.AFirstP99 = over(c, &p.AFirst)
 	q.PerLaneP50, q.PerLaneP99 = over(c, &p.PerLane)
 	if p.ChunkedSmallPages != nil {
 		q.SmallPagesP50, q.SmallPagesP99 = over(c, p.ChunkedSmallPages)

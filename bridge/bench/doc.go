@@ -13,8 +13,10 @@
 //     exact radix index, as built and churned, and per-lane cuckoo filters,
 //     on identical lanes filled from a universe of trace copies; per cell
 //     (lanes × blocks per lane) the probe latencies of every structure from
-//     one interleaved run, the ratios chunked / other, the chunked scan on
-//     huge and on 4 KiB pages, ingest rates and memory per block.
+//     one interleaved run (the chunked scan also reading row B only where
+//     row A leaves a lane unresolved, and on 4 KiB pages), the ratios
+//     chunked / other, what the search reads per query, ingest rates and
+//     memory per block.
 //   - Relay (RelayConfig, RelayReport): DC relays and a consumer over an
 //     embedded NATS server: cold resync time, its CPU time and optionally
 //     its CPU profile (RelayConfig.ResyncProfile), wire bytes per block,
@@ -78,10 +80,10 @@
 // The tests hold the replay's figures exact on a hand-worked trace and its
 // check failing on an index that ignores removals; a small CKF run with
 // every structure whose checks all pass (no underestimate, radix equal to
-// the engines in both layouts, chunked equal to linear, to locals and to
-// its 4 KiB copy), its ratios consistent with its latencies, its shape
-// counts consistent with the search's schedule and its skipped radix
-// reported; the churned radix index answering exactly like
-// the one built in order; small relay runs, event-fed and synthetic, with
+// the engines in both layouts, chunked equal to linear, to locals, to its
+// 4 KiB copy and to the A-first scan), its ratios consistent with its
+// latencies, its shape counts consistent with the search's schedule and
+// its skipped radix reported; the churned radix index answering exactly
+// like the one built in order; small relay runs, event-fed and synthetic, with
 // every phase's figures; and every Config refusal.
 package bench

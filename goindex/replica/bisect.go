@@ -35,10 +35,11 @@ type Stats struct {
 	// ProvenanceSkips counts marked lanes skipped because their last hit
 	// predecessor lay inside the window (pred ≥ vstart).
 	ProvenanceSkips uint64
-	// The chunked scan's memory traffic (0 in the other modes).
-	// FetchedPositions counts positions whose rows were prefetched;
-	// FetchedLines the lines those prefetches named (2 rows × the lane
-	// groups still read) and TestedLines the lines the tests read. A
+	// The chunked scans' memory traffic (Chunked and AFirst; 0 in the
+	// other modes). FetchedPositions counts positions whose rows were
+	// prefetched; FetchedLines the lines those prefetches named (the lane
+	// groups still read, in rows A and B, or in row A and then row B only
+	// where AFirst reads it) and TestedLines the lines the tests read. A
 	// position is fetched once, so FetchedPositions − Probes is the
 	// lookahead a search fetched and never tested.
 	FetchedPositions, FetchedLines, TestedLines uint64

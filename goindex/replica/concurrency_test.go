@@ -161,7 +161,7 @@ func TestSearch_ConcurrentWithImagesClearsAndReinstalls(t *testing.T) {
 	var readers, wg sync.WaitGroup
 	for r := 0; r < 2; r++ {
 		var ss []*Searcher
-		for _, mode := range []Mode{Chunked, Bisect, Linear} {
+		for _, mode := range []Mode{Chunked, Bisect, Linear, AFirst} {
 			ss = append(ss, mustSearcher(t, tab, f, mode, 1+rng.IntN(MaxWindow)))
 		}
 		readers.Add(1)

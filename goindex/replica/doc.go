@@ -31,7 +31,7 @@
 // hashes from the root, which it chains itself as far as it reads
 // (SearchLocals), or their probes (SearchProbes); it loads the ready mask
 // once, searches M = ready ∧ asked lanes, and writes each lane's depth in
-// blocks into the caller's buffer. Three modes: Chunked (the default), a
+// blocks into the caller's buffer. Four modes: Chunked (the default), a
 // linear scan that hashes the query and prefetches both rows of every
 // position a chunk or more ahead of the chunk it tests, tests rows A and B
 // of a chunk for every active lane at once, and stops when no lane is left
@@ -39,9 +39,11 @@
 // AVX-512 test of both rows' lines when the CPU has it, a pure-Go touch
 // pass and SWAR test elsewhere); Bisect,
 // upstream's galloping + grouped binary search + verification window +
-// terminal-branch fallback, with its counters; and Linear, the plain
-// reference. Chunked is the default because it measured
-// fastest on Mooncake-shaped requests (BenchmarkProbe; see BENCHMARKS.md).
+// terminal-branch fallback, with its counters; Linear, the plain
+// reference; and AFirst, Chunked reading row B only where row A leaves a
+// lane unresolved (fewer lines, one more round of misses per chunk).
+// Chunked is the default because it measured fastest on Mooncake-shaped
+// requests (BenchmarkProbe, goindex bench ckf; see BENCHMARKS.md).
 //
 // # Invariants
 //
@@ -50,7 +52,7 @@
 //     only their lane's words; SetReady and ClearReady only its bit.
 //   - Every search reports only lanes in its captured M (others get 0) and
 //     every depth is ≤ L, whatever the writers do meanwhile.
-//   - Chunked and Linear return, on any table state that holds still
+//   - Chunked, AFirst and Linear return, on any table state that holds still
 //     during the search, each lane's run of hits from position 0. Bisect
 //     returns for each lane the smallest position at which it took part in
 //     a probe and missed, or L: never less than Linear on a static table,
@@ -91,7 +93,8 @@
 // # Files
 //
 //   - table.go: Config, RegionWords, New, NewInRegion, the Table and its lane ops, Probe, the pair and word tests.
-//   - search.go: Mode, SearchConfig, Searcher, Search, SearchLocals and SearchProbes, the A-first chunked scan.
+//   - search.go: Mode, SearchConfig, Searcher, Search, SearchLocals and SearchProbes, the chunked scan.
+//   - afirst.go: the AFirst scan.
 //   - bisect.go: Stats, the membership seam, the Linear reference and upstream's bisection.
 //   - rows.go: the row kernels' contract and their pure-Go versions (touch pass, SWAR pair test), the atomic column store.
 //   - rows_amd64.go: the assembly kernels' declarations and the CPU feature check (x/sys/cpu).
@@ -109,12 +112,13 @@
 // the 39-probe order) on a bitmap membership and on a real table in every
 // mode; 200,000 random prefix-closed cases (L ≤ 300, 1–16 and 64 lanes,
 // random ready and asked masks and windows, each query given as hashes,
-// locals or probes) where Bisect, Linear, Chunked and Chunked on the pure-Go
-// kernels all return the exact depth; both row-test kernels against
-// ckf.Contains per lane in either row on random words with the fingerprint
-// in any slot; the column store against the atomic loop; random static
-// membership with holes and false hits where Chunked equals the longest run
-// and Bisect is never below it (the inflation rate is logged); Bisect's
+// locals or probes) where Bisect, Linear, Chunked and AFirst (the last two
+// also on the pure-Go kernels) all return the exact depth; both row-test
+// kernels against ckf.Contains per lane in either row on random words with
+// the fingerprint in any slot; the column store against the atomic loop;
+// random static membership with holes and false hits (a quarter of them in
+// row B) where Chunked and AFirst equal the longest run and Bisect is never
+// below it (the inflation rate is logged); Bisect's
 // depth as the smallest observed miss; Probe, pairHits and wordHit against
 // ckf.Contains per lane (the spec's adversarial words included); the lane
 // ops against a plain model; regions (size, alignment, a second view seeing

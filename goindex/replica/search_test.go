@@ -23,7 +23,8 @@ type rigTable struct {
 	q      *rowQuery
 	linear *Searcher
 	chunk  *Searcher
-	touch  *Searcher // Chunked on the portable Go kernels
+	touch  *Searcher    // Chunked on the portable Go kernels
+	afirst [2]*Searcher // AFirst on the native and the portable kernels
 	bisect [MaxWindow + 1]*Searcher
 }
 
@@ -41,6 +42,8 @@ func (r *searchRig) table(t testing.TB, lanes int) *rigTable {
 	rt := &rigTable{t: tab, q: newRowQuery(tab, r.f, r.rng),
 		linear: mustSearcher(t, tab, r.f, Linear, 0), chunk: mustSearcher(t, tab, r.f, Chunked, 0), touch: mustSearcher(t, tab, r.f, Chunked, 0)}
 	rt.touch.kern = goKernels
+	rt.afirst = [2]*Searcher{mustSearcher(t, tab, r.f, AFirst, 0), mustSearcher(t, tab, r.f, AFirst, 0)}
+	rt.afirst[1].kern = goKernels
 	for w := MinWindow; w <= MaxWindow; w++ {
 		rt.bisect[w] = mustSearcher(t, tab, r.f, Bisect, w)
 	}
@@ -108,7 +111,7 @@ func TestSearch_PrefixClosedRandomCasesAllModesEqualDepth(t *testing.T) {
 	if testing.Short() {
 		cases = 4_000 // -race runs this about 10× slower
 	}
-	var lin, chk, tch, bis []uint32
+	var lin, chk, tch, bis, af []uint32
 	for c := 0; c < cases; c++ {
 		lanes, L, depths := randomCase(rng)
 		rt := rig.table(t, lanes)
@@ -123,17 +126,19 @@ func TestSearch_PrefixClosedRandomCasesAllModesEqualDepth(t *testing.T) {
 		chk, mc = search(rng, rt.chunk, chk, rt.q, ask)
 		tch, mt = search(rng, rt.touch, tch, rt.q, ask)
 		bis, mb = search(rng, rt.bisect[w], bis, rt.q, ask)
-		if ml != wantM || mc != wantM || mt != wantM || mb != wantM {
-			t.Fatalf("case %d (seed %#x): masks linear %#x chunked %#x touch %#x bisect %#x, want %#x", c, seed, ml, mc, mt, mb, wantM)
+		var ma uint64
+		af, ma = search(rng, rt.afirst[c&1], af, rt.q, ask)
+		if ml != wantM || mc != wantM || mt != wantM || mb != wantM || ma != wantM {
+			t.Fatalf("case %d (seed %#x): masks linear %#x chunked %#x touch %#x bisect %#x afirst %#x, want %#x", c, seed, ml, mc, mt, mb, ma, wantM)
 		}
 		for l := 0; l < lanes; l++ {
 			want := uint32(0)
 			if wantM>>uint(l)&1 == 1 {
 				want = uint32(depths[l])
 			}
-			if lin[l] != want || chk[l] != want || tch[l] != want || bis[l] != want {
-				t.Fatalf("case %d (seed %#x): lanes=%d L=%d W=%d lane %d t=%d: linear %d chunked %d touch %d bisect %d, want %d",
-					c, seed, lanes, L, w, l, depths[l], lin[l], chk[l], tch[l], bis[l], want)
+			if lin[l] != want || chk[l] != want || tch[l] != want || bis[l] != want || af[l] != want {
+				t.Fatalf("case %d (seed %#x): lanes=%d L=%d W=%d lane %d t=%d: linear %d chunked %d touch %d bisect %d afirst %d, want %d",
+					c, seed, lanes, L, w, l, depths[l], lin[l], chk[l], tch[l], bis[l], af[l], want)
 			}
 		}
 	}
@@ -203,7 +208,7 @@ func TestSearch_StaticNoisyMembershipChunkedEqualsLinearBisectNeverUnder(t *test
 	if testing.Short() {
 		cases = 1_500
 	}
-	var lin, chk, tch, bis []uint32
+	var lin, chk, tch, bis, af []uint32
 	var lanesSeen, inflated uint64
 	for c := 0; c < cases; c++ {
 		lanes, L, depths := randomCase(rng)
@@ -217,6 +222,7 @@ func TestSearch_StaticNoisyMembershipChunkedEqualsLinearBisectNeverUnder(t *test
 		chk, _ = search(rng, rt.chunk, chk, rt.q, ask)
 		tch, _ = search(rng, rt.touch, tch, rt.q, ask)
 		bis, _ = search(rng, rt.bisect[w], bis, rt.q, ask)
+		af, _ = search(rng, rt.afirst[c&1], af, rt.q, ask)
 		for l := 0; l < lanes; l++ {
 			in := m>>uint(l)&1 == 1
 			var want uint32
@@ -224,8 +230,8 @@ func TestSearch_StaticNoisyMembershipChunkedEqualsLinearBisectNeverUnder(t *test
 				want = longestRun(hits, l)
 				lanesSeen++
 			}
-			if lin[l] != want || chk[l] != want || tch[l] != want {
-				t.Fatalf("case %d (seed %#x): lanes=%d L=%d lane %d: linear %d chunked %d touch %d, want run %d", c, seed, lanes, L, l, lin[l], chk[l], tch[l], want)
+			if lin[l] != want || chk[l] != want || tch[l] != want || af[l] != want {
+				t.Fatalf("case %d (seed %#x): lanes=%d L=%d lane %d: linear %d chunked %d touch %d afirst %d, want run %d", c, seed, lanes, L, l, lin[l], chk[l], tch[l], af[l], want)
 			}
 			if bis[l] < lin[l] || int(bis[l]) > L || !in && bis[l] != 0 {
 				t.Fatalf("case %d (seed %#x): lanes=%d L=%d W=%d lane %d (in M %v): bisect %d, linear %d: want linear ≤ bisect ≤ L", c, seed, lanes, L, w, l, in, bis[l], lin[l])
@@ -283,7 +289,7 @@ func TestBisect_DepthIsSmallestObservedMiss(t *testing.T) {
 func TestSearch_ZeroLengthQueryAndNoReadyLanes(t *testing.T) {
 	f := mustFormat(t, 64)
 	tab := mustTable(t, 3, 64)
-	for _, mode := range []Mode{Chunked, Bisect, Linear} {
+	for _, mode := range []Mode{Chunked, Bisect, Linear, AFirst} {
 		s := mustSearcher(t, tab, f, mode, 0)
 		got, m := s.Search([]uint32{9, 9, 9, 9, 9}, []uint64{1, 2, 3}, ^uint64(0))
 		if m != 0 || len(got) != 3 || got[0]|got[1]|got[2] != 0 {
@@ -306,7 +312,7 @@ func TestNewSearcher_RejectsBadConfig(t *testing.T) {
 		cfg  SearchConfig
 	}{
 		{"format bucket count", 2048, SearchConfig{}},
-		{"unknown mode", 1024, SearchConfig{Mode: Linear + 1}},
+		{"unknown mode", 1024, SearchConfig{Mode: AFirst + 1}},
 		{"window 9", 1024, SearchConfig{Mode: Bisect, Window: 9}},
 		{"window -1", 1024, SearchConfig{Mode: Bisect, Window: -1}},
 	} {
@@ -318,7 +324,7 @@ func TestNewSearcher_RejectsBadConfig(t *testing.T) {
 	if s.window != DefaultWindow || s.Mode() != Bisect {
 		t.Errorf("NewSearcher(Bisect, Window 0) = mode %v window %d, want bisect, %d", s.Mode(), s.window, DefaultWindow)
 	}
-	for m, want := range map[Mode]string{Chunked: "chunked", Bisect: "bisect", Linear: "linear", 7: "Mode(7)"} {
+	for m, want := range map[Mode]string{Chunked: "chunked", Bisect: "bisect", Linear: "linear", AFirst: "afirst", 7: "Mode(7)"} {
 		if got := m.String(); got != want {
 			t.Errorf("Mode(%d).String() = %q, want %q", uint8(m), got, want)
 		}
@@ -337,7 +343,7 @@ func TestSearch_DoesNotAllocate(t *testing.T) {
 	}
 	q := newRowQuery(tab, f, rng)
 	q.build(noisyHits(rng, 100, depths, 30))
-	for _, mode := range []Mode{Chunked, Bisect, Linear} {
+	for _, mode := range []Mode{Chunked, Bisect, Linear, AFirst} {
 		s := mustSearcher(t, tab, f, mode, 0)
 		dst := make([]uint32, 16)
 		s.Search(dst, q.hashes, ^uint64(0)) // grows the scratch to L = 100

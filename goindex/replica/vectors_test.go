@@ -175,7 +175,7 @@ func TestSearch_SpecVectorsOnRealTable(t *testing.T) {
 			for _, c := range []struct {
 				mode Mode
 				want []uint32
-			}{{Bisect, v.search}, {Linear, v.linear}, {Chunked, v.linear}} {
+			}{{Bisect, v.search}, {Linear, v.linear}, {Chunked, v.linear}, {AFirst, v.linear}} {
 				s := mustSearcher(t, tab, f, c.mode, v.w)
 				got, m := s.Search(nil, hashes, ^uint64(0))
 				if m != v.m {
