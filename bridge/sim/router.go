@@ -189,7 +189,7 @@ func (rt *router) observeRefetch(l int, ev *kv.Event) {
 		}
 	case kv.Stored:
 		for _, b := range ev.Blocks {
-			rt.refetch[l].Store(b.External)
+			rt.refetch[l].Prefill(b.External)
 		}
 	}
 }
@@ -471,6 +471,15 @@ func (s *simulation) routed(rt *router, i, l, believed int, now float64) {
 	tokens := r.InputTokens - min(believed*s.w.BlockSize, r.InputTokens-1)
 	rt.demand.Add(now, float64(tokens))
 	rt.size.Observe(float64(len(r.Locals)))
+	if rt.refetch != nil {
+		// Every block the request will prefill again at l is a refetch of
+		// any DC that evicted it lately (l's own store counts it too).
+		for _, h := range r.Seqs[min(believed, len(r.Seqs)):] {
+			for _, f := range rt.refetch {
+				f.Prefill(h)
+			}
+		}
+	}
 	if s.cfg.NoInflight {
 		return
 	}

@@ -71,12 +71,20 @@ func CascadeFactor(p float64) float64 {
 	return p / (1 - p)
 }
 
-// Refetch measures, from one candidate's cache events, the share of the
-// blocks it evicts that it stores again before capacity more evictions
-// have followed (within about one turnover): a ghost list of the last
-// capacity evicted blocks' hashes, and exponentially forgotten counts of
-// evictions and of stores that hit the ghost list. The zero value is not
-// usable; build it with NewRefetch. Not safe for concurrent use.
+// Refetch measures the share of the blocks one candidate evicts that are
+// prefilled again before capacity more evictions have followed it (within
+// about one turnover): a ghost list of the last capacity evicted blocks'
+// hashes, and exponentially forgotten counts of evictions and of prefills
+// that hit the ghost list. A prefill again is wherever it happens: stored
+// by the candidate itself (its cache events), or missed by a request the
+// router sent elsewhere, which would have found the block at the candidate
+// had it not been evicted. Counting only the candidate's own stores would
+// read a router's reaction as the cache's: a router that sends a prompt
+// away from the candidate that lost its prefix moves the loss to another
+// candidate, where it is a miss all the same (in the development runs the
+// candidate's own stores alone gave p of 0.5–5% against 6–50% of the
+// reuse-window guess). The zero value is not usable; build it with
+// NewRefetch. Not safe for concurrent use.
 type Refetch struct {
 	limit  int
 	ghosts map[uint64]uint64 // hash → eviction number
@@ -116,9 +124,10 @@ func (r *Refetch) Evict(hash uint64) {
 	r.hits *= r.keep
 }
 
-// Store records that the candidate's cache stored the block hash; a store
-// of a block evicted among the last limit evictions is a refetch.
-func (r *Refetch) Store(hash uint64) {
+// Prefill records that the block hash was prefilled (stored by the
+// candidate, or missed by a request sent elsewhere); a prefill of a block
+// among the last limit evictions is a refetch, counted once.
+func (r *Refetch) Prefill(hash uint64) {
 	if _, ok := r.ghosts[hash]; ok {
 		delete(r.ghosts, hash)
 		r.hits++

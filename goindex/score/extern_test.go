@@ -102,13 +102,13 @@ func TestRefetch_ByHand(t *testing.T) {
 	if r.Share() != 0 {
 		t.Fatal("share before any eviction is not 0")
 	}
-	r.Store(9)
+	r.Prefill(9)
 	for _, h := range []uint64{1, 2, 3, 4} {
 		r.Evict(h)
 	}
-	r.Store(1)
-	r.Store(4)
-	r.Store(4)
+	r.Prefill(1)
+	r.Prefill(4)
+	r.Prefill(4)
 	if got := r.Share(); math.Abs(got-0.25) > 1e-6 {
 		t.Errorf("share = %v, want 1/4", got)
 	}
@@ -145,7 +145,7 @@ func TestRefetch_MatchesTheEvictionLog(t *testing.T) {
 				r.Evict(old)
 				log = append(log, ev{true, old})
 			}
-			r.Store(k)
+			r.Prefill(k)
 			log = append(log, ev{false, k})
 		}
 		lru[k] = step
