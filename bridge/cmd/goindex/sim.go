@@ -115,6 +115,15 @@ Data centers and WAN:
                                 adds for the requests behind it: prefill × ρ/(1−ρ),
                                 ρ the fleet's utilization the router measures from
                                 its sends (default: each request's own TTFT only)
+  --price-kv                    ttft also prices the wait each request's KV adds for
+                                the requests that reach its DC after it (the FCFS
+                                M/G/1 externality, the DC's KV as the server:
+                                ρ/(1−ρ) × blocks/mean blocks × (KV wait + x/2), x
+                                the time the full DC takes to free its blocks)
+  --price-evictions             ttft charges an uncached prefill's evictions at
+                                p/(1−p) of it, p the share of the DC's evicted
+                                blocks prefilled again within a turnover, which each
+                                router measures (default: the reuse-window guess)
 Workers (every DC alike):
   --workers-per-dc N            workers per DC
   --kv-blocks-per-worker B      KV capacity of a worker, in blocks of --block-size
