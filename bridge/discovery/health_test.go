@@ -31,10 +31,17 @@ func startWatch(t *testing.T, src Source, fn func(Update), events chan string) {
 	})
 }
 
-// writeToken writes a service account token file's value.
+// writeToken replaces a service account token file's value at once, as
+// the kubelet does (written aside, then renamed): written in place, a
+// request could read the file empty between its truncation and the write,
+// send no token and log a 401 the test does not expect.
 func writeToken(t *testing.T, path, v string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(v+"\n"), 0o600); err != nil {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(v+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -57,6 +64,17 @@ func waitHealth(t *testing.T, src Source, ready bool, ok func(*HealthError) bool
 			t.Fatalf("%s: Health() = %v, want ready %v", src, err, ready)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitLog waits until logs hold line: a source logs the end of a failure
+// after Health reports it ended.
+func waitLog(t *testing.T, logs *syncbuf.Buffer, line string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(logs.String(), line); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q logged:\n%s", line, logs.String())
+		}
 	}
 }
 
@@ -144,11 +162,9 @@ func TestKube_RefusedCredentialsAreRetriedUntilAccepted(t *testing.T) {
 	writeToken(t, tok, "sekrit")
 	c.waitSet(t, map[uint64]string{1: "tcp://w1:1"})
 	waitHealth(t, k, true, nil)
+	waitLog(t, logs, "kubernetes discovery listed again")
 	if n := strings.Count(logs.String(), "kubernetes discovery failing"); n != 2 {
 		t.Errorf("%d failure lines logged, want 2 (the 401 and the 403, each once):\n%s", n, logs.String())
-	}
-	if !strings.Contains(logs.String(), "kubernetes discovery listed again") {
-		t.Errorf("no line logged for the list that ended the failure:\n%s", logs.String())
 	}
 }
 
