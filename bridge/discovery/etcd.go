@@ -173,8 +173,10 @@ func (e *Etcd) Health() error { return e.health.state() }
 // Watch lists the pool's channels, then follows their changes; after a
 // failed or compacted watch it lists again, reporting what vanished
 // meanwhile as gone. A client that cannot be made (with credentials, an
-// etcd that cannot be reached or refuses them) is logged and made again,
-// as a failed list is: Watch returns only when ctx ends.
+// etcd that cannot be reached or refuses them) is made again, and a
+// failed list or check retried, every retryEvery; each distinct failure
+// is logged once, and so is the list that ends it. Watch returns only
+// when ctx ends.
 func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
 	var cli *clientv3.Client
 	defer func() {
@@ -210,10 +212,12 @@ func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if failure != nil {
-			e.health.failed(failure)
+		switch {
+		case failure == nil:
+			e.cfg.Logger.Warn("etcd discovery interrupted; listing again", "err", err)
+		case e.health.failed(failure):
+			e.cfg.Logger.Warn("etcd discovery failing; retrying", "every", retryEvery, "err", failure)
 		}
-		e.cfg.Logger.Warn("etcd discovery interrupted; listing again", "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(retryEvery):
