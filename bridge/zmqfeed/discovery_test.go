@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/discovery/etcdtest"
 	"github.com/goindex/goindex/bridge/obs"
+	"github.com/goindex/goindex/bridge/obs/obstest"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
@@ -157,8 +159,9 @@ func TestPlane_NATSWorkerGoneWithItsRecordDropsItsBlocks(t *testing.T) {
 
 // TestPlane_RelayIsNotReadyWhileEtcdIsDown stops the etcd a relay
 // discovers its publishers in: the relay used to stay ready, blind to
-// workers coming and going; now its pool's status and readiness name the
-// failing discovery until etcd is back and listed again.
+// workers coming and going; now its pool's status, readiness and
+// goindex_relay_feeds_ready gauge name the failing discovery until etcd
+// is back and listed again.
 func TestPlane_RelayIsNotReadyWhileEtcdIsDown(t *testing.T) {
 	srv := etcdtest.Launch(t, etcdtest.Options{})
 	etcd, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: []string{srv.URL}, Scope: testScope, Logger: testLogger(),
@@ -168,12 +171,28 @@ func TestPlane_RelayIsNotReadyWhileEtcdIsDown(t *testing.T) {
 	}
 	r := startRelay(t, newPlane(t, PlaneConfig{Discovery: etcd}))
 	ready := obs.RelayReady(r)
-	waitFor(t, r, func(st relay.PoolStatus) error {
-		if st.FeedErr != "" {
-			return errors.New(st.FeedErr)
-		}
-		return ready()
-	})
+	reg, err := obs.NewRegistry(obs.NewRelayCollector(r))
+	if err != nil {
+		t.Fatalf("NewRegistry: %v", err)
+	}
+	metrics := httptest.NewServer(obs.Handler(reg, ready))
+	t.Cleanup(metrics.Close)
+	// working waits until the pool's feeds, its readiness and its gauge
+	// all say the discovery works (a check may fail now and then on a
+	// loaded machine: each is polled until it agrees).
+	working := func() {
+		t.Helper()
+		waitFor(t, r, func(st relay.PoolStatus) error {
+			if st.FeedErr != "" {
+				return errors.New(st.FeedErr)
+			}
+			if err := ready(); err != nil {
+				return err
+			}
+			return obstest.Want(metrics.URL, 1, "goindex_relay_feeds_ready")
+		})
+	}
+	working()
 	srv.Stop()
 	waitFor(t, r, func(st relay.PoolStatus) error {
 		if !strings.Contains(st.FeedErr, "discovery "+etcd.String()) {
@@ -184,11 +203,9 @@ func TestPlane_RelayIsNotReadyWhileEtcdIsDown(t *testing.T) {
 	if err := ready(); !errors.Is(err, obs.ErrNotReady) || !strings.Contains(err.Error(), etcd.String()) {
 		t.Errorf("RelayReady() with etcd down = %v, want ErrNotReady naming %s", err, etcd)
 	}
+	if err := obstest.Want(metrics.URL, 0, "goindex_relay_feeds_ready"); err != nil {
+		t.Errorf("with etcd down: %v", err)
+	}
 	srv.Restart()
-	waitFor(t, r, func(st relay.PoolStatus) error {
-		if st.FeedErr != "" {
-			return errors.New(st.FeedErr)
-		}
-		return ready()
-	})
+	working()
 }
