@@ -116,8 +116,10 @@ carries the next sequence (nothing was missed); a gap, a sequence reset, a
 new publisher id (a restarted worker) or no envelope within
 --checkpoint-grace (30s) clears them. Workers fed by --zmq-endpoint or the
 G2025 JSON subject are not checkpointed. Without --checkpoint-dir a restarted
-relay starts empty and blocks come back as they are stored again. Progress and health logs go to stderr (--log-format, --log-level);
-the final status goes to stdout (one JSON object with --json).
+relay starts empty and blocks come back as they are stored again.
+
+Progress and health logs go to stderr (--log-format, --log-level); the final
+status goes to stdout (one JSON object with --json).
 Metrics: --metrics-addr serves Prometheus /metrics (per pool: events applied
 and rejected by reason, gaps, capacity omissions, load factor, frames and
 bytes published by type, sequence, snapshots), /healthz and /readyz (200 once
