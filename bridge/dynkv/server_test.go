@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -439,11 +438,16 @@ func respCommand(args ...string) string {
 	return out
 }
 
-// exchangeRaw writes req on a fresh connection and reads back exactly as
-// many bytes as want holds.
+// exchangeRaw writes req on a fresh connection to addr (TCP host:port, or
+// an absolute Unix socket path) and reads back exactly as many bytes as
+// want holds.
 func exchangeRaw(t *testing.T, addr, req string, want int) string {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	network := "tcp"
+	if filepath.IsAbs(addr) {
+		network = "unix"
+	}
+	conn, err := net.Dial(network, addr)
 	require.NoError(t, err, "dial")
 	defer conn.Close()
 	_, err = io.WriteString(conn, req)
@@ -536,16 +540,15 @@ func TestServer_ExchangesMatchARealServer(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("%s not installed; the tests of each exchange check the recorded replies", bin)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err, "listen")
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	// A Unix socket in the test's directory: no TCP port to pick and
+	// free for it, which another process could take meanwhile.
+	dir := t.TempDir()
+	addr := filepath.Join(dir, "redis.sock")
+	cmd := exec.Command(bin, "--port", "0", "--unixsocket", addr, "--save", "", "--appendonly", "no", "--dir", dir)
 	require.NoError(t, cmd.Start(), "start %s", bin)
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+		if c, err := net.Dial("unix", addr); err == nil {
 			c.Close()
 			break
 		}
