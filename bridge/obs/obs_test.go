@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -43,9 +44,12 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 		t.Fatalf("NewLogger: %v", err)
 	}
 
-	// Relay: not ready before Run, ready once its pool is set up.
+	// Relay: not ready before Run, ready once its pool is set up; it
+	// checkpoints on its graceful stop (the periodic one is a minute off).
+	ckptDir := t.TempDir()
 	r, err := relay.New(relay.Config{Conn: nc, DC: testDC, HeartbeatEvery: 20 * time.Millisecond, LoadEvery: 50 * time.Millisecond,
-		Pools: []relay.PoolConfig{{Domain: 1, Namespace: "dynamo", Component: testComponent, ExpectedBlocks: 4096}}, Logger: log})
+		Pools: []relay.PoolConfig{{Domain: 1, Namespace: "dynamo", Component: testComponent, ExpectedBlocks: 4096}}, Logger: log,
+		CheckpointDir: ckptDir, CheckpointEvery: time.Hour})
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}
@@ -364,6 +368,22 @@ func TestEndpoints_MetricsFollowEventsThroughRelayConsumerAndRouter(t *testing.T
 		t.Errorf("relay /readyz after stop = %d %+v, want 503 with a reason", code, rd)
 	}
 	if err := obstest.Want(relayURL, 0, "goindex_relay_pool_running", pool...); err != nil {
+		t.Error(err)
+	}
+	// The stop wrote the pool's checkpoint: counted, and its size is the
+	// file's.
+	if err := obstest.Want(relayURL, 1, "goindex_relay_checkpoints_total", append([]string{"result=written"}, pool...)...); err != nil {
+		t.Error(err)
+	}
+	files, err := filepath.Glob(filepath.Join(ckptDir, "*checkpoint"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("checkpoint files in %s = %v (%v), want the pool's one", ckptDir, files, err)
+	}
+	fi, err := os.Stat(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obstest.Want(relayURL, float64(fi.Size()), "goindex_relay_checkpoint_bytes", pool...); err != nil {
 		t.Error(err)
 	}
 }
