@@ -31,15 +31,22 @@ type Options struct {
 	TLS *testcert.Files
 }
 
-// freePort returns a loopback port nobody listens on now.
-func freePort(t testing.TB) string {
+// freePorts returns n distinct loopback addresses nobody listens on now
+// (etcd takes addresses, not listeners). Every listener stays open until
+// all are picked: closed one by one, the kernel could hand the same port
+// out twice, and etcd would fail to bind its peer port.
+func freePorts(t testing.TB, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("etcdtest: listen: %v", err)
+	addrs := make([]string, n)
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("etcdtest: listen: %v", err)
+		}
+		defer l.Close()
+		addrs[i] = l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs
 }
 
 // Start runs etcd and returns its client URL and a client of it, once it
@@ -83,7 +90,8 @@ func Launch(t testing.TB, o Options) *Server {
 			"--client-cert-auth", "--trusted-ca-file", o.TLS.CA}
 		tlsCfg = o.TLS.ClientTLS(t)
 	}
-	client, peer := scheme+freePort(t), "http://"+freePort(t)
+	ports := freePorts(t, 2)
+	client, peer := scheme+ports[0], "http://"+ports[1]
 	s := &Server{URL: client, t: t, logPath: filepath.Join(dir, "etcd.log"),
 		args: append([]string{"--name", "test", "--data-dir", filepath.Join(dir, "data"),
 			"--listen-client-urls", client, "--advertise-client-urls", client,
