@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,16 +94,33 @@ func (p *pyProc) kill() {
 }
 
 // freeEndpoint returns a loopback TCP endpoint nobody listens on now, for
-// a publisher that starts after the relay connects to it.
+// a publisher that starts after the relay connects to it. It never
+// returns one it returned before in this process: a port freed by the
+// last call may be handed out again by the kernel, and two publishers of
+// one test would then bind the same endpoint.
 func freeEndpoint(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("listen: %v", err)
+		}
+		ep := "tcp://" + l.Addr().String()
+		l.Close()
+		if !handed[ep] {
+			handed[ep] = true
+			return ep
+		}
 	}
-	defer l.Close()
-	return "tcp://" + l.Addr().String()
 }
+
+// handed holds the endpoints freeEndpoint returned.
+var (
+	handedMu sync.Mutex
+	handed   = map[string]bool{}
+)
 
 func testLogger() *slog.Logger {
 	if os.Getenv("GOINDEX_TEST_LOG") == "" {
