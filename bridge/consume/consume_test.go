@@ -99,7 +99,11 @@ func startConsumer(t *testing.T, cfg Config) (*Consumer, context.CancelFunc, cha
 
 // converged reports nil once lane i of the replica file at path holds
 // exactly d's producer words and every block d's workers hold is found.
-func converged(ctx context.Context, r *shm.Reader, lane int, d *dcRelay) error {
+// Each call asks the relay afresh (its own deadline), so a caller's wait
+// never ends with a stale context's error in place of what still differs.
+func converged(r *shm.Reader, lane int, d *dcRelay) error {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
 	want, err := d.r.AppendWords(ctx, nil, 1)
 	if err != nil {
 		return err
@@ -140,15 +144,13 @@ func TestConsumer_DiscoveredLanesConvergeAndCarryRTTAndLoad(t *testing.T) {
 	}
 	defer reader.Close()
 	byLane := []*dcRelay{relays[1], relays[0]}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
 	for round := range 3 {
 		for _, d := range relays {
 			d.feed(t, nc, 300)
 		}
 		relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
 			for i, d := range byLane {
-				if err := converged(ctx, reader, i, d); err != nil {
+				if err := converged(reader, i, d); err != nil {
 					return fmt.Errorf("round %d: %w", round, err)
 				}
 			}
@@ -221,7 +223,7 @@ func TestConsumer_LateLaneCatchesUpOnceAndCountsWhatItReceived(t *testing.T) {
 		t.Fatalf("Attach: %v", err)
 	}
 	defer reader.Close()
-	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error { return converged(ctx, reader, 0, d) })
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error { return converged(reader, 0, d) })
 	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
 		if st := c.Status()[0]; st.CatchUps != 1 || st.Pending != 0 {
 			return fmt.Errorf("lane status: %d catch-ups, %d pending; want 1 catch-up and none pending", st.CatchUps, st.Pending)
@@ -299,13 +301,11 @@ func TestConsumer_TransportFaultsRecoverOnlyTheirLane(t *testing.T) {
 		t.Fatalf("Attach: %v", err)
 	}
 	defer reader.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
-	defer cancel()
 	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
-		if err := converged(ctx, reader, 0, a); err != nil {
+		if err := converged(reader, 0, a); err != nil {
 			return err
 		}
-		return converged(ctx, reader, 1, b)
+		return converged(reader, 1, b)
 	})
 	for _, mode := range []string{"drop", "dup", "swap", "drop"} {
 		before := c.Status()
@@ -317,20 +317,20 @@ func TestConsumer_TransportFaultsRecoverOnlyTheirLane(t *testing.T) {
 			a.feed(t, nc, 20)
 			b.feed(t, nc, 20)
 			relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
-				if err := converged(ctx, reader, 0, a); err != nil {
+				if err := converged(reader, 0, a); err != nil {
 					return err
 				}
 				if inject.hits.Load() != hits {
 					return nil
 				}
-				return converged(ctx, reader, 1, b)
+				return converged(reader, 1, b)
 			})
 		}
 		relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
-			if err := converged(ctx, reader, 0, a); err != nil {
+			if err := converged(reader, 0, a); err != nil {
 				return err
 			}
-			return converged(ctx, reader, 1, b)
+			return converged(reader, 1, b)
 		})
 		after := c.Status()
 		if after[0].Snapshots != before[0].Snapshots || after[0].Faults != 0 {
@@ -394,8 +394,6 @@ func TestConsumer_DiscoveryFollowsARelayThatAnswersLater(t *testing.T) {
 	}
 	other := startRelaySized(t, nc, 9, seed, 1<<16) // another bucket count: not the consumer's format
 	late := startRelay(t, nc, 7, seed)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
 	for _, d := range []*dcRelay{first, late, other} {
 		d.feed(t, nc, 200)
 	}
@@ -412,7 +410,7 @@ func TestConsumer_DiscoveryFollowsARelayThatAnswersLater(t *testing.T) {
 			return fmt.Errorf("replica file lanes %v, want [3 7]", got)
 		}
 		for i, d := range []*dcRelay{first, late} {
-			if err := converged(ctx, reader, i, d); err != nil {
+			if err := converged(reader, i, d); err != nil {
 				return err
 			}
 		}
@@ -540,7 +538,7 @@ func TestConsumer_DiscoveryLeavesOutARelayOfAnotherFormat(t *testing.T) {
 	}
 	relaytest.CheckFor(t, wait, 10*time.Millisecond, func() error {
 		for i, d := range []*dcRelay{relays[0], relays[2]} {
-			if err := converged(ctx, reader, i, d); err != nil {
+			if err := converged(reader, i, d); err != nil {
 				return err
 			}
 		}
@@ -719,8 +717,6 @@ func TestConsumer_RebuildsADamagedReplicaFile(t *testing.T) {
 	convergedAt := func(step string, after uint64) uint64 {
 		t.Helper()
 		var gen uint64
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
 		start := time.Now()
 		defer func() { t.Logf("%s: generation %d converged in %v", step, gen, time.Since(start)) }()
 		relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
@@ -735,7 +731,7 @@ func TestConsumer_RebuildsADamagedReplicaFile(t *testing.T) {
 			if li := r.Lane(0); li.RTTAt.IsZero() || li.Load.ReceivedAt.IsZero() {
 				return fmt.Errorf("%s: lane record %+v without an RTT or load report", step, li)
 			}
-			return converged(ctx, r, 0, d)
+			return converged(r, 0, d)
 		})
 		return gen
 	}
@@ -797,9 +793,7 @@ func TestConsumer_CorruptLaneIsResyncedFromASnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error { return converged(ctx, r, 0, d) })
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error { return converged(r, 0, d) })
 	words := r.Table().AppendLane(nil, 0)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -829,7 +823,7 @@ func TestConsumer_CorruptLaneIsResyncedFromASnapshot(t *testing.T) {
 		if st.IntegrityFailures < 2 || st.Snapshots < 2 {
 			return fmt.Errorf("status %+v: want the mask's and the words' integrity failures and a second snapshot", st)
 		}
-		if err := converged(ctx, r, 0, d); err != nil {
+		if err := converged(r, 0, d); err != nil {
 			return err
 		}
 		for seg := range r.Segments() {
@@ -886,7 +880,7 @@ func TestConsumer_StoredSnapshotsAreReadInTurn(t *testing.T) {
 	<-c.reads
 	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error {
 		for i, d := range relays {
-			if err := converged(ctx, reader, i, d); err != nil {
+			if err := converged(reader, i, d); err != nil {
 				return err
 			}
 		}

@@ -80,7 +80,7 @@ func TestConsumer_SnapshotReplacedDuringItsReadIsReadAnew(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error { return converged(ctx, r, 0, d) })
+	relaytest.CheckFor(t, wait, 5*time.Millisecond, func() error { return converged(r, 0, d) })
 	if st := c.Status()[0]; st.Snapshots != 1 || st.Resyncs == 0 {
 		t.Errorf("lane status %+v: want one snapshot installed after a resync", st)
 	}
