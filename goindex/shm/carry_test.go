@@ -33,7 +33,9 @@ func TestResizeCarrying_ReadersNeverSeeFewerReadyLanes(t *testing.T) {
 	var stop atomic.Bool
 	var seen atomic.Uint64 // generations the reader checked
 	var wg sync.WaitGroup
+	readerDone := make(chan struct{})
 	wg.Go(func() {
+		defer close(readerDone)
 		r, err := Attach(path)
 		if err != nil {
 			t.Errorf("Attach: %v", err)
@@ -64,7 +66,11 @@ func TestResizeCarrying_ReadersNeverSeeFewerReadyLanes(t *testing.T) {
 		}
 	})
 	for seen.Load() < 1 {
-		time.Sleep(time.Millisecond)
+		select {
+		case <-readerDone: // it failed (reported): waiting would hang
+			t.FailNow()
+		case <-time.After(time.Millisecond):
+		}
 	}
 	nw, err := w.ResizeCarrying(testLayout(3, n), 0b11)
 	if err != nil {
