@@ -3,7 +3,9 @@ package follow
 import (
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/shm"
@@ -25,9 +27,15 @@ func TestFollower_CarriedLanesAnswerThroughAGrowingReplica(t *testing.T) {
 		t.Fatalf("Attach: %v", err)
 	}
 	var wg sync.WaitGroup
+	var stop atomic.Bool // the resize failed: stop searching
 	for range 2 {
 		wg.Go(func() {
-			for after := 0; after < 200; {
+			deadline := time.Now().Add(time.Minute)
+			for after := 0; after < 200 && !stop.Load(); {
+				if time.Now().After(deadline) {
+					t.Errorf("searches never reached generation 2 (the grown replica)")
+					return
+				}
 				v := f.Acquire()
 				got, gen := depths(t, v), v.Generation()
 				v.Release()
@@ -44,6 +52,8 @@ func TestFollower_CarriedLanesAnswerThroughAGrowingReplica(t *testing.T) {
 	nw, err := w.ResizeCarrying(shm.Layout{Seed: ckf.DefaultSeed, Buckets: buckets, Domain: 1, ConsumerInstance: 2,
 		DCs: []uint64{10, 20, 30}}, 0b11)
 	if err != nil {
+		stop.Store(true)
+		wg.Wait()
 		t.Fatalf("ResizeCarrying(+DC 30): %v", err)
 	}
 	defer nw.Close()
