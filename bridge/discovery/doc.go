@@ -34,9 +34,10 @@
 // A bad record is logged and skipped (ErrBadRecord); a lost connection or
 // a compacted or expired watch is retried by listing again, reporting what
 // vanished meanwhile as gone. Each list is bounded (RequestTimeout), so an
-// etcd that cannot be reached is logged at every attempt rather than
-// waited for in silence; an etcd client that cannot be made (etcd
-// unreachable or refusing the credentials) is logged and made again. The
+// etcd that cannot be reached is retried every second rather than waited
+// for in silence; an etcd client that cannot be made (etcd unreachable or
+// refusing the credentials) is made again; each distinct failure is
+// logged once, and so is the list that ends it. The
 // Kubernetes service account token is read from its file for every
 // request, since the kubelet rotates it in place; a list the API server
 // fails or refuses (401, 403) is retried with backoff (RetryDelay doubling
@@ -67,7 +68,8 @@
 //   - etcd_test.go: against a real etcd (Debian's, etcdtest): records
 //     listed and followed, lease revocation and expiry, a restart, skipped
 //     scopes, transports and bad records; record forms; an unreachable
-//     etcd logged until it is reached, then listed; an etcd with
+//     etcd retried (its failure logged once) until it is reached, then
+//     listed; an etcd with
 //     authentication on (a wrong password refused and logged, the right
 //     one listed) and one requiring client certificates over TLS.
 //   - kube_test.go: against a fake API server: data as an object and as a
