@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/goindex/goindex/goindex/ckf"
@@ -126,12 +125,16 @@ func (cw *checkpointWriter) member(m kv.Member, mappings []ckf.Mapping) {
 // writeCheckpoint writes a checkpoint at path through fill, which writes
 // the header and records: beside path under a temporary name, synced, then
 // renamed into place, so a crash leaves the previous checkpoint or the new
-// one, never a torn file. It returns the file's size.
+// one, never a torn file. The temporary name is the same for every write
+// (path + ".tmp"), so what a killed writer left is truncated and reused by
+// the next write instead of piling up beside the checkpoint; two relays
+// misconfigured onto one file can at worst rename a mixed file, which the
+// checksum refuses at restore. It returns the file's size.
 func writeCheckpoint(path string, fill func(cw *checkpointWriter)) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return 0, fmt.Errorf("relay: checkpoint %s: %w", path, err)
 	}
-	tmp := path + ".tmp." + strconv.Itoa(os.Getpid())
+	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("relay: checkpoint %s: %w", path, err)

@@ -216,7 +216,12 @@ func TestRelay_RestoredMembersWithoutProofAreClearedAfterTheGrace(t *testing.T) 
 // trailing bytes and counts past the end are refused with ErrCheckpoint
 // (ErrCheckpointVersion for the version) before any publisher is handed on.
 func TestDecodeCheckpoint_RefusesDamageAndOtherVersions(t *testing.T) {
-	path := t.TempDir() + "/ckpt"
+	dir := t.TempDir()
+	path := dir + "/ckpt"
+	// What a writer killed mid-write left: the next write reuses it.
+	if err := os.WriteFile(path+".tmp", []byte("torn"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	pubs := []checkpointPublisher{
 		{ID: 7, Sequence: 41, Members: []checkpointMember{{Member: kv.Member{Worker: 1, Rank: 2},
 			Mappings: []ckf.Mapping{{Source: 10, Canonical: 100}, {Source: 11, Canonical: 101}}}}},
@@ -234,6 +239,9 @@ func TestDecodeCheckpoint_RefusesDamageAndOtherVersions(t *testing.T) {
 		}
 	}); err != nil {
 		t.Fatalf("writeCheckpoint: %v", err)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 1 || ents[0].Name() != "ckpt" {
+		t.Errorf("checkpoint dir after a write holds %v (%v), want only ckpt (no temporary left behind)", ents, err)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
