@@ -58,6 +58,12 @@ func publishAll(ctx context.Context, t *testing.T, nc *nats.Conn, r *Relay, even
 			t.Fatalf("publish event: %v", err)
 		}
 	}
+	awaitIntake(ctx, t, r, events)
+}
+
+// awaitIntake waits until the relay took events events in all.
+func awaitIntake(ctx context.Context, t *testing.T, r *Relay, events uint64) {
+	t.Helper()
 	relaytest.CheckFor(t, 20*time.Second, 5*time.Millisecond, func() error {
 		st, err := statusOf(ctx, r)
 		if err != nil {
@@ -376,16 +382,7 @@ func TestRelay_CheckpointProvesContinuityOnTheZMQEventPlane(t *testing.T) {
 		for _, e := range envs {
 			feed.envs <- e
 		}
-		relaytest.CheckFor(t, 20*time.Second, 5*time.Millisecond, func() error {
-			st, err := statusOf(ctx, r)
-			if err != nil {
-				return err
-			}
-			if st.Intake.Events != events {
-				return fmt.Errorf("intake events = %d, want %d", st.Intake.Events, events)
-			}
-			return nil
-		})
+		awaitIntake(ctx, t, r, events)
 	}
 	run, feed := start()
 	g := relaytest.NewGenerator(seed, 3)
