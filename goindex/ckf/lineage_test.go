@@ -21,25 +21,10 @@ func TestProducer_LineageRoundTripsThroughRestore(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, uint64(round)))
 		p := newTestProducer(t, 4096, Config{})
 		md := newModel(false)
-		g := &streamGen{rng: rng, md: md}
-		for w := range uint64(3) {
-			for r := range uint32(2) {
-				g.members = append(g.members, kv.Member{Worker: 10 + w, Rank: r})
-			}
-		}
+		g := newStreamGen(rng, md)
 		for range 200 {
 			o := g.next()
-			switch o.lifecycle {
-			case 0:
-				_, _ = p.Apply(&o.ev)
-				_ = md.apply(&o.ev)
-			case 1:
-				_, _ = p.RemoveMember(o.ev.Member)
-				delete(md.lin, o.ev.Member)
-			case 2:
-				_, _ = p.RemoveWorker(o.ev.Member.Worker)
-				md.removeWorker(o.ev.Member.Worker)
-			}
+			_, _, _ = o.apply(p, md)
 		}
 		members := p.AppendMembers(nil)
 		if len(members) != len(md.lin) {

@@ -118,6 +118,18 @@ type streamGen struct {
 	md      *model
 }
 
+// newStreamGen returns a generator over workers 10–12 with ranks 0 and 1
+// that reads the expected state from md.
+func newStreamGen(rng *rand.Rand, md *model) *streamGen {
+	g := &streamGen{rng: rng, md: md}
+	for w := range uint64(3) {
+		for r := range uint32(2) {
+			g.members = append(g.members, kv.Member{Worker: 10 + w, Rank: r})
+		}
+	}
+	return g
+}
+
 var aliasSalts = [3]uint64{0, 0xA11A5, 0xB0B0CAFE}
 
 func (g *streamGen) ext(c uint64, alias int) uint64 {
@@ -160,6 +172,23 @@ func (g *streamGen) next() op {
 		return op{ev: kv.Event{Member: m}, lifecycle: 1}
 	}
 	return op{ev: kv.Event{Member: m}, lifecycle: 2}
+}
+
+// apply performs o on the producer and on the model, returning the
+// producer's step and error and the error the model expects.
+func (o *op) apply(p *Producer, md *model) (st Step, err, want error) {
+	switch o.lifecycle {
+	case 0:
+		st, err = p.Apply(&o.ev)
+		want = md.apply(&o.ev)
+	case 1:
+		st, err = p.RemoveMember(o.ev.Member)
+		delete(md.lin, o.ev.Member)
+	case 2:
+		st, err = p.RemoveWorker(o.ev.Member.Worker)
+		md.removeWorker(o.ev.Member.Worker)
+	}
+	return st, err, want
 }
 
 func (g *streamGen) store(m kv.Member) kv.Event {
@@ -307,31 +336,14 @@ func TestProducer_AgreesWithExactModel(t *testing.T) {
 			t.Fatalf("config %d: New: %v", ci, err)
 		}
 		md := newModel(cfg.clearWorker)
-		g := &streamGen{rng: rng, md: md}
-		for w := range uint64(3) {
-			for r := range uint32(2) {
-				g.members = append(g.members, kv.Member{Worker: 10 + w, Rank: r})
-			}
-		}
+		g := newStreamGen(rng, md)
 		replica := make([]uint64, cfg.buckets)
 		var resident map[uint64]bool
 		var images []Image
 		for step := range steps {
 			o := g.next()
 			omissions := p.stats.CapacityOmissions
-			var st Step
-			var err, want error
-			switch o.lifecycle {
-			case 0:
-				st, err = p.Apply(&o.ev)
-				want = md.apply(&o.ev)
-			case 1:
-				st, err = p.RemoveMember(o.ev.Member)
-				delete(md.lin, o.ev.Member)
-			case 2:
-				st, err = p.RemoveWorker(o.ev.Member.Worker)
-				md.removeWorker(o.ev.Member.Worker)
-			}
+			st, err, want := o.apply(p, md)
 			switch {
 			case want != nil && !errors.Is(err, want):
 				t.Fatalf("config %d step %d: %+v → %v, want %v", ci, step, o, err, want)
