@@ -25,6 +25,13 @@
 // its resource is deleted with its pod (Kubernetes); a restarted worker
 // registers a new publisher id under a new key.
 //
+// In broker mode Dynamo's publishers register no channel, so the worker
+// itself is followed (EtcdConfig.Workers, KubeConfig.Workers): each
+// worker serving the pool's endpoint holds an instance record
+// (v1/instances/<ns>/<comp>/<endpoint>/<id, hex> under its lease; an
+// endpoint instance in its DynamoWorkerMetadata), whose id is the
+// worker_id of its KV events; a Publisher with Worker set stands for it.
+//
 // Record shapes marked [unverified] in the spec (the id's field name,
 // the transport's serde tagging, EndpointId, where Kubernetes data holds
 // the channels) are accepted in every plausible form and tested in each.
@@ -62,7 +69,8 @@
 //   - doc.go: this overview.
 //   - errors.go: ErrBadConfig, ErrBadRecord, ErrNotChannel, HealthError.
 //   - health.go: a source's health and its periodic check while watching.
-//   - publisher.go: Publisher, Update, Source; EventChannel record parsing.
+//   - publisher.go: Publisher, Update, Source; EventChannel and endpoint
+//     instance record parsing.
 //   - etcd.go: Etcd, the etcd backend's list and watch.
 //   - kube.go: Kube, the Kubernetes backend's list and watch.
 //   - etcd_test.go: against a real etcd (Debian's, etcdtest): records
@@ -80,6 +88,10 @@
 //     started again (etcdtest), with a fake API server failing and
 //     recovering; refused credentials (401, then 403) retried, logged once
 //     each, until a token is accepted.
+//   - workers_test.go: Workers mode against a real etcd (every record
+//     form, other endpoints and channels ignored, lease revocation and
+//     expiry, nobody gone through an etcd outage) and a fake API server;
+//     instance record forms.
 //   - fuzz_test.go: records, scopes and Kubernetes data never panic the
 //     parsers.
 //   - etcdtest/: runs Debian's /usr/bin/etcd for tests, plain, with

@@ -19,8 +19,12 @@ import (
 )
 
 // channelsRoot is the bucket of event channels in Dynamo's KV-store
-// discovery (dynamo-current §1.7).
-const channelsRoot = "v1/event_channels/"
+// discovery (dynamo-current §1.7); instancesRoot the bucket of endpoint
+// instances, one per worker serving an endpoint.
+const (
+	channelsRoot  = "v1/event_channels/"
+	instancesRoot = "v1/instances/"
+)
 
 // DefaultDialTimeout bounds connecting to etcd.
 const DefaultDialTimeout = 5 * time.Second
@@ -50,6 +54,13 @@ type EtcdConfig struct {
 	// off from its quorum fails it too); a failed check ends the watch and
 	// lists again. Optional; default: DefaultCheckEvery.
 	CheckEvery time.Duration
+	// Workers follows the workers serving the pool's endpoint instead of
+	// its event channels: each instance record
+	// (v1/instances/<ns>/<comp>/<endpoint>/<id, hex>, under the worker's
+	// lease) is a Publisher with Worker set, whose going says the worker
+	// is gone. For broker mode, where Dynamo's publishers register no
+	// channel; the KV events' worker_id is the instance id.
+	Workers bool
 	// EtcdCredentials authenticate to a secured etcd; optional; default:
 	// none.
 	EtcdCredentials
@@ -117,6 +128,7 @@ func (cfg *EtcdConfig) tlsConfig() (*tls.Config, error) {
 // become publishers; broker channels are skipped.
 type Etcd struct {
 	cfg     EtcdConfig
+	root    string      // the bucket watched: channelsRoot, or instancesRoot (Workers)
 	tls     *tls.Config // nil: plaintext
 	watched []watchedPrefix
 	health  health
@@ -151,8 +163,13 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	}
 	component := dynamo.Scope{Namespace: sc.Namespace, Component: sc.Component}
 	namespace := dynamo.Scope{Namespace: sc.Namespace}
-	e := &Etcd{cfg: cfg, tls: tlsCfg}
+	e := &Etcd{cfg: cfg, tls: tlsCfg, root: channelsRoot}
 	e.health.name = e.String()
+	if cfg.Workers {
+		e.root = instancesRoot
+		e.watched = []watchedPrefix{{prefix: instancesRoot + sc.Namespace + "/" + sc.Component + "/" + sc.Endpoint + "/", scope: sc}}
+		return e, nil
+	}
 	for _, w := range []struct {
 		scope dynamo.Scope
 		topic string
@@ -165,7 +182,12 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 }
 
 // String names the source in logs.
-func (e *Etcd) String() string { return "etcd " + strings.Join(e.cfg.Endpoints, ",") }
+func (e *Etcd) String() string {
+	if e.cfg.Workers {
+		return "etcd " + strings.Join(e.cfg.Endpoints, ",") + " (workers)"
+	}
+	return "etcd " + strings.Join(e.cfg.Endpoints, ",")
+}
 
 // Health implements Source.
 func (e *Etcd) Health() error { return e.health.state() }
@@ -232,9 +254,9 @@ func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
 func (e *Etcd) list(ctx context.Context, cli *clientv3.Client, known map[string]Publisher, fn func(Update)) (int64, error) {
 	lctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := cli.Get(lctx, channelsRoot, clientv3.WithPrefix())
+	resp, err := cli.Get(lctx, e.root, clientv3.WithPrefix())
 	if err != nil {
-		return 0, fmt.Errorf("list %s: %w", channelsRoot, err)
+		return 0, fmt.Errorf("list %s: %w", e.root, err)
 	}
 	seen := map[string]bool{}
 	for _, kv := range resp.Kvs {
@@ -269,13 +291,13 @@ func (e *Etcd) follow(ctx context.Context, cli *clientv3.Client, rev int64, know
 	defer func() { cancel(nil); checks.Wait() }()
 	checks.Go(func() {
 		e.health.checkEvery(wctx, e.cfg.CheckEvery, e.cfg.RequestTimeout, func(c context.Context) error {
-			_, err := cli.Get(c, channelsRoot, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			_, err := cli.Get(c, e.root, clientv3.WithPrefix(), clientv3.WithCountOnly())
 			return err
 		}, cancel)
 	})
-	for resp := range cli.Watch(wctx, channelsRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+	for resp := range cli.Watch(wctx, e.root, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil {
-			return fmt.Errorf("watch %s: %w", channelsRoot, err)
+			return fmt.Errorf("watch %s: %w", e.root, err)
 		}
 		for _, ev := range resp.Events {
 			key := string(ev.Kv.Key)
@@ -314,6 +336,9 @@ func (e *Etcd) publisher(key string, value []byte) (Publisher, bool) {
 		if !ok || rest == "" || strings.Contains(rest, "/") {
 			continue
 		}
+		if e.cfg.Workers {
+			return e.worker(key, rest, value)
+		}
 		c, err := parseChannel(value)
 		if err != nil {
 			if !errors.Is(err, ErrNotChannel) {
@@ -338,4 +363,17 @@ func (e *Etcd) publisher(key string, value []byte) (Publisher, bool) {
 		return Publisher{Key: key, Endpoint: c.endpoint, NATS: c.nats(), PublisherID: id, Scope: w.scope, Topic: w.topic}, true
 	}
 	return Publisher{}, false
+}
+
+// worker turns an instance record of the pool's endpoint into a Publisher
+// with Worker set.
+func (e *Etcd) worker(key, keyID string, value []byte) (Publisher, bool) {
+	id, err := parseInstance(value, keyID)
+	if err != nil {
+		if !errors.Is(err, ErrNotChannel) {
+			e.cfg.Logger.Warn("discovery record skipped", "key", key, "err", err)
+		}
+		return Publisher{}, false
+	}
+	return Publisher{Key: key, Worker: true, WorkerID: id, Scope: e.cfg.Scope}, true
 }

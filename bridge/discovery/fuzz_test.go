@@ -9,12 +9,14 @@ import (
 )
 
 // FuzzParseChannel feeds discovery records (etcd values, Kubernetes data)
-// to the record and scope parsers: they never panic, and a record they
-// take has an endpoint only for a ZMQ transport.
+// to the record and scope parsers, and the Kubernetes collector in both
+// modes: they never panic, and a record they take has an endpoint only for
+// a ZMQ transport.
 func FuzzParseChannel(f *testing.F) {
 	f.Add([]byte(channelValue(testScope, "kv-events", 7, "tcp://a:1")))
 	f.Add([]byte(`{"topic":"kv-events","transport":{"Zmq":{"endpoint":"tcp://b:2"}}}`))
 	f.Add([]byte(`{"kind":"endpoint","endpoint":"dyn://a.b.c"}`))
+	f.Add([]byte(instanceValue(testScope, 9)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := parseChannel(b)
 		if err == nil && c.endpoint != "" && !strings.EqualFold(c.kind, "zmq") {
@@ -23,5 +25,8 @@ func FuzzParseChannel(f *testing.F) {
 		_, _ = parseScope(json.RawMessage(b))
 		k := &Kube{scopes: map[dynamo.Scope]map[string]bool{testScope: {dynamo.EventTopic: true}}, cfg: KubeConfig{Logger: discardLogger()}}
 		k.collect("r", json.RawMessage(b), 0, map[string]Publisher{})
+		_, _ = parseInstance(b, "1f")
+		w := &Kube{cfg: KubeConfig{Scope: testScope, Workers: true, Logger: discardLogger()}}
+		w.collect("r", json.RawMessage(b), 0, map[string]Publisher{})
 	})
 }

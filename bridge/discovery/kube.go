@@ -59,6 +59,11 @@ type KubeConfig struct {
 	// doubles with each failure in a row up to MaxKubeRetryDelay, and a
 	// list that succeeds resets it. Optional; default: 1s.
 	RetryDelay time.Duration
+	// Workers follows the workers serving the pool's endpoint instead of
+	// its event channels, as EtcdConfig.Workers does: each endpoint
+	// instance record in a resource's data is a Publisher with Worker set,
+	// gone when the record or its resource (deleted with the pod) goes.
+	Workers bool
 	// Logger receives skipped records and retries; optional.
 	Logger *slog.Logger
 }
@@ -399,7 +404,11 @@ func (k *Kube) collect(resource string, raw json.RawMessage, depth int, out map[
 		if json.Unmarshal(raw, &fields) != nil {
 			return
 		}
-		if string(fields["type"]) == `"EventChannel"` {
+		if k.cfg.Workers {
+			if k.instance(resource, raw, fields, out) {
+				return
+			}
+		} else if string(fields["type"]) == `"EventChannel"` {
 			k.channel(resource, raw, fields["scope"], out)
 			return
 		}
@@ -428,6 +437,37 @@ func (k *Kube) channel(resource string, raw, scopeRaw json.RawMessage, out map[s
 	}
 	key := fmt.Sprintf("%s/%s/%s/%x", resource, scope.Subject(c.topic), c.endpoint, c.id)
 	out[key] = Publisher{Key: key, Endpoint: c.endpoint, NATS: c.nats(), PublisherID: c.id, Scope: scope, Topic: c.topic}
+}
+
+// instance adds one endpoint instance record of the pool's endpoint
+// (Workers) and reports whether raw was an instance record: tagged
+// "type":"Endpoint", or untagged with an instance_id and an endpoint
+// (the tag's presence is [unverified]).
+func (k *Kube) instance(resource string, raw json.RawMessage, fields map[string]json.RawMessage, out map[string]Publisher) bool {
+	tagged := string(fields["type"]) == `"Endpoint"`
+	if !tagged && (fields["type"] != nil || fields["instance_id"] == nil || fields["endpoint"] == nil) {
+		return false
+	}
+	var names struct {
+		Namespace string `json:"namespace"`
+		Component string `json:"component"`
+		Endpoint  string `json:"endpoint"`
+	}
+	if json.Unmarshal(raw, &names) != nil {
+		return tagged
+	}
+	sc := k.cfg.Scope
+	if names.Namespace != sc.Namespace || names.Component != sc.Component || names.Endpoint != sc.Endpoint {
+		return true
+	}
+	id, err := parseInstance(raw, "")
+	if err != nil {
+		k.cfg.Logger.Warn("kubernetes record skipped", "resource", resource, "err", err)
+		return true
+	}
+	key := fmt.Sprintf("%s/%x", resource, id)
+	out[key] = Publisher{Key: key, Worker: true, WorkerID: id, Scope: sc}
+	return true
 }
 
 // parseScope reads an EventScope: {"kind":"namespace","name":…},

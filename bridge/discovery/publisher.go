@@ -36,6 +36,12 @@ type Publisher struct {
 	// Topic is the topic the channel carries (kv-events or kv_metrics);
 	// "" means both.
 	Topic string
+	// Worker marks not a channel but a worker's instance record
+	// (EtcdConfig.Workers, for broker mode, where publishers register no
+	// channel): nothing to connect to, but its going says the worker
+	// WorkerID is gone.
+	Worker   bool
+	WorkerID uint64
 }
 
 // Update is one change of the publisher set: a publisher that appeared or
@@ -168,4 +174,40 @@ func parseTransport(raw json.RawMessage) (kind, endpoint string, err error) {
 		return k, cfg.Endpoint, nil
 	}
 	return "", "", nil
+}
+
+// instanceRecord mirrors DiscoveryInstance::Endpoint, a worker's record
+// under v1/instances/<ns>/<comp>/<endpoint>/<instance id, hex> (Dynamo's
+// EndpointInstanceId path). Its JSON is the Instance struct tagged
+// "type":"Endpoint" by the enum; the tag and the id's form (a number or a
+// decimal string) are [unverified], so a record without the tag, or with
+// the id only in its key, is accepted.
+type instanceRecord struct {
+	Type       string          `json:"type"`
+	InstanceID json.RawMessage `json:"instance_id"`
+}
+
+// parseInstance returns the worker id of an endpoint instance record: its
+// instance_id, or keyID (the key's hex id) when the record has none. A
+// record of another type returns ErrNotChannel; a malformed one
+// ErrBadRecord.
+func parseInstance(b []byte, keyID string) (uint64, error) {
+	if len(b) > MaxRecordBytes {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrBadRecord, len(b), MaxRecordBytes)
+	}
+	var r instanceRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrBadRecord, err)
+	}
+	if r.Type != "" && r.Type != "Endpoint" {
+		return 0, fmt.Errorf("%w: type %q", ErrNotChannel, r.Type)
+	}
+	if len(r.InstanceID) > 0 {
+		return parseID(r.InstanceID)
+	}
+	id, err := strconv.ParseUint(keyID, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: no instance id in the record or its key", ErrBadRecord)
+	}
+	return id, nil
 }

@@ -54,6 +54,11 @@ const (
 	// from it are cleared; a restarted worker's new publisher keeps the
 	// members it has already sent events for.
 	KindGone
+	// KindWorkerGone says the worker Worker is gone (its instance record
+	// was deleted or its lease expired: how broker mode, whose publishers
+	// register no channel, learns of a departure): every member of the
+	// worker is cleared, whichever source fed it.
+	KindWorkerGone
 )
 
 // Message is one message of a Feed.
@@ -66,6 +71,8 @@ type Message struct {
 	Replayed bool
 	// Lost is how many batches a KindResync's gap lost (counted as gaps).
 	Lost uint64
+	// Worker is the worker a KindWorkerGone names.
+	Worker uint64
 }
 
 // Source is who a feed's messages come from. A feed keeps one Source per

@@ -592,6 +592,8 @@ func (p *pool) take(m inbound) ckf.Step {
 			p.engine(m.feed, now)
 		case KindResync, KindGone:
 			return p.clearSource(m.feed)
+		case KindWorkerGone:
+			return p.clearWorker(m.feed.Worker)
 		}
 	}
 	return p.apply(src, now)
@@ -784,6 +786,34 @@ func (p *pool) clearSource(m *Message) ckf.Step {
 		}
 	}
 	p.log.Info("feed source cleared", "source", m.Source.Name, "kind", m.Kind)
+	return step
+}
+
+// clearWorker drops every member of worker w, fed or restored, whichever
+// source fed it (KindWorkerGone).
+func (p *pool) clearWorker(w uint64) ckf.Step {
+	var members []kv.Member
+	for member := range p.owners {
+		if member.Worker == w {
+			members = append(members, member)
+		}
+	}
+	for member := range p.restoredBy {
+		if _, fed := p.owners[member]; !fed && member.Worker == w {
+			members = append(members, member)
+		}
+	}
+	step, rebuilds := ckf.StepContinue, p.rebuilds
+	for _, member := range members {
+		delete(p.restoredBy, member)
+		step = max(step, p.dropMember(member))
+		if p.rebuilds != rebuilds {
+			return ckf.StepContinue // a new, empty producer
+		}
+	}
+	if len(members) > 0 {
+		p.log.Info("worker gone; its members cleared", "worker", w, "members", len(members))
+	}
 	return step
 }
 

@@ -209,3 +209,64 @@ func TestPlane_RelayIsNotReadyWhileEtcdIsDown(t *testing.T) {
 	srv.Restart()
 	working()
 }
+
+// TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes runs a relay in
+// broker mode with etcd (goindex relay --zmq-broker --etcd): Dynamo's
+// broker-mode publishers register no channel, so the relay used to keep a
+// departed worker's blocks until it restarted. It now follows the
+// instance records of the workers serving the pool's endpoint and drops
+// a worker's blocks when its lease is revoked, keeping the others'.
+func TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes(t *testing.T) {
+	url, cli := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	registerInstance := func(worker uint64) clientv3.LeaseID {
+		t.Helper()
+		l, err := cli.Grant(ctx, 60)
+		if err != nil {
+			t.Fatalf("Grant: %v", err)
+		}
+		key := fmt.Sprintf("v1/instances/%s/%s/%s/%x", testScope.Namespace, testScope.Component, testScope.Endpoint, worker)
+		value := fmt.Sprintf(`{"type":"Endpoint","component":%q,"endpoint":%q,"namespace":%q,"instance_id":%d,"transport":{"tcp":"10.0.0.1:9000"}}`,
+			testScope.Component, testScope.Endpoint, testScope.Namespace, worker)
+		if _, err := cli.Put(ctx, key, value, clientv3.WithLease(l.ID)); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+		return l.ID
+	}
+	leaseA := registerInstance(1)
+	registerInstance(2)
+	py := startPy(t, "dynamo_pub.py", "--brokers", "1")
+	feeds, err := Feeds(FeedsConfig{Scope: testScope, Etcd: []string{url}, Logger: testLogger(),
+		Broker: "xsub=tcp://127.0.0.1:1,xpub=" + strings.Join(py.Endpoints, ";")})
+	if err != nil {
+		t.Fatalf("Feeds: %v", err)
+	}
+	r := startRelay(t, feeds...)
+	subject := testScope.Subject("kv-events")
+	py.do("warm", msg{"pub": pubA, "seq": 0, "frame_topic": subject, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11})}})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Intake.Events == 0 {
+			return errors.New("no event through the broker yet")
+		}
+		return nil
+	})
+	py.do("send", msg{"pub": pubA + 1, "seq": 0, "frame_topic": subject,
+		"payload": []any{storedMap(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})}})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 3 {
+			return fmt.Errorf("tracked %d blocks, want both workers' 3", st.Producer.TrackedBlocks)
+		}
+		return nil
+	})
+	if _, err := cli.Revoke(ctx, leaseA); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 2 {
+			return fmt.Errorf("tracked %d after worker 1's instance went, want worker 2's 2", st.Producer.TrackedBlocks)
+		}
+		return nil
+	})
+	checkWords(t, r, []kv.Event{storedKV(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})})
+}

@@ -40,9 +40,13 @@
 // and subscribes to the pool's scoped subjects; a message heard through
 // two brokers is taken once (the relay's per-publisher sequence
 // watermark). A worker's departure is not observable through a broker
-// (the brokers forward messages, not their publishers' connections), so
-// broker mode has no liveness; no silence timeout stands in for it, as it
-// would drop idle workers' blocks.
+// (the brokers forward messages, not their publishers' connections, and
+// broker-mode publishers register no channel), so with discovery the
+// plane follows the instance records of the workers serving the pool's
+// endpoint instead (discovery's Workers mode, which Feeds selects with a
+// broker) and answers a record's going with relay.KindWorkerGone; without
+// discovery broker mode has no liveness, and no silence timeout stands in
+// for it, as it would drop idle workers' blocks.
 //
 // Engine (engine.go) subscribes to one vLLM or SGLang engine's own
 // publisher, without Dynamo: 3-part batches the relay normalizes by

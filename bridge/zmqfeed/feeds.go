@@ -16,6 +16,10 @@ type FeedsConfig struct {
 	Scope dynamo.Scope // the pool's endpoint scope; required with any source
 	// Etcd are the etcd endpoints publishers are discovered at; none: no
 	// etcd discovery. EtcdCredentials are what a secured etcd asks for.
+	// With Broker, discovery (etcd or Kube) follows the workers serving
+	// the pool's endpoint instead (broker-mode publishers register no
+	// channel): a worker whose instance record goes has its blocks
+	// dropped.
 	Etcd            []string
 	EtcdCredentials discovery.EtcdCredentials
 	// Kube discovers publishers in Kubernetes DynamoWorkerMetadata
@@ -46,14 +50,15 @@ func Feeds(cfg FeedsConfig) ([]relay.Feed, error) {
 	var planes []PlaneConfig
 	if len(cfg.Etcd) > 0 {
 		e, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: cfg.Etcd, Scope: cfg.Scope,
-			EtcdCredentials: cfg.EtcdCredentials, Logger: cfg.Logger})
+			Workers: cfg.Broker != "", EtcdCredentials: cfg.EtcdCredentials, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
 		planes = append(planes, PlaneConfig{Discovery: e})
 	}
 	if cfg.Kube {
-		k, err := discovery.NewKube(discovery.KubeConfig{Namespace: cfg.KubeNamespace, Scope: cfg.Scope, Logger: cfg.Logger})
+		k, err := discovery.NewKube(discovery.KubeConfig{Namespace: cfg.KubeNamespace, Scope: cfg.Scope,
+			Workers: cfg.Broker != "", Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}

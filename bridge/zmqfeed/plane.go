@@ -177,6 +177,10 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 			}
 			return fmt.Errorf("%s: %w", p.cfg.Discovery, err)
 		case u := <-updates:
+			if u.Publisher.Worker {
+				p.followWorker(u, deliver)
+				continue
+			}
 			if u.Publisher.NATS {
 				p.followNATS(natsPubs, u, deliver)
 				continue
@@ -265,6 +269,19 @@ func (p *Plane) followNATS(pubs map[string]*relay.Source, u discovery.Update, de
 	delete(pubs, key)
 	p.cfg.Logger.Info("nats publisher gone", "publisher_id", src.PublisherID)
 	deliver(relay.Message{Kind: relay.KindGone, Source: src})
+}
+
+// followWorker tells the relay when a worker's instance record goes
+// (discovery following workers, for broker mode), so that it drops every
+// member of the worker.
+func (p *Plane) followWorker(u discovery.Update, deliver func(relay.Message) bool) {
+	if !u.Gone {
+		return
+	}
+	id := u.Publisher.WorkerID
+	p.cfg.Logger.Info("worker gone", "worker", id)
+	deliver(relay.Message{Kind: relay.KindWorkerGone, Worker: id,
+		Source: &relay.Source{Scope: p.cfg.Scope, Name: fmt.Sprintf("worker %#x", id)}})
 }
 
 // stop ends one publisher's subscription and tells the relay it is gone.

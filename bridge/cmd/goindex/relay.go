@@ -75,9 +75,13 @@ Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
   --zmq-broker xsub=…,xpub=…      broker mode, DYN_ZMQ_BROKER_URL's syntax (its default):
                                   one SUB socket on every broker's XPUB side,
                                   subscribed to the pool's scoped subjects; copies
-                                  heard through several brokers are taken once; a
-                                  worker's departure is not visible through a broker
-                                  (its blocks stay until the relay restarts)
+                                  heard through several brokers are taken once. A
+                                  worker's departure is not visible through a broker:
+                                  with --etcd or --kube the relay follows the instance
+                                  records of the workers serving --endpoint instead
+                                  and drops a worker's blocks when its record goes
+                                  (lease expiry, pod deletion); without discovery they
+                                  stay until the relay restarts
   Frames, envelope and identity are checked; bad messages are dropped and counted
   (relay_rejected_total{reason=bad_frames|identity|…}).
 
