@@ -11,7 +11,8 @@
 #      error path, threads, the differential against the reference model,
 #      the doc example, and tests/lifecycle.rs, which ends by checking that
 #      no handle is left open; goindex-scorer's costs, fail-open cases and
-#      its Dynamo scorer/picker run by the shim's host;
+#      its Dynamo scorer/picker run by the shim's host, and a host whose
+#      library is missing (tests/without_library.rs);
 #   4. the test binaries loaded $GOINDEX_BUILD's library, not another one.
 # Everything builds into $GOINDEX_BUILD/rust-target, so the tree stays clean.
 # Needs GOINDEX_BUILD (./build.sh test sets it). GOINDEX_SEED, GOINDEX_SEEDS

@@ -9,8 +9,10 @@
 //!   worker's cache, its active prefill tokens and decode blocks its load.
 //!   It fails open: a worker without a load observation is ranked after
 //!   every worker with one (never a non-finite cost that fails the
-//!   request), and a library error leaves every worker at cost 0, so the
-//!   other scorers and the picker decide.
+//!   request), and where goindex's cost cannot be had (the library could
+//!   not be loaded or refused the call) each worker gets Dynamo's own
+//!   default cost ([`fallback_costs`]), so routing stays load- and
+//!   cache-aware instead of piling onto one worker.
 //! - [`LowestCostPicker`] picks the lowest total, ties broken by worker id
 //!   and rank, so the choice never depends on row order.
 //! - [`register`] adds the policy type [`POLICY_TYPE`] to a registry. Its
@@ -32,7 +34,7 @@ use dynamo_kv_router::plugins::{
 };
 use dynamo_kv_router::{KvRouterConfig, WorkerType};
 
-use crate::{Health, Load, Scorer, Worker};
+use crate::{fallback_costs, Health, Load, Scorer, Worker, NOT_LOADED};
 
 /// POLICY_TYPE is the type name router-policy YAML selects.
 pub const POLICY_TYPE: &str = "goindex";
@@ -46,7 +48,7 @@ pub struct GoindexScorer {
 
 impl GoindexScorer {
     /// new wraps a library state; `None` (a state that could not be made)
-    /// scores every worker 0.
+    /// scores every worker by [`fallback_costs`].
     pub fn new(scorer: Option<Scorer>) -> Self {
         GoindexScorer { scorer, workers: Vec::new(), health: Health::Fresh }
     }
@@ -78,17 +80,16 @@ impl WorkerScorer for GoindexScorer {
             }),
             capacity_blocks: None, // Dynamo's worker inputs carry no KV capacity
         }));
-        let Some(scorer) = self.scorer.as_mut() else {
-            costs.fill(0.0);
-            self.health = Health::Degraded("no goindex state".into());
-            return Ok(());
-        };
-        match scorer.costs(context.block_size(), context.prompt_tokens() as u64, &self.workers, costs) {
-            Ok(health) => self.health = health,
-            Err(err) => {
-                costs.fill(0.0);
+        let (block_size, isl) = (context.block_size(), context.prompt_tokens() as u64);
+        match self.scorer.as_mut().map(|s| s.costs(block_size, isl, &self.workers, costs)) {
+            Some(Ok(health)) => self.health = health,
+            Some(Err(err)) => {
+                fallback_costs(block_size, isl, &self.workers, costs);
                 self.health = Health::Degraded(err.to_string());
-                return Ok(());
+            }
+            None => {
+                fallback_costs(block_size, isl, &self.workers, costs);
+                self.health = Health::Degraded("no goindex state: Dynamo's default cost".into());
             }
         }
         // A worker without load ranks after every worker with one.
@@ -141,7 +142,12 @@ fn provider(
             "goindex: unknown parameter {key:?} (the one parameter is \"config\", goindex's JSON config)"
         )));
     }
-    Scorer::new(&config).map_err(|err| WorkerSelectionPolicyProviderError::new(err.to_string()))?;
+    // A bad config is refused at startup; a library that cannot be loaded
+    // is not: the policy routes on Dynamo's default cost until it can.
+    match Scorer::new(&config) {
+        Err(err) if err.code != NOT_LOADED => return Err(WorkerSelectionPolicyProviderError::new(err.to_string())),
+        _ => {}
+    }
     Ok(Arc::new(move |router, worker_type, _partition| policy(&config, router, worker_type)))
 }
 

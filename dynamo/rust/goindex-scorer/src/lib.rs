@@ -15,6 +15,13 @@
 //! never as an error. The [`dynamo`] module (feature `dynamo`) implements
 //! Dynamo's traits over it.
 //!
+//! The library is loaded when the first [`Scorer`] is made, not linked:
+//! `$GOINDEX_LIBRARY` names its path, else `libgoindex.so.1` is found as
+//! the dynamic loader finds any library (the host's RUNPATH,
+//! `LD_LIBRARY_PATH`, ldconfig). A host that links this crate therefore
+//! starts without it; [`Scorer::new`] then says why it could not load it,
+//! and [`fallback_costs`] (Dynamo's own default cost) stands in.
+//!
 //! ```
 //! use goindex_scorer::{Load, Scorer, Worker};
 //!
@@ -53,7 +60,9 @@
 //!    binding expects, and build it:
 //!    `cargo add --manifest-path $DYNAMO_DIR/lib/bindings/python/Cargo.toml --optional --rename dynamo-worker-selection-policy-catalog --path <your catalog> <its package name>`,
 //!    then in `lib/bindings/python`:
-//!    `GOINDEX_LIB_DIR=/opt/goindex/lib RUSTFLAGS="-C link-arg=-Wl,-rpath,/opt/goindex/lib" maturin develop --uv --features custom-policy`.
+//!    `RUSTFLAGS="-C link-arg=-Wl,-rpath,/opt/goindex/lib" maturin develop --uv --features custom-policy`
+//!    (the rpath is where `libgoindex.so.1` is looked for at run time;
+//!    `GOINDEX_LIBRARY=/opt/goindex/lib/libgoindex.so.1` names it instead).
 //! 5. Select it with the YAML beside this file (`worker-selection.yaml`):
 //!    `python3 -m dynamo.frontend --router-mode kv --router-policy-config worker-selection.yaml`.
 //!    `DYN_ROUTER_WORKER_SELECTION_POLICY=goindex` (or
@@ -129,6 +138,7 @@ const NOTE_BYTES: usize = 1024;
 pub struct Scorer {
     state: *mut c_void,
     destroy: unsafe extern "C" fn(*mut c_void),
+    costs: sys::CostsFn,
     raw: Vec<sys::Worker>,
 }
 
@@ -140,10 +150,12 @@ impl Scorer {
     /// new creates a state from the JSON config of goindex's worker-selector
     /// plugin (`include/goindex.h`: "policy", "prefill_tokens_per_ms",
     /// "queue_tokens_per_ms", "decode_blocks_per_ms", "credit", "replica",
-    /// "dc", "max_staleness_ms"; unknown keys are refused).
+    /// "dc", "max_staleness_ms"; unknown keys are refused). A library that
+    /// cannot be loaded is an error with code [`NOT_LOADED`].
     pub fn new(config_json: &str) -> Result<Scorer, Error> {
+        let lib = sys::library().map_err(|message| Error { code: NOT_LOADED, message })?;
         // SAFETY: the library returns a pointer to its static descriptor.
-        let descriptor = unsafe { sys::dynamo_worker_selector_plugin_v1().as_ref() }
+        let descriptor = unsafe { (lib.plugin)().as_ref() }
             .ok_or_else(|| Error { code: -1, message: "libgoindex.so returned no plugin descriptor".into() })?;
         let (Some(create), Some(destroy)) = (descriptor.create, descriptor.destroy) else {
             return Err(Error {
@@ -160,7 +172,7 @@ impl Scorer {
         if rc != sys::WS_OK || state.is_null() {
             return Err(Error { code: rc, message: message(&note, &eb) });
         }
-        Ok(Scorer { state, destroy, raw: Vec::new() })
+        Ok(Scorer { state, destroy, costs: lib.costs, raw: Vec::new() })
     }
 
     /// costs writes every worker's cost into `costs[i]` (ms under ttft,
@@ -198,7 +210,7 @@ impl Scorer {
         // SAFETY: the arrays hold n entries each; the library reads and
         // writes them during the call only.
         let rc = unsafe {
-            sys::goindex_worker_costs(
+            (self.costs)(
                 self.state,
                 block_size,
                 isl_tokens,
@@ -220,6 +232,28 @@ impl Drop for Scorer {
     fn drop(&mut self) {
         // SAFETY: the state came from this descriptor's create and is destroyed once.
         unsafe { (self.destroy)(self.state) }
+    }
+}
+
+/// NOT_LOADED is the [`Error::code`] of a library that could not be loaded.
+pub const NOT_LOADED: i32 = -2;
+
+/// fallback_costs writes Dynamo's own default cost for each worker, what
+/// its KV router ranks workers by without a custom policy (overlap weight
+/// 1): the blocks it would prefill — its queued prefill tokens plus the
+/// prompt's uncached tokens — plus the blocks its decodes hold; NaN for a
+/// worker without load. It needs no library: hosts use it when goindex's
+/// cost cannot be had, so routing stays load- and cache-aware.
+pub fn fallback_costs(block_size: u32, isl_tokens: u64, workers: &[Worker], costs: &mut [f64]) {
+    let block = f64::from(block_size.max(1));
+    for (w, cost) in workers.iter().zip(costs.iter_mut()) {
+        *cost = match w.load {
+            Some(load) => {
+                let uncached = isl_tokens.saturating_sub(w.cached_tokens);
+                (load.active_prefill_tokens.saturating_add(uncached)) as f64 / block + load.active_decode_blocks as f64
+            }
+            None => f64::NAN,
+        };
     }
 }
 
