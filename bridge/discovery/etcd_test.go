@@ -36,6 +36,24 @@ func channelKey(scope dynamo.Scope, topic string, id uint64) string {
 	return scope.ChannelPrefix(topic) + strconv.FormatUint(id, 16)
 }
 
+// leases returns helpers that grant a lease of ttl seconds and put a key
+// under a lease, as Dynamo's workers keep their records.
+func leases(ctx context.Context, t *testing.T, cli *clientv3.Client) (func(ttl int64) clientv3.LeaseID, func(key, value string, l clientv3.LeaseID)) {
+	lease := func(ttl int64) clientv3.LeaseID {
+		l, err := cli.Grant(ctx, ttl)
+		if err != nil {
+			t.Fatalf("Grant: %v", err)
+		}
+		return l.ID
+	}
+	put := func(key, value string, l clientv3.LeaseID) {
+		if _, err := cli.Put(ctx, key, value, clientv3.WithLease(l)); err != nil {
+			t.Fatalf("Put %s: %v", key, err)
+		}
+	}
+	return lease, put
+}
+
 // collector gathers a watch's updates.
 type collector struct {
 	mu  sync.Mutex
@@ -84,18 +102,7 @@ func TestEtcd_FollowsChannelsAsTheyComeAndGo(t *testing.T) {
 	url, cli := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	lease := func(ttl int64) clientv3.LeaseID {
-		l, err := cli.Grant(ctx, ttl)
-		if err != nil {
-			t.Fatalf("Grant: %v", err)
-		}
-		return l.ID
-	}
-	put := func(key, value string, l clientv3.LeaseID) {
-		if _, err := cli.Put(ctx, key, value, clientv3.WithLease(l)); err != nil {
-			t.Fatalf("Put %s: %v", key, err)
-		}
-	}
+	lease, put := leases(ctx, t, cli)
 	component := dynamo.Scope{Namespace: testScope.Namespace, Component: testScope.Component}
 	worker1 := lease(60)
 	// Present before the watch: an endpoint-scoped KV channel (v1.4+).

@@ -13,7 +13,6 @@ import (
 
 	"github.com/goindex/goindex/bridge/discovery/etcdtest"
 	"github.com/goindex/goindex/dynamo"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // instanceKey is a worker's endpoint instance key (Dynamo's
@@ -66,18 +65,7 @@ func TestEtcd_WorkersFollowTheEndpointsInstances(t *testing.T) {
 	cli := srv.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	lease := func(ttl int64) clientv3.LeaseID {
-		l, err := cli.Grant(ctx, ttl)
-		if err != nil {
-			t.Fatalf("Grant: %v", err)
-		}
-		return l.ID
-	}
-	put := func(key, value string, l clientv3.LeaseID) {
-		if _, err := cli.Put(ctx, key, value, clientv3.WithLease(l)); err != nil {
-			t.Fatalf("Put %s: %v", key, err)
-		}
-	}
+	lease, put := leases(ctx, t, cli)
 	w1, w2 := lease(60), lease(60)
 	put(instanceKey(testScope, 0x11), instanceValue(testScope, 0x11), w1)
 	e, err := NewEtcd(EtcdConfig{Endpoints: []string{srv.URL}, Scope: testScope, Workers: true, DialTimeout: 200 * time.Millisecond,

@@ -139,22 +139,7 @@ func TestPlane_NATSWorkerGoneWithItsRecordDropsItsBlocks(t *testing.T) {
 	registerNATS(pubA + 1)
 	send(pubA, 1, [2]uint64{0xA1, 0x11})
 	send(pubA+1, 2, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})
-	waitFor(t, r, func(st relay.PoolStatus) error {
-		if st.Producer.TrackedBlocks != 3 {
-			return fmt.Errorf("tracked %d blocks, want both workers' 3", st.Producer.TrackedBlocks)
-		}
-		return nil
-	})
-	if _, err := cli.Revoke(ctx, leaseA); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
-	waitFor(t, r, func(st relay.PoolStatus) error {
-		if st.Producer.TrackedBlocks != 2 {
-			return fmt.Errorf("tracked %d after worker 1's lease went, want worker 2's 2", st.Producer.TrackedBlocks)
-		}
-		return nil
-	})
-	checkWords(t, r, []kv.Event{storedKV(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})})
+	revokeWorker1(ctx, t, r, cli, leaseA)
 }
 
 // TestPlane_RelayIsNotReadyWhileEtcdIsDown stops the etcd a relay
@@ -253,18 +238,26 @@ func TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes(t *testing.T) {
 	})
 	py.do("send", msg{"pub": pubA + 1, "seq": 0, "frame_topic": subject,
 		"payload": []any{storedMap(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})}})
+	revokeWorker1(ctx, t, r, cli, leaseA)
+}
+
+// revokeWorker1 waits for worker 1's block (0xA1) and worker 2's two (0xB1,
+// 0xB2), revokes worker 1's lease, and checks that only worker 2's blocks
+// are left.
+func revokeWorker1(ctx context.Context, t *testing.T, r *relay.Relay, cli *clientv3.Client, lease clientv3.LeaseID) {
+	t.Helper()
 	waitFor(t, r, func(st relay.PoolStatus) error {
 		if st.Producer.TrackedBlocks != 3 {
 			return fmt.Errorf("tracked %d blocks, want both workers' 3", st.Producer.TrackedBlocks)
 		}
 		return nil
 	})
-	if _, err := cli.Revoke(ctx, leaseA); err != nil {
+	if _, err := cli.Revoke(ctx, lease); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
 	waitFor(t, r, func(st relay.PoolStatus) error {
 		if st.Producer.TrackedBlocks != 2 {
-			return fmt.Errorf("tracked %d after worker 1's instance went, want worker 2's 2", st.Producer.TrackedBlocks)
+			return fmt.Errorf("tracked %d after worker 1's lease went, want worker 2's 2", st.Producer.TrackedBlocks)
 		}
 		return nil
 	})

@@ -3,9 +3,11 @@
 //! goindex's cost model makes, and failing open.
 #![cfg(feature = "dynamo")]
 
-use dynamo_kv_router::host::{self, Row};
+mod common;
+
+use common::row;
+use dynamo_kv_router::host;
 use dynamo_kv_router::plugins::{RouterPluginRegistry, WorkerSelectionPolicyParameters};
-use dynamo_kv_router::protocols::WorkerWithDpRank;
 use dynamo_kv_router::{KvRouterConfig, RoutingPartitionRef, WorkerType};
 use goindex_scorer::dynamo::{register, POLICY_TYPE};
 
@@ -13,17 +15,6 @@ fn registry() -> RouterPluginRegistry {
     let mut r = RouterPluginRegistry::default();
     register(&mut r).expect("register");
     r
-}
-
-fn row(id: u64, cached_tokens: usize, active_prefill_tokens: usize) -> Row {
-    Row {
-        worker: WorkerWithDpRank::new(id, 0),
-        cached_tokens,
-        device_overlap_blocks: cached_tokens as f64 / 16.0,
-        load_available: true,
-        active_prefill_tokens,
-        ..Row::default()
-    }
 }
 
 fn policy_for(

@@ -4,6 +4,9 @@
 //! it cannot load it, the policy still resolves, and selections rank
 //! workers by Dynamo's own default cost.
 
+#[cfg(feature = "dynamo")]
+mod common;
+
 use std::sync::Once;
 
 use goindex_scorer::{fallback_costs, Load, Scorer, Worker, NOT_LOADED};
@@ -45,9 +48,9 @@ fn fallback_costs_are_dynamos_default_cost() {
 #[cfg(feature = "dynamo")]
 #[test]
 fn policy_routes_on_dynamos_default_cost() {
-    use dynamo_kv_router::host::{self, Row};
+    use common::row;
+    use dynamo_kv_router::host;
     use dynamo_kv_router::plugins::{RouterPluginRegistry, WorkerSelectionPolicyParameters};
-    use dynamo_kv_router::protocols::WorkerWithDpRank;
     use dynamo_kv_router::{KvRouterConfig, RoutingPartitionRef, WorkerType};
     use goindex_scorer::dynamo::{register, POLICY_TYPE};
 
@@ -58,14 +61,6 @@ fn policy_routes_on_dynamos_default_cost() {
         .resolve_instance(POLICY_TYPE, &WorkerSelectionPolicyParameters::from_pairs([("config", "{}")]))
         .expect("the policy resolves without its library");
     let mut p = factory(&KvRouterConfig::default(), WorkerType::Aggregated, RoutingPartitionRef::default());
-    let row = |id, cached_tokens: usize, active_prefill_tokens| Row {
-        worker: WorkerWithDpRank::new(id, 0),
-        cached_tokens,
-        device_overlap_blocks: cached_tokens as f64 / 16.0,
-        load_available: true,
-        active_prefill_tokens,
-        ..Row::default()
-    };
     let s = host::select(&mut p, 1600, 16, &[row(11, 0, 0), row(22, 1280, 0), row(33, 640, 0)]).expect("select");
     assert_eq!(s.worker.worker_id, 22, "totals {:?}", s.totals);
     assert_eq!(s.totals, vec![100.0, 20.0, 60.0]);
