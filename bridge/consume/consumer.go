@@ -52,8 +52,12 @@ type Consumer struct {
 	unmapped bool
 
 	rebuilds atomic.Uint64
-	yielded  bool   // the path names another live consumer's file (logged once); epoch goroutine only
-	cursor   uint64 // the next segment verify checks; epoch goroutine only
+	yielded  bool // the path names another live consumer's file (logged once); epoch goroutine only
+	// adding is when the epoch began stopping its lanes to add lanes (the
+	// start of the carried lanes' pause, which each logs as it follows
+	// on); written before the lanes stop, read after they restart.
+	adding time.Time
+	cursor uint64 // the next segment verify checks; epoch goroutine only
 
 	// discovering is set when the DCs were discovered: Run keeps asking
 	// the domain's relays (Config.DiscoverEvery). refused holds the DCs
@@ -228,6 +232,7 @@ func (c *Consumer) epoch(ctx context.Context) (damage error, added []relayproto.
 		var cause error
 		if len(added) > 0 {
 			cause = errAddingLanes // the following lanes keep their places
+			c.adding = time.Now()
 		}
 		cancel(cause)
 		wg.Wait()
@@ -449,9 +454,11 @@ func (c *Consumer) carry(added []relayproto.DCID) bool {
 	for i, dc := range added {
 		pools[i] = relayproto.PoolID{Domain: c.cfg.Domain, DC: dc}
 	}
+	stopped := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	nw, err := c.w.ResizeCarrying(c.layout, mask)
+	written := time.Now()
 	if err != nil {
 		c.cfg.Logger.Error("add lanes carrying the others; resyncing every lane instead", "path", c.cfg.Path, "err", err)
 		return false
@@ -472,7 +479,8 @@ func (c *Consumer) carry(added []relayproto.DCID) bool {
 	}
 	c.yielded = false
 	c.cfg.Logger.Info("lanes added to the replica file", "path", c.cfg.Path, "generation", nw.Info().Generation,
-		"dcs", fmt.Sprint(c.cfg.DCs), "carried", bits.OnesCount64(mask))
+		"dcs", fmt.Sprint(c.cfg.DCs), "carried", bits.OnesCount64(mask), "lanes_stopped_in", stopped.Sub(c.adding),
+		"file_written_in", written.Sub(stopped), "moved_in", time.Since(written))
 	return true
 }
 

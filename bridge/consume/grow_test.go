@@ -3,6 +3,7 @@ package consume
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -215,11 +216,12 @@ func TestConsumer_AddingALaneResyncsALaneThatWasNotServing(t *testing.T) {
 const readerPause = time.Millisecond
 
 // logOnFailure returns a logger whose lines the test prints only if it
-// fails.
+// fails, or always with GOINDEX_TEST_LOGS set (to read the carried lanes'
+// pauses: go test -v -run AddingALane).
 func logOnFailure(t *testing.T) *slog.Logger {
 	logs := &syncbuf.Buffer{}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("GOINDEX_TEST_LOGS") != "" {
 			t.Logf("consumer logs:\n%s", logs.String())
 		}
 	})

@@ -124,6 +124,10 @@ type position struct {
 	info  relay.Info
 	lease relayproto.Lease
 	seq   uint64
+	// paused is when the consumer stopped the lane to add lanes (a
+	// carried lane; zero otherwise): follow logs the pause once it
+	// follows the log again.
+	paused time.Time
 }
 
 func newLaneRunner(c *Consumer, i int, dc relayproto.DCID) *laneRunner {
@@ -223,7 +227,7 @@ func (l *laneRunner) sync(ctx context.Context) error {
 	}
 	if at := l.carry; at != nil {
 		l.carry, l.at = nil, at
-		l.log.Info("lane carried into the new replica generation; following on", "log", at.seq)
+		at.paused = l.c.adding
 		return fail(l.follow(ctx, at))
 	}
 	l.at = nil
@@ -477,6 +481,11 @@ func (l *laneRunner) follow(ctx context.Context, at *position) error {
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 	defer it.Stop()
+	if !at.paused.IsZero() {
+		l.log.Info("lane carried into the new replica generation; following on", "log", at.seq,
+			"paused", time.Since(at.paused))
+		at.paused = time.Time{}
+	}
 	// A subscription starts behind when its first message has others
 	// pending after it; it counts one catch-up when it reaches the tail.
 	first, behind := true, false

@@ -2,7 +2,9 @@ package shm
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -135,5 +137,55 @@ func TestResizeCarrying_RefusesAnotherFormatOrMovedLane(t *testing.T) {
 	defer nw.Close()
 	if got := bits.OnesCount64(nw.Table().Ready()); got != 0 {
 		t.Errorf("Ready() = %d lanes, want 0 (lane 0 was not ready)", got)
+	}
+}
+
+// BenchmarkResizeCarrying times adding a lane to a file of 13 lanes whose
+// words are all carried: the copy a consumer makes while its serving lanes
+// pause (bridge/consume). Lanes of 2^20 buckets (about 2.5M blocks at the
+// relay's load) and 2^22 (about 10M); the file is in /dev/shm where there
+// is one, as a consumer's usually is.
+func BenchmarkResizeCarrying(b *testing.B) {
+	for _, buckets := range []uint64{1 << 20, 1 << 22} {
+		b.Run(fmt.Sprintf("lanes=13/buckets=%d", buckets), func(b *testing.B) {
+			dir := b.TempDir()
+			if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+				d, err := os.MkdirTemp("/dev/shm", "goindex-bench-")
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { os.RemoveAll(d) })
+				dir = d
+			}
+			path := filepath.Join(dir, "replica")
+			l := testLayout(13, buckets)
+			grown := testLayout(14, buckets)
+			b.SetBytes(int64(buckets) * 8 * 13)
+			words := make([][]uint64, 13)
+			for lane := range words {
+				words[lane] = laneWords(uint64(lane), lane, buckets)
+			}
+			for b.Loop() {
+				b.StopTimer()
+				w, err := Create(path, l)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for lane, ws := range words { // the serving lanes' words, their pages resident
+					if err := w.Table().Install(lane, ws); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				nw, err := w.ResizeCarrying(grown, 1<<13-1)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				w.Close()
+				nw.Close()
+				b.StartTimer()
+			}
+		})
 	}
 }

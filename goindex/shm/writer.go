@@ -226,19 +226,15 @@ func (w *Writer) ResizeCarrying(l Layout, carry uint64) (*Writer, error) {
 func (w *Writer) carryInto(nw *Writer, carry uint64) error {
 	src, dst := w.Table(), nw.Table()
 	ready := src.Ready()
-	var words []uint64
+	if err := w.copyRows(nw, carry); err != nil {
+		return fmt.Errorf("shm: carry lanes %#b: %w", carry, err)
+	}
 	for m := carry; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
-		words = src.AppendLane(words[:0], i)
-		if err := w.Faulted(); err != nil {
-			return fmt.Errorf("shm: carry lane %d: %w", i, err)
-		}
-		// Install seals the lane's sums from its words and sets the ready
-		// bit; nobody maps the new file yet, so a lane that was not ready
-		// may have it cleared again.
-		if err := dst.Install(i, words); err != nil {
-			return fmt.Errorf("shm: carry lane %d: %w", i, err)
-		}
+		// SetReady seals the lane's sums that copyRows summed; nobody maps
+		// the new file yet, so a lane that was not ready may have its bit
+		// cleared again.
+		dst.SetReady(i)
 		if ready&(1<<uint(i)) == 0 {
 			dst.ClearReady(i)
 		}
@@ -248,6 +244,46 @@ func (w *Writer) carryInto(nw *Writer, carry uint64) error {
 		}
 		if err := nw.setRecord(i, &rec); err != nil {
 			return fmt.Errorf("shm: carry lane %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// copyRows copies the words of the lanes of carry from w's bucket region
+// into nw's in one pass over the rows (the lanes' columns interleave in
+// every row, so copying them lane by lane read and wrote each line once a
+// lane: 13 passes over 416 MiB for 13 lanes of 2^22 buckets), summing each
+// lane's integrity segments as a snapshot arriving whole would; the
+// lanes' SetReady then seals those sums. Both files have the same buckets;
+// rows of different strides are copied word by word.
+func (w *Writer) copyRows(nw *Writer, carry uint64) (err error) {
+	defer nw.m.guard(debug.SetPanicOnFault(true), &err)
+	defer w.m.guard(debug.SetPanicOnFault(true), &err)
+	src, dst := w.m.rows(), nw.m.rows()
+	from, to := uint64(w.m.hdr.stride), uint64(nw.m.hdr.stride)
+	n, shift := nw.m.hdr.buckets, nw.m.segShift()
+	var lanes []int
+	for m := carry; m != 0; m &= m - 1 {
+		l := bits.TrailingZeros64(m)
+		lanes = append(lanes, l)
+		f := &nw.seal.fresh[l]
+		f.active, f.next = true, n
+		clear(f.sums)
+	}
+	// A segment at a time, each lane's share summed in acc.
+	var acc [MaxLanes]uint64
+	for seg := range uint64(segments(n)) {
+		clear(acc[:len(lanes)])
+		for b := seg << shift; b < (seg+1)<<shift; b++ {
+			in, out := src[b*from:b*from+from], dst[b*to:b*to+to]
+			for k, l := range lanes {
+				word := atomic.LoadUint64(&in[l])
+				out[l] = word // nw is not mapped by anyone else yet
+				acc[k] += mix(b, word)
+			}
+		}
+		for k, l := range lanes {
+			nw.seal.fresh[l].sums[seg] = acc[k]
 		}
 	}
 	return nil
