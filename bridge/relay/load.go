@@ -78,6 +78,11 @@ func (t *loadTracker) forget(now time.Time) {
 	}
 }
 
+// drop forgets worker id at once: it is known to be gone (its instance
+// record went), so its capacity and queue leave the next report instead of
+// counting until the live window passes.
+func (t *loadTracker) drop(id uint64) { delete(t.workers, id) }
+
 // sawEvent marks e's worker live at now and counts the blocks e stores:
 // every block of every store event, one already cached included, as the
 // simulator's routers count a DC's inserts (score.InsertRate), whether or

@@ -790,8 +790,9 @@ func (p *pool) clearSource(m *Message) ckf.Step {
 }
 
 // clearWorker drops every member of worker w, fed or restored, whichever
-// source fed it (KindWorkerGone).
+// source fed it, and its load (KindWorkerGone).
 func (p *pool) clearWorker(w uint64) ckf.Step {
+	p.load.drop(w)
 	var members []kv.Member
 	for member := range p.owners {
 		if member.Worker == w {

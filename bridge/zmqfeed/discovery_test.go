@@ -17,6 +17,8 @@ import (
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/relayproto"
+	"github.com/goindex/goindex/goindex/relayproto/wire"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -227,7 +229,7 @@ func TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Feeds: %v", err)
 	}
-	r := startRelay(t, feeds...)
+	r, nc := startRelayNATS(t, feeds...)
 	subject := testScope.Subject("kv-events")
 	py.do("warm", msg{"pub": pubA, "seq": 0, "frame_topic": subject, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11})}})
 	waitFor(t, r, func(st relay.PoolStatus) error {
@@ -239,6 +241,23 @@ func TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes(t *testing.T) {
 	py.do("send", msg{"pub": pubA + 1, "seq": 0, "frame_topic": subject,
 		"payload": []any{storedMap(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})}})
 	revokeWorker1(ctx, t, r, cli, leaseA)
+	// Its load goes with it: the next report counts worker 2 alone (it
+	// used to count worker 1 until the 10 s live window passed).
+	sub, err := nc.SubscribeSync(relay.Names{Prefix: relay.DefaultPrefix, Domain: 1, DC: 1}.LoadSubject())
+	if err != nil {
+		t.Fatalf("subscribe load: %v", err)
+	}
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("load report: %v", err)
+	}
+	lr, _, err := wire.Decode(m.Data)
+	if err != nil {
+		t.Fatalf("decode load report: %v", err)
+	}
+	if got := lr.(*relayproto.LoadReport).LiveWorkers; got != 1 {
+		t.Errorf("load report after worker 1's instance went: %d live workers, want 1", got)
+	}
 }
 
 // revokeWorker1 waits for worker 1's block (0xA1) and worker 2's two (0xB1,
