@@ -83,7 +83,10 @@
 //     producer helpers.
 //   - discovery_test.go: publishers registered in a real etcd come and go;
 //     the relay is not ready while that etcd is down, and ready again once
-//     it is back.
+//     it is back; in broker mode a worker whose instance record goes loses
+//     its blocks and its load.
+//   - feeds_test.go: one feed per source, bad sources refused, broker
+//     mode without discovery warned about.
 //   - plane_test.go: late publisher, batches and single events, gaps,
 //     identity and frame rejections, load; restart with a new id; brokers.
 //   - engine_test.go: vLLM array and SGLang map batches (with and without

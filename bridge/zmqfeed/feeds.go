@@ -74,6 +74,10 @@ func Feeds(cfg FeedsConfig) ([]relay.Feed, error) {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
 		static.Brokers = xpub
+		if len(cfg.Etcd) == 0 && !cfg.Kube && cfg.Logger != nil {
+			cfg.Logger.Warn("broker mode without discovery (--etcd or --kube): a worker that leaves keeps its blocks " +
+				"until the relay restarts, since brokers do not forward a publisher's departure")
+		}
 	}
 	if len(static.Publishers) > 0 || len(static.Brokers) > 0 {
 		planes = append(planes, static)

@@ -2,9 +2,12 @@ package zmqfeed
 
 import (
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/internal/syncbuf"
 )
 
 func TestFeeds_OneFeedPerSource(t *testing.T) {
@@ -55,6 +58,32 @@ func TestFeeds_OneFeedPerSource(t *testing.T) {
 	} {
 		if feeds, err := Feeds(c.cfg); !errors.Is(err, ErrBadConfig) || feeds != nil {
 			t.Errorf("%s: Feeds = %v, %v; want nil, ErrBadConfig", c.name, feeds, err)
+		}
+	}
+}
+
+// TestFeeds_BrokerModeWithoutDiscoveryWarns: broker mode can observe a
+// worker's departure only through discovery, so a broker without --etcd
+// or --kube is warned about at start, and one with discovery is not.
+func TestFeeds_BrokerModeWithoutDiscoveryWarns(t *testing.T) {
+	scope := dynamo.Scope{Namespace: "ns", Component: "backend", Endpoint: "generate"}
+	const broker = "xsub=tcp://127.0.0.1:3,xpub=tcp://127.0.0.1:4"
+	for _, c := range []struct {
+		name string
+		cfg  FeedsConfig
+		warn bool
+	}{
+		{"a broker alone", FeedsConfig{Scope: scope, Broker: broker}, true},
+		{"a broker and etcd", FeedsConfig{Scope: scope, Broker: broker, Etcd: []string{"http://127.0.0.1:1"}}, false},
+	} {
+		logs := &syncbuf.Buffer{}
+		c.cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		if _, err := Feeds(c.cfg); err != nil {
+			t.Errorf("%s: Feeds = %v", c.name, err)
+			continue
+		}
+		if got := strings.Contains(logs.String(), "broker mode without discovery"); got != c.warn {
+			t.Errorf("%s: warned %v, want %v (logs %q)", c.name, got, c.warn, logs.String())
 		}
 	}
 }
