@@ -143,10 +143,14 @@ fn provider(
         )));
     }
     // A bad config is refused at startup; a library that cannot be loaded
-    // is not: the policy routes on Dynamo's default cost until it can.
+    // is not: the policy routes on Dynamo's default cost, and says so on
+    // the host's stderr (this crate has no logger of the host's).
     match Scorer::new(&config) {
-        Err(err) if err.code != NOT_LOADED => return Err(WorkerSelectionPolicyProviderError::new(err.to_string())),
-        _ => {}
+        Err(err) if err.code == NOT_LOADED => {
+            eprintln!("{err}; the {POLICY_TYPE} policy routes on Dynamo's default cost (prefill and decode blocks)")
+        }
+        Err(err) => return Err(WorkerSelectionPolicyProviderError::new(err.to_string())),
+        Ok(_) => {}
     }
     Ok(Arc::new(move |router, worker_type, _partition| policy(&config, router, worker_type)))
 }
