@@ -22,9 +22,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// register writes a worker's EventChannel record under a new lease, as
-// Dynamo's KV-store discovery does, and returns the lease.
-func register(t *testing.T, cli *clientv3.Client, id uint64, endpoint string) clientv3.LeaseID {
+// putLeased writes one discovery record under a new 60 s lease, as
+// Dynamo's KV-store discovery keeps a worker's records, and returns the
+// lease.
+func putLeased(t *testing.T, cli *clientv3.Client, key, value string) clientv3.LeaseID {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -32,14 +33,20 @@ func register(t *testing.T, cli *clientv3.Client, id uint64, endpoint string) cl
 	if err != nil {
 		t.Fatalf("Grant: %v", err)
 	}
-	key := testScope.ChannelPrefix("kv-events") + strconv.FormatUint(id, 16)
+	if _, err := cli.Put(ctx, key, value, clientv3.WithLease(l.ID)); err != nil {
+		t.Fatalf("Put %s: %v", key, err)
+	}
+	return l.ID
+}
+
+// register writes a worker's EventChannel record under a new lease and
+// returns the lease.
+func register(t *testing.T, cli *clientv3.Client, id uint64, endpoint string) clientv3.LeaseID {
+	t.Helper()
 	value := fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":%q,"component":%q,"name":%q}},`+
 		`"topic":"kv-events","instance_id":%d,"transport":{"kind":"Zmq","config":{"endpoint":%q}}}`,
 		testScope.Namespace, testScope.Component, testScope.Endpoint, id, endpoint)
-	if _, err := cli.Put(ctx, key, value, clientv3.WithLease(l.ID)); err != nil {
-		t.Fatalf("Put: %v", err)
-	}
-	return l.ID
+	return putLeased(t, cli, testScope.ChannelPrefix("kv-events")+strconv.FormatUint(id, 16), value)
 }
 
 // TestPlane_PublishersDiscoveredInEtcdComeAndGo registers Python
@@ -79,16 +86,7 @@ func TestPlane_PublishersDiscoveredInEtcdComeAndGo(t *testing.T) {
 	// Worker 1 leaves: its lease goes, and with it its blocks.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := cli.Revoke(ctx, leaseA); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
-	waitFor(t, r, func(st relay.PoolStatus) error {
-		if st.Producer.TrackedBlocks != 2 {
-			return fmt.Errorf("tracked %d after worker 1's lease went, want worker 2's 2", st.Producer.TrackedBlocks)
-		}
-		return nil
-	})
-	checkWords(t, r, []kv.Event{storedKV(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})})
+	revokeWorker1(ctx, t, r, cli, leaseA)
 }
 
 // TestPlane_NATSWorkerGoneWithItsRecordDropsItsBlocks runs workers on the
@@ -105,17 +103,10 @@ func TestPlane_NATSWorkerGoneWithItsRecordDropsItsBlocks(t *testing.T) {
 	defer cancel()
 	registerNATS := func(id uint64) clientv3.LeaseID {
 		t.Helper()
-		l, err := cli.Grant(ctx, 60)
-		if err != nil {
-			t.Fatalf("Grant: %v", err)
-		}
 		value := fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":%q,"component":%q,"name":%q}},`+
 			`"topic":"kv-events","instance_id":%d,"transport":{"kind":"Nats","config":{"subject_prefix":%q}}}`,
 			testScope.Namespace, testScope.Component, testScope.Endpoint, id, testScope.Subject(""))
-		if _, err := cli.Put(ctx, testScope.ChannelPrefix("kv-events")+strconv.FormatUint(id, 16), value, clientv3.WithLease(l.ID)); err != nil {
-			t.Fatalf("Put: %v", err)
-		}
-		return l.ID
+		return putLeased(t, cli, testScope.ChannelPrefix("kv-events")+strconv.FormatUint(id, 16), value)
 	}
 	etcd, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: []string{url}, Scope: testScope, Logger: testLogger()})
 	if err != nil {
@@ -141,6 +132,7 @@ func TestPlane_NATSWorkerGoneWithItsRecordDropsItsBlocks(t *testing.T) {
 	registerNATS(pubA + 1)
 	send(pubA, 1, [2]uint64{0xA1, 0x11})
 	send(pubA+1, 2, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})
+	waitBothWorkers(t, r)
 	revokeWorker1(ctx, t, r, cli, leaseA)
 }
 
@@ -209,17 +201,10 @@ func TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes(t *testing.T) {
 	defer cancel()
 	registerInstance := func(worker uint64) clientv3.LeaseID {
 		t.Helper()
-		l, err := cli.Grant(ctx, 60)
-		if err != nil {
-			t.Fatalf("Grant: %v", err)
-		}
 		key := fmt.Sprintf("v1/instances/%s/%s/%s/%x", testScope.Namespace, testScope.Component, testScope.Endpoint, worker)
 		value := fmt.Sprintf(`{"type":"Endpoint","component":%q,"endpoint":%q,"namespace":%q,"instance_id":%d,"transport":{"tcp":"10.0.0.1:9000"}}`,
 			testScope.Component, testScope.Endpoint, testScope.Namespace, worker)
-		if _, err := cli.Put(ctx, key, value, clientv3.WithLease(l.ID)); err != nil {
-			t.Fatalf("Put: %v", err)
-		}
-		return l.ID
+		return putLeased(t, cli, key, value)
 	}
 	leaseA := registerInstance(1)
 	registerInstance(2)
@@ -240,6 +225,7 @@ func TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes(t *testing.T) {
 	})
 	py.do("send", msg{"pub": pubA + 1, "seq": 0, "frame_topic": subject,
 		"payload": []any{storedMap(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})}})
+	waitBothWorkers(t, r)
 	revokeWorker1(ctx, t, r, cli, leaseA)
 	// Its load goes with it: the next report counts worker 2 alone (it
 	// used to count worker 1 until the 10 s live window passed).
@@ -260,10 +246,9 @@ func TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes(t *testing.T) {
 	}
 }
 
-// revokeWorker1 waits for worker 1's block (0xA1) and worker 2's two (0xB1,
-// 0xB2), revokes worker 1's lease, and checks that only worker 2's blocks
-// are left.
-func revokeWorker1(ctx context.Context, t *testing.T, r *relay.Relay, cli *clientv3.Client, lease clientv3.LeaseID) {
+// waitBothWorkers waits for worker 1's block (0xA1) and worker 2's two
+// (0xB1, 0xB2).
+func waitBothWorkers(t *testing.T, r *relay.Relay) {
 	t.Helper()
 	waitFor(t, r, func(st relay.PoolStatus) error {
 		if st.Producer.TrackedBlocks != 3 {
@@ -271,6 +256,12 @@ func revokeWorker1(ctx context.Context, t *testing.T, r *relay.Relay, cli *clien
 		}
 		return nil
 	})
+}
+
+// revokeWorker1 revokes worker 1's lease and checks that only worker 2's
+// blocks (0xB1, 0xB2) are left.
+func revokeWorker1(ctx context.Context, t *testing.T, r *relay.Relay, cli *clientv3.Client, lease clientv3.LeaseID) {
+	t.Helper()
 	if _, err := cli.Revoke(ctx, lease); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}

@@ -7,8 +7,6 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/goindex/goindex/goindex/kv"
 )
 
 // Pinned digests of everything a producer publishes over fixed streams:
@@ -111,27 +109,10 @@ func TestProducer_PublishesPinnedLayouts(t *testing.T) {
 			t.Fatal(err)
 		}
 		md := newModel(cfg.clearWorker)
-		g := &streamGen{rng: rng, md: md}
-		for w := range uint64(3) {
-			for r := range uint32(2) {
-				g.members = append(g.members, kv.Member{Worker: 10 + w, Rank: r})
-			}
-		}
+		g := newStreamGen(rng, md)
 		for range 2000 {
 			o := g.next()
-			var step Step
-			var err error
-			switch o.lifecycle {
-			case 0:
-				step, err = p.Apply(&o.ev)
-				md.apply(&o.ev)
-			case 1:
-				step, err = p.RemoveMember(o.ev.Member)
-				delete(md.lin, o.ev.Member)
-			case 2:
-				step, err = p.RemoveWorker(o.ev.Member.Worker)
-				md.removeWorker(o.ev.Member.Worker)
-			}
+			step, err, _ := o.apply(p, md)
 			d.step(step, err)
 			if step == StepPublish || rng.IntN(10) == 0 {
 				images = p.Drain(images[:0])
