@@ -774,46 +774,37 @@ func (p *pool) clearSource(m *Message) ckf.Step {
 	case KindGone:
 		delete(p.lastPub, m.Source)
 	}
-	step, rebuilds := ckf.StepContinue, p.rebuilds
+	step, _ := p.dropOwned(func(_ kv.Member, src *Source) bool { return src == m.Source })
+	p.log.Info("feed source cleared", "source", m.Source.Name, "kind", m.Kind)
+	return step
+}
+
+// dropOwned drops every member whose owner entry matches (restored members
+// have theirs too) and returns the cadence step and how many it dropped; a
+// producer fenced meanwhile is rebuilt, empty, which ends it.
+func (p *pool) dropOwned(match func(kv.Member, *Source) bool) (ckf.Step, int) {
+	step, rebuilds, n := ckf.StepContinue, p.rebuilds, 0
 	for member, src := range p.owners {
-		if src != m.Source {
+		if !match(member, src) {
 			continue
 		}
 		delete(p.restoredBy, member)
 		step = max(step, p.dropMember(member))
+		n++
 		if p.rebuilds != rebuilds {
-			return ckf.StepContinue // a new, empty producer
+			return ckf.StepContinue, n // a new, empty producer
 		}
 	}
-	p.log.Info("feed source cleared", "source", m.Source.Name, "kind", m.Kind)
-	return step
+	return step, n
 }
 
 // clearWorker drops every member of worker w, fed or restored, whichever
 // source fed it, and its load (KindWorkerGone).
 func (p *pool) clearWorker(w uint64) ckf.Step {
 	p.load.drop(w)
-	var members []kv.Member
-	for member := range p.owners {
-		if member.Worker == w {
-			members = append(members, member)
-		}
-	}
-	for member := range p.restoredBy {
-		if _, fed := p.owners[member]; !fed && member.Worker == w {
-			members = append(members, member)
-		}
-	}
-	step, rebuilds := ckf.StepContinue, p.rebuilds
-	for _, member := range members {
-		delete(p.restoredBy, member)
-		step = max(step, p.dropMember(member))
-		if p.rebuilds != rebuilds {
-			return ckf.StepContinue // a new, empty producer
-		}
-	}
-	if len(members) > 0 {
-		p.log.Info("worker gone; its members cleared", "worker", w, "members", len(members))
+	step, n := p.dropOwned(func(m kv.Member, _ *Source) bool { return m.Worker == w })
+	if n > 0 {
+		p.log.Info("worker gone; its members cleared", "worker", w, "members", n)
 	}
 	return step
 }

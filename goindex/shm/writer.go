@@ -255,7 +255,7 @@ func (w *Writer) carryInto(nw *Writer, carry uint64) error {
 // lane: 13 passes over 416 MiB for 13 lanes of 2^22 buckets), summing each
 // lane's integrity segments as a snapshot arriving whole would; the
 // lanes' SetReady then seals those sums. Both files have the same buckets;
-// rows of different strides are copied word by word.
+// their rows may differ in width (a row grows a cache line per 8 lanes).
 func (w *Writer) copyRows(nw *Writer, carry uint64) (err error) {
 	defer nw.m.guard(debug.SetPanicOnFault(true), &err)
 	defer w.m.guard(debug.SetPanicOnFault(true), &err)
