@@ -6,7 +6,7 @@
 
 use crate::plugins::worker_selection::{
     CandidateData, ScoredWorkerCandidate, WorkerCacheInput, WorkerCandidates, WorkerInputView, WorkerInputs,
-    WorkerLoadInput, WorkerSelectionContext, WorkerSelectionPolicy, WorkerSelectionPolicyError,
+    WorkerLoadInput, WorkerScorer, WorkerSelectionContext, WorkerSelectionPolicy, WorkerSelectionPolicyError,
 };
 use crate::protocols::WorkerWithDpRank;
 
@@ -51,34 +51,11 @@ pub fn select(
     block_size: u32,
     rows: &[Row],
 ) -> Result<Selected, WorkerSelectionPolicyError> {
-    let data: Vec<CandidateData> = rows
-        .iter()
-        .map(|r| CandidateData {
-            worker: r.worker,
-            cache: WorkerCacheInput {
-                effective_overlap_blocks: r.cached_tokens as f64 / f64::from(block_size),
-                estimated_cached_tokens: r.cached_tokens,
-                device_overlap_blocks: r.device_overlap_blocks,
-                host_overlap_blocks: 0.0,
-                disk_overlap_blocks: 0.0,
-            },
-            load: WorkerLoadInput {
-                available: r.load_available,
-                active_prefill_tokens: r.active_prefill_tokens,
-                decode_cost_blocks: r.decode_cost_blocks,
-                active_requests: r.active_requests,
-            },
-        })
-        .collect();
+    let data = candidate_data(rows, block_size);
     if data.is_empty() {
         return Err(WorkerSelectionPolicyError::failed("no eligible worker"));
     }
-    let context = WorkerSelectionContext {
-        prompt_tokens,
-        request_blocks: prompt_tokens.div_ceil(block_size as usize) as u64,
-        block_size,
-        _request: std::marker::PhantomData,
-    };
+    let context = context(prompt_tokens, block_size);
     let mut totals = vec![0.0; data.len()];
     let mut costs = vec![f64::NAN; data.len()];
     for scorer in &mut policy.scorers {
@@ -111,4 +88,52 @@ pub fn select(
         .ok_or_else(|| WorkerSelectionPolicyError::failed(format!("picker returned row {row} of {}", scored.len())))?
         .worker;
     Ok(Selected { worker, totals })
+}
+
+/// Runs one scorer alone over `rows`, as [`select`] does for each of a
+/// policy's scorers, and returns the costs it wrote (NaN where it wrote
+/// none), so that a test can read the scorer's state afterwards.
+pub fn score(
+    scorer: &mut dyn WorkerScorer,
+    prompt_tokens: usize,
+    block_size: u32,
+    rows: &[Row],
+) -> Result<Vec<f64>, WorkerSelectionPolicyError> {
+    let data = candidate_data(rows, block_size);
+    let mut costs = vec![f64::NAN; data.len()];
+    let inputs = scorer.required_worker_inputs();
+    scorer.score(&context(prompt_tokens, block_size), WorkerCandidates { rows: &data, inputs }, &mut costs)?;
+    Ok(costs)
+}
+
+/// The selection context of a prompt of `prompt_tokens` tokens.
+fn context<'a>(prompt_tokens: usize, block_size: u32) -> WorkerSelectionContext<'a> {
+    WorkerSelectionContext {
+        prompt_tokens,
+        request_blocks: prompt_tokens.div_ceil(block_size as usize) as u64,
+        block_size,
+        _request: std::marker::PhantomData,
+    }
+}
+
+/// The host's rows of `rows`.
+fn candidate_data(rows: &[Row], block_size: u32) -> Vec<CandidateData> {
+    rows.iter()
+        .map(|r| CandidateData {
+            worker: r.worker,
+            cache: WorkerCacheInput {
+                effective_overlap_blocks: r.cached_tokens as f64 / f64::from(block_size),
+                estimated_cached_tokens: r.cached_tokens,
+                device_overlap_blocks: r.device_overlap_blocks,
+                host_overlap_blocks: 0.0,
+                disk_overlap_blocks: 0.0,
+            },
+            load: WorkerLoadInput {
+                available: r.load_available,
+                active_prefill_tokens: r.active_prefill_tokens,
+                decode_cost_blocks: r.decode_cost_blocks,
+                active_requests: r.active_requests,
+            },
+        })
+        .collect()
 }

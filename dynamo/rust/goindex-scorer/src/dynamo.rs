@@ -34,22 +34,23 @@ use dynamo_kv_router::plugins::{
 };
 use dynamo_kv_router::{KvRouterConfig, WorkerType};
 
-use crate::{fallback_costs, Health, Load, Scorer, Worker, NOT_LOADED};
+use crate::{fallback_costs, Error, Health, Load, Scorer, Worker, NOT_LOADED};
 
 /// POLICY_TYPE is the type name router-policy YAML selects.
 pub const POLICY_TYPE: &str = "goindex";
 
 /// GoindexScorer writes goindex's per-worker cost.
 pub struct GoindexScorer {
-    scorer: Option<Scorer>,
+    scorer: Result<Scorer, Error>,
     workers: Vec<Worker>,
     health: Health,
 }
 
 impl GoindexScorer {
-    /// new wraps a library state; `None` (a state that could not be made)
-    /// scores every worker by [`fallback_costs`].
-    pub fn new(scorer: Option<Scorer>) -> Self {
+    /// new wraps the result of making a library state; with an error (the
+    /// library could not be loaded, or refused the config) it scores every
+    /// worker by [`fallback_costs`] and [`health`](Self::health) says why.
+    pub fn new(scorer: Result<Scorer, Error>) -> Self {
         GoindexScorer { scorer, workers: Vec::new(), health: Health::Fresh }
     }
 
@@ -81,15 +82,15 @@ impl WorkerScorer for GoindexScorer {
             capacity_blocks: None, // Dynamo's worker inputs carry no KV capacity
         }));
         let (block_size, isl) = (context.block_size(), context.prompt_tokens() as u64);
-        match self.scorer.as_mut().map(|s| s.costs(block_size, isl, &self.workers, costs)) {
-            Some(Ok(health)) => self.health = health,
-            Some(Err(err)) => {
+        let scored = match self.scorer.as_mut() {
+            Ok(scorer) => scorer.costs(block_size, isl, &self.workers, costs).map_err(|err| err.to_string()),
+            Err(err) => Err(format!("no goindex state ({err})")),
+        };
+        match scored {
+            Ok(health) => self.health = health,
+            Err(why) => {
                 fallback_costs(block_size, isl, &self.workers, costs);
-                self.health = Health::Degraded(err.to_string());
-            }
-            None => {
-                fallback_costs(block_size, isl, &self.workers, costs);
-                self.health = Health::Degraded("no goindex state: Dynamo's default cost".into());
+                self.health = Health::Degraded(format!("{why}; Dynamo's default cost"));
             }
         }
         // A worker without load ranks after every worker with one.
@@ -125,7 +126,7 @@ pub fn policy(config_json: &str, router: &KvRouterConfig, worker_type: WorkerTyp
     WorkerSelectionPolicy::new(
         router.clone(),
         worker_type.as_str(),
-        vec![Box::new(GoindexScorer::new(Scorer::new(config_json).ok()))],
+        vec![Box::new(GoindexScorer::new(Scorer::new(config_json)))],
         Box::new(LowestCostPicker),
     )
 }

@@ -68,3 +68,23 @@ fn policy_routes_on_dynamos_default_cost() {
     let s = host::select(&mut p, 1600, 16, &[row(11, 0, 0), row(22, 1280, 2000), row(33, 640, 0)]).expect("select");
     assert_eq!(s.worker.worker_id, 33, "totals {:?}", s.totals);
 }
+
+#[cfg(feature = "dynamo")]
+#[test]
+fn scorer_health_says_why_it_has_no_state() {
+    use common::row;
+    use dynamo_kv_router::host;
+    use goindex_scorer::dynamo::GoindexScorer;
+    use goindex_scorer::Health;
+
+    without_library();
+    let mut s = GoindexScorer::new(Scorer::new("{}"));
+    let costs = host::score(&mut s, 1600, 16, &[row(11, 0, 0), row(22, 1280, 0)]).expect("score");
+    assert_eq!(costs, vec![100.0, 20.0]);
+    match s.health() {
+        Health::Degraded(why) => {
+            assert!(why.contains(MISSING) && why.contains("default cost"), "health {why:?}")
+        }
+        other => panic!("health without the library = {other:?}, want Degraded naming {MISSING}"),
+    }
+}
