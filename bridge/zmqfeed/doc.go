@@ -62,8 +62,11 @@
 // socket's queue by RecvHWM messages, every message by maxParts parts
 // kept, every replay by MaxReplayBatches batches and ReplayTimeout. libzmq gives an endpoint up after a protocol error (an oversized
 // part); every disconnect is therefore answered by a fresh connect
-// (socket.go). A feed never stops the relay: a socket that cannot be made
-// is logged and its publisher skipped.
+// (socket.go). A plane's context holds MaxSockets libzmq sockets, three a
+// publisher (libzmq's default of 1023 would stop at 341 publishers). A
+// feed never stops the relay: a publisher whose socket cannot be made, or
+// whose read loop fails, is logged and subscribed again after a backoff
+// (1 s doubling to 30 s) until it goes.
 //
 // # Concurrency
 //
@@ -88,7 +91,9 @@
 //   - feeds_test.go: one feed per source, bad sources refused, broker
 //     mode without discovery warned about.
 //   - plane_test.go: late publisher, batches and single events, gaps,
-//     identity and frame rejections, load; restart with a new id; brokers.
+//     identity and frame rejections, load; restart with a new id; brokers;
+//     400 publishers, past libzmq's default socket limit; a publisher past
+//     the plane's socket limit subscribed once another's sockets free.
 //   - engine_test.go: vLLM array and SGLang map batches (with and without
 //     medium, lora_name, extra_keys; several dp ranks); a replayed gap; an
 //     unreplayable gap, a gap past the replay bound and an engine restart

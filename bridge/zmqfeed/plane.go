@@ -43,6 +43,10 @@ type PlaneConfig struct {
 	// RecvHWM bounds the messages queued per socket; optional; default:
 	// DefaultRecvHWM.
 	RecvHWM int
+	// MaxSockets bounds the libzmq sockets the plane holds (three per
+	// publisher); optional; default: DefaultMaxSockets. A publisher past
+	// it is subscribed once sockets are free again.
+	MaxSockets int
 	// Logger receives connection logs; optional; default: discard.
 	Logger *slog.Logger
 }
@@ -76,6 +80,9 @@ func NewPlane(cfg PlaneConfig) (*Plane, error) {
 		}
 	}
 	cfg.MaxMessageBytes, cfg.RecvHWM, cfg.Logger = socketDefaults(cfg.MaxMessageBytes, cfg.RecvHWM, cfg.Logger)
+	if cfg.MaxSockets <= 0 {
+		cfg.MaxSockets = DefaultMaxSockets
+	}
 	return &Plane{cfg: cfg}, nil
 }
 
@@ -128,9 +135,9 @@ type conn struct {
 // publishers and the brokers, follows discovery, and delivers every
 // message; a publisher that leaves gets a KindGone.
 func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error {
-	zctx, err := zmq.NewContext()
+	zctx, err := newContext(p.cfg.MaxSockets, p.cfg.Logger)
 	if err != nil {
-		return fmt.Errorf("zmq context: %w", err)
+		return err
 	}
 	conns := map[string]*conn{}
 	var wg sync.WaitGroup
@@ -225,23 +232,33 @@ func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup
 	c := &conn{src: src, cancel: cancel, done: make(chan struct{})}
 	conns[pub.Key] = c
 	log := p.cfg.Logger.With("publisher", pub.Endpoint, "publisher_id", pub.PublisherID)
+	// A socket that cannot be made (descriptors or libzmq's socket limit
+	// exhausted for a while) or a read loop that fails is tried again
+	// after a backoff: giving the publisher up would lose its worker's
+	// events until the relay restarts, and discovery reports a publisher
+	// once.
 	wg.Go(func() {
 		defer close(c.done)
-		s, err := newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: []string{pub.Endpoint}, subscribe: prefixes,
-			maxMessageBytes: p.cfg.MaxMessageBytes, recvHWM: p.cfg.RecvHWM, expiry: expiry,
-			gone: func(down time.Duration) bool {
-				log.Warn("zmq publisher down past its expiry; its worker's blocks are dropped", "down", down.Round(time.Millisecond))
-				return deliver(relay.Message{Kind: relay.KindGone, Source: src})
-			}})
-		if err != nil {
-			log.Error("zmq publisher not subscribed", "err", err)
-			return
-		}
-		log.Info("zmq publisher subscribed")
-		if err := s.readLoop(cctx, func(parts [][]byte) bool {
-			return deliver(relay.Message{Kind: relay.KindPlane, Frames: parts, Source: src})
-		}); err != nil && cctx.Err() == nil {
-			log.Error("zmq publisher subscription ended", "err", err)
+		for wait := time.Duration(0); sleepCtx(cctx, wait); wait = resubscribeAfter(wait) {
+			s, err := newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: []string{pub.Endpoint}, subscribe: prefixes,
+				maxMessageBytes: p.cfg.MaxMessageBytes, recvHWM: p.cfg.RecvHWM, expiry: expiry,
+				gone: func(down time.Duration) bool {
+					log.Warn("zmq publisher down past its expiry; its worker's blocks are dropped", "down", down.Round(time.Millisecond))
+					return deliver(relay.Message{Kind: relay.KindGone, Source: src})
+				}})
+			if err != nil {
+				log.Error("zmq publisher not subscribed; trying again", "err", err, "in", resubscribeAfter(wait))
+				continue
+			}
+			log.Info("zmq publisher subscribed")
+			err = s.readLoop(cctx, func(parts [][]byte) bool {
+				return deliver(relay.Message{Kind: relay.KindPlane, Frames: parts, Source: src})
+			})
+			if err == nil || cctx.Err() != nil {
+				return // stopped, or the relay takes no more
+			}
+			wait = 0 // it was subscribed: start the backoff over
+			log.Error("zmq publisher subscription failed; subscribing again", "err", err, "in", resubscribeAfter(wait))
 		}
 	})
 }

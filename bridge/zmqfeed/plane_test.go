@@ -1,8 +1,10 @@
 package zmqfeed
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/goindex/goindex/bridge/discovery"
@@ -152,3 +154,88 @@ func TestParseBrokerURL(t *testing.T) {
 		}
 	}
 }
+
+// TestPlane_SubscribesMorePublishersThanLibzmqsDefaultSocketLimit runs 400
+// direct-mode publishers (Debian's python3-zmq), more than a libzmq context
+// holds at its default limit of 1023 sockets (a publisher takes three):
+// every worker's block is tracked, none given up.
+func TestPlane_SubscribesMorePublishersThanLibzmqsDefaultSocketLimit(t *testing.T) {
+	const n = 400
+	py := startPy(t, "dynamo_pub.py", "--bind", "tcp://127.0.0.1:0", "--count", strconv.Itoa(n))
+	if len(py.Endpoints) != n {
+		t.Fatalf("publisher script bound %d endpoints, want %d", len(py.Endpoints), n)
+	}
+	pubs := make([]discovery.Publisher, n)
+	warm := make([]msg, n)
+	for i, ep := range py.Endpoints {
+		pubs[i] = discovery.Publisher{Endpoint: ep}
+		worker, hash := uint64(i+1), uint64(0x10000+i)
+		warm[i] = msg{"sock": i, "pub": pubA - i, "seq": 0,
+			"payload": []any{storedMap(worker, 1, 0, nil, [2]uint64{hash, hash << 8})}}
+	}
+	r := startRelay(t, newPlane(t, PlaneConfig{Publishers: pubs}))
+	py.do("warm", warm)
+	st := waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != n {
+			return fmt.Errorf("tracked %d blocks, want one from each of %d publishers", st.Producer.TrackedBlocks, n)
+		}
+		return nil
+	})
+	if in := st.Intake; in.Identity != 0 || in.BadFrames != 0 || in.Gaps != 0 || in.Malformed != 0 {
+		t.Errorf("intake = %+v, want nothing dropped", in)
+	}
+}
+
+// TestPlane_PublisherPastTheSocketLimitIsSubscribedOnceSocketsFree gives
+// the plane room for two publishers' sockets and discovers three: the
+// third cannot be subscribed, is tried again, and is subscribed once the
+// first one's record goes and its sockets are freed; its worker's block
+// is then tracked, the departed one's dropped.
+func TestPlane_PublisherPastTheSocketLimitIsSubscribedOnceSocketsFree(t *testing.T) {
+	py := startPy(t, "dynamo_pub.py", "--bind", "tcp://127.0.0.1:0", "--count", "3")
+	disc := &testDiscovery{updates: make(chan discovery.Update)}
+	r := startRelay(t, newPlane(t, PlaneConfig{Discovery: disc, MaxSockets: 6}))
+	pubs := make([]discovery.Publisher, 3)
+	warm := make([]msg, 3)
+	for i, ep := range py.Endpoints {
+		pubs[i] = discovery.Publisher{Key: ep, Endpoint: ep, PublisherID: uint64(pubA - i)}
+		hash := uint64(0x20000 + i)
+		warm[i] = msg{"sock": i, "pub": pubA - i, "seq": 0,
+			"payload": []any{storedMap(uint64(i+1), 1, 0, nil, [2]uint64{hash, hash << 8})}}
+	}
+	py.do("warm", warm)
+	for _, p := range pubs {
+		disc.updates <- discovery.Update{Publisher: p}
+	}
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 2 {
+			return fmt.Errorf("tracked %d blocks, want the first two publishers' 2", st.Producer.TrackedBlocks)
+		}
+		return nil
+	})
+	disc.updates <- discovery.Update{Publisher: pubs[0], Gone: true}
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 2 || st.Intake.Events != 3 {
+			return fmt.Errorf("tracked %d blocks after %d events, want the second and third publishers' 2 after 3",
+				st.Producer.TrackedBlocks, st.Intake.Events)
+		}
+		return nil
+	})
+}
+
+// testDiscovery hands a plane the updates a test sends it.
+type testDiscovery struct{ updates chan discovery.Update }
+
+func (d *testDiscovery) Watch(ctx context.Context, fn func(discovery.Update)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u := <-d.updates:
+			fn(u)
+		}
+	}
+}
+
+func (d *testDiscovery) Health() error  { return nil }
+func (d *testDiscovery) String() string { return "test discovery" }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"syscall"
 	"time"
@@ -36,7 +37,54 @@ const (
 	// values Dynamo's readiness sockets use.
 	reconnectMin = 100 * time.Millisecond
 	reconnectMax = 5 * time.Second
+	// DefaultMaxSockets is the libzmq sockets a Plane's context may hold
+	// (ZMQ_MAX_SOCKETS), libzmq's ceiling on Linux. libzmq's own default,
+	// 1023, held 341 publishers (a publisher takes three: its SUB socket,
+	// the monitor libzmq attaches to it and the PAIR socket reading that
+	// monitor), so a DC with more workers lost every publisher past the
+	// 341st.
+	DefaultMaxSockets = 65535
+	// resubscribeMin and resubscribeMax bound the wait before a publisher
+	// whose socket could not be made, or whose read loop failed, is
+	// subscribed again (doubling from the first to the second).
+	resubscribeMin = time.Second
+	resubscribeMax = 30 * time.Second
 )
+
+// newContext returns a libzmq context that holds up to maxSockets sockets,
+// or libzmq's default where the library refuses that many (logged).
+func newContext(maxSockets int, log *slog.Logger) (*zmq.Context, error) {
+	zctx, err := zmq.NewContext()
+	if err != nil {
+		return nil, fmt.Errorf("zmq context: %w", err)
+	}
+	if err := zctx.SetMaxSockets(maxSockets); err != nil {
+		n, _ := zctx.GetMaxSockets()
+		log.Warn("zmq context keeps its default socket limit", "max_sockets", n, "publishers", n/3, "err", err)
+	}
+	return zctx, nil
+}
+
+// resubscribeAfter is the wait after one of prev before the next attempt.
+func resubscribeAfter(prev time.Duration) time.Duration {
+	return min(max(2*prev, resubscribeMin), resubscribeMax)
+}
+
+// sleepCtx waits d, or less if ctx ends first; it reports whether ctx is
+// still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
 
 // socketConfig is what newSocket needs.
 type socketConfig struct {

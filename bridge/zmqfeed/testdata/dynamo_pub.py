@@ -5,16 +5,21 @@ and python3-msgpack: 4-part messages [topic, publisher id u64 BE, sequence
 u64 BE, 5-byte header (version 1, u32 BE length) + msgpack EventEnvelope].
 
   dynamo_pub.py --bind tcp://127.0.0.1:0        a direct-mode PUB socket
+  dynamo_pub.py --bind tcp://127.0.0.1:0 --count N
+                                                 N of them (N workers), each
+                                                 on a port of its own
   dynamo_pub.py --brokers 2                      N XSUB/XPUB proxies; the PUB
                                                  socket connects to every XSUB
 
-It prints its endpoints on the first stdout line ("pub=<ep>" or
+It prints its endpoints on the first stdout line ("pub=<ep>[;<ep>...]" or
 "xpub=<ep>;<ep>"), then reads one JSON command per stdin line:
   {"op": "send", "msg": M}   send M once, print "ok"
-  {"op": "warm", "msg": M}   send M every 10 ms until the next command
+  {"op": "warm", "msg": M}   send M every 10 ms until the next command; M
+                             may be a list, all of it sent each round
   {"op": "quit"}
 M: {"pub": id, "seq": n, "topic": "kv-events", "payload": events-or-load,
-    optional "frame_topic", "frame_pub", "frame_seq", "env_topic",
+    optional "sock" (which of the --count sockets sends it, default 0),
+    "frame_topic", "frame_pub", "frame_seq", "env_topic",
     "parts" (how many of the 4 parts to send), "version" (header byte)}.
 A payload that is a list is sent as a v1.4+ batch, a map as one value.
 """
@@ -58,13 +63,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bind")
     ap.add_argument("--brokers", type=int, default=0)
+    ap.add_argument("--count", type=int, default=1)
     args = ap.parse_args()
     ctx = zmq.Context()
-    pub = ctx.socket(zmq.PUB)
-    pub.setsockopt(zmq.LINGER, 0)
+    ctx.set(zmq.MAX_SOCKETS, max(1023, 2 * args.count + 8))
+    socks = []
+    for _ in range(args.count if args.bind else 1):
+        s = ctx.socket(zmq.PUB)
+        s.setsockopt(zmq.LINGER, 0)
+        socks.append(s)
+    pub = socks[0]
     if args.bind:
-        pub.bind(args.bind)
-        print("pub=" + pub.getsockopt_string(zmq.LAST_ENDPOINT), flush=True)
+        for s in socks:
+            s.bind(args.bind)
+        print("pub=" + ";".join(s.getsockopt_string(zmq.LAST_ENDPOINT) for s in socks), flush=True)
     else:
         xpubs = []
         for _ in range(args.brokers):
@@ -78,7 +90,8 @@ def main():
     warm = None
     while True:
         if warm is not None:
-            pub.send_multipart(frames(warm))
+            for m in warm:
+                socks[m.get("sock", 0)].send_multipart(frames(m))
             ready, _, _ = select.select([sys.stdin], [], [], 0.01)
             if not ready:
                 continue
@@ -90,9 +103,9 @@ def main():
         if cmd["op"] == "quit":
             break
         if cmd["op"] == "warm":
-            warm = cmd["msg"]
+            warm = cmd["msg"] if isinstance(cmd["msg"], list) else [cmd["msg"]]
         elif cmd["op"] == "send":
-            pub.send_multipart(frames(cmd["msg"]))
+            socks[cmd["msg"].get("sock", 0)].send_multipart(frames(cmd["msg"]))
             print("ok", flush=True)
 
 
