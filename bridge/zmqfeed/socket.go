@@ -38,12 +38,15 @@ const (
 	reconnectMin = 100 * time.Millisecond
 	reconnectMax = 5 * time.Second
 	// DefaultMaxSockets is the libzmq sockets a Plane's context may hold
-	// (ZMQ_MAX_SOCKETS), libzmq's ceiling on Linux. libzmq's own default,
-	// 1023, held 341 publishers (a publisher takes three: its SUB socket,
-	// the monitor libzmq attaches to it and the PAIR socket reading that
-	// monitor), so a DC with more workers lost every publisher past the
-	// 341st.
-	DefaultMaxSockets = 65535
+	// (ZMQ_MAX_SOCKETS): three for each of 4,096 publishers (the relay's
+	// own bound on live publishers, its duplicate and gap table) and a few
+	// for brokers. A publisher takes its SUB socket, the monitor libzmq
+	// attaches to it and the PAIR socket reading that monitor; libzmq's
+	// default of 1023 sockets held 341 publishers, so a DC with more
+	// workers lost every publisher past the 341st. Each publisher's
+	// socket also waits in a libzmq poll on an OS thread of its own, which
+	// the bound keeps far below Go's limit of 10,000 threads.
+	DefaultMaxSockets = 3*4096 + 16
 	// resubscribeMin and resubscribeMax bound the wait before a publisher
 	// whose socket could not be made, or whose read loop failed, is
 	// subscribed again (doubling from the first to the second).
