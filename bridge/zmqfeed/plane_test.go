@@ -204,15 +204,16 @@ func TestPlane_PublisherPastTheSocketLimitIsSubscribedOnceSocketsFree(t *testing
 			"payload": []any{storedMap(uint64(i+1), 1, 0, nil, [2]uint64{hash, hash << 8})}}
 	}
 	py.do("warm", warm)
-	for _, p := range pubs {
-		disc.updates <- discovery.Update{Publisher: p}
-	}
+	// The first two take the six sockets before the third is discovered.
+	disc.updates <- discovery.Update{Publisher: pubs[0]}
+	disc.updates <- discovery.Update{Publisher: pubs[1]}
 	waitFor(t, r, func(st relay.PoolStatus) error {
 		if st.Producer.TrackedBlocks != 2 {
 			return fmt.Errorf("tracked %d blocks, want the first two publishers' 2", st.Producer.TrackedBlocks)
 		}
 		return nil
 	})
+	disc.updates <- discovery.Update{Publisher: pubs[2]}
 	disc.updates <- discovery.Update{Publisher: pubs[0], Gone: true}
 	waitFor(t, r, func(st relay.PoolStatus) error {
 		if st.Producer.TrackedBlocks != 2 || st.Intake.Events != 3 {
