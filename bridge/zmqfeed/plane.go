@@ -155,9 +155,7 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 		p.start(ctx, zctx, &wg, conns, pub, p.cfg.PublisherExpiry, deliver)
 	}
 	if len(p.cfg.Brokers) > 0 {
-		if err := p.startBrokers(ctx, zctx, &wg, deliver); err != nil {
-			return err
-		}
+		p.startBrokers(ctx, zctx, &wg, deliver)
 	}
 	if p.cfg.Discovery == nil {
 		<-ctx.Done()
@@ -232,35 +230,40 @@ func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup
 	c := &conn{src: src, cancel: cancel, done: make(chan struct{})}
 	conns[pub.Key] = c
 	log := p.cfg.Logger.With("publisher", pub.Endpoint, "publisher_id", pub.PublisherID)
-	// A socket that cannot be made (descriptors or libzmq's socket limit
-	// exhausted for a while) or a read loop that fails is tried again
-	// after a backoff: giving the publisher up would lose its worker's
-	// events until the relay restarts, and discovery reports a publisher
-	// once.
 	wg.Go(func() {
 		defer close(c.done)
-		for wait := time.Duration(0); sleepCtx(cctx, wait); wait = resubscribeAfter(wait) {
-			s, err := newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: []string{pub.Endpoint}, subscribe: prefixes,
+		subscribe(cctx, log, func() (*socket, error) {
+			return newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: []string{pub.Endpoint}, subscribe: prefixes,
 				maxMessageBytes: p.cfg.MaxMessageBytes, recvHWM: p.cfg.RecvHWM, expiry: expiry,
 				gone: func(down time.Duration) bool {
 					log.Warn("zmq publisher down past its expiry; its worker's blocks are dropped", "down", down.Round(time.Millisecond))
 					return deliver(relay.Message{Kind: relay.KindGone, Source: src})
 				}})
-			if err != nil {
-				log.Error("zmq publisher not subscribed; trying again", "err", err, "in", resubscribeAfter(wait))
-				continue
-			}
-			log.Info("zmq publisher subscribed")
-			err = s.readLoop(cctx, func(parts [][]byte) bool {
-				return deliver(relay.Message{Kind: relay.KindPlane, Frames: parts, Source: src})
-			})
-			if err == nil || cctx.Err() != nil {
-				return // stopped, or the relay takes no more
-			}
-			wait = 0 // it was subscribed: start the backoff over
-			log.Error("zmq publisher subscription failed; subscribing again", "err", err, "in", resubscribeAfter(wait))
-		}
+		}, func(parts [][]byte) bool {
+			return deliver(relay.Message{Kind: relay.KindPlane, Frames: parts, Source: src})
+		})
 	})
+}
+
+// subscribe reads the socket open makes until ctx ends or fn refuses a
+// message. A socket that cannot be made (descriptors or the socket limit
+// exhausted for a while) or a read loop that fails is made again after a
+// backoff: giving the subscription up would lose its events until the
+// relay restarts, and discovery reports a publisher once.
+func subscribe(ctx context.Context, log *slog.Logger, open func() (*socket, error), fn func(parts [][]byte) bool) {
+	for wait := time.Duration(0); sleepCtx(ctx, wait); wait = resubscribeAfter(wait) {
+		s, err := open()
+		if err != nil {
+			log.Error("zmq subscription not made; trying again", "err", err, "in", resubscribeAfter(wait))
+			continue
+		}
+		log.Info("zmq subscription made")
+		if err = s.readLoop(ctx, fn); err == nil || ctx.Err() != nil {
+			return // stopped, or the relay takes no more
+		}
+		wait = 0 // it was subscribed: start the backoff over
+		log.Error("zmq subscription failed; subscribing again", "err", err, "in", resubscribeAfter(wait))
+	}
 }
 
 // followNATS keeps the NATS channels discovered (nothing to connect to:
@@ -320,7 +323,7 @@ func (p *Plane) stop(conns map[string]*conn, key string, deliver func(relay.Mess
 // watermark drops what it has seen: each broker forwards a publisher's
 // messages in order, so this equals Dynamo's LRU of (publisher id,
 // sequence) pairs.
-func (p *Plane) startBrokers(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup, deliver func(relay.Message) bool) error {
+func (p *Plane) startBrokers(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup, deliver func(relay.Message) bool) {
 	sc := p.cfg.Scope
 	component := dynamo.Scope{Namespace: sc.Namespace, Component: sc.Component}
 	namespace := dynamo.Scope{Namespace: sc.Namespace}
@@ -334,24 +337,19 @@ func (p *Plane) startBrokers(ctx context.Context, zctx *zmq.Context, wg *sync.Wa
 	for s := range subjects {
 		prefixes = append(prefixes, s)
 	}
-	s, err := newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: p.cfg.Brokers, subscribe: prefixes,
-		maxMessageBytes: p.cfg.MaxMessageBytes, recvHWM: p.cfg.RecvHWM})
-	if err != nil {
-		return err
-	}
 	fallback := subjects[sc.Subject(dynamo.EventTopic)]
 	wg.Go(func() {
-		if err := s.readLoop(ctx, func(parts [][]byte) bool {
+		subscribe(ctx, p.cfg.Logger.With("brokers", p.cfg.Brokers), func() (*socket, error) {
+			return newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: p.cfg.Brokers, subscribe: prefixes,
+				maxMessageBytes: p.cfg.MaxMessageBytes, recvHWM: p.cfg.RecvHWM})
+		}, func(parts [][]byte) bool {
 			src := subjects[string(parts[0])]
 			if src == nil {
 				src = fallback // a longer subject under a prefix: the identity check refuses it
 			}
 			return deliver(relay.Message{Kind: relay.KindPlane, Frames: parts, Source: src})
-		}); err != nil && ctx.Err() == nil {
-			p.cfg.Logger.Error("zmq broker subscription ended", "err", err)
-		}
+		})
 	})
-	return nil
 }
 
 // ParseBrokerURL parses Dynamo's DYN_ZMQ_BROKER_URL value,
