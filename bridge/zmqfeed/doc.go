@@ -64,9 +64,11 @@
 // part); every disconnect is therefore answered by a fresh connect
 // (socket.go). A plane's context holds MaxSockets libzmq sockets, three a
 // publisher (libzmq's default of 1023 would stop at 341 publishers). A
-// feed never stops the relay: a publisher's or the brokers' socket that
-// cannot be made, or whose read loop fails, is logged and made again after
-// a backoff (1 s doubling to 30 s) until the publisher goes.
+// feed never stops the relay, nor stops itself: a publisher's, the
+// brokers' or an engine's socket that cannot be made, or whose read loop
+// fails, is logged and made again after a backoff (1 s doubling to 30 s)
+// until the publisher goes; an engine then resyncs, as after a
+// reconnection.
 //
 // # Concurrency
 //

@@ -112,30 +112,54 @@ type engineRun struct {
 	deliver func(relay.Message) bool
 	last    uint64
 	hasLast bool
+	// resubscribed marks sockets made again after a failed read loop: the
+	// next message is taken as after a reconnection.
+	resubscribed bool
 }
 
-// Run subscribes to the engine until ctx ends.
+// Run subscribes to the engine until ctx ends. Its sockets are made again
+// after a failure (subscribe), and what was known of the engine is then
+// dropped and replayed, as after a reconnection.
 func (e *Engine) Run(ctx context.Context, deliver func(relay.Message) bool) error {
 	zctx, err := zmq.NewContext()
 	if err != nil {
 		return fmt.Errorf("zmq context: %w", err)
 	}
 	defer func() { _ = zctx.Term() }()
-	sub, err := newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: []string{e.cfg.Endpoint}, subscribe: []string{e.cfg.Topic},
-		maxMessageBytes: e.cfg.MaxMessageBytes, recvHWM: e.cfg.RecvHWM})
+	run := &engineRun{e: e, deliver: deliver}
+	defer run.closeReplay()
+	subscribe(ctx, e.cfg.Logger.With("engine", e.cfg.Endpoint), func() (*socket, error) { return run.open(zctx) }, run.live)
+	return nil
+}
+
+// open makes the run's sockets, replacing the replay socket of an earlier
+// attempt, and returns the SUB socket for subscribe to read (and close).
+func (r *engineRun) open(zctx *zmq.Context) (*socket, error) {
+	r.closeReplay()
+	cfg := r.e.cfg
+	sub, err := newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: []string{cfg.Endpoint}, subscribe: []string{cfg.Topic},
+		maxMessageBytes: cfg.MaxMessageBytes, recvHWM: cfg.RecvHWM})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	run := &engineRun{e: e, sub: sub, deliver: deliver}
-	if e.cfg.Replay != "" {
-		if run.replay, err = newSocket(zctx, socketConfig{kind: zmq.DEALER, endpoints: []string{e.cfg.Replay},
-			maxMessageBytes: e.cfg.MaxMessageBytes, recvHWM: e.cfg.RecvHWM}); err != nil {
+	if cfg.Replay != "" {
+		if r.replay, err = newSocket(zctx, socketConfig{kind: zmq.DEALER, endpoints: []string{cfg.Replay},
+			maxMessageBytes: cfg.MaxMessageBytes, recvHWM: cfg.RecvHWM}); err != nil {
 			sub.close()
-			return err
+			return nil, err
 		}
-		defer run.replay.close()
 	}
-	return sub.readLoop(ctx, run.live)
+	r.resubscribed = r.resubscribed || r.sub != nil
+	r.sub, r.seen = sub, 0
+	return sub, nil
+}
+
+// closeReplay closes the replay socket, if any.
+func (r *engineRun) closeReplay() {
+	if r.replay != nil {
+		r.replay.close()
+		r.replay = nil
+	}
 }
 
 // live takes one message of the PUB socket: it covers a gap before it
@@ -146,8 +170,8 @@ func (r *engineRun) live(parts [][]byte) bool {
 	}
 	seq := binary.BigEndian.Uint64(parts[1])
 	log := r.e.cfg.Logger.With("engine", r.e.cfg.Endpoint)
-	reconnected := r.sub.connects > r.seen && r.seen > 0
-	r.seen = r.sub.connects
+	reconnected := r.resubscribed || r.sub.connects > r.seen && r.seen > 0
+	r.seen, r.resubscribed = r.sub.connects, false
 	switch {
 	case r.hasLast && reconnected:
 		// vLLM's stream names no incarnation: after a new connection the
