@@ -63,7 +63,9 @@
 // kept, every replay by MaxReplayBatches batches and ReplayTimeout. libzmq gives an endpoint up after a protocol error (an oversized
 // part); every disconnect is therefore answered by a fresh connect
 // (socket.go). A plane's context holds MaxSockets libzmq sockets, three a
-// publisher (libzmq's default of 1023 would stop at 341 publishers). A
+// publisher (libzmq's default of 1023 would stop at 341 publishers), and
+// fewer where the process may not create a thread for each (threads.go):
+// a process that cannot create a thread dies. A
 // feed never stops the relay, nor stops itself: a publisher's, the
 // brokers' or an engine's socket that cannot be made, or whose read loop
 // fails, is logged and made again after a backoff (1 s doubling to 30 s)
@@ -84,6 +86,10 @@
 //   - engine.go: Engine, the vLLM/SGLang publisher feed with replay and
 //     resync.
 //   - feeds.go: Feeds, a pool's feeds from every configured source.
+//   - threads.go: how many publishers the process's thread limits allow
+//     (a publisher's poll holds an OS thread).
+//   - threads_linux.go: those limits read: RLIMIT_NPROC, the pids cgroups.
+//   - threads_other.go: elsewhere, Go's own thread limit alone.
 //   - support_test.go: the Python publisher driver, relay and reference
 //     producer helpers.
 //   - discovery_test.go: publishers registered in a real etcd come and go;
