@@ -60,6 +60,14 @@ func (s Scope) Subject(topic string) string {
 // §1.7): "v1/event_channels/namespace/<ns>[/component/<c>[/endpoint/<e>]]
 // /topic/<topic>/"; a publisher's key appends its id in lower-case hex.
 func (s Scope) ChannelPrefix(topic string) string {
+	return s.ChannelScopePrefix() + "topic/" + EscapeSubjectSegment(topic) + "/"
+}
+
+// ChannelScopePrefix returns the etcd key prefix of every event channel of
+// the scope, whatever its topic (v1/event_channels/ and the scope's path,
+// each segment percent-encoded, ending in "/"): what a discovery query of
+// the scope lists.
+func (s Scope) ChannelScopePrefix() string {
 	var b strings.Builder
 	b.WriteString("v1/event_channels/")
 	for _, seg := range s.segments() {
@@ -68,9 +76,6 @@ func (s Scope) ChannelPrefix(topic string) string {
 		b.WriteString(EscapeSubjectSegment(seg[1]))
 		b.WriteByte('/')
 	}
-	b.WriteString("topic/")
-	b.WriteString(EscapeSubjectSegment(topic))
-	b.WriteByte('/')
 	return b.String()
 }
 

@@ -19,8 +19,10 @@
 // its component scope (KV events, older releases) and its namespace scope
 // (load, older releases). A NATS channel (DYN_EVENT_PLANE=nats) is a
 // Publisher with NATS set and no endpoint: the relay reads NATS itself,
-// but the record's going says its worker is gone. Broker channels are
-// skipped (broker mode is configured, not discovered, as in Dynamo). A
+// but the record's going says its worker is gone. Broker channels are not
+// publishers: Etcd's Brokers lists them once (the ZmqBroker channels of
+// component zmq_broker in the pool's namespace, which Dynamo's broker
+// registers in etcd only, and its DYN_ZMQ_BROKER_ENABLED looks up). A
 // worker that dies disappears when its lease expires (etcd) or
 // its resource is deleted with its pod (Kubernetes); a restarted worker
 // registers a new publisher id under a new key.
@@ -73,6 +75,8 @@
 //     instance record parsing.
 //   - etcd.go: Etcd, the etcd backend's list and watch.
 //   - kube.go: Kube, the Kubernetes backend's list and watch.
+//   - brokers.go: BrokerComponent, Etcd.Brokers and the broker record's
+//     parser.
 //   - etcd_test.go: against a real etcd (Debian's, etcdtest): records
 //     listed and followed, lease revocation and expiry, a restart, skipped
 //     scopes, transports and bad records; record forms; an unreachable
@@ -92,6 +96,8 @@
 //     form, other endpoints and channels ignored, lease revocation and
 //     expiry, nobody gone through an etcd outage) and a fake API server;
 //     instance record forms.
+//   - brokers_test.go: broker records in both serde taggings; Brokers
+//     against a real etcd (the namespace's brokers only, sorted, once).
 //   - fuzz_test.go: records, scopes and Kubernetes data never panic the
 //     parsers.
 //   - etcdtest/: runs Debian's /usr/bin/etcd for tests, plain, with

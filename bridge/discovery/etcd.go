@@ -181,6 +181,17 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	return e, nil
 }
 
+// client makes an etcd client with the source's endpoints, credentials
+// and TLS, living until ctx ends or it is closed.
+func (e *Etcd) client(ctx context.Context) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.cfg.Endpoints, DialTimeout: e.cfg.DialTimeout,
+		Username: e.cfg.Username, Password: e.cfg.Password, TLS: e.tls, Context: ctx, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %v: %w", e.cfg.Endpoints, err)
+	}
+	return cli, nil
+}
+
 // String names the source in logs.
 func (e *Etcd) String() string {
 	if e.cfg.Workers {
@@ -210,11 +221,7 @@ func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
 	for ctx.Err() == nil {
 		var err error
 		if cli == nil {
-			cli, err = clientv3.New(clientv3.Config{Endpoints: e.cfg.Endpoints, DialTimeout: e.cfg.DialTimeout,
-				Username: e.cfg.Username, Password: e.cfg.Password, TLS: e.tls, Context: ctx, Logger: zap.NewNop()})
-			if err != nil {
-				cli, err = nil, fmt.Errorf("etcd %v: %w", e.cfg.Endpoints, err)
-			}
+			cli, err = e.client(ctx)
 		}
 		failure := err // a client not made, a list or a check failed; not a watch that ended
 		if cli != nil {

@@ -9,8 +9,8 @@ import (
 )
 
 // FuzzParseChannel feeds discovery records (etcd values, Kubernetes data)
-// to the record and scope parsers, and the Kubernetes collector in both
-// modes: they never panic, and a record they take has an endpoint only for
+// to the record, broker and scope parsers, and the Kubernetes collector in
+// both modes: they never panic, and a record they take has an endpoint only for
 // a ZMQ transport.
 func FuzzParseChannel(f *testing.F) {
 	f.Add([]byte(channelValue(testScope, "kv-events", 7, "tcp://a:1")))
@@ -26,6 +26,9 @@ func FuzzParseChannel(f *testing.F) {
 		k := &Kube{scopes: map[dynamo.Scope]map[string]bool{testScope: {dynamo.EventTopic: true}}, cfg: KubeConfig{Logger: discardLogger()}}
 		k.collect("r", json.RawMessage(b), 0, map[string]Publisher{})
 		_, _ = parseInstance(b, "1f")
+		if eps, err := parseBroker(b); err == nil && len(eps) == 0 {
+			t.Fatalf("parseBroker(%q) took a broker with no XPUB endpoint", b)
+		}
 		w := &Kube{cfg: KubeConfig{Scope: testScope, Workers: true, Logger: discardLogger()}}
 		w.collect("r", json.RawMessage(b), 0, map[string]Publisher{})
 	})

@@ -39,6 +39,16 @@ func putLeased(t *testing.T, cli *clientv3.Client, key, value string) clientv3.L
 	return l.ID
 }
 
+// registerInstance writes a worker's instance record (the workers a
+// broker-mode relay follows) under a new lease and returns the lease.
+func registerInstance(t *testing.T, cli *clientv3.Client, worker uint64) clientv3.LeaseID {
+	t.Helper()
+	key := fmt.Sprintf("v1/instances/%s/%s/%s/%x", testScope.Namespace, testScope.Component, testScope.Endpoint, worker)
+	value := fmt.Sprintf(`{"type":"Endpoint","component":%q,"endpoint":%q,"namespace":%q,"instance_id":%d,"transport":{"tcp":"10.0.0.1:9000"}}`,
+		testScope.Component, testScope.Endpoint, testScope.Namespace, worker)
+	return putLeased(t, cli, key, value)
+}
+
 // register writes a worker's EventChannel record under a new lease and
 // returns the lease.
 func register(t *testing.T, cli *clientv3.Client, id uint64, endpoint string) clientv3.LeaseID {
@@ -199,15 +209,8 @@ func TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes(t *testing.T) {
 	url, cli := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	registerInstance := func(worker uint64) clientv3.LeaseID {
-		t.Helper()
-		key := fmt.Sprintf("v1/instances/%s/%s/%s/%x", testScope.Namespace, testScope.Component, testScope.Endpoint, worker)
-		value := fmt.Sprintf(`{"type":"Endpoint","component":%q,"endpoint":%q,"namespace":%q,"instance_id":%d,"transport":{"tcp":"10.0.0.1:9000"}}`,
-			testScope.Component, testScope.Endpoint, testScope.Namespace, worker)
-		return putLeased(t, cli, key, value)
-	}
-	leaseA := registerInstance(1)
-	registerInstance(2)
+	leaseA := registerInstance(t, cli, 1)
+	registerInstance(t, cli, 2)
 	py := startPy(t, "dynamo_pub.py", "--brokers", "1")
 	feeds, err := Feeds(FeedsConfig{Scope: testScope, Etcd: []string{url}, Logger: testLogger(),
 		Broker: "xsub=tcp://127.0.0.1:1,xpub=" + strings.Join(py.Endpoints, ";")})
@@ -215,17 +218,7 @@ func TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes(t *testing.T) {
 		t.Fatalf("Feeds: %v", err)
 	}
 	r, nc := startRelayNATS(t, feeds...)
-	subject := testScope.Subject("kv-events")
-	py.do("warm", msg{"pub": pubA, "seq": 0, "frame_topic": subject, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11})}})
-	waitFor(t, r, func(st relay.PoolStatus) error {
-		if st.Intake.Events == 0 {
-			return errors.New("no event through the broker yet")
-		}
-		return nil
-	})
-	py.do("send", msg{"pub": pubA + 1, "seq": 0, "frame_topic": subject,
-		"payload": []any{storedMap(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})}})
-	waitBothWorkers(t, r)
+	bothWorkersThroughBroker(t, r, py)
 	revokeWorker1(ctx, t, r, cli, leaseA)
 	// Its load goes with it: the next report counts worker 2 alone (it
 	// used to count worker 1 until the 10 s live window passed).
@@ -244,6 +237,25 @@ func TestPlane_BrokerModeDropsAWorkerWhoseInstanceRecordGoes(t *testing.T) {
 	if got := lr.(*relayproto.LoadReport).LiveWorkers; got != 1 {
 		t.Errorf("load report after worker 1's instance went: %d live workers, want 1", got)
 	}
+}
+
+// bothWorkersThroughBroker publishes, through the broker script py runs,
+// worker 1's block (repeated until the relay takes it, since the broker
+// may not have the relay's subscription yet) and worker 2's two, and waits
+// for all three.
+func bothWorkersThroughBroker(t *testing.T, r *relay.Relay, py *pyProc) {
+	t.Helper()
+	subject := testScope.Subject("kv-events")
+	py.do("warm", msg{"pub": pubA, "seq": 0, "frame_topic": subject, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11})}})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Intake.Events == 0 {
+			return errors.New("no event through the broker yet")
+		}
+		return nil
+	})
+	py.do("send", msg{"pub": pubA + 1, "seq": 0, "frame_topic": subject,
+		"payload": []any{storedMap(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})}})
+	waitBothWorkers(t, r)
 }
 
 // waitBothWorkers waits for worker 1's block (0xA1) and worker 2's two
@@ -272,4 +284,32 @@ func revokeWorker1(ctx context.Context, t *testing.T, r *relay.Relay, cli *clien
 		return nil
 	})
 	checkWords(t, r, []kv.Event{storedKV(2, 1, 0, nil, [2]uint64{0xB1, 0x21}, [2]uint64{0xB2, 0x22})})
+}
+
+// TestPlane_BrokersFoundInEtcd runs Dynamo's broker-mode deployment with
+// DYN_ZMQ_BROKER_ENABLED: the relay is given etcd alone; the broker
+// (libzmq's XSUB/XPUB proxy, python3-zmq) registers its ZmqBroker channel
+// under component zmq_broker after the relay has looked once and found
+// none. The relay finds it, subscribes through it, and follows the
+// workers' instance records: a worker whose record goes loses its blocks.
+func TestPlane_BrokersFoundInEtcd(t *testing.T) {
+	url, cli := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leaseA := registerInstance(t, cli, 1)
+	registerInstance(t, cli, 2)
+	feeds, err := Feeds(FeedsConfig{Scope: testScope, Etcd: []string{url}, FindBrokers: true, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("Feeds: %v", err)
+	}
+	r := startRelay(t, feeds...)
+	time.Sleep(200 * time.Millisecond) // the relay's first look finds no broker
+	py := startPy(t, "dynamo_pub.py", "--brokers", "1")
+	brokers := dynamo.Scope{Namespace: testScope.Namespace, Component: discovery.BrokerComponent}
+	putLeased(t, cli, brokers.ChannelPrefix("broker")+"b1", fmt.Sprintf(`{"type":"EventChannel",`+
+		`"scope":{"kind":"component","namespace":%q,"component":"zmq_broker"},"topic":"broker","instance_id":177,`+
+		`"transport":{"kind":"ZmqBroker","config":{"xsub_endpoints":["tcp://127.0.0.1:1"],"xpub_endpoints":[%q]}}}`,
+		testScope.Namespace, py.Endpoints[0]))
+	bothWorkersThroughBroker(t, r, py)
+	revokeWorker1(ctx, t, r, cli, leaseA)
 }

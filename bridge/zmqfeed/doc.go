@@ -39,7 +39,9 @@
 // DYN_ZMQ_BROKER_URL's xpub part) one SUB socket connects to every broker
 // and subscribes to the pool's scoped subjects; a message heard through
 // two brokers is taken once (the relay's per-publisher sequence
-// watermark). A worker's departure is not observable through a broker
+// watermark). The brokers are given (DYN_ZMQ_BROKER_URL) or, with
+// FindBrokers (DYN_ZMQ_BROKER_ENABLED), looked up in etcd until one is
+// registered. A worker's departure is not observable through a broker
 // (the brokers forward messages, not their publishers' connections, and
 // broker-mode publishers register no channel), so with discovery the
 // plane follows the instance records of the workers serving the pool's
@@ -95,7 +97,7 @@
 //   - discovery_test.go: publishers registered in a real etcd come and go;
 //     the relay is not ready while that etcd is down, and ready again once
 //     it is back; in broker mode a worker whose instance record goes loses
-//     its blocks and its load.
+//     its blocks and its load; brokers found in etcd once one registers.
 //   - feeds_test.go: one feed per source, bad sources refused, broker
 //     mode without discovery warned about.
 //   - plane_test.go: late publisher, batches and single events, gaps,

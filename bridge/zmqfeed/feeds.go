@@ -33,6 +33,11 @@ type FeedsConfig struct {
 	// Broker is DYN_ZMQ_BROKER_URL's form, xsub=…,xpub=… ("": none); its
 	// xpub endpoints are subscribed to.
 	Broker string
+	// FindBrokers is DYN_ZMQ_BROKER_ENABLED: without Broker, the brokers
+	// are looked up in etcd (their channel records of component
+	// zmq_broker in the pool's namespace, which Dynamo's broker writes
+	// only there) and subscribed to as Broker's; it needs Etcd.
+	FindBrokers bool
 	// Engine is an engine without Dynamo (Endpoint and Replay ""): none.
 	Engine EngineConfig
 	// MaxMessageBytes bounds one inbound part of every feed; 0: the
@@ -48,17 +53,27 @@ type FeedsConfig struct {
 // nothing.
 func Feeds(cfg FeedsConfig) ([]relay.Feed, error) {
 	var planes []PlaneConfig
+	findBrokers := cfg.FindBrokers && cfg.Broker == ""
+	brokerMode := cfg.Broker != "" || findBrokers
+	if findBrokers && len(cfg.Etcd) == 0 {
+		return nil, fmt.Errorf("%w: looking the ZMQ brokers up (DYN_ZMQ_BROKER_ENABLED) needs etcd: Dynamo's brokers register only there; "+
+			"give --etcd, or the brokers with --zmq-broker", ErrBadConfig)
+	}
 	if len(cfg.Etcd) > 0 {
 		e, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: cfg.Etcd, Scope: cfg.Scope,
-			Workers: cfg.Broker != "", EtcdCredentials: cfg.EtcdCredentials, Logger: cfg.Logger})
+			Workers: brokerMode, EtcdCredentials: cfg.EtcdCredentials, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
-		planes = append(planes, PlaneConfig{Discovery: e})
+		pc := PlaneConfig{Discovery: e}
+		if findBrokers {
+			pc.FindBrokers = e
+		}
+		planes = append(planes, pc)
 	}
 	if cfg.Kube {
 		k, err := discovery.NewKube(discovery.KubeConfig{Namespace: cfg.KubeNamespace, Scope: cfg.Scope,
-			Workers: cfg.Broker != "", Logger: cfg.Logger})
+			Workers: brokerMode, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}

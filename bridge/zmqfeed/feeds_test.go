@@ -55,6 +55,8 @@ func TestFeeds_OneFeedPerSource(t *testing.T) {
 		{"a publisher that is no endpoint", FeedsConfig{Scope: scope, Publishers: []string{"localhost"}}},
 		{"an engine without its block size", FeedsConfig{Scope: scope, Engine: EngineConfig{Endpoint: "tcp://127.0.0.1:5557"}}},
 		{"publishers without a scope", FeedsConfig{Publishers: []string{"tcp://127.0.0.1:1"}}},
+		{"brokers looked up without etcd", FeedsConfig{Scope: scope, FindBrokers: true}},
+		{"brokers looked up in Kubernetes", FeedsConfig{Scope: scope, FindBrokers: true, Kube: true}},
 	} {
 		if feeds, err := Feeds(c.cfg); !errors.Is(err, ErrBadConfig) || feeds != nil {
 			t.Errorf("%s: Feeds = %v, %v; want nil, ErrBadConfig", c.name, feeds, err)

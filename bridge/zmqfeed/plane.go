@@ -37,6 +37,11 @@ type PlaneConfig struct {
 	// DYN_ZMQ_BROKER_URL's xpub part): one SUB socket connects to all.
 	// Optional.
 	Brokers []string
+	// FindBrokers, without Brokers, looks the brokers up
+	// (DYN_ZMQ_BROKER_ENABLED: discovery.Etcd's Brokers), again after a
+	// backoff until some are registered, and subscribes to them as to
+	// Brokers. Optional.
+	FindBrokers BrokerLister
 	// MaxMessageBytes bounds one inbound part; optional; default:
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int64
@@ -49,6 +54,12 @@ type PlaneConfig struct {
 	MaxSockets int
 	// Logger receives connection logs; optional; default: discard.
 	Logger *slog.Logger
+}
+
+// BrokerLister lists the XPUB endpoints of the ZMQ brokers registered in
+// discovery (discovery.Etcd implements it).
+type BrokerLister interface {
+	Brokers(ctx context.Context) ([]string, error)
 }
 
 // DefaultPublisherExpiry is the PublisherExpiry goindex relay uses: the
@@ -71,7 +82,7 @@ func NewPlane(cfg PlaneConfig) (*Plane, error) {
 	if cfg.Scope.Namespace == "" || cfg.Scope.Component == "" || cfg.Scope.Endpoint == "" {
 		return nil, fmt.Errorf("%w: the pool's namespace, component and endpoint are required", ErrBadConfig)
 	}
-	if len(cfg.Publishers) == 0 && cfg.Discovery == nil && len(cfg.Brokers) == 0 {
+	if len(cfg.Publishers) == 0 && cfg.Discovery == nil && len(cfg.Brokers) == 0 && cfg.FindBrokers == nil {
 		return nil, fmt.Errorf("%w: no publishers, discovery or brokers", ErrBadConfig)
 	}
 	for _, ep := range append(endpointsOf(cfg.Publishers), cfg.Brokers...) {
@@ -109,6 +120,8 @@ func (p *Plane) String() string {
 	switch {
 	case len(p.cfg.Brokers) > 0:
 		return "zmq event plane via brokers " + strings.Join(p.cfg.Brokers, ",")
+	case p.cfg.FindBrokers != nil && p.cfg.Discovery != nil:
+		return "zmq event plane via brokers found in " + p.cfg.Discovery.String()
 	case p.cfg.Discovery != nil:
 		return "zmq event plane via " + p.cfg.Discovery.String()
 	}
@@ -160,7 +173,7 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 		}
 		p.start(ctx, zctx, &wg, conns, pub, p.cfg.PublisherExpiry, deliver)
 	}
-	if len(p.cfg.Brokers) > 0 {
+	if len(p.cfg.Brokers) > 0 || p.cfg.FindBrokers != nil {
 		p.startBrokers(ctx, zctx, &wg, deliver)
 	}
 	if p.cfg.Discovery == nil {
@@ -345,8 +358,14 @@ func (p *Plane) startBrokers(ctx context.Context, zctx *zmq.Context, wg *sync.Wa
 	}
 	fallback := subjects[sc.Subject(dynamo.EventTopic)]
 	wg.Go(func() {
-		subscribe(ctx, p.cfg.Logger.With("brokers", p.cfg.Brokers), func() (*socket, error) {
-			return newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: p.cfg.Brokers, subscribe: prefixes,
+		brokers := p.cfg.Brokers
+		if len(brokers) == 0 {
+			if brokers = p.findBrokers(ctx); len(brokers) == 0 {
+				return // stopped before any was found
+			}
+		}
+		subscribe(ctx, p.cfg.Logger.With("brokers", brokers), func() (*socket, error) {
+			return newSocket(zctx, socketConfig{kind: zmq.SUB, endpoints: brokers, subscribe: prefixes,
 				maxMessageBytes: p.cfg.MaxMessageBytes, recvHWM: p.cfg.RecvHWM})
 		}, func(parts [][]byte) bool {
 			src := subjects[string(parts[0])]
@@ -356,6 +375,30 @@ func (p *Plane) startBrokers(ctx context.Context, zctx *zmq.Context, wg *sync.Wa
 			return deliver(relay.Message{Kind: relay.KindPlane, Frames: parts, Source: src})
 		})
 	})
+}
+
+// findBrokers asks FindBrokers for the brokers until it names some with a
+// usable endpoint (a tcp:// or ipc:// address; others are logged and left
+// out), after a backoff between attempts, or ctx ends
+// (nil).
+func (p *Plane) findBrokers(ctx context.Context) []string {
+	for wait := time.Duration(0); sleepCtx(ctx, wait); wait = resubscribeAfter(wait) {
+		found, err := p.cfg.FindBrokers.Brokers(ctx)
+		var usable []string
+		for _, ep := range found {
+			if err := checkEndpoint(ep); err != nil {
+				p.cfg.Logger.Warn("zmq broker endpoint left out", "err", err)
+				continue
+			}
+			usable = append(usable, ep)
+		}
+		if len(usable) > 0 {
+			p.cfg.Logger.Info("zmq brokers found", "xpub", usable)
+			return usable
+		}
+		p.cfg.Logger.Warn("no zmq broker found in discovery; looking again", "err", err, "in", resubscribeAfter(wait))
+	}
+	return nil
 }
 
 // ParseBrokerURL parses Dynamo's DYN_ZMQ_BROKER_URL value,

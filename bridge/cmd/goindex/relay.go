@@ -82,6 +82,12 @@ Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
                                   and drops a worker's blocks when its record goes
                                   (lease expiry, pod deletion); without discovery they
                                   stay until the relay restarts
+  --zmq-broker-discover           broker mode with the brokers looked up in etcd, as
+                                  DYN_ZMQ_BROKER_ENABLED (its default) does: the
+                                  xpub_endpoints of the ZmqBroker channel records of
+                                  component zmq_broker in --namespace, looked up
+                                  again until one is registered; needs --etcd, and
+                                  --zmq-broker wins over it
   Frames, envelope and identity are checked; bad messages are dropped and counted
   (relay_rejected_total{reason=bad_frames|identity|…}).
 

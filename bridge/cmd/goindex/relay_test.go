@@ -117,7 +117,7 @@ func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
 	}
 	for _, want := range []string{"<P>.<D>.<DC>.delta", "kv-events", "kv_events", "drain marker", "--max-age",
 		"endpoint.<EP>.kv-events", "kv_metrics", "--event-scope", "-load-source", "-endpoint string",
-		"--zmq-publisher", "--zmq-broker", "-zmq-max-message-bytes", "--etcd", "--kube", "-kube-namespace",
+		"--zmq-publisher", "--zmq-broker", "--zmq-broker-discover", "-zmq-max-message-bytes", "--etcd", "--kube", "-kube-namespace",
 		"--zmq-endpoint", "--zmq-replay", "--zmq-topic", "-worker-id", "-dp-rank", "-block-size"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("relay --help lacks %q", want)
@@ -137,6 +137,7 @@ func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
 		"relay bad load source":   {"relay", "--dc", "1", "--load-source", "vllm"},
 		"relay bad zmq publisher": {"relay", "--dc", "1", "--zmq-publisher", "udp://x:1"},
 		"relay bad zmq broker":    {"relay", "--dc", "1", "--zmq-broker", "xpub=tcp://a:1"},
+		"relay brokers, no etcd":  {"relay", "--dc", "1", "--zmq-broker-discover"},
 		"relay kube outside k8s":  {"relay", "--dc", "1", "--kube"},
 		"relay replay alone":      {"relay", "--dc", "1", "--zmq-replay", "tcp://a:1"},
 		"relay zero block size":   {"relay", "--dc", "1", "--zmq-endpoint", "tcp://a:1", "--block-size", "0"},

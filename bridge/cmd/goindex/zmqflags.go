@@ -4,6 +4,7 @@ import (
 	"flag"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/zmqfeed"
@@ -17,6 +18,7 @@ type zmqPlaneFlags struct {
 	etcd, etcdUser, etcdPassword, etcdCA, etcdCert, etcdKey *string
 	kube                                                    *bool
 	kubeNamespace, publishers, broker                       *string
+	findBrokers                                             *bool
 	maxBytes                                                *int64
 }
 
@@ -32,7 +34,9 @@ func addZMQPlaneFlags(fs *flag.FlagSet) zmqPlaneFlags {
 		kubeNamespace: fs.String("kube-namespace", "", "Kubernetes namespace of the workers' resources (default: the pod's own)"),
 		publishers:    fs.String("zmq-publisher", "", "ZMQ event plane: comma-separated worker PUB endpoints (tcp://host:port) to subscribe to"),
 		broker:        fs.String("zmq-broker", os.Getenv("DYN_ZMQ_BROKER_URL"), "ZMQ event plane: broker mode, xsub=<url>[;<url>…],xpub=<url>[;<url>…] (default: $DYN_ZMQ_BROKER_URL)"),
-		maxBytes:      fs.Int64("zmq-max-message-bytes", zmqfeed.DefaultMaxMessageBytes, "ZMQ: largest message part taken; a peer sending more is disconnected"),
+		findBrokers: fs.Bool("zmq-broker-discover", truthy(os.Getenv("DYN_ZMQ_BROKER_ENABLED")),
+			"ZMQ event plane: broker mode with the brokers looked up in etcd (their zmq_broker records in the pool's namespace), as DYN_ZMQ_BROKER_ENABLED does (default: $DYN_ZMQ_BROKER_ENABLED); --zmq-broker wins"),
+		maxBytes: fs.Int64("zmq-max-message-bytes", zmqfeed.DefaultMaxMessageBytes, "ZMQ: largest message part taken; a peer sending more is disconnected"),
 	}
 }
 
@@ -42,5 +46,15 @@ func (z zmqPlaneFlags) config(scope dynamo.Scope, log *slog.Logger) zmqfeed.Feed
 		EtcdCredentials: discovery.EtcdCredentials{Username: *z.etcdUser, Password: *z.etcdPassword, CAFile: *z.etcdCA,
 			CertFile: *z.etcdCert, KeyFile: *z.etcdKey},
 		Kube: *z.kube, KubeNamespace: *z.kubeNamespace, Publishers: splitList(*z.publishers), Broker: *z.broker,
-		MaxMessageBytes: *z.maxBytes, Logger: log}
+		FindBrokers: *z.findBrokers, MaxMessageBytes: *z.maxBytes, Logger: log}
+}
+
+// truthy reads an environment flag as Dynamo does: 1, true, yes or on, in
+// any case (its older releases took only "true").
+func truthy(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
 }

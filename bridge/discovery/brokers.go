@@ -1,0 +1,93 @@
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/goindex/goindex/dynamo"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// BrokerComponent is the component under which Dynamo's ZMQ brokers
+// register their event channel (its zmq_broker binary, when ETCD_ENDPOINTS
+// is set), and where publishers and subscribers with
+// DYN_ZMQ_BROKER_ENABLED look them up in their namespace
+// (dynamo-current §1.8).
+const BrokerComponent = "zmq_broker"
+
+// Brokers lists, once, the XPUB endpoints of the ZMQ brokers registered in
+// etcd for the pool's namespace: the event channels of component
+// BrokerComponent, whatever their topic, whose transport is ZmqBroker
+// (xsub_endpoints for publishers, xpub_endpoints for subscribers). The
+// endpoints are sorted and each given once; none registered is an empty
+// list, not an error. A record that is not a broker's is skipped (logged).
+func (e *Etcd) Brokers(ctx context.Context) ([]string, error) {
+	cli, err := e.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
+	defer cancel()
+	prefix := dynamo.Scope{Namespace: e.cfg.Scope.Namespace, Component: BrokerComponent}.ChannelScopePrefix()
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd %v: list %s: %w", e.cfg.Endpoints, prefix, err)
+	}
+	var xpubs []string
+	for _, kv := range resp.Kvs {
+		eps, err := parseBroker(kv.Value)
+		if err != nil {
+			e.cfg.Logger.Warn("etcd record skipped", "key", string(kv.Key), "err", err)
+			continue
+		}
+		xpubs = append(xpubs, eps...)
+	}
+	slices.Sort(xpubs)
+	return slices.Compact(xpubs), nil
+}
+
+// parseBroker reads a broker's EventChannel record and returns its XPUB
+// endpoints. The transport is EventTransport::ZmqBroker{xsub_endpoints,
+// xpub_endpoints}; its serde tagging is read in both forms, as the
+// publishers' is, since the broker's field layout is [unverified].
+func parseBroker(b []byte) ([]string, error) {
+	if len(b) > MaxRecordBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrBadRecord, len(b), MaxRecordBytes)
+	}
+	var rec struct {
+		Transport json.RawMessage `json:"transport"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRecord, err)
+	}
+	var adjacent struct {
+		Kind   string          `json:"kind"`
+		Config json.RawMessage `json:"config"`
+	}
+	var external map[string]json.RawMessage
+	kind, config := "", json.RawMessage(nil)
+	switch {
+	case json.Unmarshal(rec.Transport, &adjacent) == nil && adjacent.Kind != "":
+		kind, config = adjacent.Kind, adjacent.Config
+	case json.Unmarshal(rec.Transport, &external) == nil && len(external) == 1:
+		for k, v := range external {
+			kind, config = k, v
+		}
+	default:
+		return nil, fmt.Errorf("%w: transport %s", ErrBadRecord, rec.Transport)
+	}
+	if !strings.EqualFold(kind, "ZmqBroker") {
+		return nil, fmt.Errorf("%w: transport %q, not a broker's", ErrBadRecord, kind)
+	}
+	var eps struct {
+		XPub []string `json:"xpub_endpoints"`
+	}
+	if err := json.Unmarshal(config, &eps); err != nil || len(eps.XPub) == 0 {
+		return nil, fmt.Errorf("%w: broker record without xpub_endpoints: %s", ErrBadRecord, config)
+	}
+	return eps.XPub, nil
+}
