@@ -39,7 +39,8 @@ Input:
   $ETCD_ENDPOINTS; a secured etcd with --etcd-user/--etcd-password, --etcd-ca,
   --etcd-cert/--etcd-key, by default Dynamo's $ETCD_AUTH_*), --kube
   [--kube-namespace NS], --zmq-publisher tcp://H:P[,…] or --zmq-broker
-  xsub=…,xpub=… (default $DYN_ZMQ_BROKER_URL); each message's four parts are
+  xsub=…,xpub=… (default $DYN_ZMQ_BROKER_URL), or --zmq-broker-discover
+  (brokers registered in etcd; default $DYN_ZMQ_BROKER_ENABLED); each message's four parts are
   checked and its envelope recorded as a NATS one is
   Envelopes at or below their publisher's last sequence are dropped as
   duplicates and missing sequences counted as gaps; messages that do not
