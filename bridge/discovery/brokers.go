@@ -20,7 +20,8 @@ const BrokerComponent = "zmq_broker"
 
 // Brokers lists, once, the XPUB endpoints of the ZMQ brokers registered in
 // etcd for the pool's namespace: the event channels of component
-// BrokerComponent, whatever their topic, whose transport is ZmqBroker
+// BrokerComponent, whatever their topic (under the scoped key layout and
+// the one before it), whose transport is ZmqBroker
 // (xsub_endpoints for publishers, xpub_endpoints for subscribers). The
 // endpoints are sorted and each given once; none registered is an empty
 // list, not an error. A record that is not a broker's is skipped (logged).
@@ -32,19 +33,23 @@ func (e *Etcd) Brokers(ctx context.Context) ([]string, error) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
 	defer cancel()
-	prefix := dynamo.Scope{Namespace: e.cfg.Scope.Namespace, Component: BrokerComponent}.ChannelScopePrefix()
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, fmt.Errorf("etcd %v: list %s: %w", e.cfg.Endpoints, prefix, err)
-	}
 	var xpubs []string
-	for _, kv := range resp.Kvs {
-		eps, err := parseBroker(kv.Value)
+	for _, prefix := range []string{
+		dynamo.Scope{Namespace: e.cfg.Scope.Namespace, Component: BrokerComponent}.ChannelScopePrefix(),
+		channelsRoot + e.cfg.Scope.Namespace + "/" + BrokerComponent + "/", // the layout before EventScope
+	} {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 		if err != nil {
-			e.cfg.Logger.Warn("etcd record skipped", "key", string(kv.Key), "err", err)
-			continue
+			return nil, fmt.Errorf("etcd %v: list %s: %w", e.cfg.Endpoints, prefix, err)
 		}
-		xpubs = append(xpubs, eps...)
+		for _, kv := range resp.Kvs {
+			eps, err := parseBroker(kv.Value)
+			if err != nil {
+				e.cfg.Logger.Warn("etcd record skipped", "key", string(kv.Key), "err", err)
+				continue
+			}
+			xpubs = append(xpubs, eps...)
+		}
 	}
 	slices.Sort(xpubs)
 	return slices.Compact(xpubs), nil

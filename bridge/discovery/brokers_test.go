@@ -59,8 +59,8 @@ func TestParseBroker_BothTaggingsAndNothingElse(t *testing.T) {
 
 // TestEtcd_BrokersListsTheNamespacesBrokers registers two brokers of the
 // pool's namespace (one behind two XPUB endpoints), one of another
-// namespace, a publisher's channel under zmq_broker and a bad record, in
-// a real etcd: Brokers returns the namespace's XPUB endpoints, sorted and
+// namespace, a publisher's channel under zmq_broker, a bad record and a
+// broker under the older key layout, in a real etcd: Brokers returns the namespace's XPUB endpoints, sorted and
 // each once, and an empty list before any is registered.
 func TestEtcd_BrokersListsTheNamespacesBrokers(t *testing.T) {
 	url, cli := etcdtest.Start(t)
@@ -86,8 +86,10 @@ func TestEtcd_BrokersListsTheNamespacesBrokers(t *testing.T) {
 	put(other.ChannelPrefix("broker")+"7", brokerValue("other", []string{"tcp://x:5555"}, []string{"tcp://x:5556"}))
 	put(scope.ChannelPrefix("kv-events")+"8", channelValue(scope, "kv-events", 8, "tcp://p:1"))
 	put(scope.ChannelPrefix("broker")+"9", `{"transport":`)
+	// The key layout before EventScope: v1/event_channels/<ns>/<comp>/<topic>/<id>.
+	put("v1/event_channels/"+testScope.Namespace+"/zmq_broker/broker/a", brokerValue(testScope.Namespace, nil, []string{"tcp://old:5556"}))
 	got, err := e.Brokers(ctx)
-	want := []string{"tcp://b0:5556", "tcp://b1:5556", "tcp://b1:6556"}
+	want := []string{"tcp://b0:5556", "tcp://b1:5556", "tcp://b1:6556", "tcp://old:5556"}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("Brokers = %q, %v; want %q", got, err, want)
 	}
