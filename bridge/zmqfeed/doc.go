@@ -107,7 +107,7 @@
 //   - engine_test.go: vLLM array and SGLang map batches (with and without
 //     medium, lora_name, extra_keys; several dp ranks); a replayed gap; an
 //     unreplayable gap, a gap past the replay bound and an engine restart
-//     resync.
+//     resync; a socket made again after a failed one resyncs.
 //   - hostile_test.go: a peer announcing a 1 TiB part; a part over the
 //     limit.
 //   - expiry_test.go: a fixed publisher killed, and one frozen (SIGSTOP),

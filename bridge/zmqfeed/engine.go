@@ -149,9 +149,15 @@ func (r *engineRun) open(zctx *zmq.Context) (*socket, error) {
 			return nil, err
 		}
 	}
+	r.use(sub)
+	return sub, nil
+}
+
+// use makes sub the run's SUB socket. One made after another (its read
+// loop failed) has the next message taken as after a reconnection.
+func (r *engineRun) use(sub *socket) {
 	r.resubscribed = r.resubscribed || r.sub != nil
 	r.sub, r.seen = sub, 0
-	return sub, nil
 }
 
 // closeReplay closes the replay socket, if any.

@@ -1,8 +1,10 @@
 package zmqfeed
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/goindex/goindex/bridge/relay"
@@ -226,4 +228,32 @@ func TestEngine_GapPastTheReplayBoundResyncs(t *testing.T) {
 	c := engineStored(t, 5, 0, "", nil, []uint64{13}, uc, nil)
 	d := engineStored(t, 5, 0, "", ptr(13), []uint64{14}, ud, nil)
 	checkWords(t, r, []kv.Event{c, d})
+}
+
+// TestEngineRun_ANewSocketAfterAFailedOneResyncs drives one run's state
+// without sockets: messages on the first socket are taken in order; once
+// the read loop failed and a second socket took its place, the next
+// message is taken as after a reconnection (the stream names no
+// incarnation): a resync, then the message.
+func TestEngineRun_ANewSocketAfterAFailedOneResyncs(t *testing.T) {
+	e, err := NewEngine(EngineConfig{Endpoint: "tcp://127.0.0.1:1", BlockSize: engineBlockSize, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("NewEngine: %v", err)
+	}
+	var kinds []relay.MessageKind
+	run := &engineRun{e: e, deliver: func(m relay.Message) bool { kinds = append(kinds, m.Kind); return true }}
+	batch := func(seq uint64) [][]byte { return [][]byte{nil, binary.BigEndian.AppendUint64(nil, seq), {0x90}} }
+	run.use(&socket{connects: 1})
+	run.live(batch(1))
+	run.live(batch(2))
+	if want := []relay.MessageKind{relay.KindEngine, relay.KindEngine}; !slices.Equal(kinds, want) {
+		t.Fatalf("first socket: delivered %v, want %v", kinds, want)
+	}
+	kinds = nil
+	run.use(&socket{connects: 1})
+	run.live(batch(3))
+	run.live(batch(4))
+	if want := []relay.MessageKind{relay.KindResync, relay.KindEngine, relay.KindEngine}; !slices.Equal(kinds, want) {
+		t.Errorf("second socket: delivered %v, want %v (a resync first)", kinds, want)
+	}
 }
