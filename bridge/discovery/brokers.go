@@ -57,8 +57,8 @@ func (e *Etcd) Brokers(ctx context.Context) ([]string, error) {
 
 // parseBroker reads a broker's EventChannel record and returns its XPUB
 // endpoints. The transport is EventTransport::ZmqBroker{xsub_endpoints,
-// xpub_endpoints}; its serde tagging is read in both forms, as the
-// publishers' is, since the broker's field layout is [unverified].
+// xpub_endpoints}, its serde tagging read as the publishers'
+// (splitTransport), since the broker's field layout is [unverified].
 func parseBroker(b []byte) ([]string, error) {
 	if len(b) > MaxRecordBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrBadRecord, len(b), MaxRecordBytes)
@@ -69,21 +69,9 @@ func parseBroker(b []byte) ([]string, error) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRecord, err)
 	}
-	var adjacent struct {
-		Kind   string          `json:"kind"`
-		Config json.RawMessage `json:"config"`
-	}
-	var external map[string]json.RawMessage
-	kind, config := "", json.RawMessage(nil)
-	switch {
-	case json.Unmarshal(rec.Transport, &adjacent) == nil && adjacent.Kind != "":
-		kind, config = adjacent.Kind, adjacent.Config
-	case json.Unmarshal(rec.Transport, &external) == nil && len(external) == 1:
-		for k, v := range external {
-			kind, config = k, v
-		}
-	default:
-		return nil, fmt.Errorf("%w: transport %s", ErrBadRecord, rec.Transport)
+	kind, config, err := splitTransport(rec.Transport)
+	if err != nil {
+		return nil, err
 	}
 	if !strings.EqualFold(kind, "ZmqBroker") {
 		return nil, fmt.Errorf("%w: transport %q, not a broker's", ErrBadRecord, kind)

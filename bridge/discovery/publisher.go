@@ -142,38 +142,47 @@ func parseID(raw json.RawMessage) (uint64, error) {
 	return id, nil
 }
 
-// parseTransport reads an EventTransport in either serde tagging.
+// parseTransport reads an EventTransport in either serde tagging: its kind
+// and, for a ZMQ transport, its endpoint ("" for another transport).
 func parseTransport(raw json.RawMessage) (kind, endpoint string, err error) {
-	if len(raw) == 0 {
-		return "", "", fmt.Errorf("%w: no transport", ErrBadRecord)
+	kind, config, err := splitTransport(raw)
+	if err != nil {
+		return "", "", err
 	}
-	type zmqConfig struct {
+	var cfg struct {
 		Endpoint string `json:"endpoint"`
+	}
+	if len(config) > 0 && json.Unmarshal(config, &cfg) != nil {
+		cfg.Endpoint = "" // another transport's config
+	}
+	return kind, cfg.Endpoint, nil
+}
+
+// splitTransport returns an EventTransport's kind and its config, as serde
+// tags it adjacently ({"kind": K, "config": C}) or externally ({K: C}):
+// which one Dynamo's records use is [unverified], so both are read.
+func splitTransport(raw json.RawMessage) (kind string, config json.RawMessage, err error) {
+	if len(raw) == 0 {
+		return "", nil, fmt.Errorf("%w: no transport", ErrBadRecord)
 	}
 	var adjacent struct {
 		Kind   string          `json:"kind"`
 		Config json.RawMessage `json:"config"`
 	}
 	if err := json.Unmarshal(raw, &adjacent); err != nil {
-		return "", "", fmt.Errorf("%w: transport: %v", ErrBadRecord, err)
+		return "", nil, fmt.Errorf("%w: transport: %v", ErrBadRecord, err)
 	}
 	if adjacent.Kind != "" {
-		var cfg zmqConfig
-		if len(adjacent.Config) > 0 && json.Unmarshal(adjacent.Config, &cfg) != nil {
-			cfg = zmqConfig{} // another transport's config
-		}
-		return adjacent.Kind, cfg.Endpoint, nil
+		return adjacent.Kind, adjacent.Config, nil
 	}
 	var external map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &external); err != nil || len(external) != 1 {
-		return "", "", fmt.Errorf("%w: transport %s", ErrBadRecord, raw)
+		return "", nil, fmt.Errorf("%w: transport %s", ErrBadRecord, raw)
 	}
 	for k, v := range external {
-		var cfg zmqConfig
-		_ = json.Unmarshal(v, &cfg)
-		return k, cfg.Endpoint, nil
+		kind, config = k, v
 	}
-	return "", "", nil
+	return kind, config, nil
 }
 
 // instanceRecord mirrors DiscoveryInstance::Endpoint, a worker's record
