@@ -117,6 +117,8 @@ test_all() {
 	# Runs each fuzz target's seed corpus too (deterministic).
 	step "go test"
 	GOINDEX_BUILD="$BUILD" go test -count=1 ./...
+	step "go test -tags zmqpoll (the ZMQ feed's portable wait, used off Linux)"
+	go test -count=1 -tags zmqpoll ./bridge/zmqfeed/
 	if [ "${GOINDEX_SKIP_RACE:-0}" != 1 ]; then
 		step "go test -race (short)"
 		GOINDEX_BUILD="$BUILD" go test -race -short -count=1 ./...

@@ -65,10 +65,11 @@
 // kept, every replay by MaxReplayBatches batches and ReplayTimeout. libzmq gives an endpoint up after a protocol error (an oversized
 // part); every disconnect is therefore answered by a fresh connect
 // (socket.go). A plane's context holds MaxSockets libzmq sockets, three a
-// publisher (libzmq's default of 1023 would stop at 341 publishers), and
-// fewer where the process may not create a thread for each (threads.go):
-// a process that cannot create a thread dies. A
-// feed never stops the relay, nor stops itself: a publisher's, the
+// publisher (libzmq's default of 1023 would stop at 341 publishers). A
+// socket waiting for input parks in Go's network poller on its ZMQ_FD
+// descriptors (waiter_linux.go), so an idle publisher holds neither an OS
+// thread nor a timer: a DC's thousands of workers cost goroutines, not
+// threads (a process that cannot create a thread dies). A feed never stops the relay, nor stops itself: a publisher's, the
 // brokers' or an engine's socket that cannot be made, or whose read loop
 // fails, is logged and made again after a backoff (1 s doubling to 30 s)
 // until the publisher goes; an engine then resyncs, as after a
@@ -77,7 +78,8 @@
 // # Concurrency
 //
 // One goroutine per socket (libzmq sockets are not thread-safe); the
-// feed's Run owns the publisher table.
+// feed's Run owns the publisher table. A waiter's interrupt is the one
+// call made from another goroutine (the context's end).
 //
 // # Files
 //
@@ -88,10 +90,10 @@
 //   - engine.go: Engine, the vLLM/SGLang publisher feed with replay and
 //     resync.
 //   - feeds.go: Feeds, a pool's feeds from every configured source.
-//   - threads.go: how many publishers the process's thread limits allow
-//     (a publisher's poll holds an OS thread).
-//   - threads_linux.go: those limits read: RLIMIT_NPROC, the pids cgroups.
-//   - threads_other.go: elsewhere, Go's own thread limit alone.
+//   - waiter_linux.go: a socket's wait for input in Go's network poller
+//     (an epoll instance watching its ZMQ_FD descriptors).
+//   - waiter_other.go: elsewhere, or built with the zmqpoll tag, a libzmq
+//     poll that holds a thread and looks at its context every recvPoll.
 //   - support_test.go: the Python publisher driver, relay and reference
 //     producer helpers.
 //   - discovery_test.go: publishers registered in a real etcd come and go;
@@ -102,8 +104,10 @@
 //     mode without discovery warned about.
 //   - plane_test.go: late publisher, batches and single events, gaps,
 //     identity and frame rejections, load; restart with a new id; brokers;
-//     400 publishers, past libzmq's default socket limit; a publisher past
-//     the plane's socket limit subscribed once another's sockets free.
+//     400 publishers, past libzmq's default socket limit, holding no
+//     thread each; a publisher past the plane's socket limit subscribed
+//     once another's sockets free; bursts with pauses delivered whole.
+//   - waiter_linux_test.go, waiter_other_test.go: which wait the build has.
 //   - engine_test.go: vLLM array and SGLang map batches (with and without
 //     medium, lora_name, extra_keys; several dp ranks); a replayed gap; an
 //     unreplayable gap, a gap past the replay bound and an engine restart

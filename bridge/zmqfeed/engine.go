@@ -276,34 +276,39 @@ func (r *engineRun) replayRange(from, until uint64) ([]replayed, error) {
 	deadline := time.Now().Add(r.e.cfg.ReplayTimeout)
 	var out []replayed
 	for time.Now().Before(deadline) {
-		polled, err := r.replay.poller.Poll(recvPoll)
-		if err != nil && !interrupted(err) {
+		mon, ready, err := r.replay.pending()
+		if err != nil {
 			return out, fmt.Errorf("engine replay: %w", err)
 		}
-		for _, p := range polled {
-			if p.Socket != s {
-				_, _, _, _ = r.replay.mon.RecvEvent(0)
-				continue
-			}
-			parts, err := recv(s)
-			if err != nil {
-				return out, err
-			}
-			if len(parts) != 3 || len(parts[0]) != 0 || len(parts[1]) != 8 {
-				return out, fmt.Errorf("engine replay: reply of %d parts, want 3", len(parts))
-			}
-			seq := binary.BigEndian.Uint64(parts[1])
-			if seq == endOfReplay && len(parts[2]) == 0 {
-				return out, nil
-			}
-			if seq < from || seq >= until {
-				continue
-			}
-			if len(out) > 0 && seq != out[len(out)-1].seq+1 {
-				return out, fmt.Errorf("engine replay: sequence %d after %d", seq, out[len(out)-1].seq)
-			}
-			out = append(out, replayed{seq: seq, seqPart: parts[1], payload: parts[2]})
+		if mon {
+			_, _, _, _ = r.replay.mon.RecvEvent(0) // its connection's state does not matter here
 		}
+		if !ready {
+			if !mon {
+				if err := r.replay.w.wait(context.Background(), deadline, r.replay.readable); err != nil {
+					return out, fmt.Errorf("engine replay: %w", err)
+				}
+			}
+			continue
+		}
+		parts, err := recv(s)
+		if err != nil {
+			return out, err
+		}
+		if len(parts) != 3 || len(parts[0]) != 0 || len(parts[1]) != 8 {
+			return out, fmt.Errorf("engine replay: reply of %d parts, want 3", len(parts))
+		}
+		seq := binary.BigEndian.Uint64(parts[1])
+		if seq == endOfReplay && len(parts[2]) == 0 {
+			return out, nil
+		}
+		if seq < from || seq >= until {
+			continue
+		}
+		if len(out) > 0 && seq != out[len(out)-1].seq+1 {
+			return out, fmt.Errorf("engine replay: sequence %d after %d", seq, out[len(out)-1].seq)
+		}
+		out = append(out, replayed{seq: seq, seqPart: parts[1], payload: parts[2]})
 	}
 	return out, errNoReplay
 }

@@ -148,13 +148,7 @@ type conn struct {
 // publishers and the brokers, follows discovery, and delivers every
 // message; a publisher that leaves gets a KindGone.
 func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error {
-	sockets := p.cfg.MaxSockets
-	if budget, why := processPublisherBudget(); 3*budget < sockets {
-		sockets = 3 * budget
-		p.cfg.Logger.Warn("zmq plane subscribes at most this many publishers at once: each waits on a thread of its own",
-			"publishers", budget, "limit", why)
-	}
-	zctx, err := newContext(sockets, p.cfg.Logger)
+	zctx, err := newContext(p.cfg.MaxSockets, p.cfg.Logger)
 	if err != nil {
 		return err
 	}

@@ -158,7 +158,8 @@ func TestParseBrokerURL(t *testing.T) {
 // TestPlane_SubscribesMorePublishersThanLibzmqsDefaultSocketLimit runs 400
 // direct-mode publishers (Debian's python3-zmq), more than a libzmq context
 // holds at its default limit of 1023 sockets (a publisher takes three):
-// every worker's block is tracked, none given up.
+// every worker's block is tracked, none given up; and the subscriptions,
+// idle, hold no OS thread each (their waits are in Go's poller).
 func TestPlane_SubscribesMorePublishersThanLibzmqsDefaultSocketLimit(t *testing.T) {
 	const n = 400
 	py := startPy(t, "dynamo_pub.py", "--bind", "tcp://127.0.0.1:0", "--count", strconv.Itoa(n))
@@ -183,6 +184,12 @@ func TestPlane_SubscribesMorePublishersThanLibzmqsDefaultSocketLimit(t *testing.
 	})
 	if in := st.Intake; in.Identity != 0 || in.BadFrames != 0 || in.Gaps != 0 || in.Malformed != 0 {
 		t.Errorf("intake = %+v, want nothing dropped", in)
+	}
+	if waitsInThePoller {
+		// A wait in a libzmq poll would hold one thread per publisher.
+		if th := osThreads(t); th >= n/4 {
+			t.Errorf("the process runs %d OS threads with %d publishers subscribed, want fewer than %d", th, n, n/4)
+		}
 	}
 }
 
@@ -240,3 +247,50 @@ func (d *testDiscovery) Watch(ctx context.Context, fn func(discovery.Update)) er
 
 func (d *testDiscovery) Health() error  { return nil }
 func (d *testDiscovery) String() string { return "test discovery" }
+
+// TestPlane_BurstsWithPausesAreDeliveredWhole sends four publishers'
+// messages one at a time, with pauses of up to a millisecond between some
+// of them, so that each subscription goes idle and is woken thousands of
+// times: every message is taken (a missed wake-up would leave the rest
+// queued), none counted as a gap.
+func TestPlane_BurstsWithPausesAreDeliveredWhole(t *testing.T) {
+	const pubs, each = 4, 1500
+	py := startPy(t, "dynamo_pub.py", "--bind", "tcp://127.0.0.1:0", "--count", strconv.Itoa(pubs))
+	fixed := make([]discovery.Publisher, pubs)
+	for i, ep := range py.Endpoints {
+		fixed[i] = discovery.Publisher{Endpoint: ep}
+	}
+	r := startRelay(t, newPlane(t, PlaneConfig{Publishers: fixed}))
+	// The subscriptions are made once the first message of each arrives
+	// (a PUB socket drops what it sends before a subscriber connects).
+	first := make([]msg, pubs)
+	for i := range first {
+		first[i] = msg{"sock": i, "pub": pubA - i, "seq": 0,
+			"payload": []any{storedMap(uint64(i+1), 1, 0, nil, [2]uint64{uint64(0x30000 + i), 1})}}
+	}
+	py.do("warm", first)
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != pubs {
+			return fmt.Errorf("tracked %d blocks, want one from each of %d publishers", st.Producer.TrackedBlocks, pubs)
+		}
+		return nil
+	})
+	var burst []msg
+	for seq := 1; seq <= each; seq++ {
+		for i := range pubs {
+			hash := uint64(0x30000 + seq*pubs + i)
+			burst = append(burst, msg{"sock": i, "pub": pubA - i, "seq": seq,
+				"payload": []any{storedMap(uint64(i+1), 1, 0, nil, [2]uint64{hash, hash << 8})}})
+		}
+	}
+	py.do("burst", burst)
+	st := waitFor(t, r, func(st relay.PoolStatus) error {
+		if want := uint64(pubs * (each + 1)); st.Producer.TrackedBlocks != want {
+			return fmt.Errorf("tracked %d blocks, want %d", st.Producer.TrackedBlocks, want)
+		}
+		return nil
+	})
+	if in := st.Intake; in.Gaps != 0 || in.BadFrames != 0 || in.Malformed != 0 || in.Identity != 0 {
+		t.Errorf("intake = %+v, want nothing lost or dropped", in)
+	}
+}

@@ -43,9 +43,9 @@ const (
 	// for brokers. A publisher takes its SUB socket, the monitor libzmq
 	// attaches to it and the PAIR socket reading that monitor; libzmq's
 	// default of 1023 sockets held 341 publishers, so a DC with more
-	// workers lost every publisher past the 341st. Each publisher's
-	// socket also waits in a libzmq poll on an OS thread of its own, which
-	// the bound keeps far below Go's limit of 10,000 threads.
+	// workers lost every publisher past the 341st. Where a socket's wait
+	// holds an OS thread (waiter_other.go), the bound also keeps the
+	// threads below Go's limit of 10,000.
 	DefaultMaxSockets = 3*4096 + 16
 	// resubscribeMin and resubscribeMax bound the wait before a publisher
 	// whose socket could not be made, or whose read loop failed, is
@@ -115,7 +115,7 @@ type socketConfig struct {
 type socket struct {
 	s, mon    *zmq.Socket
 	endpoints []string
-	poller    *zmq.Poller
+	w         *waiter
 	redial    map[string]time.Time // endpoint → when to connect it again
 	// connects counts the connections made, the first included: a message
 	// read after a later one may come from a restarted peer.
@@ -187,13 +187,16 @@ func newSocket(zctx *zmq.Context, cfg socketConfig) (*socket, error) {
 			return fail("connect "+ep, err)
 		}
 	}
-	sk.poller = zmq.NewPoller()
-	sk.poller.Add(s, zmq.POLLIN)
-	sk.poller.Add(sk.mon, zmq.POLLIN)
+	if sk.w, err = newWaiter(s, sk.mon); err != nil {
+		return fail("waiter", err)
+	}
 	return sk, nil
 }
 
 func (sk *socket) close() {
+	if sk.w != nil {
+		sk.w.close()
+	}
 	if sk.mon != nil {
 		sk.mon.Close()
 	}
@@ -235,30 +238,34 @@ func recv(s *zmq.Socket) ([][]byte, error) {
 
 // readLoop hands every message of the socket to fn until ctx ends or fn
 // returns false, and connects dropped endpoints again. It owns the socket
-// and closes it.
+// and closes it. Between messages it waits in the Go poller (waiter), so
+// an idle socket holds no thread.
 func (sk *socket) readLoop(ctx context.Context, fn func(parts [][]byte) bool) error {
 	defer sk.close()
+	stop := context.AfterFunc(ctx, sk.w.interrupt)
+	defer stop()
 	for ctx.Err() == nil {
-		polled, err := sk.poller.Poll(recvPoll)
-		if err != nil && !interrupted(err) {
-			return fmt.Errorf("zmq poll: %w", err)
-		}
 		// Monitor events first: a connection's event is queued before any
 		// of its messages can be read.
-		slices.SortFunc(polled, func(a, b zmq.Polled) int {
-			return cmpBool(a.Socket != sk.mon, b.Socket != sk.mon)
-		})
-		for _, p := range polled {
-			if p.Socket == sk.mon {
-				sk.monitorEvent()
-				continue
-			}
+		mon, sub, err := sk.pending()
+		if err != nil {
+			return err
+		}
+		if mon {
+			sk.monitorEvent()
+		}
+		if sub {
 			parts, err := recv(sk.s)
 			if err != nil {
 				return err
 			}
 			if !fn(parts) {
 				return nil
+			}
+		}
+		if !mon && !sub {
+			if err := sk.w.wait(ctx, sk.due(), sk.readable); err != nil {
+				return err
 			}
 		}
 		now := time.Now()
@@ -271,6 +278,51 @@ func (sk *socket) readLoop(ctx context.Context, fn func(parts [][]byte) bool) er
 		}
 	}
 	return nil
+}
+
+// pending reports whether the monitor and the socket have a message
+// waiting.
+func (sk *socket) pending() (mon, sub bool, err error) {
+	if mon, err = hasInput(sk.mon); err != nil {
+		return false, false, fmt.Errorf("zmq monitor events: %w", err)
+	}
+	if sub, err = hasInput(sk.s); err != nil {
+		return false, false, fmt.Errorf("zmq events: %w", err)
+	}
+	return mon, sub, nil
+}
+
+// readable reports whether either socket has a message waiting (or cannot
+// say: the read that follows reports the error).
+func (sk *socket) readable() bool {
+	mon, sub, err := sk.pending()
+	return mon || sub || err != nil
+}
+
+// hasInput reports whether s has a message waiting (ZMQ_EVENTS).
+func hasInput(s *zmq.Socket) (bool, error) {
+	ev, err := s.GetEvents()
+	for interrupted(err) {
+		ev, err = s.GetEvents()
+	}
+	return ev&zmq.POLLIN != 0, err
+}
+
+// due is when the read loop has work without a message: the next redial,
+// or the end of the current outage's expiry (zero: none).
+func (sk *socket) due() time.Time {
+	var at time.Time
+	for _, t := range sk.redial {
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	if sk.expiry > 0 && !sk.downSince.IsZero() && !sk.expired {
+		if end := sk.downSince.Add(sk.expiry); at.IsZero() || end.Before(at) {
+			at = end
+		}
+	}
+	return at
 }
 
 // monitorEvent reads one monitor event: a connection counts, a drop is
@@ -291,17 +343,6 @@ func (sk *socket) monitorEvent() {
 			sk.downSince = time.Now()
 		}
 	}
-}
-
-// cmpBool orders false before true.
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case !a:
-		return -1
-	}
-	return 1
 }
 
 // redialDue connects again the dropped endpoints whose time came. The

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,7 +79,7 @@ func (p *pyProc) do(op string, msg any) {
 	if _, err := p.in.Write(append(b, '\n')); err != nil {
 		p.t.Fatalf("command %s: %v", op, err)
 	}
-	if op == "send" {
+	if op == "send" || op == "burst" {
 		if line, err := p.out.ReadString('\n'); err != nil || strings.TrimSpace(line) != "ok" {
 			p.t.Fatalf("command %s: reply %q, %v", op, line, err)
 		}
@@ -253,3 +254,23 @@ func ptr(v uint64) *uint64 { return &v }
 
 // msg is one event-plane message for dynamo_pub.py.
 type msg map[string]any
+
+// osThreads is the test process's OS thread count (/proc/self/status).
+func osThreads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatalf("thread count: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatalf("thread count %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("thread count: no Threads line in /proc/self/status")
+	return 0
+}

@@ -16,6 +16,9 @@ It prints its endpoints on the first stdout line ("pub=<ep>[;<ep>...]" or
   {"op": "send", "msg": M}   send M once, print "ok"
   {"op": "warm", "msg": M}   send M every 10 ms until the next command; M
                              may be a list, all of it sent each round
+  {"op": "burst", "msg": [M, ...]}
+                             send each M in turn, pausing up to 1 ms after
+                             about one in eight of them, print "ok"
   {"op": "quit"}
 M: {"pub": id, "seq": n, "topic": "kv-events", "payload": events-or-load,
     optional "sock" (which of the --count sockets sends it, default 0),
@@ -26,6 +29,7 @@ A payload that is a list is sent as a v1.4+ batch, a map as one value.
 import argparse
 import json
 import os
+import random
 import select
 import struct
 import sys
@@ -104,6 +108,13 @@ def main():
             break
         if cmd["op"] == "warm":
             warm = cmd["msg"] if isinstance(cmd["msg"], list) else [cmd["msg"]]
+        elif cmd["op"] == "burst":
+            rnd = random.Random(len(cmd["msg"]))
+            for m in cmd["msg"]:
+                socks[m.get("sock", 0)].send_multipart(frames(m))
+                if rnd.random() < 0.125:
+                    time.sleep(rnd.random() / 1000)
+            print("ok", flush=True)
         elif cmd["op"] == "send":
             socks[cmd["msg"].get("sock", 0)].send_multipart(frames(cmd["msg"]))
             print("ok", flush=True)
