@@ -108,6 +108,8 @@
 //     thread each; a publisher past the plane's socket limit subscribed
 //     once another's sockets free; bursts with pauses delivered whole.
 //   - waiter_linux_test.go, waiter_other_test.go: which wait the build has.
+//   - bench_test.go: idle publishers' CPU and threads; one subscription's
+//     receive rate (BENCHMARKS.md).
 //   - engine_test.go: vLLM array and SGLang map batches (with and without
 //     medium, lora_name, extra_keys; several dp ranks); a replayed gap; an
 //     unreplayable gap, a gap past the replay bound and an engine restart

@@ -36,7 +36,7 @@ const expectedBlocks = 4096
 
 // pyProc is a Python publisher of testdata driven over stdin.
 type pyProc struct {
-	t   *testing.T
+	t   testing.TB
 	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Reader
@@ -46,7 +46,7 @@ type pyProc struct {
 }
 
 // startPy runs testdata/script with args and reads its endpoints.
-func startPy(t *testing.T, script string, args ...string) *pyProc {
+func startPy(t testing.TB, script string, args ...string) *pyProc {
 	t.Helper()
 	cmd := exec.Command(debianPython, append([]string{"testdata/" + script}, args...)...)
 	cmd.Stderr = os.Stderr
@@ -256,7 +256,7 @@ func ptr(v uint64) *uint64 { return &v }
 type msg map[string]any
 
 // osThreads is the test process's OS thread count (/proc/self/status).
-func osThreads(t *testing.T) int {
+func osThreads(t testing.TB) int {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
