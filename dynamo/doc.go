@@ -20,8 +20,10 @@
 //
 // A RouterEvent is what Dynamo's router consumes: worker, storage tier,
 // residency domain and a CacheEvent (stored run, removed hashes, or clear)
-// of one dp rank. Only the device tier feeds the primary index
-// (RouterEvent.Primary); KV converts to goindex's kv.Event. It travels as
+// of one dp rank. RouterEvent.TargetsPrimary says, by Dynamo's rules,
+// whether it changes the primary index (worker-owned device-tier blocks;
+// clears of every domain or the worker's), belongs to a lower tier or a
+// cache owner, or is unsupported; KV converts to goindex's kv.Event. It travels as
 // JSON (G2025 NATS subjects, /dump), as msgpack inside an Envelope (the
 // current event plane) or, from engines, as vLLM/SGLang ZMQ KVEventBatches
 // (EngineBatch) that a Normalizer turns into RouterEvents by Dynamo's rules.
@@ -41,10 +43,12 @@
 // # Errors
 //
 // A decoder that fails returns a zero value and a *DecodeError wrapping
-// ErrMalformed, a *LimitError or a sentinel (ErrUnsupportedResidency,
-// ErrUnknownStorageTier, ErrByteHash, ErrFrameCount, ErrFrameHeader,
-// ErrIdentity); nothing is partially
-// applied anywhere. A Normalizer never fails: it drops, rewrites or
+// ErrMalformed, a *LimitError or a sentinel (ErrByteHash, ErrFrameCount,
+// ErrFrameHeader, ErrIdentity); nothing is partially applied anywhere. An
+// event whose residency_domain or storage_tier Dynamo's rules refuse is
+// not a decode error: it decodes (ResidencyUnsupported, TierUnknown), and
+// TargetsPrimary reports ErrUnsupportedResidency or ErrUnknownStorageTier,
+// so a caller skips that event and takes the rest of its message. A Normalizer never fails: it drops, rewrites or
 // truncates events by Dynamo's rules and counts each in its Stats.
 //
 // # Concurrency

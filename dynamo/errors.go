@@ -34,12 +34,14 @@ const (
 
 // Sentinel errors. Decoders wrap them in a *DecodeError; test with errors.Is.
 var (
-	// ErrUnsupportedResidency reports a residency_domain that is explicitly
-	// null or not one of "worker" and "cache_owner". Dynamo treats such an
-	// event as unsupported; so does goindex: the event is rejected whole.
+	// ErrUnsupportedResidency reports an event Dynamo's residency rules
+	// refuse: a residency_domain explicitly null or not one of "worker" and
+	// "cache_owner", or a cache owner's store or remove on the device tier
+	// (RouterEvent.TargetsPrimary; ParseResidency for a name).
 	ErrUnsupportedResidency = errors.New("dynamo: unsupported residency domain")
 	// ErrUnknownStorageTier reports a storage_tier that is not one of
-	// "device", "host_pinned", "disk" and "external".
+	// "device", "host_pinned", "disk" and "external" (ParseStorageTier,
+	// RouterEvent.TargetsPrimary, Validate).
 	ErrUnknownStorageTier = errors.New("dynamo: unknown storage tier")
 	// ErrByteHash reports a block hash sent as a byte string. Dynamo's ZMQ
 	// decoder accepts only integers; ZMQConfig.FoldByteHashes opts in to

@@ -18,23 +18,29 @@ const (
 	TierHostPinned
 	TierDisk
 	TierExternal
-	tierCount
+	// TierUnknown is what the decoders make of a storage_tier that is nil,
+	// not a string, or a name Dynamo does not define (a newer release's
+	// tier). Dynamo's serde decoding fails the whole message on it; goindex
+	// refuses only that event (TargetsPrimary), since an unknown tier is
+	// never the primary one and the message's other events are good.
+	TierUnknown
 )
 
-var tierNames = [tierCount]string{"device", "host_pinned", "disk", "external"}
+var tierNames = [...]string{"device", "host_pinned", "disk", "external", "unknown"}
 
-// String returns the tier's wire name ("device", "host_pinned", …).
+// String returns the tier's wire name ("device", "host_pinned", …), or
+// "unknown" for TierUnknown.
 func (t StorageTier) String() string {
-	if t < tierCount {
+	if int(t) < len(tierNames) {
 		return tierNames[t]
 	}
 	return fmt.Sprintf("tier(%d)", uint8(t))
 }
 
-// ParseStorageTier parses a wire tier name; an unknown name returns
-// ErrUnknownStorageTier.
+// ParseStorageTier parses a wire tier name; a name Dynamo does not define
+// (including "unknown") returns ErrUnknownStorageTier.
 func ParseStorageTier(s string) (StorageTier, error) {
-	for i, n := range tierNames {
+	for i, n := range tierNames[:TierUnknown] {
 		if s == n {
 			return StorageTier(i), nil
 		}
@@ -42,9 +48,17 @@ func ParseStorageTier(s string) (StorageTier, error) {
 	return 0, detailed(ErrUnknownStorageTier, "%q", s)
 }
 
+// wireTier is the decoders' reading of a present storage_tier: a known
+// name's tier, else TierUnknown.
+func wireTier(s string, isString bool) StorageTier {
+	if t, err := ParseStorageTier(s); err == nil && isString {
+		return t
+	}
+	return TierUnknown
+}
+
 // Residency is a RouterEvent's residency_domain. CUR wires may carry it;
-// older ones omit it (ResidencyAbsent). An explicit null or an unknown name
-// makes the event unsupported (ErrUnsupportedResidency).
+// older ones omit it (ResidencyAbsent).
 type Residency uint8
 
 // The residency domains.
@@ -52,10 +66,16 @@ const (
 	ResidencyAbsent     Residency = iota // field omitted
 	ResidencyWorker                      // "worker": blocks owned by the emitting worker
 	ResidencyCacheOwner                  // "cache_owner": blocks owned by a shared cache owner
+	// ResidencyUnsupported is a residency_domain present but explicitly
+	// nil, not a string, or an unknown name. Dynamo's decoder keeps such an
+	// event (its WireResidencyDomain is Invalid or Unknown) and refuses it
+	// when it resolves the domain; goindex does the same: the event decodes
+	// and TargetsPrimary refuses it, so the rest of its message is taken.
+	ResidencyUnsupported
 	residencyCount
 )
 
-var residencyNames = [residencyCount]string{"", "worker", "cache_owner"}
+var residencyNames = [residencyCount]string{"", "worker", "cache_owner", "unsupported"}
 
 // String returns the residency's wire name, "" for ResidencyAbsent.
 func (r Residency) String() string {
@@ -77,10 +97,19 @@ func ParseResidency(s string) (Residency, error) {
 	return 0, detailed(ErrUnsupportedResidency, "%q", s)
 }
 
+// wireResidency is the decoders' reading of a present residency_domain: a
+// known name's domain, else ResidencyUnsupported.
+func wireResidency(s string, isString bool) Residency {
+	if r, err := ParseResidency(s); err == nil && isString {
+		return r
+	}
+	return ResidencyUnsupported
+}
+
 // RouterEvent mirrors Dynamo's RouterEvent (CUR field order): the emitting
 // worker, the tier and residency of the blocks, and the cache event. Its
-// state_source field (cache-owner events only) is not modelled; decoders
-// skip it.
+// state_source field (the cache owner of cache-owner events, which never
+// reach the primary index) is not modelled; decoders skip it.
 type RouterEvent struct {
 	WorkerID    uint64
 	StorageTier StorageTier
@@ -143,14 +172,44 @@ func (m *MMExtraInfo) AppendHashes(dst []uint64) []uint64 {
 	return dst
 }
 
-// Primary reports whether the event feeds the primary index: device tier.
-func (e *RouterEvent) Primary() bool { return e.StorageTier == TierDevice }
+// TargetsPrimary reports whether the event changes the primary index (the
+// device-tier blocks each worker owns), by Dynamo's rules
+// (RouterEvent::targets_primary in its kv-router protocols):
+//   - A Cleared event without residency_domain (legacy) clears every domain
+//     and one with "worker" the worker domain: both clear the member's
+//     primary blocks, whatever its tier (a clear's tier is a placeholder).
+//     One with "cache_owner" leaves the primary index alone.
+//   - A Stored or Removed event targets it when worker-owned (domain absent
+//     or "worker") and of the device tier. Cache-owner blocks live in lower
+//     tiers; a cache-owner store or remove on the device tier is
+//     unsupported.
+//
+// An unsupported event returns ErrUnsupportedResidency (explicitly null or
+// unknown residency_domain, a cache-owner store or remove on the device
+// tier) or ErrUnknownStorageTier; a caller skips it and takes the others.
+func (e *RouterEvent) TargetsPrimary() (bool, error) {
+	switch {
+	case e.StorageTier >= TierUnknown:
+		return false, ErrUnknownStorageTier
+	case e.Residency >= ResidencyUnsupported:
+		return false, ErrUnsupportedResidency
+	case e.Event.Kind == kv.Cleared:
+		return e.Residency != ResidencyCacheOwner, nil
+	case e.Residency == ResidencyCacheOwner:
+		if e.StorageTier == TierDevice {
+			return false, detailed(ErrUnsupportedResidency, "(a cache owner's %v event on the device tier)", e.Event.Kind)
+		}
+		return false, nil
+	}
+	return e.StorageTier == TierDevice, nil
+}
 
 // Validate checks that the event is one a decoder could have produced: a
-// known tier, residency and kind, and at most MaxBlocksPerEvent blocks or
-// removed hashes.
+// tier and residency of their ranges (TierUnknown and ResidencyUnsupported
+// included: the encoders write them as nil, which decodes back to them), a
+// known kind, and at most MaxBlocksPerEvent blocks or removed hashes.
 func (e *RouterEvent) Validate() error {
-	if e.StorageTier >= tierCount {
+	if e.StorageTier > TierUnknown {
 		return detailed(ErrUnknownStorageTier, "%v", e.StorageTier)
 	}
 	if e.Residency >= residencyCount {
@@ -169,7 +228,7 @@ func (e *RouterEvent) Validate() error {
 
 // KV converts the event to goindex's vocabulary: the member is
 // (WorkerID, DpRank), each block becomes (external, local). The tier and
-// residency are not carried; filter with Primary first. The result owns
+// residency are not carried; filter with TargetsPrimary first. The result owns
 // fresh slices. An event that fails Validate returns its error.
 func (e *RouterEvent) KV() (kv.Event, error) {
 	if err := e.Validate(); err != nil {

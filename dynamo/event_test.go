@@ -59,7 +59,7 @@ func TestRouterEvent_ValidateRejectsOutOfRangeFields(t *testing.T) {
 		want error
 	}{
 		{"zero kind", RouterEvent{}, ErrMalformed},
-		{"tier", RouterEvent{StorageTier: tierCount, Event: CacheEvent{Kind: kv.Cleared}}, ErrUnknownStorageTier},
+		{"tier", RouterEvent{StorageTier: TierUnknown + 1, Event: CacheEvent{Kind: kv.Cleared}}, ErrUnknownStorageTier},
 		{"residency", RouterEvent{Residency: residencyCount, Event: CacheEvent{Kind: kv.Cleared}}, ErrUnsupportedResidency},
 	}
 	for _, c := range cases {
@@ -78,19 +78,49 @@ func TestRouterEvent_ValidateRejectsOutOfRangeFields(t *testing.T) {
 }
 
 func TestStorageTier_ParseAndString(t *testing.T) {
-	for tier := TierDevice; tier < tierCount; tier++ {
+	for tier := TierDevice; tier < TierUnknown; tier++ {
 		got, err := ParseStorageTier(tier.String())
 		if err != nil || got != tier {
 			t.Errorf("ParseStorageTier(%q) = %v, %v; want %v", tier.String(), got, err, tier)
 		}
 	}
-	for _, s := range []string{"", "Device", "gpu", "ssd"} {
+	for _, s := range []string{"", "Device", "gpu", "ssd", TierUnknown.String()} {
 		if _, err := ParseStorageTier(s); !errors.Is(err, ErrUnknownStorageTier) {
 			t.Errorf("ParseStorageTier(%q) error = %v, want ErrUnknownStorageTier", s, err)
 		}
 	}
-	if (&RouterEvent{StorageTier: TierHostPinned}).Primary() || !(&RouterEvent{}).Primary() {
-		t.Error("Primary() must hold for the device tier only")
+}
+
+// TestRouterEvent_TargetsPrimaryFollowsDynamo checks every combination of
+// tier, residency and kind against Dynamo's RouterEvent::targets_primary:
+// clears ignore the tier and skip only the cache-owner domain, stores and
+// removes need the device tier and the worker domain, a cache owner's on
+// the device tier and an invalid residency are unsupported.
+func TestRouterEvent_TargetsPrimaryFollowsDynamo(t *testing.T) {
+	for tier := TierDevice; tier <= TierUnknown; tier++ {
+		for r := ResidencyAbsent; r < residencyCount; r++ {
+			for _, k := range []kv.Kind{kv.Stored, kv.Removed, kv.Cleared} {
+				var want bool
+				var wantErr error
+				switch {
+				case tier == TierUnknown:
+					wantErr = ErrUnknownStorageTier
+				case r == ResidencyUnsupported:
+					wantErr = ErrUnsupportedResidency
+				case k == kv.Cleared:
+					want = r != ResidencyCacheOwner
+				case r == ResidencyCacheOwner && tier == TierDevice:
+					wantErr = ErrUnsupportedResidency
+				default:
+					want = r != ResidencyCacheOwner && tier == TierDevice
+				}
+				ev := RouterEvent{StorageTier: tier, Residency: r, Event: CacheEvent{Kind: k}}
+				got, err := ev.TargetsPrimary()
+				if got != want || !errors.Is(err, wantErr) || (wantErr == nil) != (err == nil) {
+					t.Errorf("%v %q %v: TargetsPrimary() = %v, %v; want %v, %v", tier, r, k, got, err, want, wantErr)
+				}
+			}
+		}
 	}
 }
 

@@ -38,7 +38,7 @@ func ExampleDecodeMessage() {
 	if err != nil {
 		panic(err)
 	}
-	if got[0].Primary() {
+	if primary, err := got[0].TargetsPrimary(); err == nil && primary {
 		k, _ := got[0].KV()
 		fmt.Println(env.Encoding, env.Sequence, k.Member, k.Kind, k.Blocks)
 	}

@@ -147,26 +147,10 @@ func decodeJSONEvent(b []byte, out *RouterEvent) error {
 	}
 	out.WorkerID = uint64(*j.WorkerID)
 	if j.StorageTier != nil {
-		var s string
-		if err := json.Unmarshal(j.StorageTier, &s); err != nil || isJSONNull(j.StorageTier) {
-			return at("storage_tier", detailed(ErrUnknownStorageTier, "%.40s", j.StorageTier))
-		}
-		t, err := ParseStorageTier(s)
-		if err != nil {
-			return at("storage_tier", err)
-		}
-		out.StorageTier = t
+		out.StorageTier = wireTier(jsonString(j.StorageTier))
 	}
 	if j.ResidencyDomain != nil {
-		var s string
-		if err := json.Unmarshal(j.ResidencyDomain, &s); err != nil || isJSONNull(j.ResidencyDomain) {
-			return at("residency_domain", detailed(ErrUnsupportedResidency, "%.40s", j.ResidencyDomain))
-		}
-		r, err := ParseResidency(s)
-		if err != nil {
-			return at("residency_domain", err)
-		}
-		out.Residency = r
+		out.Residency = wireResidency(jsonString(j.ResidencyDomain))
 	}
 	if j.SessionID != nil {
 		out.SessionID = *j.SessionID
@@ -325,6 +309,13 @@ func decodeJSONRemoved(raw json.RawMessage, out *CacheEvent) error {
 
 func isJSONNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
+// jsonString reads a raw value as a string, saying whether it was one.
+func jsonString(raw json.RawMessage) (string, bool) {
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err == nil && !isJSONNull(raw)
+}
+
 // jsonErr turns an encoding/json error into a malformed-input error, keeping
 // the errors our own field types returned.
 func jsonErr(err error) error {
@@ -369,10 +360,18 @@ func AppendJSON(dst []byte, e *RouterEvent) ([]byte, error) {
 	}
 	dst = append(dst, `{"worker_id":`...)
 	dst = strconv.AppendUint(dst, e.WorkerID, 10)
-	dst = append(dst, `,"storage_tier":"`...)
-	dst = append(dst, e.StorageTier.String()...)
-	dst = append(dst, '"')
-	if e.Residency != ResidencyAbsent {
+	if e.StorageTier == TierUnknown {
+		dst = append(dst, `,"storage_tier":null`...)
+	} else {
+		dst = append(dst, `,"storage_tier":"`...)
+		dst = append(dst, e.StorageTier.String()...)
+		dst = append(dst, '"')
+	}
+	switch e.Residency {
+	case ResidencyAbsent:
+	case ResidencyUnsupported:
+		dst = append(dst, `,"residency_domain":null`...)
+	default:
 		dst = append(dst, `,"residency_domain":"`...)
 		dst = append(dst, e.Residency.String()...)
 		dst = append(dst, '"')

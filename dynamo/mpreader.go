@@ -194,6 +194,21 @@ func (m *mpReader) optStr() (string, bool, error) {
 	return s, err == nil, err
 }
 
+// anyStr reads a value of any type: a string comes back with isString
+// set, anything else is skipped (a tolerant enum field, whose other values
+// make its event unsupported rather than the message malformed).
+func (m *mpReader) anyStr() (s string, isString bool, err error) {
+	c, err := m.peek()
+	if err != nil {
+		return "", false, err
+	}
+	if !isStrCode(c) {
+		return "", false, m.skip()
+	}
+	s, err = m.str()
+	return s, err == nil, err
+}
+
 // present reads a uint64 into *v, setting *seen when it decoded (a
 // required field's presence).
 func (m *mpReader) present(v *uint64, seen *bool) error {

@@ -37,8 +37,10 @@ func DecodeMsgpack(b []byte) (RouterEvent, error) {
 // (v1.3 and older) or an array of RouterEvent maps (Vec<RouterEvent>, v1.4
 // on; upstream sends at most 128 per message, MaxEventsPerBatch bounds it
 // here). The shape is told by the first byte, a map or an array header, so
-// no version needs to be configured. Errors are *DecodeError; one bad event
-// fails the whole payload, as in Dynamo.
+// no version needs to be configured. Errors are *DecodeError; an event that
+// does not decode fails the whole payload, as in Dynamo, while one that
+// decodes but is unsupported (see TargetsPrimary) is returned for the
+// caller to skip.
 func DecodeMsgpackEvents(b []byte) ([]RouterEvent, error) {
 	if len(b) > MaxMessageBytes {
 		return nil, &DecodeError{Format: msgpackFormat, Err: &LimitError{What: "message bytes", Got: len(b), Min: 0, Max: MaxMessageBytes}}
@@ -141,24 +143,12 @@ func (m *mpReader) routerEvent(out *RouterEvent) error {
 		case "worker_id":
 			return m.present(&out.WorkerID, &haveWorker)
 		case "storage_tier":
-			s, ok, err := m.optStr()
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return detailed(ErrUnknownStorageTier, "nil")
-			}
-			out.StorageTier, err = ParseStorageTier(s)
+			s, isString, err := m.anyStr()
+			out.StorageTier = wireTier(s, isString)
 			return err
 		case "residency_domain":
-			s, ok, err := m.optStr()
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return detailed(ErrUnsupportedResidency, "nil")
-			}
-			out.Residency, err = ParseResidency(s)
+			s, isString, err := m.anyStr()
+			out.Residency = wireResidency(s, isString)
 			return err
 		case "event":
 			haveEvent = true
@@ -453,7 +443,9 @@ func (m *mpReader) removed(out *CacheEvent) error {
 // {worker_id, storage_tier, [residency_domain,] event: {event_id, data,
 // dp_rank}[, session_id]}; stored data {parent_hash, start_position, blocks:
 // [{block_hash, tokens_hash, mm_extra_info}]} with nil for None; integers in
-// their smallest unsigned form. An event that fails Validate is not encoded.
+// their smallest unsigned form; TierUnknown and ResidencyUnsupported as nil
+// (they decode back to themselves). An event that fails Validate is not
+// encoded.
 func AppendMsgpack(dst []byte, e *RouterEvent) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return dst, err
@@ -470,8 +462,17 @@ func AppendMsgpack(dst []byte, e *RouterEvent) ([]byte, error) {
 	w.str("worker_id")
 	w.uint(e.WorkerID)
 	w.str("storage_tier")
-	w.str(e.StorageTier.String())
-	if e.Residency != ResidencyAbsent {
+	if e.StorageTier == TierUnknown {
+		w.null()
+	} else {
+		w.str(e.StorageTier.String())
+	}
+	switch e.Residency {
+	case ResidencyAbsent:
+	case ResidencyUnsupported:
+		w.str("residency_domain")
+		w.null()
+	default:
 		w.str("residency_domain")
 		w.str(e.Residency.String())
 	}

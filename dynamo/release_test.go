@@ -27,8 +27,8 @@ func TestReleases_FixturesAreWhatPythonMsgpackWrites(t *testing.T) {
 		t.Fatalf("releases.py: %v\n%s", err, out)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.msgpack"))
-	if len(files) != 5 {
-		t.Fatalf("releases.py wrote %d fixtures, want 5", len(files))
+	if len(files) != 6 {
+		t.Fatalf("releases.py wrote %d fixtures, want 6", len(files))
 	}
 	for _, f := range files {
 		got, _ := os.ReadFile(f)
@@ -84,6 +84,69 @@ func TestDecodeMessage_EveryReleaseShape(t *testing.T) {
 		}
 		if !reflect.DeepEqual(evs, c.want) {
 			t.Errorf("DecodeMessage(%s) events =\n%+v\nwant\n%+v", c.file, evs, c.want)
+		}
+	}
+}
+
+// TestDecodeMessage_UnsupportedEventsAreLeftToTheCaller decodes a batch in
+// which Dynamo's residency rules refuse some events (python3-msgpack
+// bytes): the message decodes whole, each event keeps what its wire said,
+// and TargetsPrimary sorts them as Dynamo's router does.
+func TestDecodeMessage_UnsupportedEventsAreLeftToTheCaller(t *testing.T) {
+	_, evs, err := DecodeMessage(golden(t, filepath.Join("releases", "v1.7-residency-mixed.msgpack")))
+	if err != nil {
+		t.Fatalf("DecodeMessage: %v", err)
+	}
+	want := []struct {
+		tier      StorageTier
+		residency Residency
+		primary   bool
+		err       error
+	}{
+		{TierDevice, ResidencyWorker, true, nil},
+		{TierDevice, ResidencyUnsupported, false, ErrUnsupportedResidency},
+		{TierDevice, ResidencyUnsupported, false, ErrUnsupportedResidency},
+		{TierDevice, ResidencyCacheOwner, false, ErrUnsupportedResidency},
+		{TierHostPinned, ResidencyCacheOwner, false, nil},
+		{TierUnknown, ResidencyAbsent, false, ErrUnknownStorageTier},
+		{TierDevice, ResidencyWorker, true, nil},
+		{TierDevice, ResidencyCacheOwner, false, nil},
+		{TierDevice, ResidencyAbsent, true, nil},
+		{TierDisk, ResidencyAbsent, true, nil},
+	}
+	if len(evs) != len(want) {
+		t.Fatalf("decoded %d events, want %d", len(evs), len(want))
+	}
+	for i, w := range want {
+		ev := &evs[i]
+		primary, err := ev.TargetsPrimary()
+		if ev.Event.EventID != uint64(i+1) || ev.StorageTier != w.tier || ev.Residency != w.residency || primary != w.primary || !errors.Is(err, w.err) || (err == nil) != (w.err == nil) {
+			t.Errorf("event %d: id %d, tier %v, residency %q, TargetsPrimary %v, %v; want id %d, %v, %q, %v, %v",
+				i, ev.Event.EventID, ev.StorageTier, ev.Residency, primary, err, i+1, w.tier, w.residency, w.primary, w.err)
+		}
+	}
+	// Re-encoded, an unsupported residency stays unsupported (written as
+	// nil, as Dynamo writes an invalid one).
+	b, err := AppendMsgpackEvents(nil, evs[:5])
+	if err != nil {
+		t.Fatalf("AppendMsgpackEvents: %v", err)
+	}
+	back, err := DecodeMsgpackEvents(b)
+	if err != nil || !reflect.DeepEqual(back, evs[:5]) {
+		t.Errorf("round trip = %+v, %v; want %+v", back, err, evs[:5])
+	}
+	// The JSON decoder reads the same fields the same way.
+	for in, want := range map[string][2]uint8{
+		`{"worker_id":1,"residency_domain":null,"event":{"event_id":1,"data":"cleared"}}`:                                   {uint8(TierDevice), uint8(ResidencyUnsupported)},
+		`{"worker_id":1,"residency_domain":3,"event":{"event_id":1,"data":"cleared"}}`:                                      {uint8(TierDevice), uint8(ResidencyUnsupported)},
+		`{"worker_id":1,"residency_domain":"rack","event":{"event_id":1,"data":"cleared"}}`:                                 {uint8(TierDevice), uint8(ResidencyUnsupported)},
+		`{"worker_id":1,"storage_tier":"ssd","event":{"event_id":1,"data":"cleared"}}`:                                      {uint8(TierUnknown), uint8(ResidencyAbsent)},
+		`{"worker_id":1,"storage_tier":null,"event":{"event_id":1,"data":"cleared"}}`:                                       {uint8(TierUnknown), uint8(ResidencyAbsent)},
+		`{"worker_id":1,"storage_tier":"unknown","residency_domain":"cache_owner","event":{"event_id":1,"data":"cleared"}}`: {uint8(TierUnknown), uint8(ResidencyCacheOwner)},
+	} {
+		ev, err := DecodeJSON([]byte(in))
+		if err != nil || uint8(ev.StorageTier) != want[0] || uint8(ev.Residency) != want[1] {
+			t.Errorf("DecodeJSON(%s) = tier %v, residency %q, %v; want %v, %q", in, ev.StorageTier, ev.Residency, err, StorageTier(want[0]), Residency(want[1]))
 		}
 	}
 }

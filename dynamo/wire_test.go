@@ -182,7 +182,7 @@ func randomEvent(rng *rand.Rand) RouterEvent {
 	}
 	ev := RouterEvent{
 		WorkerID:    hash(),
-		StorageTier: StorageTier(rng.IntN(int(tierCount))),
+		StorageTier: StorageTier(rng.IntN(int(TierUnknown) + 1)),
 		Residency:   Residency(rng.IntN(int(residencyCount))),
 		Event:       CacheEvent{EventID: hash(), Kind: kv.Kind(1 + rng.IntN(3)), DpRank: uint32(hash())},
 	}
@@ -309,11 +309,6 @@ func TestDecodeJSON_RejectsBadInput(t *testing.T) {
 		in   string
 		want error
 	}{
-		{`{"worker_id":1,"residency_domain":null,"event":{"event_id":1,"data":"cleared"}}`, ErrUnsupportedResidency},
-		{`{"worker_id":1,"residency_domain":"tenant","event":{"event_id":1,"data":"cleared"}}`, ErrUnsupportedResidency},
-		{`{"worker_id":1,"residency_domain":3,"event":{"event_id":1,"data":"cleared"}}`, ErrUnsupportedResidency},
-		{`{"worker_id":1,"storage_tier":"ssd","event":{"event_id":1,"data":"cleared"}}`, ErrUnknownStorageTier},
-		{`{"worker_id":1,"storage_tier":null,"event":{"event_id":1,"data":"cleared"}}`, ErrUnknownStorageTier},
 		{`{"worker_id":1.5,"event":{"event_id":1,"data":"cleared"}}`, ErrMalformed},
 		{`{"worker_id":-1,"event":{"event_id":1,"data":"cleared"}}`, ErrMalformed},
 		{`{"worker_id":"1","event":{"event_id":1,"data":"cleared"}}`, ErrMalformed},
@@ -368,30 +363,6 @@ func TestDecodeMsgpack_RejectsBadInput(t *testing.T) {
 		in   []byte
 		want error
 	}{
-		{"nil residency", build(func(w *mpWriter) {
-			w.mapLen(3)
-			w.str("worker_id")
-			w.uint(1)
-			w.str("residency_domain")
-			w.null()
-			cleared(w)
-		}), ErrUnsupportedResidency},
-		{"unknown residency", build(func(w *mpWriter) {
-			w.mapLen(3)
-			w.str("worker_id")
-			w.uint(1)
-			w.str("residency_domain")
-			w.str("rack")
-			cleared(w)
-		}), ErrUnsupportedResidency},
-		{"unknown tier", build(func(w *mpWriter) {
-			w.mapLen(3)
-			w.str("worker_id")
-			w.uint(1)
-			w.str("storage_tier")
-			w.str("ssd")
-			cleared(w)
-		}), ErrUnknownStorageTier},
 		{"missing worker", build(func(w *mpWriter) { w.mapLen(1); cleared(w) }), ErrMalformed},
 		{"negative worker", build(func(w *mpWriter) {
 			w.mapLen(2)
@@ -520,10 +491,10 @@ func TestDecodeError_MessageNamesFormatAndPath(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("DecodeJSON error = %q, want %q", err, want)
 	}
-	_, err = DecodeJSON([]byte(`{"worker_id":1,"residency_domain":"x","event":{"event_id":1,"data":"cleared"}}`))
-	want = `dynamo: json router event: residency_domain: unsupported residency domain "x"`
+	_, err = (&RouterEvent{Residency: ResidencyCacheOwner, Event: CacheEvent{Kind: kv.Removed}}).TargetsPrimary()
+	want = `dynamo: unsupported residency domain (a cache owner's removed event on the device tier)`
 	if err == nil || err.Error() != want {
-		t.Errorf("DecodeJSON error = %q, want %q", err, want)
+		t.Errorf("TargetsPrimary error = %q, want %q", err, want)
 	}
 }
 

@@ -59,10 +59,10 @@
 //	relay_feeds_ready                        gauge                       1 while the pool's feeds work (discovery listed, answering)
 //	relay_pool_info                          gauge      incarnation, layout_generation   producer identity (1)
 //	relay_messages_total                     counter                     messages on the event subjects
-//	relay_events_total                       counter                     primary-tier events handed to the producer
+//	relay_events_total                       counter                     primary-index events handed to the producer
 //	relay_events_applied_total               counter                     events applied (handed over, not refused)
-//	relay_rejected_total                     counter    reason           not applied: non_primary, malformed, too_large,
-//	                                                                     wrong_topic, duplicate, untracked_publisher,
+//	relay_rejected_total                     counter    reason           not applied: non_primary, unsupported, malformed,
+//	                                                                     too_large, wrong_topic, duplicate, untracked_publisher,
 //	                                                                     bad_frames, identity, producer
 //	relay_intake_total                       counter    kind             load_samples, engine_batches, replayed_batches, resyncs
 //	relay_envelope_gaps_total                counter                     envelopes missing in a publisher's sequence

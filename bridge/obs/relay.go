@@ -57,9 +57,10 @@ func NewRelayCollector(r *relay.Relay) prometheus.Collector {
 		info: newFamily(s, "pool_info", "The pool's producer identity (always 1): incarnation and layout generation.", gauge,
 			with("incarnation", "layout_generation")...),
 		messages: newFamily(s, "messages_total", "Messages received on the pool's event subjects.", counter, pool...),
-		events:   newFamily(s, "events_total", "Primary-tier events handed to the producer.", counter, pool...),
+		events:   newFamily(s, "events_total", "Primary-index events handed to the producer.", counter, pool...),
 		applied:  newFamily(s, "events_applied_total", "Events the producer applied (handed over and not refused).", counter, pool...),
-		rejected: newFamily(s, "rejected_total", "Messages or events not applied, by reason: non_primary, malformed, too_large, "+
+		rejected: newFamily(s, "rejected_total", "Messages or events not applied, by reason: non_primary, unsupported (an event Dynamo's "+
+			"residency rules refuse), malformed, too_large, "+
 			"wrong_topic, duplicate, untracked_publisher, bad_frames (ZMQ part count or frame header), identity (ZMQ frames, "+
 			"envelope and discovered publisher disagree) (intake) and producer (refused by the producer).", counter, with("reason")...),
 		intake: newFamily(s, "intake_total", "Intake work by kind: load_samples (ActiveLoad and WorkerLoad taken), engine_batches "+
@@ -142,7 +143,7 @@ func (c *relayCollector) collectPool(ch chan<- prometheus.Metric, p *relay.PoolS
 	for _, r := range []struct {
 		reason string
 		v      uint64
-	}{{"non_primary", in.NonPrimary}, {"malformed", in.Malformed}, {"too_large", in.TooLarge},
+	}{{"non_primary", in.NonPrimary}, {"unsupported", in.Unsupported}, {"malformed", in.Malformed}, {"too_large", in.TooLarge},
 		{"wrong_topic", in.WrongTopic}, {"duplicate", in.Duplicates}, {"untracked_publisher", in.Untracked},
 		{"bad_frames", in.BadFrames}, {"identity", in.Identity}, {"producer", p.Rejected}} {
 		c.rejected.emit(ch, float64(r.v), d, dc, r.reason)

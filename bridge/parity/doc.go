@@ -32,8 +32,9 @@
 //
 // One Dynamo JSON RouterEvent per line, as the router consumes them and as
 // dynamo.AppendJSON writes them (CUR or G2025 shape, dynamo.DecodeJSON),
-// in consumption order; blank lines are skipped, events of a tier other
-// than device are skipped and counted. A line is at most MaxLogLineBytes.
+// in consumption order; blank lines are skipped, events the primary index
+// does not take (dynamo.RouterEvent.TargetsPrimary) are skipped and
+// counted. A line is at most MaxLogLineBytes.
 // Example line:
 //
 //	{"worker_id":7,"event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":1,"tokens_hash":1}]}},"dp_rank":0}}

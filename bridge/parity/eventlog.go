@@ -22,8 +22,9 @@ const logReadChunkBytes = 64 << 10
 // LogReader reads an event log: one Dynamo JSON RouterEvent per line (the
 // CUR or G2025 shape dynamo.DecodeJSON accepts, as `dynamo.AppendJSON`
 // writes it), in the order the router consumed them. Blank lines are
-// skipped; events of a storage tier other than device are skipped and
-// counted, as the primary index ignores them. A LogReader is not safe for
+// skipped; events the primary index does not take (another storage tier, a
+// cache owner's, an unsupported residency: dynamo.RouterEvent.TargetsPrimary)
+// are skipped and counted, as the router ignores them. A LogReader is not safe for
 // concurrent use.
 type LogReader struct {
 	sc      *bufio.Scanner
@@ -42,7 +43,8 @@ func NewLogReader(r io.Reader) *LogReader {
 // Line returns the 1-based number of the last line read.
 func (r *LogReader) Line() int { return r.line }
 
-// Skipped returns how many valid events were skipped for their tier.
+// Skipped returns how many valid events were skipped as not for the
+// primary index.
 func (r *LogReader) Skipped() int { return r.skipped }
 
 // Next returns the next device-tier event as a kv.Event, io.EOF after the
@@ -75,7 +77,7 @@ func (r *LogReader) Next() (kv.Event, error) {
 		if err != nil {
 			return kv.Event{}, r.fail(err)
 		}
-		if !re.Primary() {
+		if primary, err := re.TargetsPrimary(); err != nil || !primary {
 			r.skipped++
 			continue
 		}

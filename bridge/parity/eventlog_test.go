@@ -100,6 +100,35 @@ func TestReplayLog_MatchesTraceReplay(t *testing.T) {
 	}
 }
 
+// TestLogReader_SkipsWhatThePrimaryIndexDoesNotTake reads a log whose
+// unsupported and lower-tier events sit between good ones: they are
+// skipped and counted, as the router skips them, and the log reads on.
+func TestLogReader_SkipsWhatThePrimaryIndexDoesNotTake(t *testing.T) {
+	good := `{"worker_id":1,"event":{"event_id":0,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":5,"tokens_hash":5}]}},"dp_rank":0}}`
+	log := strings.Join([]string{
+		good,
+		strings.Replace(good, `"worker_id":1`, `"worker_id":1,"storage_tier":"tape"`, 1),
+		strings.Replace(good, `"worker_id":1`, `"worker_id":1,"residency_domain":null`, 1),
+		strings.Replace(good, `"worker_id":1`, `"worker_id":1,"storage_tier":"disk"`, 1),
+		strings.Replace(good, `"worker_id":1`, `"worker_id":2`, 1),
+	}, "\n")
+	r := NewLogReader(strings.NewReader(log))
+	var workers []uint64
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		workers = append(workers, ev.Member.Worker)
+	}
+	if !reflect.DeepEqual(workers, []uint64{1, 2}) || r.Skipped() != 3 {
+		t.Errorf("read workers %v, skipped %d; want [1 2] and 3 skipped", workers, r.Skipped())
+	}
+}
+
 func TestLogReader_BadLinesAreNamed(t *testing.T) {
 	good := `{"worker_id":1,"event":{"event_id":0,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":5,"tokens_hash":5}]}},"dp_rank":0}}`
 	cases := []struct {
@@ -109,7 +138,6 @@ func TestLogReader_BadLinesAreNamed(t *testing.T) {
 		is   error
 	}{
 		{"malformed", good + "\n\n{\"worker_id\":", 3, dynamo.ErrMalformed},
-		{"unknown tier", good + "\n" + strings.Replace(good, `"worker_id":1`, `"worker_id":1,"storage_tier":"tape"`, 1), 2, dynamo.ErrUnknownStorageTier},
 		{"too long", good + "\n" + strings.Repeat(" ", MaxLogLineBytes+1) + "x\n", 2, ErrLineTooLong},
 	}
 	for _, c := range cases {

@@ -47,7 +47,7 @@ type Source struct {
 	Kind        string `json:"kind"` // trace or events
 	Path        string `json:"path"`
 	Requests    int    `json:"requests,omitempty"`
-	SkippedTier int    `json:"skipped_tier_events,omitempty"`
+	SkippedTier int    `json:"skipped_tier_events,omitempty"` // events not for the primary index
 	BaseQueries int    `json:"base_queries"`
 }
 
@@ -201,7 +201,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "goindex parity: trace %s: %d requests over %d workers (block size %d, %d cache blocks each)\n",
 			r.Source.Path, r.Source.Requests, s.Workers, s.BlockSize, s.CapacityBlocks)
 	default:
-		fmt.Fprintf(w, "goindex parity: event log %s (%d non-device events skipped)\n", r.Source.Path, r.Source.SkippedTier)
+		fmt.Fprintf(w, "goindex parity: event log %s (%d events not for the primary index skipped)\n", r.Source.Path, r.Source.SkippedTier)
 	}
 	a := &r.Apply
 	fmt.Fprintf(w, "events   %d (%d block ops) applied to both indexes; rejected: exact %d, ckf %d; %d capacity omissions; %d synthetic filler blocks\n",

@@ -74,7 +74,7 @@ func TestReport_ReplayLogFileAndMissingFiles(t *testing.T) {
 	var lines []byte
 	for _, ev := range []dynamo.RouterEvent{
 		{WorkerID: 1, Event: dynamo.CacheEvent{EventID: 1, Kind: kv.Stored, Stored: dynamo.StoreData{Blocks: []dynamo.StoredBlock{{BlockHash: 5, TokensHash: 50}}}}},
-		{WorkerID: 1, StorageTier: dynamo.TierHostPinned, Event: dynamo.CacheEvent{EventID: 2, Kind: kv.Cleared}},
+		{WorkerID: 1, StorageTier: dynamo.TierHostPinned, Event: dynamo.CacheEvent{EventID: 2, Kind: kv.Removed, Removed: []uint64{5}}},
 	} {
 		if lines, err = dynamo.AppendJSON(lines, &ev); err != nil {
 			t.Fatal(err)

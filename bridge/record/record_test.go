@@ -76,18 +76,18 @@ func TestRecorder_FormsDuplicatesGapsAndMalformed(t *testing.T) {
 	r.Handle(Legacy, bare(t, c))     // the legacy subject's form
 	r.Handle(Detect, bare(t, a))     // told apart: bare JSON
 	r.Handle(Detect, []byte("junk")) // neither
-	host := dynamo.RouterEvent{WorkerID: 3, StorageTier: dynamo.TierHostPinned, Event: dynamo.CacheEvent{Kind: kv.Cleared}}
+	host := dynamo.RouterEvent{WorkerID: 3, StorageTier: dynamo.TierHostPinned, Event: dynamo.CacheEvent{Kind: kv.Removed, Removed: []uint64{12}}}
 	r.Handle(Legacy, bare(t, host))
 	if err := r.Flush(); err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
-	want := Stats{Messages: 8, Events: 5, Stored: 4, Cleared: 1, NonDevice: 1, Malformed: 2, Duplicates: 1, Gaps: 1, Bytes: int64(log.Len())}
+	want := Stats{Messages: 8, Events: 5, Stored: 4, Removed: 1, NonPrimary: 1, Malformed: 2, Duplicates: 1, Gaps: 1, Bytes: int64(log.Len())}
 	if got := r.Stats(); got != want {
 		t.Errorf("Stats = %+v, want %+v", got, want)
 	}
 	got := lines(t, log.Bytes())
 	if len(got) != 5 || got[0].Event.EventID != 1 || got[1].Event.EventID != 2 || got[2].WorkerID != 2 || got[4].WorkerID != 3 {
-		t.Errorf("log = %+v, want a, b, c, a and the host-tier clear in order", got)
+		t.Errorf("log = %+v, want a, b, c, a and the host-tier removal in order", got)
 	}
 }
 
@@ -218,7 +218,7 @@ func TestRun_RecordsTheSubjectsUntilItsLimit(t *testing.T) {
 		}
 	}
 	var text bytes.Buffer
-	if err := r.rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "3 events (3 stored, 0 removed, 0 cleared; 0 non-device) appended to events.jsonl") {
+	if err := r.rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "3 events (3 stored, 0 removed, 0 cleared; 0 not for the primary index) appended to events.jsonl") {
 		t.Errorf("WriteText = %q, %v", text.String(), err)
 	}
 	if _, err := Run(context.Background(), nc, &log, Config{}); err == nil {

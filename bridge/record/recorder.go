@@ -26,16 +26,16 @@ const (
 // Stats counts what a Recorder did; its JSON form is part of record's
 // summary.
 type Stats struct {
-	Messages   uint64 `json:"messages"`   // messages received while recording
-	Events     uint64 `json:"events"`     // events written, one line each
-	Stored     uint64 `json:"stored"`     // of Events: stored runs
-	Removed    uint64 `json:"removed"`    // of Events: removals
-	Cleared    uint64 `json:"cleared"`    // of Events: clears
-	NonDevice  uint64 `json:"non_device"` // of Events: a storage tier other than device
-	Malformed  uint64 `json:"malformed"`  // messages that did not decode (skipped)
-	Duplicates uint64 `json:"duplicates"` // envelopes at or below their publisher's last sequence (skipped)
-	Gaps       uint64 `json:"gaps"`       // envelope sequences never received
-	Bytes      int64  `json:"bytes"`      // bytes appended to the log
+	Messages   uint64 `json:"messages"`    // messages received while recording
+	Events     uint64 `json:"events"`      // events written, one line each
+	Stored     uint64 `json:"stored"`      // of Events: stored runs
+	Removed    uint64 `json:"removed"`     // of Events: removals
+	Cleared    uint64 `json:"cleared"`     // of Events: clears
+	NonPrimary uint64 `json:"non_primary"` // of Events: not for the primary index (dynamo.RouterEvent.TargetsPrimary)
+	Malformed  uint64 `json:"malformed"`   // messages that did not decode (skipped)
+	Duplicates uint64 `json:"duplicates"`  // envelopes at or below their publisher's last sequence (skipped)
+	Gaps       uint64 `json:"gaps"`        // envelope sequences never received
+	Bytes      int64  `json:"bytes"`       // bytes appended to the log
 }
 
 // Recorder turns messages into log lines written to its writer. Every
@@ -107,8 +107,8 @@ func (r *Recorder) record(ev *dynamo.RouterEvent) {
 	case kv.Cleared:
 		r.st.Cleared++
 	}
-	if !ev.Primary() {
-		r.st.NonDevice++
+	if primary, err := ev.TargetsPrimary(); err != nil || !primary {
+		r.st.NonPrimary++
 	}
 	if len(r.buf) >= FlushBytes {
 		r.flushLocked()

@@ -176,8 +176,8 @@ func wait(ctx context.Context, rec *Recorder, cfg Config, log io.Writer, began t
 // WriteText writes the report as record's two summary lines.
 func (rep *Report) WriteText(w io.Writer) error {
 	st := &rep.Stats
-	fmt.Fprintf(w, "goindex record: %d events (%d stored, %d removed, %d cleared; %d non-device) appended to %s (%d bytes) in %.1f s, stopped by %s\n",
-		st.Events, st.Stored, st.Removed, st.Cleared, st.NonDevice, rep.Out, st.Bytes, rep.Seconds, rep.Stopped)
+	fmt.Fprintf(w, "goindex record: %d events (%d stored, %d removed, %d cleared; %d not for the primary index) appended to %s (%d bytes) in %.1f s, stopped by %s\n",
+		st.Events, st.Stored, st.Removed, st.Cleared, st.NonPrimary, rep.Out, st.Bytes, rep.Seconds, rep.Stopped)
 	_, err := fmt.Fprintf(w, "  %d messages on %s: %d malformed, %d duplicates, %d gaps\n",
 		st.Messages, strings.Join(rep.Subjects, ", "), st.Malformed, st.Duplicates, st.Gaps)
 	return err

@@ -19,8 +19,11 @@
 // goroutine: Dynamo event-plane messages, whose frames and identity are
 // checked (bad ones counted by reason and dropped), and vLLM/SGLang batches,
 // normalized by Dynamo's rules. Envelopes at or below their publisher's last
-// sequence are dropped as duplicates and gaps are counted; only device-tier
-// events reach the producer. A feed source that is gone, or whose engine
+// sequence are dropped as duplicates and gaps are counted; only events for
+// the primary index reach the producer (worker-owned device-tier stores and
+// removals, clears of every domain or the worker's: Dynamo's
+// targets_primary); an event Dynamo's residency rules refuse is skipped
+// alone and counted (IntakeStats.Unsupported), not its whole message. A feed source that is gone, or whose engine
 // stream lost what its replay could not cover, has its members cleared;
 // so does a NATS publisher whose discovery record a feed saw go (a Source
 // with NATS set: the members whose latest events came in its envelopes).

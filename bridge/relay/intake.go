@@ -25,13 +25,18 @@ const fullSweepEvery = time.Second
 // engines' messages, from every transport.
 type IntakeStats struct {
 	Messages   uint64 // messages received on every event and load input
-	Events     uint64 // primary-tier events handed to the producer
-	NonPrimary uint64 // valid events of other storage tiers (ignored)
-	Malformed  uint64 // messages that did not decode
-	TooLarge   uint64 // messages over a decoder size limit (message bytes, blocks per event, …)
-	WrongTopic uint64 // envelopes whose topic is not the one of their input
-	Duplicates uint64 // envelopes at or below their publisher's last sequence (dropped)
-	Gaps       uint64 // messages missing between two of one publisher's sequences
+	Events     uint64 // primary-index events handed to the producer
+	NonPrimary uint64 // valid events of other storage tiers or of cache owners (ignored)
+	// Unsupported counts events Dynamo's rules refuse, skipped while the
+	// rest of their message is taken: residency_domain explicitly null or
+	// unknown, a cache owner's store or remove on the device tier, an
+	// unknown storage tier (dynamo.RouterEvent.TargetsPrimary).
+	Unsupported uint64
+	Malformed   uint64 // messages that did not decode
+	TooLarge    uint64 // messages over a decoder size limit (message bytes, blocks per event, …)
+	WrongTopic  uint64 // envelopes whose topic is not the one of their input
+	Duplicates  uint64 // envelopes at or below their publisher's last sequence (dropped)
+	Gaps        uint64 // messages missing between two of one publisher's sequences
 	// Untracked counts envelopes of a new publisher dropped because
 	// maxPublishers publishers were live within the live window.
 	Untracked uint64
@@ -98,8 +103,8 @@ func (in *intake) envelopeOf(b []byte, now time.Time, dst []kv.Event) ([]kv.Even
 
 // sequenced takes a decoded KV-event envelope from any transport: it drops
 // other topics and undecodable payloads, drops duplicates and counts gaps
-// per publisher, and appends the primary-tier events of its payload (one
-// event or a batch) to dst. It reports whether the envelope was taken.
+// per publisher, and appends the primary-index events of its payload (one
+// event or a batch) to dst; an unsupported event is skipped alone. It reports whether the envelope was taken.
 func (in *intake) sequenced(env *dynamo.Envelope, now time.Time, dst []kv.Event) ([]kv.Event, bool) {
 	if env.Topic != "" && env.Topic != dynamo.EventTopic {
 		in.stats.WrongTopic++
@@ -177,10 +182,14 @@ func (in *intake) decodeFailed(err error) {
 	}
 }
 
-// event appends ev to dst as a kv.Event when it is of the primary tier and
-// valid, and counts it.
+// event appends ev to dst as a kv.Event when it is for the primary index
+// and valid, and counts it.
 func (in *intake) event(ev *dynamo.RouterEvent, dst []kv.Event) []kv.Event {
-	if !ev.Primary() {
+	switch primary, err := ev.TargetsPrimary(); {
+	case err != nil:
+		in.stats.Unsupported++
+		return dst
+	case !primary:
 		in.stats.NonPrimary++
 		return dst
 	}

@@ -73,6 +73,7 @@ func TestRelay_TakesEveryReleaseShapeWithoutBeingTold(t *testing.T) {
 		{endpoint.Subject(dynamo.EventTopic), "releases/v1.4-endpoint-batch.msgpack"},       // worker 4 rank 1: 3 stored, 1 removed
 		{endpoint.Subject(dynamo.EventTopic), "releases/v1.5-endpoint-residency.msgpack"},   // worker 5: 1 device, 1 host_pinned; clear 6
 		{endpoint.Subject(dynamo.EventTopic), "releases/v1.7-endpoint-session.msgpack"},     // clear 7, then 2 blocks
+		{endpoint.Subject(dynamo.EventTopic), "releases/v1.7-residency-mixed.msgpack"},      // 4 taken (+3 blocks), 2 lower-tier, 4 unsupported
 		{endpoint.Subject(dynamo.MetricsTopic), "releases/v1.6-active-load.msgpack"},        // worker 4 rank 1: kv_used 321
 		{component.Subject(dynamo.MetricsTopic) + "x", "releases/v1.6-active-load.msgpack"}, // not a subject of the pool
 	}
@@ -85,15 +86,20 @@ func TestRelay_TakesEveryReleaseShapeWithoutBeingTold(t *testing.T) {
 	}
 	st := poolStatus(t, run.r)
 	in := st.Intake
-	if in.Events != 8 || in.NonPrimary != 1 || in.Malformed != 0 || in.Duplicates != 0 || in.Gaps != 0 || in.LoadSamples != 1 || st.Rejected != 0 {
-		t.Errorf("intake = %+v, rejected %d; want 8 events, 1 non-primary, 1 load sample, nothing malformed, duplicated, missing or rejected", in, st.Rejected)
+	if in.Events != 12 || in.NonPrimary != 3 || in.Unsupported != 4 || in.Malformed != 0 || in.Duplicates != 0 || in.Gaps != 0 ||
+		in.LoadSamples != 1 || st.Rejected != 0 {
+		t.Errorf("intake = %+v, rejected %d; want 12 events, 3 non-primary, 4 unsupported, 1 load sample, nothing malformed, duplicated, missing or rejected",
+			in, st.Rejected)
 	}
-	if got := st.Producer.TrackedBlocks; got != 7 {
-		t.Errorf("tracked blocks = %d, want 7 (3: 2, 4/1: 2, 5: 1, 7: 2 after its clear)", got)
+	// The mixed batch leaves worker 8 one block and worker 9 two (its cache
+	// owner's clear does not touch them); worker 10's legacy clear, on the
+	// disk tier, clears its device block.
+	if got := st.Producer.TrackedBlocks; got != 10 {
+		t.Errorf("tracked blocks = %d, want 10 (3: 2, 4/1: 2, 5: 1, 7: 2 after its clear, 8: 1, 9: 2, 10: 0 after its clear)", got)
 	}
 	relaytest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
-		if pl, _ := run.r.Load(1); pl.Report.StoredBlocks != 10 {
-			return fmt.Errorf("load report stored blocks = %d, want 10 (every device-tier store: 2+2+3+1+2)", pl.Report.StoredBlocks)
+		if pl, _ := run.r.Load(1); pl.Report.StoredBlocks != 14 {
+			return fmt.Errorf("load report stored blocks = %d, want 14 (every primary store: 2+2+3+1+2, then 1+2+1)", pl.Report.StoredBlocks)
 		}
 		return nil
 	})

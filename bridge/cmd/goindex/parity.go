@@ -45,7 +45,8 @@ the working directory up):
                        partition) whose mock LRU engine emits the events
   --events FILE        event log: one Dynamo JSON RouterEvent per line (CUR or
                        G2025 shape, as dynamo.AppendJSON writes it), in the
-                       order the router consumed them; non-device tiers skipped
+                       order the router consumed them; events not for the primary
+                       index (other tiers, cache owners') skipped
 Trace replay (--trace only):
   --workers N          members (one worker each, rank 0); at most --lanes
   --block-size BS      KV block size in tokens (a divisor of 512)

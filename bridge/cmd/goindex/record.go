@@ -45,7 +45,7 @@ Input:
   Envelopes at or below their publisher's last sequence are dropped as
   duplicates and missing sequences counted as gaps; messages that do not
   decode are counted and skipped. Events of every storage tier are written
-  (parity skips and counts the non-device ones).
+  (parity skips and counts those not for the primary index).
 Output:
   --out FILE       appended to, created if missing: runs may add to one log. A
                    partial last line (a killed writer's) is cut off first, so

@@ -189,7 +189,7 @@ func TestRecord_EnvelopesAndLegacyEventsReplayThroughParity(t *testing.T) {
 			}
 		}
 	}
-	want := record.Stats{Messages: uint64(total) + 2, Events: uint64(total), Stored: stored, Removed: removed + 1, NonDevice: 1,
+	want := record.Stats{Messages: uint64(total) + 2, Events: uint64(total), Stored: stored, Removed: removed + 1, NonPrimary: 1,
 		Malformed: 1, Duplicates: 1, Gaps: 1}
 	got := rep.Stats
 	got.Bytes = 0
@@ -204,10 +204,10 @@ func TestRecord_EnvelopesAndLegacyEventsReplayThroughParity(t *testing.T) {
 
 	recorded := map[uint64][]dynamo.RouterEvent{}
 	for _, ev := range readEventLog(t, out) {
-		if ev.Primary() {
+		if primary, err := ev.TargetsPrimary(); err == nil && primary {
 			recorded[ev.WorkerID] = append(recorded[ev.WorkerID], ev)
 		} else if !reflect.DeepEqual(ev, normalized(t, &host)) {
-			t.Errorf("non-device line %+v, want %+v", ev, host)
+			t.Errorf("non-primary line %+v, want %+v", ev, host)
 		}
 	}
 	for w, evs := range byWorker {
