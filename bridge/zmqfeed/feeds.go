@@ -40,9 +40,10 @@ type FeedsConfig struct {
 	FindBrokers bool
 	// Engine is an engine without Dynamo (Endpoint and Replay ""): none.
 	Engine EngineConfig
-	// MaxMessageBytes bounds one inbound part of every feed; 0: the
-	// default.
+	// MaxMessageBytes bounds one inbound part of every feed and RecvHWM
+	// the messages each socket queues; 0: the defaults.
 	MaxMessageBytes int64
+	RecvHWM         int
 	Logger          *slog.Logger // optional; default: discard
 }
 
@@ -100,7 +101,7 @@ func Feeds(cfg FeedsConfig) ([]relay.Feed, error) {
 	var feeds []relay.Feed
 	if cfg.Engine.Endpoint != "" || cfg.Engine.Replay != "" {
 		ec := cfg.Engine
-		ec.MaxMessageBytes, ec.Logger = cfg.MaxMessageBytes, cfg.Logger
+		ec.MaxMessageBytes, ec.RecvHWM, ec.Logger = cfg.MaxMessageBytes, cfg.RecvHWM, cfg.Logger
 		e, err := NewEngine(ec)
 		if err != nil {
 			return nil, err
@@ -108,7 +109,7 @@ func Feeds(cfg FeedsConfig) ([]relay.Feed, error) {
 		feeds = append(feeds, e)
 	}
 	for _, pc := range planes {
-		pc.Scope, pc.MaxMessageBytes, pc.Logger = cfg.Scope, cfg.MaxMessageBytes, cfg.Logger
+		pc.Scope, pc.MaxMessageBytes, pc.RecvHWM, pc.Logger = cfg.Scope, cfg.MaxMessageBytes, cfg.RecvHWM, cfg.Logger
 		plane, err := NewPlane(pc)
 		if err != nil {
 			return nil, err

@@ -64,6 +64,25 @@ func TestFeeds_OneFeedPerSource(t *testing.T) {
 	}
 }
 
+// TestFeeds_SocketBoundsReachEveryFeed: the bounds FeedsConfig gives
+// (goindex relay's --zmq-recv-hwm and --zmq-max-message-bytes) are the
+// engine's and every plane's; unset ones are the defaults.
+func TestFeeds_SocketBoundsReachEveryFeed(t *testing.T) {
+	scope := dynamo.Scope{Namespace: "ns", Component: "backend", Endpoint: "generate"}
+	for _, c := range []struct{ hwm, wantHWM int }{{100000, 100000}, {0, DefaultRecvHWM}} {
+		feeds, err := Feeds(FeedsConfig{Scope: scope, Engine: EngineConfig{Endpoint: "tcp://127.0.0.1:5557", BlockSize: 16},
+			Publishers: []string{"tcp://127.0.0.1:1"}, RecvHWM: c.hwm, MaxMessageBytes: 1 << 20})
+		if err != nil || len(feeds) != 2 {
+			t.Fatalf("Feeds = %v, %v", feeds, err)
+		}
+		e, p := feeds[0].(*Engine), feeds[1].(*Plane)
+		if e.cfg.RecvHWM != c.wantHWM || p.cfg.RecvHWM != c.wantHWM || e.cfg.MaxMessageBytes != 1<<20 || p.cfg.MaxMessageBytes != 1<<20 {
+			t.Errorf("RecvHWM %d: engine %d/%d, plane %d/%d; want %d and %d bytes", c.hwm, e.cfg.RecvHWM, e.cfg.MaxMessageBytes,
+				p.cfg.RecvHWM, p.cfg.MaxMessageBytes, c.wantHWM, 1<<20)
+		}
+	}
+}
+
 // TestFeeds_BrokerModeWithoutDiscoveryWarns: broker mode can observe a
 // worker's departure only through discovery, so a broker without --etcd
 // or --kube is warned about at start, and one with discovery is not.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/goindex/goindex/bridge/obs"
@@ -113,6 +114,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("record: %v: %w", err, errUsage)
 	}
+	warnIfNATSOnly(log, len(feeds), os.Getenv("DYN_EVENT_PLANE"))
 	nc, closeNATS, err := nf.connect("goindex record", log)
 	if err != nil {
 		return err

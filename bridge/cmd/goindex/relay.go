@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -89,7 +90,11 @@ Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
                                   again until one is registered; needs --etcd, and
                                   --zmq-broker wins over it
   Frames, envelope and identity are checked; bad messages are dropped and counted
-  (relay_rejected_total{reason=bad_frames|identity|…}).
+  (relay_rejected_total{reason=bad_frames|identity|…}). Each socket queues up to
+  --zmq-recv-hwm messages while the relay is behind (then drops: a gap). With
+  none of these sources and $DYN_EVENT_PLANE not "nats", the relay warns at
+  start: it reads the NATS subjects only, where a default v1.3+ Dynamo sends
+  nothing.
 
 Input from a vLLM or SGLang engine without Dynamo (its kv_events_config publisher):
   --zmq-endpoint tcp://H:5557     the engine's PUB socket: 3 parts (topic, 8-byte BE
@@ -224,6 +229,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("relay: %v: %w", err, errUsage)
 	}
 	poolCfg.Feeds = feeds
+	warnIfNATSOnly(log, len(feeds), os.Getenv("DYN_EVENT_PLANE"))
 	nc, closeNATS, err := nf.connect(fmt.Sprintf("goindex relay dc %d", *dc), log)
 	if err != nil {
 		return err

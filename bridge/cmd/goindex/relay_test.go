@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -117,7 +118,7 @@ func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
 	}
 	for _, want := range []string{"<P>.<D>.<DC>.delta", "kv-events", "kv_events", "drain marker", "--max-age",
 		"endpoint.<EP>.kv-events", "kv_metrics", "--event-scope", "-load-source", "-endpoint string",
-		"--zmq-publisher", "--zmq-broker", "--zmq-broker-discover", "-zmq-max-message-bytes", "--etcd", "--kube", "-kube-namespace",
+		"--zmq-publisher", "--zmq-broker", "--zmq-broker-discover", "-zmq-max-message-bytes", "--zmq-recv-hwm", "DYN_EVENT_PLANE", "--etcd", "--kube", "-kube-namespace",
 		"--zmq-endpoint", "--zmq-replay", "--zmq-topic", "-worker-id", "-dp-rank", "-block-size"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("relay --help lacks %q", want)
@@ -355,5 +356,27 @@ func TestConsume_WithoutNATSStartsAnEmbeddedJetStreamServer(t *testing.T) {
 	}
 	if len(st.Lanes) != 1 || st.Lanes[0].DC != 8 || st.Lanes[0].Snapshots == 0 {
 		t.Errorf("consume status %+v: want one lane of dc 8 with a snapshot installed", st)
+	}
+}
+
+// TestWarnIfNATSOnly_WarnsADefaultZMQDeployment checks the start-up
+// warning of a relay or recorder given no ZMQ source: it is logged unless
+// a feed exists or the deployment says its event plane is NATS.
+func TestWarnIfNATSOnly_WarnsADefaultZMQDeployment(t *testing.T) {
+	cases := []struct {
+		feeds int
+		plane string
+		warn  bool
+	}{
+		{0, "", true}, {0, "zmq", true}, {0, "NATS", false}, {0, " nats ", false}, {1, "", false}, {2, "zmq", false},
+	}
+	for _, c := range cases {
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, nil))
+		got := warnIfNATSOnly(log, c.feeds, c.plane)
+		logged := strings.Contains(buf.String(), "DYN_EVENT_PLANE=nats")
+		if got != c.warn || logged != c.warn {
+			t.Errorf("warnIfNATSOnly(%d feeds, %q) = %v, logged %v; want %v", c.feeds, c.plane, got, logged, c.warn)
+		}
 	}
 }

@@ -20,6 +20,7 @@ type zmqPlaneFlags struct {
 	kubeNamespace, publishers, broker                       *string
 	findBrokers                                             *bool
 	maxBytes                                                *int64
+	recvHWM                                                 *int
 }
 
 func addZMQPlaneFlags(fs *flag.FlagSet) zmqPlaneFlags {
@@ -37,6 +38,9 @@ func addZMQPlaneFlags(fs *flag.FlagSet) zmqPlaneFlags {
 		findBrokers: fs.Bool("zmq-broker-discover", truthy(os.Getenv("DYN_ZMQ_BROKER_ENABLED")),
 			"ZMQ event plane: broker mode with the brokers looked up in etcd (their zmq_broker records in the pool's namespace), as DYN_ZMQ_BROKER_ENABLED does (default: $DYN_ZMQ_BROKER_ENABLED); --zmq-broker wins"),
 		maxBytes: fs.Int64("zmq-max-message-bytes", zmqfeed.DefaultMaxMessageBytes, "ZMQ: largest message part taken; a peer sending more is disconnected"),
+		recvHWM: fs.Int("zmq-recv-hwm", zmqfeed.DefaultRecvHWM, "ZMQ: messages queued per publisher while this process is behind; past it the publisher's "+
+			"messages are dropped (a sequence gap). Dynamo's own subscriber queues 100000; the memory one publisher can hold is "+
+			"about this times its message size"),
 	}
 }
 
@@ -46,7 +50,21 @@ func (z zmqPlaneFlags) config(scope dynamo.Scope, log *slog.Logger) zmqfeed.Feed
 		EtcdCredentials: discovery.EtcdCredentials{Username: *z.etcdUser, Password: *z.etcdPassword, CAFile: *z.etcdCA,
 			CertFile: *z.etcdCert, KeyFile: *z.etcdKey},
 		Kube: *z.kube, KubeNamespace: *z.kubeNamespace, Publishers: splitList(*z.publishers), Broker: *z.broker,
-		FindBrokers: *z.findBrokers, MaxMessageBytes: *z.maxBytes, Logger: log}
+		FindBrokers: *z.findBrokers, MaxMessageBytes: *z.maxBytes, RecvHWM: *z.recvHWM, Logger: log}
+}
+
+// warnIfNATSOnly logs, when no ZMQ source was given (feeds is 0) and
+// $DYN_EVENT_PLANE (eventPlane) is not "nats", that Dynamo publishes over
+// ZMQ by default since v1.3: such a process hears the NATS subjects only,
+// where a default deployment sends nothing.
+func warnIfNATSOnly(log *slog.Logger, feeds int, eventPlane string) bool {
+	if feeds > 0 || strings.EqualFold(strings.TrimSpace(eventPlane), "nats") {
+		return false
+	}
+	log.Warn("no ZMQ event-plane source: only NATS subjects are read, but Dynamo v1.3 and later publish KV events over ZMQ "+
+		"unless DYN_EVENT_PLANE=nats; give --etcd (or $ETCD_ENDPOINTS), --kube, --zmq-publisher or --zmq-broker",
+		"DYN_EVENT_PLANE", eventPlane)
+	return true
 }
 
 // truthy reads an environment flag as Dynamo does: 1, true, yes or on, in
