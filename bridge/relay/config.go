@@ -146,7 +146,15 @@ type Config struct {
 	// default: 1s.
 	HeartbeatEvery time.Duration
 	// LiveWindow is how recently a worker must have sent an event or a load
-	// sample to count as live; optional; default: 10s.
+	// sample to count as live when nothing says it is present: a worker fed
+	// by a source whose departure is reported (Source.ReportsGone) counts
+	// while that source is, and one whose instance record is present
+	// (KindWorkerPresent) until the record goes, however long it is silent
+	// (Dynamo sends ActiveLoad only when it changes, so an idle worker is a
+	// silent one). The window alone decides for broker mode without
+	// discovery, fixed publishers without expiry, NATS without discovery,
+	// engine feeds and goindex WorkerLoad samples, and for a held worker
+	// once its sources are gone; optional; default: 10s.
 	LiveWindow time.Duration
 	// PublishTimeout bounds one JetStream publish or store; optional;
 	// default: 5s.

@@ -29,7 +29,22 @@
 // with NATS set: the members whose latest events came in its envelopes).
 // Load: Dynamo's ActiveLoad on kv_metrics (endpoint scope; namespace scope
 // for older releases, then for workers seen in events only) and goindex's
-// JSON WorkerLoad samples (PoolConfig.Loads). Each load report also counts
+// JSON WorkerLoad samples (PoolConfig.Loads). A report's live workers are
+// those something says are present, not only those that spoke lately:
+// Dynamo debounces ActiveLoad (a value goes out only when it changes), so
+// the idle worker a router should send work to is a silent one. A worker
+// counts while any feed source whose departure is reported
+// (Source.ReportsGone: a discovered or expiring ZMQ publisher, a NATS
+// publisher whose record a feed follows, announced by KindPresent) that
+// delivered its KV events or its own ActiveLoad (one carrying
+// kv_used_blocks; a router's view of it does not hold it) is present, and
+// while its instance record is (KindWorkerPresent, broker mode with
+// discovery, until KindWorkerGone drops it at once). Other workers count
+// while they sent something within Config.LiveWindow, and so do held ones
+// once their sources' KindGone came (the window counted from their last
+// message, so an idle one leaves at the next report). Holds are bounded:
+// 8 sources per worker, 64 workers per source (a publisher speaks for one
+// worker), in the 4,096-worker table. Each load report also counts
 // the blocks stored since the relay started (every block of every applied
 // device-tier store event, re-stores included; transport duplicates are
 // dropped before): a router differences it into the DC's insert rate. A
@@ -170,7 +185,15 @@
 // snapshot and a legacy JSON event), that pings answer the identity and
 // asset names, that relays of one pool under two prefixes run side by side
 // with every asset and subject under their own prefix, that load reports
-// count live workers, that a relay started before its NATS server waits
+// count live workers, that an idle worker fed by a present source whose
+// departure is reported (a ZMQ publisher, a followed NATS one) stays in
+// the reports' live workers and capacity 20 live windows into its silence
+// and leaves once its last such source's KindGone came, while one fed by
+// an unreported source leaves after the window, that KindWorkerPresent
+// holds a silent worker at the configured capacity until KindWorkerGone,
+// that a router's ActiveLoad (no kv_used_blocks) holds nothing, that a
+// followed NATS publisher outlasts made-up ones in the pool's publisher
+// table, that a relay started before its NATS server waits
 // for it and then sets its pools up, that a graceful stop
 // ends the log with a drain marker, that a restart takes a larger
 // incarnation and stores an empty snapshot (without a checkpoint), that a
@@ -191,7 +214,8 @@
 // Hostile tests flood the intake with made-up publishers and the load
 // tracker with made-up workers (both tables stay at their bound, the
 // excess is counted, the live heap stays within a few MiB, a real
-// publisher keeps its place), check that forged huge load samples
+// publisher keeps its place; a present source holds at most 64 forged
+// workers and a worker at most 8 sources), check that forged huge load samples
 // saturate the report's sums instead of wrapping, that bad envelopes are
 // counted by reason and yield nothing, and that a running relay takes
 // events from its own pool's subjects only. A requested snapshot first

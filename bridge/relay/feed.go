@@ -57,8 +57,23 @@ const (
 	// KindWorkerGone says the worker Worker is gone (its instance record
 	// was deleted or its lease expired: how broker mode, whose publishers
 	// register no channel, learns of a departure): every member of the
-	// worker is cleared, whichever source fed it.
+	// worker is cleared, whichever source fed it, and it leaves the load
+	// reports at once.
 	KindWorkerGone
+	// KindWorkerPresent says the worker Worker is present (its instance
+	// record appeared, or was listed again): it counts as live in the load
+	// reports, however long it is silent, until its KindWorkerGone; with no
+	// load sample its capacity is Config.WorkerCapacityBlocks. Broker mode's
+	// liveness: there a worker's publishers register nothing whose going a
+	// feed could report.
+	KindWorkerPresent
+	// KindPresent says Source, a NATS publisher whose discovery record a
+	// feed follows (NATS and ReportsGone set), is present: its envelopes
+	// arrive on NATS rather than through the feed, so this is how the pool
+	// learns that their workers may be held live until the source's
+	// KindGone. Other sources need no such message: their own messages
+	// come with the Source.
+	KindPresent
 )
 
 // Message is one message of a Feed.
@@ -71,7 +86,7 @@ type Message struct {
 	Replayed bool
 	// Lost is how many batches a KindResync's gap lost (counted as gaps).
 	Lost uint64
-	// Worker is the worker a KindWorkerGone names.
+	// Worker is the worker a KindWorkerGone or KindWorkerPresent names.
 	Worker uint64
 }
 
@@ -106,6 +121,19 @@ type Source struct {
 	// KindGone when the record goes, which clears the members whose latest
 	// events came in NATS envelopes of PublisherID.
 	NATS bool
+	// ReportsGone marks a source whose feed delivers a KindGone when it
+	// goes: a discovered publisher (its record's going), a fixed one with
+	// an expiry (its connection down that long), a NATS publisher whose
+	// record the feed follows. While it is present, the workers it
+	// delivered KV events or worker-sent ActiveLoad samples for count as
+	// live in the load reports however long they are silent (Dynamo sends
+	// ActiveLoad only when it changes, so an idle worker is a silent one);
+	// after its KindGone they fall back to Config.LiveWindow. Sources
+	// whose departure nobody reports (broker mode's, a fixed publisher
+	// without expiry, an engine's) leave it false: their workers count
+	// only while they send within the window, since nothing would ever
+	// end a hold.
+	ReportsGone bool
 	// Name names the source in logs (an endpoint).
 	Name string
 }

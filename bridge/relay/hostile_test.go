@@ -180,3 +180,61 @@ func TestHostile_RelayTakesOnlyItsOwnPoolsEvents(t *testing.T) {
 		t.Errorf("relay intake = %+v, want exactly the one message of its own pool", in)
 	}
 }
+
+// TestHostile_WorkerFloodThroughAPresentSourceIsBounded floods the load
+// tracker with made-up worker ids from one source whose departure is
+// reported and which stays present (a publisher forging ids): it holds at
+// most maxHeldPerSource of them, the table stays at maxWorkers, the heap
+// within a few MiB, and once the window passes the unheld rest is
+// forgotten and a real worker gets in. A worker claimed by more sources
+// than maxSourcesPerWorker keeps that many, and every release leaves no
+// entry behind.
+func TestHostile_WorkerFloodThroughAPresentSourceIsBounded(t *testing.T) {
+	lt := newLoadTracker(10 * time.Second)
+	now := time.Unix(1000, 0)
+	forger := &Source{ReportsGone: true, Name: "forger"}
+	before := heapAfterGC()
+	const flood = 12 * maxWorkers
+	for i := range uint64(flood) {
+		lt.active(dynamo.ActiveLoad{WorkerID: 1_000_000 + i, HasKVUsedBlocks: true, KVUsedBlocks: 1}, now, false, forger)
+	}
+	grown := int64(heapAfterGC()) - int64(before)
+	if len(lt.workers) != maxWorkers || lt.refused != flood-maxWorkers || lt.holds[forger] != maxHeldPerSource {
+		t.Errorf("after %d forged workers from one present source: %d tracked, %d refused, %d held; want %d, %d, %d",
+			flood, len(lt.workers), lt.refused, lt.holds[forger], maxWorkers, flood-maxWorkers, maxHeldPerSource)
+	}
+	if grown > 4<<20 {
+		t.Errorf("live heap grew %d bytes over a %d-worker flood, want ≤ 4 MiB", grown, flood)
+	}
+	later := now.Add(11 * time.Second)
+	real := &Source{ReportsGone: true, Name: "real"}
+	lt.sawEvent(&kv.Event{Member: kv.Member{Worker: 1}, Kind: kv.Removed}, later, real)
+	if w := lt.workers[1]; w == nil || !w.held() {
+		t.Fatalf("a real worker after the flood went silent was not tracked and held")
+	}
+	var r relayproto.LoadReport
+	lt.fill(&r, later.Add(time.Hour), 0)
+	if r.LiveWorkers != maxHeldPerSource+1 {
+		t.Errorf("fill an hour after the flood = %d live workers, want the forger's %d held ones and the real one", r.LiveWorkers, maxHeldPerSource+1)
+	}
+	// Many present sources claiming one worker.
+	var claimants []*Source
+	for range 4 * maxSourcesPerWorker {
+		src := &Source{ReportsGone: true, Name: "claimant"}
+		claimants = append(claimants, src)
+		lt.sawEvent(&kv.Event{Member: kv.Member{Worker: 1}, Kind: kv.Removed}, later, src)
+	}
+	if n := len(lt.workers[1].by); n != maxSourcesPerWorker {
+		t.Errorf("worker claimed by %d sources holds %d, want %d", len(claimants), n, maxSourcesPerWorker)
+	}
+	for _, src := range append(claimants, real, forger) {
+		lt.release(src)
+	}
+	if len(lt.holds) != 0 {
+		t.Errorf("after every source's release, %d sources still counted as holding", len(lt.holds))
+	}
+	r = relayproto.LoadReport{}
+	if lt.fill(&r, later.Add(2*time.Hour), 0); r.LiveWorkers != 0 || len(lt.workers) != 0 {
+		t.Errorf("after every release and the window: %d live, %d tracked; want 0 and 0", r.LiveWorkers, len(lt.workers))
+	}
+}

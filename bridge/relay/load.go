@@ -2,6 +2,7 @@ package relay
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
@@ -19,7 +20,18 @@ type workerState struct {
 	sample  WorkerLoad
 	hasLd   bool
 	ranks   map[uint32]*dynamo.ActiveLoad
+	// by are the present sources whose departure is reported
+	// (Source.ReportsGone) that fed the worker, at most
+	// maxSourcesPerWorker; present says its instance record is present
+	// (KindWorkerPresent). Either holds the worker live however long it is
+	// silent.
+	by      []*Source
+	present bool
 }
+
+// held reports whether something that says the worker is there holds it
+// live, whatever its silence.
+func (w *workerState) held() bool { return w.present || len(w.by) > 0 }
 
 // maxRanksPerWorker bounds the dp ranks kept per worker: real deployments
 // run a few dozen; forged rank numbers cannot grow a worker past it.
@@ -30,12 +42,29 @@ const maxRanksPerWorker = 256
 // ids in load samples cannot grow it past this.
 const maxWorkers = maxPublishers
 
+// maxSourcesPerWorker bounds the sources holding one worker: Dynamo feeds
+// a worker through two publishers (kv-events and kv_metrics, each with its
+// own publisher id), and a restarted worker's new ones may arrive before
+// the old ones' KindGone; 8 leaves room for both and more.
+const maxSourcesPerWorker = 8
+
+// maxHeldPerSource bounds the workers one source holds. A Dynamo publisher
+// speaks for one worker (its dp ranks share the worker id); past the bound
+// a source's further workers are tracked by the live window alone, so a
+// source sending a flood of forged worker ids can pin at most this many
+// entries of the worker table, and the rest of the flood is forgotten after
+// the window as before.
+const maxHeldPerSource = 64
+
 // loadTracker aggregates the pool's workers into load reports. It runs on
 // the pool's writer goroutine.
 type loadTracker struct {
 	workers map[uint64]*workerState
-	window  time.Duration
-	swept   time.Time // last sweep of the full table by worker
+	// holds counts the workers each present source holds (workerState.by);
+	// a source's entry goes with its last held worker or its release.
+	holds  map[*Source]int
+	window time.Duration
+	swept  time.Time // last sweep of the full table by worker
 	// refused counts samples and events of new workers not tracked because
 	// the table was full of live ones.
 	refused uint64
@@ -45,11 +74,11 @@ type loadTracker struct {
 }
 
 func newLoadTracker(window time.Duration) *loadTracker {
-	return &loadTracker{workers: map[uint64]*workerState{}, window: window}
+	return &loadTracker{workers: map[uint64]*workerState{}, holds: map[*Source]int{}, window: window}
 }
 
 // worker returns worker id's state, adding it unless the table is full of
-// workers live within the window (then nil).
+// workers live within the window or held (then nil).
 func (t *loadTracker) worker(id uint64, now time.Time) *workerState {
 	if w := t.workers[id]; w != nil {
 		return w
@@ -69,10 +98,11 @@ func (t *loadTracker) worker(id uint64, now time.Time) *workerState {
 	return w
 }
 
-// forget drops the workers silent for longer than the window.
+// forget drops the workers silent for longer than the window that nothing
+// holds.
 func (t *loadTracker) forget(now time.Time) {
 	for id, w := range t.workers {
-		if now.Sub(w.seen) > t.window {
+		if !w.held() && now.Sub(w.seen) > t.window {
 			delete(t.workers, id)
 		}
 	}
@@ -81,18 +111,91 @@ func (t *loadTracker) forget(now time.Time) {
 // drop forgets worker id at once: it is known to be gone (its instance
 // record went), so its capacity and queue leave the next report instead of
 // counting until the live window passes.
-func (t *loadTracker) drop(id uint64) { delete(t.workers, id) }
+func (t *loadTracker) drop(id uint64) {
+	w := t.workers[id]
+	if w == nil {
+		return
+	}
+	for _, src := range w.by {
+		t.unhold(src)
+	}
+	delete(t.workers, id)
+}
 
-// sawEvent marks e's worker live at now and counts the blocks e stores:
-// every block of every store event, one already cached included, as the
+// hold makes src, when its departure is reported, hold w live until src's
+// release; a worker at maxSourcesPerWorker or a source at maxHeldPerSource
+// takes no more (the worker is still tracked by the window).
+func (t *loadTracker) hold(w *workerState, src *Source) {
+	if src == nil || !src.ReportsGone || slices.Contains(w.by, src) {
+		return
+	}
+	if len(w.by) >= maxSourcesPerWorker || t.holds[src] >= maxHeldPerSource {
+		return
+	}
+	w.by = append(w.by, src)
+	t.holds[src]++
+}
+
+// holdWorker is hold for worker id if it is tracked.
+func (t *loadTracker) holdWorker(id uint64, src *Source) {
+	if w := t.workers[id]; w != nil {
+		t.hold(w, src)
+	}
+}
+
+// unhold counts one hold of src less.
+func (t *loadTracker) unhold(src *Source) {
+	if t.holds[src]--; t.holds[src] <= 0 {
+		delete(t.holds, src)
+	}
+}
+
+// release ends src's holds: it is gone (KindGone). Its workers fall back
+// to the window, counted from their last message, rather than leaving at
+// once: one fed by other sources too (its other publisher, goindex
+// WorkerLoad samples, NATS without discovery) keeps counting as those
+// sources say, and a worker whose last message is older than the window —
+// an idle one, the case holds exist for — leaves at the next report. So a
+// departure never reports less than the window alone did.
+func (t *loadTracker) release(src *Source) {
+	n := t.holds[src]
+	if n == 0 {
+		return
+	}
+	delete(t.holds, src)
+	for _, w := range t.workers {
+		if i := slices.Index(w.by, src); i >= 0 {
+			w.by = slices.Delete(w.by, i, i+1)
+			if n--; n == 0 {
+				return
+			}
+		}
+	}
+}
+
+// present holds worker id live until its drop: its instance record is
+// present (KindWorkerPresent, broker mode's liveness).
+func (t *loadTracker) present(id uint64, now time.Time) {
+	if w := t.worker(id, now); w != nil {
+		w.present = true
+		if w.seen.IsZero() {
+			w.seen = now
+		}
+	}
+}
+
+// sawEvent marks e's worker live at now, held by src while src is present
+// (when its departure is reported), and counts the blocks e stores: every
+// block of every store event, one already cached included, as the
 // simulator's routers count a DC's inserts (score.InsertRate), whether or
 // not the worker's table had room.
-func (t *loadTracker) sawEvent(e *kv.Event, now time.Time) {
+func (t *loadTracker) sawEvent(e *kv.Event, now time.Time, src *Source) {
 	if e.Kind == kv.Stored {
 		t.stored += uint64(len(e.Blocks))
 	}
 	if w := t.worker(e.Member.Worker, now); w != nil {
 		w.seen = now
+		t.hold(w, src)
 	}
 }
 
@@ -103,11 +206,15 @@ func (t *loadTracker) sample(s WorkerLoad, now time.Time) {
 	}
 }
 
-// active merges Dynamo's ActiveLoad sample l into its worker's rank.
+// active merges Dynamo's ActiveLoad sample l, heard from src (nil: a
+// source the pool does not follow), into its worker's rank.
 // Samples heard on namespace scope (older releases; knownOnly) may come from
 // other components' workers, so they count only for workers this pool
-// already saw events from.
-func (t *loadTracker) active(l dynamo.ActiveLoad, now time.Time, knownOnly bool) {
+// already saw events from. A sample carrying kv_used_blocks is the
+// worker's own (routers send their scheduler view without it, dynamo-current
+// §3), and only such a sample makes src hold the worker: a router's
+// publisher must not keep a departed worker live until the router goes.
+func (t *loadTracker) active(l dynamo.ActiveLoad, now time.Time, knownOnly bool, src *Source) {
 	var w *workerState
 	if knownOnly {
 		w = t.workers[l.WorkerID]
@@ -118,6 +225,9 @@ func (t *loadTracker) active(l dynamo.ActiveLoad, now time.Time, knownOnly bool)
 		return
 	}
 	w.seen, w.sampled = now, now
+	if l.HasKVUsedBlocks {
+		t.hold(w, src)
+	}
 	if w.ranks == nil {
 		w.ranks = map[uint32]*dynamo.ActiveLoad{}
 	}
@@ -160,9 +270,9 @@ type Coverage struct {
 }
 
 // fill sums the live workers' samples into r, sets its stored-blocks
-// counter, forgets workers silent for
-// longer than the window, uses perWorkerCapacity for live workers that
-// sent no capacity, and says how many live workers' samples it summed.
+// counter, forgets workers silent for longer than the window that nothing
+// holds, uses perWorkerCapacity for live workers that sent no capacity,
+// and says how many live workers' samples it summed.
 func (t *loadTracker) fill(r *relayproto.LoadReport, now time.Time, perWorkerCapacity uint64) (cov Coverage) {
 	t.forget(now)
 	r.StoredBlocks = t.stored

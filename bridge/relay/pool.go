@@ -571,7 +571,10 @@ func (p *pool) take(m inbound) ckf.Step {
 			p.intake.decodeFailed(err)
 			return ckf.StepContinue
 		}
-		p.activeLoad(&env, now, m.kind == inNamespaceLoad)
+		// A NATS publisher whose record a feed follows (KindPresent) holds
+		// the workers of its samples; an unknown one is not looked up
+		// into the table (natsSource would add it).
+		p.activeLoad(&env, now, m.kind == inNamespaceLoad, p.natsSrc[env.PublisherID])
 		return ckf.StepContinue
 	case inLegacy:
 		p.evs, _ = p.intake.legacy(m.data, now, p.evs)
@@ -594,13 +597,20 @@ func (p *pool) take(m inbound) ckf.Step {
 			return p.clearSource(m.feed)
 		case KindWorkerGone:
 			return p.clearWorker(m.feed.Worker)
+		case KindWorkerPresent:
+			p.load.present(m.feed.Worker, now)
+			return ckf.StepContinue
+		case KindPresent:
+			p.present(m.feed.Source)
+			return ckf.StepContinue
 		}
 	}
 	return p.apply(src, now)
 }
 
-// activeLoad takes a kv_metrics envelope's ActiveLoad sample.
-func (p *pool) activeLoad(env *dynamo.Envelope, now time.Time, namespaceScope bool) {
+// activeLoad takes a kv_metrics envelope's ActiveLoad sample, heard from
+// src (nil: a source the pool does not follow).
+func (p *pool) activeLoad(env *dynamo.Envelope, now time.Time, namespaceScope bool, src *Source) {
 	if env.Topic != dynamo.MetricsTopic {
 		p.istats.WrongTopic++
 		return
@@ -611,7 +621,7 @@ func (p *pool) activeLoad(env *dynamo.Envelope, now time.Time, namespaceScope bo
 		return
 	}
 	p.istats.LoadSamples++
-	p.load.active(l, now, namespaceScope)
+	p.load.active(l, now, namespaceScope, src)
 }
 
 // plane checks and decodes a ZMQ event-plane message into p.evs (KV
@@ -640,7 +650,7 @@ func (p *pool) plane(m *Message, now time.Time) {
 		p.envPub = pm.PublisherID
 		p.evs, _ = p.intake.sequenced(&pm.Envelope, now, p.evs)
 	case topic == dynamo.MetricsTopic && p.cfg.Loads&LoadDynamo != 0:
-		p.activeLoad(&pm.Envelope, now, m.Source.NamespaceLoad)
+		p.activeLoad(&pm.Envelope, now, m.Source.NamespaceLoad, m.Source)
 	default:
 		p.istats.WrongTopic++
 	}
@@ -701,7 +711,7 @@ func (p *pool) apply(src *Source, now time.Time) ckf.Step {
 			return // the events after a fence are dropped, as before the batch
 		}
 		k := &p.evs[i]
-		p.load.sawEvent(k, now)
+		p.load.sawEvent(k, now, src)
 		if err != nil && !errors.Is(err, ckf.ErrCapacityExhausted) {
 			p.rejected++
 			if p.rejected&(p.rejected-1) == 0 {
@@ -733,7 +743,10 @@ func (p *pool) apply(src *Source, now time.Time) ckf.Step {
 
 // natsSource returns the Source standing for NATS publisher pub in
 // owners. The table is bounded: past maxPublishers entries, those no
-// member is owned by any more are forgotten.
+// member is owned by any more are forgotten, publishers no feed follows
+// first; a followed one (KindPresent) is forgotten only when those leave
+// no room, and its holds of workers end with it, since its KindGone would
+// not find it.
 func (p *pool) natsSource(pub uint64) *Source {
 	if src, ok := p.natsSrc[pub]; ok {
 		return src
@@ -743,9 +756,15 @@ func (p *pool) natsSource(pub uint64) *Source {
 		for _, src := range p.owners {
 			used[src] = true
 		}
-		for id, src := range p.natsSrc {
-			if !used[src] {
-				delete(p.natsSrc, id)
+		for _, followed := range []bool{false, true} {
+			for id, src := range p.natsSrc {
+				if !used[src] && src.ReportsGone == followed {
+					delete(p.natsSrc, id)
+					p.load.release(src)
+				}
+			}
+			if len(p.natsSrc) < maxPublishers {
+				break
 			}
 		}
 	}
@@ -773,6 +792,7 @@ func (p *pool) clearSource(m *Message) ckf.Step {
 		delete(p.engines, m.Source) // the next batch starts a new sequence
 	case KindGone:
 		delete(p.lastPub, m.Source)
+		p.load.release(m.Source)
 	}
 	step, _ := p.dropOwned(func(_ kv.Member, src *Source) bool { return src == m.Source })
 	p.log.Info("feed source cleared", "source", m.Source.Name, "kind", m.Kind)
@@ -796,6 +816,22 @@ func (p *pool) dropOwned(match func(kv.Member, *Source) bool) (ckf.Step, int) {
 		}
 	}
 	return step, n
+}
+
+// present takes a KindPresent: the NATS publisher src stands for is
+// followed, so its envelopes' workers are held live until its KindGone,
+// those it already fed included.
+func (p *pool) present(m *Source) {
+	if !m.NATS || !m.ReportsGone {
+		return
+	}
+	src := p.natsSource(m.PublisherID)
+	src.ReportsGone = true
+	for member, s := range p.owners {
+		if s == src {
+			p.load.holdWorker(member.Worker, src)
+		}
+	}
 }
 
 // clearWorker drops every member of worker w, fed or restored, whichever

@@ -313,3 +313,101 @@ func TestPlane_BrokersFoundInEtcd(t *testing.T) {
 	bothWorkersThroughBroker(t, r, py)
 	revokeWorker1(ctx, t, r, cli, leaseA)
 }
+
+// collect runs plane p with a deliver that hands every message on the
+// returned channel, until the test ends.
+func collect(t *testing.T, p *Plane) <-chan relay.Message {
+	t.Helper()
+	out := make(chan relay.Message, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- p.Run(ctx, func(m relay.Message) bool {
+			select {
+			case out <- m:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Plane.Run: %v", err)
+		}
+	})
+	return out
+}
+
+// next returns the plane's next message.
+func next(t *testing.T, msgs <-chan relay.Message, what string) relay.Message {
+	t.Helper()
+	select {
+	case m := <-msgs:
+		return m
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no message from the plane; want %s", what)
+		return relay.Message{}
+	}
+}
+
+// TestPlane_WorkerRecordsDeliverPresentThenGone follows workers' instance
+// records (broker mode's discovery): a record listed at start and one
+// written later are each delivered as relay.KindWorkerPresent, which the
+// relay holds live until the worker's KindWorkerGone (a broker-mode worker
+// used to leave the load reports once silent for the live window, though
+// its record said it was there); a revoked lease is delivered as
+// KindWorkerGone.
+func TestPlane_WorkerRecordsDeliverPresentThenGone(t *testing.T) {
+	url, cli := etcdtest.Start(t)
+	registerInstance(t, cli, 5)
+	etcd, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: []string{url}, Scope: testScope, Workers: true, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("NewEtcd: %v", err)
+	}
+	msgs := collect(t, newPlane(t, PlaneConfig{Discovery: etcd}))
+	if m := next(t, msgs, "worker 5 present"); m.Kind != relay.KindWorkerPresent || m.Worker != 5 {
+		t.Errorf("message for listed instance record 5 = kind %d worker %d, want KindWorkerPresent (%d) of 5", m.Kind, m.Worker, relay.KindWorkerPresent)
+	}
+	lease := registerInstance(t, cli, 6)
+	if m := next(t, msgs, "worker 6 present"); m.Kind != relay.KindWorkerPresent || m.Worker != 6 {
+		t.Errorf("message for new instance record 6 = kind %d worker %d, want KindWorkerPresent (%d) of 6", m.Kind, m.Worker, relay.KindWorkerPresent)
+	}
+	if _, err := cli.Revoke(context.Background(), lease); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	if m := next(t, msgs, "worker 6 gone"); m.Kind != relay.KindWorkerGone || m.Worker != 6 {
+		t.Errorf("message for revoked instance record 6 = kind %d worker %d, want KindWorkerGone (%d) of 6", m.Kind, m.Worker, relay.KindWorkerGone)
+	}
+}
+
+// TestPlane_FollowedNATSChannelIsAnnouncedWithReportedDeparture follows a
+// NATS EventChannel record: its appearance is delivered as
+// relay.KindPresent of a Source whose departure is reported (the relay
+// holds the workers of its envelopes live), its going as KindGone of the
+// same Source.
+func TestPlane_FollowedNATSChannelIsAnnouncedWithReportedDeparture(t *testing.T) {
+	url, cli := etcdtest.Start(t)
+	etcd, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: []string{url}, Scope: testScope, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("NewEtcd: %v", err)
+	}
+	msgs := collect(t, newPlane(t, PlaneConfig{Discovery: etcd}))
+	value := fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":%q,"component":%q,"name":%q}},`+
+		`"topic":"kv-events","instance_id":%d,"transport":{"kind":"Nats","config":{"subject_prefix":%q}}}`,
+		testScope.Namespace, testScope.Component, testScope.Endpoint, pubA, testScope.Subject(""))
+	lease := putLeased(t, cli, testScope.ChannelPrefix("kv-events")+strconv.FormatUint(pubA, 16), value)
+	present := next(t, msgs, "the NATS publisher present")
+	if present.Kind != relay.KindPresent || present.Source == nil || !present.Source.NATS || !present.Source.ReportsGone ||
+		present.Source.PublisherID != pubA {
+		t.Fatalf("message for a NATS channel record = kind %d source %+v, want KindPresent (%d) of a NATS source of %#x with ReportsGone",
+			present.Kind, present.Source, relay.KindPresent, pubA)
+	}
+	if _, err := cli.Revoke(context.Background(), lease); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	if m := next(t, msgs, "the NATS publisher gone"); m.Kind != relay.KindGone || m.Source != present.Source {
+		t.Errorf("message for the revoked NATS channel record = kind %d source %p, want KindGone (%d) of %p", m.Kind, m.Source, relay.KindGone, present.Source)
+	}
+}

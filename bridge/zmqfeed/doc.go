@@ -46,9 +46,21 @@
 // broker-mode publishers register no channel), so with discovery the
 // plane follows the instance records of the workers serving the pool's
 // endpoint instead (discovery's Workers mode, which Feeds selects with a
-// broker) and answers a record's going with relay.KindWorkerGone; without
-// discovery broker mode has no liveness, and no silence timeout stands in
-// for it, as it would drop idle workers' blocks.
+// broker) and answers a record's appearance with relay.KindWorkerPresent
+// and its going with relay.KindWorkerGone; without discovery broker mode
+// has no liveness, and no silence timeout stands in for it, as it would
+// drop idle workers' blocks.
+//
+// Liveness in the load reports follows the same signals. Every source
+// whose departure the plane reports — a discovered publisher, a fixed one
+// with a PublisherExpiry, a followed NATS channel (announced with
+// relay.KindPresent, as its envelopes come on NATS) — is marked
+// relay.Source.ReportsGone, and the relay counts the workers it fed as
+// live while it is present, however long they are silent (Dynamo sends a
+// worker's ActiveLoad only when it changes), and a worker whose instance
+// record is present until KindWorkerGone. Workers fed only through the
+// brokers, a fixed publisher without expiry or an engine count while they
+// sent something within the relay's LiveWindow.
 //
 // Engine (engine.go) subscribes to one vLLM or SGLang engine's own
 // publisher, without Dynamo: 3-part batches the relay normalizes by
@@ -99,7 +111,10 @@
 //   - discovery_test.go: publishers registered in a real etcd come and go;
 //     the relay is not ready while that etcd is down, and ready again once
 //     it is back; in broker mode a worker whose instance record goes loses
-//     its blocks and its load; brokers found in etcd once one registers.
+//     its blocks and its load; brokers found in etcd once one registers;
+//     instance records listed or written deliver KindWorkerPresent and
+//     their going KindWorkerGone; a NATS channel record delivers
+//     KindPresent of a source marked ReportsGone, and KindGone of it.
 //   - feeds_test.go: one feed per source, bad sources refused, broker
 //     mode without discovery warned about.
 //   - plane_test.go: late publisher, batches and single events, gaps,

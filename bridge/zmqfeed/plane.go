@@ -165,7 +165,7 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 		if pub.Key == "" {
 			pub.Key = pub.Endpoint
 		}
-		p.start(ctx, zctx, &wg, conns, pub, p.cfg.PublisherExpiry, deliver)
+		p.start(ctx, zctx, &wg, conns, pub, p.cfg.PublisherExpiry, p.cfg.PublisherExpiry > 0, deliver)
 	}
 	if len(p.cfg.Brokers) > 0 || p.cfg.FindBrokers != nil {
 		p.startBrokers(ctx, zctx, &wg, deliver)
@@ -213,21 +213,24 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 				}
 				p.stop(conns, u.Publisher.Key, deliver)
 			}
-			p.start(ctx, zctx, &wg, conns, u.Publisher, 0, deliver)
+			p.start(ctx, zctx, &wg, conns, u.Publisher, 0, true, deliver)
 		}
 	}
 }
 
 // start subscribes to one publisher; with expiry > 0, an outage that long
-// is answered by a KindGone (see PlaneConfig.PublisherExpiry).
+// is answered by a KindGone (see PlaneConfig.PublisherExpiry). reportsGone
+// says the publisher's departure will be delivered (it is discovered, or
+// has an expiry), so the relay may hold its workers live while it is
+// present (relay.Source.ReportsGone).
 func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup, conns map[string]*conn, pub discovery.Publisher,
-	expiry time.Duration, deliver func(relay.Message) bool) {
+	expiry time.Duration, reportsGone bool, deliver func(relay.Message) bool) {
 	scope := pub.Scope
 	if scope.Namespace == "" {
 		scope = p.cfg.Scope
 	}
 	src := &relay.Source{Scope: scope, PublisherID: pub.PublisherID, Restarts: pub.PublisherID == 0,
-		NamespaceLoad: scope.Component == "", Name: pub.Endpoint}
+		NamespaceLoad: scope.Component == "", ReportsGone: reportsGone, Name: pub.Endpoint}
 	topics := []string{pub.Topic}
 	if pub.Topic == "" {
 		topics = []string{dynamo.EventTopic, dynamo.MetricsTopic}
@@ -280,8 +283,10 @@ func subscribe(ctx context.Context, log *slog.Logger, open func() (*socket, erro
 }
 
 // followNATS keeps the NATS channels discovered (nothing to connect to:
-// the relay reads their envelopes on NATS) and tells the relay when one
-// goes, so that it drops the blocks its worker stored.
+// the relay reads their envelopes on NATS), tells the relay when one
+// appears (KindPresent: it holds the workers of its envelopes live) and
+// when one goes (KindGone: it drops the blocks its worker stored and ends
+// the hold).
 func (p *Plane) followNATS(pubs map[string]*relay.Source, u discovery.Update, deliver func(relay.Message) bool) {
 	key := u.Publisher.Key
 	if !u.Gone {
@@ -290,8 +295,10 @@ func (p *Plane) followNATS(pubs map[string]*relay.Source, u discovery.Update, de
 			if scope.Namespace == "" {
 				scope = p.cfg.Scope
 			}
-			pubs[key] = &relay.Source{Scope: scope, PublisherID: u.Publisher.PublisherID, NATS: true,
+			src := &relay.Source{Scope: scope, PublisherID: u.Publisher.PublisherID, NATS: true, ReportsGone: true,
 				Name: fmt.Sprintf("nats publisher %#x", u.Publisher.PublisherID)}
+			pubs[key] = src
+			deliver(relay.Message{Kind: relay.KindPresent, Source: src})
 		}
 		return
 	}
@@ -304,17 +311,20 @@ func (p *Plane) followNATS(pubs map[string]*relay.Source, u discovery.Update, de
 	deliver(relay.Message{Kind: relay.KindGone, Source: src})
 }
 
-// followWorker tells the relay when a worker's instance record goes
-// (discovery following workers, for broker mode), so that it drops every
-// member of the worker.
+// followWorker tells the relay when a worker's instance record appears
+// (KindWorkerPresent: the worker counts as live however long it is
+// silent) and when it goes (KindWorkerGone: every member of the worker is
+// dropped, and its load) — discovery following workers, for broker mode.
+// A record listed again is delivered again; the relay's hold is the same.
 func (p *Plane) followWorker(u discovery.Update, deliver func(relay.Message) bool) {
+	id := u.Publisher.WorkerID
+	src := &relay.Source{Scope: p.cfg.Scope, Name: fmt.Sprintf("worker %#x", id)}
 	if !u.Gone {
+		deliver(relay.Message{Kind: relay.KindWorkerPresent, Worker: id, Source: src})
 		return
 	}
-	id := u.Publisher.WorkerID
 	p.cfg.Logger.Info("worker gone", "worker", id)
-	deliver(relay.Message{Kind: relay.KindWorkerGone, Worker: id,
-		Source: &relay.Source{Scope: p.cfg.Scope, Name: fmt.Sprintf("worker %#x", id)}})
+	deliver(relay.Message{Kind: relay.KindWorkerGone, Worker: id, Source: src})
 }
 
 // stop ends one publisher's subscription and tells the relay it is gone.
