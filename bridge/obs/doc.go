@@ -64,8 +64,9 @@
 //	relay_rejected_total                     counter    reason           not applied: non_primary, unsupported, malformed,
 //	                                                                     too_large, wrong_topic, duplicate, untracked_publisher,
 //	                                                                     bad_frames, identity, producer
-//	relay_intake_total                       counter    kind             load_samples, engine_batches, replayed_batches, resyncs
-//	relay_envelope_gaps_total                counter                     envelopes missing in a publisher's sequence
+//	relay_intake_total                       counter    kind             load_samples, engine_batches, replayed_batches, resyncs,
+//	                                                                     late (below the highest sequence, filling a gap)
+//	relay_envelope_gaps_total                counter                     sequences a publisher skipped (gaps − late: missing)
 //	relay_untracked_workers_total            counter                     samples/events of workers not tracked (table full)
 //	relay_producer_refusals_total            counter    reason           missing_parent, remap, invalid_sequence, ownership_overflow
 //	relay_unknown_removals_total             counter                     removals of blocks the member did not map

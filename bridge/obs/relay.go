@@ -65,8 +65,9 @@ func NewRelayCollector(r *relay.Relay) prometheus.Collector {
 			"envelope and discovered publisher disagree) (intake) and producer (refused by the producer).", counter, with("reason")...),
 		intake: newFamily(s, "intake_total", "Intake work by kind: load_samples (ActiveLoad and WorkerLoad taken), engine_batches "+
 			"(vLLM/SGLang batches), replayed_batches (of them from a replay socket), resyncs (engine sources cleared after an "+
-			"unrecoverable gap).", counter, with("kind")...),
-		gaps:      newFamily(s, "envelope_gaps_total", "Envelopes missing between two of one publisher's sequences.", counter, pool...),
+			"unrecoverable gap), late (envelopes taken below their publisher's highest sequence, each filling one counted gap).", counter, with("kind")...),
+		gaps: newFamily(s, "envelope_gaps_total", "Sequences a publisher skipped, counted as a later one arrived; "+
+			"intake_total{kind=\"late\"} counts those that came afterwards (gaps − late are missing).", counter, pool...),
 		untracked: newFamily(s, "untracked_workers_total", "Load samples and events of new workers not tracked (worker table full).", counter, pool...),
 		refusals: newFamily(s, "producer_refusals_total", "Stored events the producer refused, by reason: missing_parent, remap, "+
 			"invalid_sequence, ownership_overflow.", counter, with("reason")...),
@@ -151,7 +152,7 @@ func (c *relayCollector) collectPool(ch chan<- prometheus.Metric, p *relay.PoolS
 	for _, k := range []struct {
 		kind string
 		v    uint64
-	}{{"load_samples", in.LoadSamples}, {"engine_batches", in.EngineBatches}, {"replayed_batches", in.Replayed}, {"resyncs", in.Resyncs}} {
+	}{{"load_samples", in.LoadSamples}, {"engine_batches", in.EngineBatches}, {"replayed_batches", in.Replayed}, {"resyncs", in.Resyncs}, {"late", in.Late}} {
 		c.intake.emit(ch, float64(k.v), d, dc, k.kind)
 	}
 	c.gaps.emit(ch, float64(in.Gaps), d, dc)

@@ -18,12 +18,17 @@
 // configured. Feeds (feed.go) deliver ZMQ messages to the same writer
 // goroutine: Dynamo event-plane messages, whose frames and identity are
 // checked (bad ones counted by reason and dropped), and vLLM/SGLang batches,
-// normalized by Dynamo's rules. Envelopes at or below their publisher's last
-// sequence are dropped as duplicates and gaps are counted; only events for
-// the primary index reach the producer (worker-owned device-tier stores and
-// removals, clears of every domain or the worker's: Dynamo's
-// targets_primary); an event Dynamo's residency rules refuse is skipped
-// alone and counted (IntakeStats.Unsupported), not its whole message. A feed source that is gone, or whose engine
+// normalized by Dynamo's rules. Each publisher's envelopes pass a window of
+// its recent sequences (window.go), as Dynamo's HA-broker subscriber drops
+// copies: a sequence above the highest is taken and the ones it skipped
+// count as gaps; one below it that was never taken is taken late (another
+// broker's copy of one the first lost: IntakeStats.Late); a copy, or one
+// too old to tell, is dropped as a duplicate. Late events apply out of
+// order, as in Dynamo's router. Only events for the primary index reach
+// the producer (worker-owned device-tier stores and removals, clears of
+// every domain or the worker's: Dynamo's targets_primary); an event
+// Dynamo's residency rules refuse is skipped alone and counted
+// (IntakeStats.Unsupported), not its whole message. A feed source that is gone, or whose engine
 // stream lost what its replay could not cover, has its members cleared;
 // so does a NATS publisher whose discovery record a feed saw go (a Source
 // with NATS set: the members whose latest events came in its envelopes).
@@ -164,7 +169,9 @@
 //   - relay.go: Relay: New, Run, Close, Status, AppendWords, Flush, Snapshot.
 //   - pool.go: one pool's setup, claim, writer loop, publication, fencing and shutdown.
 //   - sinks.go: the JetStream delta log and snapshot store behind the publisher.
-//   - intake.go: decoding Dynamo messages, duplicate and gap accounting.
+//   - intake.go: decoding Dynamo messages, duplicate, gap and late accounting.
+//   - window.go: seqWindow, a stream's recently taken sequences (publishers
+//     and engine sources).
 //   - feed.go: Feed, HealthReporter, Message and Source: the intake of
 //     non-NATS transports; a feed that says it does not work (its
 //     discovery failing) shows in PoolStatus.FeedErr.
@@ -211,6 +218,11 @@
 // empty token in a namespace or component, which would subscribe the
 // unescaped legacy subject to other pools' events), and (fuzz) that the
 // Info and WorkerLoad decoders never panic and respect their limits. The
+// sequence window matches an exact reference (a set of taken sequences)
+// on random streams, and an intake fed two lossy, interleaved copies of
+// each publisher's stream, one lagging by up to the window, takes every
+// sequence either copy had exactly once, with Gaps − Late the ones both
+// lost; a late copy from a slower broker is taken. The
 // Hostile tests flood the intake with made-up publishers and the load
 // tracker with made-up workers (both tables stay at their bound, the
 // excess is counted, the live heap stays within a few MiB, a real

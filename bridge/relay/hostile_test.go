@@ -52,14 +52,15 @@ func TestHostile_PublisherFloodIsBoundedAndCounted(t *testing.T) {
 		in.envelope(storedEnvelope(t, 2, 1_000_000+i, 0, dynamo.EventTopic), now, nil)
 	}
 	grown := int64(heapAfterGC()) - int64(before)
-	if len(in.last) > maxPublishers {
-		t.Errorf("publisher table after %d fake publishers = %d entries, want ≤ %d", flood, len(in.last), maxPublishers)
+	if len(in.pubs) > maxPublishers {
+		t.Errorf("publisher table after %d fake publishers = %d entries, want ≤ %d", flood, len(in.pubs), maxPublishers)
 	}
 	if want := uint64(flood - (maxPublishers - 1)); st.Untracked != want {
 		t.Errorf("Untracked = %d, want %d (every fake publisher past the table)", st.Untracked, want)
 	}
-	// 4096 entries of a few dozen bytes; a table growing with the flood
-	// would hold ~50k entries. The bound is generous on purpose.
+	// 4096 entries of ~600 bytes (a 512-byte sequence window each), about
+	// 2.5 MiB; a table growing with the flood would hold ~50k entries,
+	// ~29 MiB.
 	if grown > 4<<20 {
 		t.Errorf("live heap grew %d bytes over a %d-publisher flood, want ≤ 4 MiB", grown, flood)
 	}
@@ -122,8 +123,8 @@ func TestHostile_BadEnvelopesAreCountedAndYieldNoEvent(t *testing.T) {
 			t.Errorf("envelope(%s) accepted: %+v", c.what, evs)
 		}
 	}
-	if st.WrongTopic != 1 || st.TooLarge != 1 || st.Malformed != 3 || st.Events != 0 || len(in.last) != 0 {
-		t.Errorf("stats after bad envelopes = %+v with %d publishers, want 1 wrong topic, 1 too large, 3 malformed, no event, no publisher", st, len(in.last))
+	if st.WrongTopic != 1 || st.TooLarge != 1 || st.Malformed != 3 || st.Events != 0 || len(in.pubs) != 0 {
+		t.Errorf("stats after bad envelopes = %+v with %d publishers, want 1 wrong topic, 1 too large, 3 malformed, no event, no publisher", st, len(in.pubs))
 	}
 }
 

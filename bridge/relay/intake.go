@@ -11,7 +11,8 @@ import (
 // maxPublishers bounds the duplicate and gap table: one entry per event
 // publisher (a worker's runtime instance; a new one on every restart). 4096
 // covers a 1,000-worker pool restarting three times within the live window;
-// a flood of made-up publisher ids cannot grow the table past it.
+// a flood of made-up publisher ids cannot grow the table past it (~2.5 MiB
+// at ~600 bytes an entry, most of it the sequence window).
 const maxPublishers = 4096
 
 // fullSweepEvery spaces the sweeps of a full publisher or worker table for
@@ -35,8 +36,19 @@ type IntakeStats struct {
 	Malformed   uint64 // messages that did not decode
 	TooLarge    uint64 // messages over a decoder size limit (message bytes, blocks per event, …)
 	WrongTopic  uint64 // envelopes whose topic is not the one of their input
-	Duplicates  uint64 // envelopes at or below their publisher's last sequence (dropped)
-	Gaps        uint64 // messages missing between two of one publisher's sequences
+	// Duplicates counts envelopes (and engine batches) whose sequence was
+	// taken before, or lies too far below its publisher's highest one to
+	// tell (windowSeqs); both are dropped.
+	Duplicates uint64
+	// Gaps counts the sequences a publisher skipped, as each later one
+	// arrived (and engine batches a replay could not recover). It never
+	// goes down: a skipped sequence that arrives later counts in Late too.
+	Gaps uint64
+	// Late counts envelopes taken below their publisher's highest sequence,
+	// a slower broker's copy of one the others lost: each fills one counted
+	// gap, so Late ≤ Gaps and Gaps − Late messages are missing (or still
+	// on their way).
+	Late uint64
 	// Untracked counts envelopes of a new publisher dropped because
 	// maxPublishers publishers were live within the live window.
 	Untracked uint64
@@ -57,19 +69,19 @@ type IntakeStats struct {
 	Resyncs       uint64
 }
 
-// publisherState is the last envelope sequence of one publisher and when
-// it arrived.
+// publisherState is the sequence window of one publisher and when its
+// last envelope arrived.
 type publisherState struct {
-	seq  uint64
+	win  seqWindow
 	seen time.Time
 }
 
 // intake decodes Dynamo messages into kv.Events. It runs on the pool's
 // writer goroutine, so its state needs no lock.
 type intake struct {
-	last   map[uint64]publisherState // by publisher id
-	window time.Duration             // a publisher silent this long may be forgotten
-	swept  time.Time                 // last sweep of the full table
+	pubs   map[uint64]*publisherState // by publisher id
+	window time.Duration              // a publisher silent this long may be forgotten
+	swept  time.Time                  // last sweep of the full table
 	stats  *IntakeStats
 	// first, when set, is told of the first envelope taken from each
 	// publisher (its id and sequence) before its events are appended: a
@@ -78,7 +90,7 @@ type intake struct {
 }
 
 func newIntake(st *IntakeStats, window time.Duration) *intake {
-	return &intake{last: map[uint64]publisherState{}, window: window, stats: st}
+	return &intake{pubs: map[uint64]*publisherState{}, window: window, stats: st}
 }
 
 // envelope decodes a NATS event-plane message (msgpack envelope, or the
@@ -103,8 +115,9 @@ func (in *intake) envelopeOf(b []byte, now time.Time, dst []kv.Event) ([]kv.Even
 
 // sequenced takes a decoded KV-event envelope from any transport: it drops
 // other topics and undecodable payloads, drops duplicates and counts gaps
-// per publisher, and appends the primary-index events of its payload (one
-// event or a batch) to dst; an unsupported event is skipped alone. It reports whether the envelope was taken.
+// and late fills per publisher (order), and appends the primary-index
+// events of its payload (one event or a batch) to dst; an unsupported
+// event is skipped alone. It reports whether the envelope was taken.
 func (in *intake) sequenced(env *dynamo.Envelope, now time.Time, dst []kv.Event) ([]kv.Event, bool) {
 	if env.Topic != "" && env.Topic != dynamo.EventTopic {
 		in.stats.WrongTopic++
@@ -115,20 +128,20 @@ func (in *intake) sequenced(env *dynamo.Envelope, now time.Time, dst []kv.Event)
 		in.decodeFailed(err)
 		return dst, false
 	}
-	last, seen := in.last[env.PublisherID]
-	if seen {
-		if env.Sequence <= last.seq {
-			in.stats.Duplicates++
+	if p := in.pubs[env.PublisherID]; p != nil {
+		if !in.order(&p.win, env.Sequence) {
 			return dst, false
 		}
-		in.stats.Gaps += env.Sequence - last.seq - 1
-	} else if !in.admit(now) {
-		in.stats.Untracked++
-		return dst, false
-	}
-	in.last[env.PublisherID] = publisherState{seq: env.Sequence, seen: now}
-	if !seen && in.first != nil {
-		in.first(env.PublisherID, env.Sequence)
+		p.seen = now
+	} else {
+		if !in.admit(now) {
+			in.stats.Untracked++
+			return dst, false
+		}
+		in.pubs[env.PublisherID] = &publisherState{win: newSeqWindow(env.Sequence), seen: now}
+		if in.first != nil {
+			in.first(env.PublisherID, env.Sequence)
+		}
 	}
 	for i := range evs {
 		dst = in.event(&evs[i], dst)
@@ -136,23 +149,40 @@ func (in *intake) sequenced(env *dynamo.Envelope, now time.Time, dst []kv.Event)
 	return dst, true
 }
 
+// order takes seq into a stream's window and counts what it was: the
+// sequences it skipped as Gaps, a late one as Late, a copy or a sequence
+// too old to tell as a Duplicate. It reports whether seq is taken.
+func (in *intake) order(w *seqWindow, seq uint64) bool {
+	v, skipped := w.take(seq)
+	switch v {
+	case seqNext:
+		in.stats.Gaps += skipped
+	case seqLate:
+		in.stats.Late++
+	default:
+		in.stats.Duplicates++
+		return false
+	}
+	return true
+}
+
 // admit makes room for one more publisher: when the table is full it
 // forgets publishers silent for longer than the window (at most once per
 // fullSweepEvery), and refuses when none is.
 func (in *intake) admit(now time.Time) bool {
-	if len(in.last) < maxPublishers {
+	if len(in.pubs) < maxPublishers {
 		return true
 	}
 	if now.Sub(in.swept) < fullSweepEvery {
 		return false
 	}
 	in.swept = now
-	for id, p := range in.last {
+	for id, p := range in.pubs {
 		if now.Sub(p.seen) > in.window {
-			delete(in.last, id)
+			delete(in.pubs, id)
 		}
 	}
-	return len(in.last) < maxPublishers
+	return len(in.pubs) < maxPublishers
 }
 
 // legacy decodes a G2025 JSON RouterEvent (no envelope, no sequence).

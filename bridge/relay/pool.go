@@ -54,12 +54,12 @@ type inbound struct {
 const maxOwnedMembers = 1 << 16
 
 // engineSource is the pool's state of one engine feed source: Dynamo's
-// normalizer (event ids, learned attention groups) and the last batch
-// sequence.
+// normalizer (event ids, learned attention groups) and the window of its
+// batch sequences, started by its first batch. One socket delivers a
+// source's batches in order, so the window acts as a high-water mark.
 type engineSource struct {
-	norm   *dynamo.Normalizer
-	seq    uint64
-	hasSeq bool
+	norm *dynamo.Normalizer
+	win  seqWindow
 }
 
 // ownerRecord is the pool's claim in its state bucket: the incarnation of
@@ -657,7 +657,7 @@ func (p *pool) plane(m *Message, now time.Time) {
 }
 
 // engine decodes an engine KVEventBatch, drops a repeated sequence, counts
-// a gap, and normalizes its events into p.evs.
+// a gap (intake.order), and normalizes its events into p.evs.
 func (p *pool) engine(m *Message, now time.Time) {
 	p.istats.Messages++
 	b, err := dynamo.DecodeZMQ(m.Frames, dynamo.ZMQConfig{})
@@ -674,17 +674,11 @@ func (p *pool) engine(m *Message, now time.Time) {
 			p.istats.Malformed++
 			return
 		}
-		st = &engineSource{norm: norm}
+		st = &engineSource{norm: norm, win: newSeqWindow(b.Sequence)}
 		p.engines[m.Source] = st
+	} else if !p.intake.order(&st.win, b.Sequence) {
+		return
 	}
-	if st.hasSeq {
-		if b.Sequence <= st.seq {
-			p.istats.Duplicates++
-			return
-		}
-		p.istats.Gaps += b.Sequence - st.seq - 1
-	}
-	st.seq, st.hasSeq = b.Sequence, true
 	p.istats.EngineBatches++
 	if m.Replayed {
 		p.istats.Replayed++

@@ -237,14 +237,14 @@ func (p *pool) checkpoint(now time.Time) {
 	p.ckpt.Bytes = n
 }
 
-// lastSeq returns the last envelope sequence taken from publisher pub, or
-// the restored one while pub has not been heard from since the start.
+// lastSeq returns the highest envelope sequence taken from publisher pub,
+// or the restored one while pub has not been heard from since the start.
 func (p *pool) lastSeq(pub uint64) (uint64, bool) {
 	if pub == 0 {
 		return 0, false
 	}
-	if st, ok := p.intake.last[pub]; ok {
-		return st.seq, true
+	if st := p.intake.pubs[pub]; st != nil {
+		return st.win.top, true
 	}
 	if rp, ok := p.restored[pub]; ok {
 		return rp.seq, true

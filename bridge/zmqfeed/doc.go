@@ -38,8 +38,9 @@
 // (Brokers: the XPUB side of Dynamo's stateless XSUB/XPUB brokers,
 // DYN_ZMQ_BROKER_URL's xpub part) one SUB socket connects to every broker
 // and subscribes to the pool's scoped subjects; a message heard through
-// two brokers is taken once (the relay's per-publisher sequence
-// watermark). The brokers are given (DYN_ZMQ_BROKER_URL) or, with
+// two brokers is taken once, and a copy one broker lost is taken from
+// the other even when it comes later (the relay's per-publisher window
+// of recent sequences). The brokers are given (DYN_ZMQ_BROKER_URL) or, with
 // FindBrokers (DYN_ZMQ_BROKER_ENABLED), looked up in etcd until one is
 // registered. A worker's departure is not observable through a broker
 // (the brokers forward messages, not their publishers' connections, and
@@ -118,7 +119,8 @@
 //   - feeds_test.go: one feed per source, bad sources refused, broker
 //     mode without discovery warned about.
 //   - plane_test.go: late publisher, batches and single events, gaps,
-//     identity and frame rejections, load; restart with a new id; brokers;
+//     identity and frame rejections, load; restart with a new id; brokers,
+//     a copy one broker lost taken late from the other;
 //     400 publishers, past libzmq's default socket limit, holding no
 //     thread each; a publisher past the plane's socket limit subscribed
 //     once another's sockets free; bursts with pauses delivered whole.

@@ -341,11 +341,16 @@ func (p *Plane) stop(conns map[string]*conn, key string, deliver func(relay.Mess
 }
 
 // startBrokers subscribes one socket to every broker's XPUB side for the
-// pool's subjects. Messages of one publisher arriving through several
-// brokers are deduplicated by the relay, whose per-publisher sequence
-// watermark drops what it has seen: each broker forwards a publisher's
-// messages in order, so this equals Dynamo's LRU of (publisher id,
-// sequence) pairs.
+// pool's subjects. A publisher's messages arrive once through each broker,
+// each broker's copy in order but not in step with the others': a broker
+// that dropped one (its HWM, a restart) forwards the next one first, and a
+// slower broker's copy of the dropped one comes later. The relay keeps,
+// per publisher, which sequences of a window below the highest it took
+// (relay windowSeqs): a copy already taken is a duplicate, a later copy of
+// one never taken fills its gap (IntakeStats.Late), and one older than
+// the window is dropped. Dynamo's subscriber drops copies with an LRU of
+// 100,000 (publisher id, sequence) pairs instead; the two agree while no
+// broker lags another by more than the window.
 func (p *Plane) startBrokers(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup, deliver func(relay.Message) bool) {
 	sc := p.cfg.Scope
 	component := dynamo.Scope{Namespace: sc.Namespace, Component: sc.Component}

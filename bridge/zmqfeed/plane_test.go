@@ -119,6 +119,7 @@ func TestPlane_BrokerModeDeduplicatesAcrossBrokers(t *testing.T) {
 	py := startPy(t, "dynamo_pub.py", "--brokers", "2")
 	r := startRelay(t, newPlane(t, PlaneConfig{Brokers: py.Endpoints}))
 	subject := testScope.Subject("kv-events")
+	py.do("subscribed", msg{"topic": subject}) // through both brokers, not only the faster one
 	py.do("warm", msg{"pub": pubA, "seq": 0, "frame_topic": subject, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11})}})
 	waitFor(t, r, func(st relay.PoolStatus) error {
 		if st.Intake.Events == 0 {
@@ -139,6 +140,70 @@ func TestPlane_BrokerModeDeduplicatesAcrossBrokers(t *testing.T) {
 	})
 	if st.Intake.Gaps != 0 || st.Producer.TrackedBlocks != 21 {
 		t.Errorf("through two brokers: intake %+v, tracked %d; want no gap and 21 blocks", st.Intake, st.Producer.TrackedBlocks)
+	}
+}
+
+// TestPlane_BrokerModeTakesALateCopyFromTheOtherBroker is the HA case a
+// high-water mark gets wrong: broker 0 loses sequence 2 and forwards 3;
+// broker 1 forwards 2 afterwards. The relay takes 2 late (it never saw
+// it), counts the gap 3 opened and the late fill, and still drops real
+// copies.
+func TestPlane_BrokerModeTakesALateCopyFromTheOtherBroker(t *testing.T) {
+	py := startPy(t, "dynamo_pub.py", "--brokers", "2")
+	r := startRelay(t, newPlane(t, PlaneConfig{Brokers: py.Endpoints}))
+	subject := testScope.Subject("kv-events")
+	m := func(seq uint64, broker int) msg {
+		out := msg{"pub": pubA, "seq": seq, "frame_topic": subject,
+			"payload": []any{storedMap(1, seq, 0, nil, [2]uint64{0xB0 + seq, 0x20 + seq})}}
+		if broker >= 0 {
+			out["broker"] = broker
+		}
+		return out
+	}
+	events := func(n uint64, more func(relay.IntakeStats) error) func(relay.PoolStatus) error {
+		return func(st relay.PoolStatus) error {
+			if st.Intake.Events != n {
+				return fmt.Errorf("intake %+v: want %d events", st.Intake, n)
+			}
+			if more != nil {
+				return more(st.Intake)
+			}
+			return nil
+		}
+	}
+	py.do("subscribed", msg{"topic": subject})
+	py.do("send", m(0, 1))
+	waitFor(t, r, events(1, nil))
+	py.do("send", m(1, 0))
+	waitFor(t, r, events(2, nil))
+	py.do("send", m(3, 0)) // broker 0 lost 2
+	waitFor(t, r, events(3, func(in relay.IntakeStats) error {
+		if in.Gaps != 1 || in.Late != 0 {
+			return fmt.Errorf("intake %+v after 3 through broker 0: want gaps 1 (sequence 2), late 0", in)
+		}
+		return nil
+	}))
+	py.do("send", m(2, 1)) // broker 1's copy, later
+	before := waitFor(t, r, events(4, func(in relay.IntakeStats) error {
+		if in.Late != 1 {
+			return fmt.Errorf("intake %+v after 2 through broker 1: want it taken late", in)
+		}
+		return nil
+	}))
+	// Copies that were seen stay duplicates: 2 through broker 0, 3 through
+	// broker 1, and one of 4's two copies.
+	py.do("send", m(2, 0))
+	py.do("send", m(3, 1))
+	py.do("send", m(4, -1))
+	st := waitFor(t, r, events(5, func(in relay.IntakeStats) error {
+		if d := in.Duplicates - before.Intake.Duplicates; d != 3 {
+			return fmt.Errorf("intake %+v: %d new duplicates, want 3", in, d)
+		}
+		return nil
+	}))
+	if in := st.Intake; in.Gaps != 1 || in.Late != 1 || st.Producer.TrackedBlocks != 5 || st.Rejected != 0 {
+		t.Errorf("after a late copy: gaps %d, late %d, tracked %d, rejected %d; want 1, 1 (nothing missing), 5, 0",
+			in.Gaps, in.Late, st.Producer.TrackedBlocks, st.Rejected)
 	}
 }
 

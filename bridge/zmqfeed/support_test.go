@@ -72,14 +72,15 @@ func startPy(t testing.TB, script string, args ...string) *pyProc {
 	return p
 }
 
-// do sends one command; "send" waits for the script's "ok".
+// do sends one command; "send", "burst" and "subscribed" wait for the
+// script's "ok".
 func (p *pyProc) do(op string, msg any) {
 	p.t.Helper()
 	b, _ := json.Marshal(map[string]any{"op": op, "msg": msg})
 	if _, err := p.in.Write(append(b, '\n')); err != nil {
 		p.t.Fatalf("command %s: %v", op, err)
 	}
-	if op == "send" || op == "burst" {
+	if op == "send" || op == "burst" || op == "subscribed" {
 		if line, err := p.out.ReadString('\n'); err != nil || strings.TrimSpace(line) != "ok" {
 			p.t.Fatalf("command %s: reply %q, %v", op, line, err)
 		}

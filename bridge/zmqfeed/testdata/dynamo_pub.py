@@ -8,8 +8,12 @@ u64 BE, 5-byte header (version 1, u32 BE length) + msgpack EventEnvelope].
   dynamo_pub.py --bind tcp://127.0.0.1:0 --count N
                                                  N of them (N workers), each
                                                  on a port of its own
-  dynamo_pub.py --brokers 2                      N XSUB/XPUB proxies; the PUB
-                                                 socket connects to every XSUB
+  dynamo_pub.py --brokers 2                      N XSUB/XPUB proxies and one
+                                                 publisher socket connected to
+                                                 each XSUB: a message goes
+                                                 through each in turn, as a PUB
+                                                 connected to every XSUB sends
+                                                 one copy down each pipe
 
 It prints its endpoints on the first stdout line ("pub=<ep>[;<ep>...]" or
 "xpub=<ep>;<ep>"), then reads one JSON command per stdin line:
@@ -19,9 +23,16 @@ It prints its endpoints on the first stdout line ("pub=<ep>[;<ep>...]" or
   {"op": "burst", "msg": [M, ...]}
                              send each M in turn, pausing up to 1 ms after
                              about one in eight of them, print "ok"
+  {"op": "subscribed", "msg": {"topic": T}}
+                             (broker mode) wait until every broker has
+                             passed on a subscription matching topic T, so
+                             the next message through it is delivered;
+                             print "ok"
   {"op": "quit"}
 M: {"pub": id, "seq": n, "topic": "kv-events", "payload": events-or-load,
     optional "sock" (which of the --count sockets sends it, default 0),
+    "broker" (broker mode: send through that broker alone, as if the
+    others lost it),
     "frame_topic", "frame_pub", "frame_seq", "env_topic",
     "parts" (how many of the 4 parts to send), "version" (header byte)}.
 A payload that is a list is sent as a v1.4+ batch, a map as one value.
@@ -56,6 +67,31 @@ def frames(m):
     return parts[: m.get("parts", 4)]
 
 
+def send(socks, only, m):
+    if "broker" in m:
+        only[m["broker"]].send_multipart(frames(m))
+    elif only:
+        for s in only:
+            s.send_multipart(frames(m))
+    else:
+        socks[m.get("sock", 0)].send_multipart(frames(m))
+
+
+def subscribed(only, subs, topic):
+    """Waits until each broker's socket got a subscription that topic
+    matches. The sockets are XPUBs (a PUB that also reads subscriptions);
+    subs holds what each one got so far."""
+    deadline = time.monotonic() + 30
+    for s, got in zip(only, subs):
+        while not any(topic.startswith(g) for g in got):
+            left = deadline - time.monotonic()
+            if left <= 0 or not s.poll(int(left * 1000)):
+                raise SystemExit("no subscription to %r through every broker" % topic)
+            msg = s.recv()
+            if msg[:1] == b"\x01":
+                got.add(msg[1:].decode())
+
+
 def proxy(ctx, xsub, xpub):
     try:
         zmq.proxy(xsub, xpub)
@@ -72,11 +108,11 @@ def main():
     ctx = zmq.Context()
     ctx.set(zmq.MAX_SOCKETS, max(1023, 2 * args.count + 8))
     socks = []
-    for _ in range(args.count if args.bind else 1):
+    for _ in range(args.count if args.bind else 0):
         s = ctx.socket(zmq.PUB)
         s.setsockopt(zmq.LINGER, 0)
         socks.append(s)
-    pub = socks[0]
+    only, subs = [], []
     if args.bind:
         for s in socks:
             s.bind(args.bind)
@@ -87,7 +123,11 @@ def main():
             xsub, xpub = ctx.socket(zmq.XSUB), ctx.socket(zmq.XPUB)
             xsub.bind("tcp://127.0.0.1:0")
             xpub.bind("tcp://127.0.0.1:0")
-            pub.connect(xsub.getsockopt_string(zmq.LAST_ENDPOINT))
+            alone = ctx.socket(zmq.XPUB)
+            alone.setsockopt(zmq.LINGER, 0)
+            alone.connect(xsub.getsockopt_string(zmq.LAST_ENDPOINT))
+            only.append(alone)
+            subs.append(set())
             xpubs.append(xpub.getsockopt_string(zmq.LAST_ENDPOINT))
             threading.Thread(target=proxy, args=(ctx, xsub, xpub), daemon=True).start()
         print("xpub=" + ";".join(xpubs), flush=True)
@@ -95,7 +135,7 @@ def main():
     while True:
         if warm is not None:
             for m in warm:
-                socks[m.get("sock", 0)].send_multipart(frames(m))
+                send(socks, only, m)
             ready, _, _ = select.select([sys.stdin], [], [], 0.01)
             if not ready:
                 continue
@@ -111,12 +151,15 @@ def main():
         elif cmd["op"] == "burst":
             rnd = random.Random(len(cmd["msg"]))
             for m in cmd["msg"]:
-                socks[m.get("sock", 0)].send_multipart(frames(m))
+                send(socks, only, m)
                 if rnd.random() < 0.125:
                     time.sleep(rnd.random() / 1000)
             print("ok", flush=True)
+        elif cmd["op"] == "subscribed":
+            subscribed(only, subs, cmd["msg"]["topic"])
+            print("ok", flush=True)
         elif cmd["op"] == "send":
-            socks[cmd["msg"].get("sock", 0)].send_multipart(frames(cmd["msg"]))
+            send(socks, only, cmd["msg"])
             print("ok", flush=True)
 
 
