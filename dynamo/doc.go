@@ -71,7 +71,7 @@
 //   - doc.go: this overview.
 //   - errors.go: limits, sentinels, LimitError, DecodeError.
 //   - hash.go: Hasher, SaltedSeed, multimodal schemes, MMIdentifierHash,
-//     PadValue, LocalHash, the Mooncake mapping.
+//     PadValue, the Mooncake mapping.
 //   - event.go: RouterEvent, CacheEvent, StoreData, tiers and residency,
 //     conversion to kv.Event.
 //   - json.go: JSON RouterEvent decoder and CUR-shape encoder.

@@ -226,12 +226,6 @@ func appendTokenBytes(dst []byte, tokens []uint32) []byte {
 	return dst
 }
 
-// LocalHash returns the local hash of exactly one block's tokens with seed
-// (no windowing, no multimodal extras).
-func LocalHash(tokens []uint32, seed uint64) uint64 {
-	return xxh3.HashSeed(appendTokenBytes(make([]byte, 0, 4*len(tokens)), tokens), seed)
-}
-
 // MooncakeTokens appends the synthetic tokens of Mooncake trace blocks to
 // dst (dynamo-compat §6): each hash id truncated to u32 and repeated
 // blockSize times. A blockSize below 1 appends nothing.

@@ -42,12 +42,6 @@ type Publisher struct {
 // NewPublisher returns a Publisher with the given publisher id.
 func NewPublisher(id uint64) *Publisher { return &Publisher{id: id} }
 
-// ID returns the publisher id.
-func (p *Publisher) ID() uint64 { return p.id }
-
-// Sent returns how many envelopes AppendEnvelope produced.
-func (p *Publisher) Sent() uint64 { return p.next }
-
 // AppendEnvelope appends ev as the next msgpack EventEnvelope (topic
 // kv-events, payload the msgpack RouterEvent, published_at = now) to dst and
 // returns it. An event dynamo cannot encode consumes no sequence number.

@@ -531,13 +531,6 @@ func b2i(b bool) int {
 	return 0
 }
 
-func mustStore(t *testing.T, e *Engine) *Store {
-	t.Helper()
-	s := e.lookup([]byte(testKey))
-	require.NotNil(t, s, "store(%s)", testKey)
-	return s
-}
-
 // TestStore_CKFLaneLimit: in ckf mode at most CKFLanes ranks hold blocks at
 // once. A store that would add one more fails whole with
 // DYNKV_INVALID_EVENT (a replacement with DYNKV_INVALID_REPLACE) and

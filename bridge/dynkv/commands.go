@@ -131,13 +131,6 @@ func (e *Engine) drop(key []byte, s *Store) {
 	}
 }
 
-// Keys returns how many indexes exist.
-func (e *Engine) Keys() int {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return len(e.stores)
-}
-
 // Exists reports whether key holds an index.
 func (e *Engine) Exists(key []byte) bool { return e.lookup(key) != nil }
 

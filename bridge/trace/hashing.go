@@ -95,9 +95,6 @@ func NewMapper(cfg MapperConfig) (*Mapper, error) {
 // BlockSize returns the KV block size in tokens.
 func (m *Mapper) BlockSize() int { return m.hasher.BlockSize() }
 
-// Scheme returns the mapping scheme.
-func (m *Mapper) Scheme() Scheme { return m.scheme }
-
 // BlocksPerID returns how many KV blocks one hash id becomes.
 func (m *Mapper) BlocksPerID() int { return m.perID }
 

@@ -53,9 +53,6 @@ func Contains(w uint64, fp uint16) bool {
 	return (x-swarOnes)&^x&swarHigh != 0
 }
 
-// Contains reports whether some slot holds fp.
-func (w Bucket) Contains(fp uint16) bool { return Contains(uint64(w), fp) }
-
 // Occupied returns the number of non-empty slots.
 func (w Bucket) Occupied() int {
 	n := 0

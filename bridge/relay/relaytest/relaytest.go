@@ -182,6 +182,3 @@ func (g *Generator) TrackedPaths() [][]uint64 {
 	}
 	return out
 }
-
-// Events returns how many events Next has produced.
-func (g *Generator) Events() uint64 { return g.events }
