@@ -59,7 +59,10 @@ func ConnectSecure(url, name string, sec Security, log *slog.Logger, extra ...na
 		nats.ReconnectWait(DefaultReconnectWait),
 		nats.ReconnectBufSize(reconnectBufBytes),
 		nats.PingInterval(DefaultPingInterval),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if c.IsClosed() {
+				return // closed by its owner: not worth a warning
+			}
 			log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {

@@ -28,7 +28,9 @@ func tokenServer(t *testing.T, tok string) string {
 func TestNATSFlags_RecordConnectsWithTheRightTokenOnly(t *testing.T) {
 	url := tokenServer(t, "tok-1")
 	out := filepath.Join(t.TempDir(), "events.jsonl")
-	var stdout, stderr bytes.Buffer
+	// stderr is shared by the runs: a run's NATS callbacks may still log
+	// while the next one starts.
+	var stdout, stderr syncBuffer
 	args := []string{"--nats", url, "--nats-token", "tok-1", "--out", out, "--duration", "100ms", "--json"}
 	if err := runRecord(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("record %v = %v (stderr %s), want success", args, err, stderr.String())
