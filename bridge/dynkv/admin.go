@@ -85,6 +85,8 @@ func (s *Server) admin(st *connState, name string, args [][]byte) (reply, afterR
 		return reply{kind: replyArray, array: []reply{
 			bulk(strconv.AppendInt(nil, now.Unix(), 10)), bulk(strconv.AppendInt(nil, int64(now.Nanosecond()/1000), 10)),
 		}}, afterNothing
+	case "SENTINEL":
+		return s.sentinel(st, args), afterNothing
 	case "ROLE":
 		return reply{kind: replyArray, array: []reply{bulk([]byte("master")), integer(0), {kind: replyArray}}}, afterNothing
 	case "WAIT":

@@ -135,6 +135,8 @@
 //   - admin.go: the server commands (INFO, CONFIG, EXISTS, ROLE, WAIT,
 //     SAVE, SHUTDOWN, MEMORY, …).
 //   - server.go: the redcon server, AUTH, connection bounds.
+//   - sentinel.go: SENTINEL, answered as a Sentinel whose one primary is
+//     this server (Config.SentinelMaster).
 //   - framing.go: arrayFilter, which drops empty and null command arrays
 //     where commands begin.
 //   - databases.go: SELECT's logical databases: stored keys, FLUSHDB,
@@ -149,7 +151,9 @@
 // own suites reply for reply (module_test.go: core, fences, registration,
 // leases, limits, GC reclamation; gc_test.go: gc_bounded, gc_persistence
 // and gc_oversized, GC replies call by call as derived from the module's
-// source; admission_test.go: admission and its expiry order; tests/dynkv
+// source; admission_test.go: admission and its expiry order;
+// sentinel_test.go: go-redis's Sentinel-backed client reaching the index,
+// each SENTINEL reply as its SentinelClient parses it; tests/dynkv
 // over the wire with Debian's python3-redis,
 // with the traffic of a Dynamo frontend and its workers); FuzzEngine; hostile inputs (malformed payloads,
 // over-limit counts, unknown commands, oversized bulk strings, connections

@@ -54,6 +54,9 @@ const (
 // size ckf.BucketCount refuses).
 var ErrBadBacking = errors.New("dynkv: bad backing index")
 
+// ErrBadAnnounce reports a Config.SentinelAnnounce that is not host:port.
+var ErrBadAnnounce = errors.New("dynkv: bad sentinel announce address")
+
 // ErrTooManyKeys reports a write that would create one more index than
 // MaxKeys allows.
 var ErrTooManyKeys = fmt.Errorf("dynkv: more than %d keys", MaxKeys)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,14 @@ type Config struct {
 	// runs (auto-aof-rewrite-min-size); optional; default:
 	// DefaultAutoRewriteMinSize.
 	AutoRewriteMinSize int64
+	// SentinelMaster, when set, makes the server answer SENTINEL as a
+	// Sentinel monitoring one primary of that name, itself (sentinel.go),
+	// so clients configured for Sentinel can use it; optional; default:
+	// none (SENTINEL is refused).
+	SentinelMaster string
+	// SentinelAnnounce is the primary's host:port that SENTINEL reports;
+	// optional; default: the address each client reached the server at.
+	SentinelAnnounce string
 }
 
 // Server speaks RESP2 and implements the dynkv command set over an Engine.
@@ -72,12 +81,14 @@ type Server struct {
 	ln      net.Listener
 	conns   atomic.Int64
 	started time.Time
+	runID   string // SENTINEL MYID and the primary's runid
 	closed  sync.Once
 	rw      rewriter
 }
 
 // connState is a connection's authentication flag.
 type connState struct {
+	local  string // the server's address on this connection (host:port)
 	authed bool
 	name   []byte // CLIENT SETNAME's (or HELLO's SETNAME); nil: none
 	db     int    // SELECT's database
@@ -94,11 +105,18 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.SentinelAnnounce != "" {
+		if _, port, err := net.SplitHostPort(cfg.SentinelAnnounce); err != nil {
+			return nil, fmt.Errorf("%w %q: %v", ErrBadAnnounce, cfg.SentinelAnnounce, err)
+		} else if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return nil, fmt.Errorf("%w %q: want a port from 1 to 65535", ErrBadAnnounce, cfg.SentinelAnnounce)
+		}
+	}
 	engine, err := NewEngineWith(cfg.Backing)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, engine: engine, started: time.Now()}
+	s := &Server{cfg: cfg, engine: engine, started: time.Now(), runID: newRunID()}
 	switch {
 	case cfg.AutoRewritePercentage == 0:
 		s.rw.percent.Store(DefaultAutoRewritePercentage)
@@ -175,7 +193,11 @@ func (s *Server) accept(c redcon.Conn) bool {
 		c.WriteError("ERR max number of clients reached")
 		return false
 	}
-	c.SetContext(&connState{authed: s.cfg.Password == ""})
+	local := ""
+	if nc := c.NetConn(); nc != nil {
+		local = nc.LocalAddr().String()
+	}
+	c.SetContext(&connState{authed: s.cfg.Password == "", local: local})
 	return true
 }
 

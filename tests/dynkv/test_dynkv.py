@@ -1135,8 +1135,32 @@ def frontend(directory):
     s.stop()
 
 
+def sentinel(d):
+    """A Sentinel-configured client (redis-py's Sentinel, as a frontend given
+    Sentinel URLs would use one) finds the primary through `goindex dynkv
+    --sentinel-master` and its DYNKV commands reach the index there."""
+    from redis.sentinel import MasterNotFoundError, Sentinel
+    s = Server(d, ["--sentinel-master", "dynkv-primary"]).start()
+    sn = Sentinel([("127.0.0.1", s.port)], socket_timeout=10)
+    check(sn.discover_master("dynkv-primary") == ("127.0.0.1", s.port), "discovered primary %r" % (sn.discover_master("dynkv-primary"),))
+    check(sn.discover_slaves("dynkv-primary") == [], "no replicas")
+    try:
+        sn.discover_master("another")
+        raise Failure("a name not monitored was found")
+    except MasterNotFoundError:
+        pass
+    primary = sn.master_for("dynkv-primary", socket_timeout=10)
+    key = b"dynamo:kv-router:dynamo:component-backend:scope-backend:block-size-16"
+    check(primary.execute_command("DYNKV.APPLY", key, event(STORE, 5, 0, 1, blocks=[(500, 50), (510, 51)])) == b"OK",
+          "APPLY through the Sentinel-found primary")
+    m = decode_match(primary.execute_command("DYNKV.MATCH_PRIMARY", key, match_request([50, 51])))
+    check(m == {(5, 0): (2, 510)}, "MATCH_PRIMARY through the Sentinel-found primary %r" % m)
+    check(s.client().execute_command("DYNKV.STATS", key)[0] > 0, "the blocks are in the server the client reached directly")
+    s.stop()
+
+
 SUITES = [frontend, admission, core, registration, leases, limits, fuzz, server_commands, slow_clients, kill_restart, rewrite_restart,
-          gc_bounded, gc_persistence, gc_oversized]
+          gc_bounded, gc_persistence, gc_oversized, sentinel]
 
 
 def main():

@@ -70,6 +70,15 @@ Not implemented, or not as the module:
     call for call (its counters and GC_STATS' phase are the module's), but
     the cursor survives a restart, where the module's starts over.
 
+Sentinel (--sentinel-master NAME): the server also answers SENTINEL as a
+Sentinel monitoring one primary, itself, named NAME, with no replicas and
+no other Sentinels, so a frontend configured with
+--router-valkey-sentinel-urls and master name NAME (or any Sentinel-aware
+client) can be pointed at it: it asks for the primary's address and
+connects there, to the same server. The address reported is
+--sentinel-announce, else the one the client reached the server at. There
+is no failover.
+
 Slow or hostile clients: a command must arrive within --command-timeout of
 its first byte, a reply must be read within --write-timeout, or the
 connection is closed; --idle-timeout (default 0: never, as Valkey) also
@@ -91,6 +100,8 @@ func runDynkv(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	writeTimeout := fs.Duration("write-timeout", dynkv.DefaultWriteTimeout, "longest time one reply may wait for a client that does not read (0: none)")
 	idleTimeout := fs.Duration("idle-timeout", 0, "disconnect a client silent this long between commands (0: never)")
 	rewritePercent := fs.Int("auto-aof-rewrite-percentage", dynkv.DefaultAutoRewritePercentage, "rewrite the log once it has grown by this percentage over its size after the last rewrite (0: never by itself)")
+	sentinelMaster := fs.String("sentinel-master", "", "answer SENTINEL as a Sentinel monitoring this server as the primary of this name, for clients configured with Sentinel URLs (empty: SENTINEL refused)")
+	sentinelAnnounce := fs.String("sentinel-announce", "", "host:port SENTINEL reports for the primary (empty: the address each client reached the server at)")
 	rewriteMin := fs.String("auto-aof-rewrite-min-size", "64mb", "no automatic rewrite while the log is smaller: bytes, or with a unit k, kb, m, mb, g, gb")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -112,9 +123,10 @@ func runDynkv(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	srv, err := dynkv.NewServer(dynkv.Config{Addr: *listen, LogPath: *logPath, Fsync: *fsync, MaxConns: *maxConns, Password: *password, Backing: backing,
 		CommandTimeout: orNegative(*commandTimeout), WriteTimeout: orNegative(*writeTimeout), IdleTimeout: *idleTimeout,
-		AutoRewritePercentage: autoPercent, AutoRewriteMinSize: max(minSize, 1)}) // a 0 minimum is the Config's default, 1 byte is none
+		AutoRewritePercentage: autoPercent, AutoRewriteMinSize: max(minSize, 1),
+		SentinelMaster: *sentinelMaster, SentinelAnnounce: *sentinelAnnounce}) // a 0 minimum is the Config's default, 1 byte is none
 	if err != nil {
-		if errors.Is(err, dynkv.ErrBadBacking) {
+		if errors.Is(err, dynkv.ErrBadBacking) || errors.Is(err, dynkv.ErrBadAnnounce) {
 			return fmt.Errorf("goindex dynkv: %v: %w", err, errUsage)
 		}
 		return err

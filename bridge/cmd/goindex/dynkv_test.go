@@ -29,7 +29,8 @@ func TestDynkv_HelpListsWhatIsNotImplemented(t *testing.T) {
 		"DYNKV.ADMIT_APPLY", "DYNKV.WORKER_LEASE_APPLY", "DYNKV.GC_APPLY", "DYNKV.RESTORE", "DYNKV.GC ",
 		"WAIT", "Replication is out of scope",
 		"--command-timeout", "--write-timeout", "--idle-timeout",
-		"--auto-aof-rewrite-percentage", "--auto-aof-rewrite-min-size", "BGREWRITEAOF", "SAVE"} {
+		"--auto-aof-rewrite-percentage", "--auto-aof-rewrite-min-size", "BGREWRITEAOF", "SAVE",
+		"--sentinel-master", "--sentinel-announce", "no failover"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("goindex dynkv --help does not mention %q", want)
 		}
@@ -41,13 +42,14 @@ func TestDynkv_HelpListsWhatIsNotImplemented(t *testing.T) {
 	}
 }
 
-// TestDynkv_RejectsBadRewriteFlags: the automatic rewrite's flags are
-// checked before anything starts.
+// TestDynkv_RejectsBadRewriteFlags: the automatic rewrite's flags and the
+// Sentinel announce address are checked before anything starts.
 func TestDynkv_RejectsBadRewriteFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--auto-aof-rewrite-min-size", "12xb"},
 		{"--auto-aof-rewrite-min-size", "-5"},
 		{"--auto-aof-rewrite-percentage", "-1"},
+		{"--sentinel-master", "m", "--sentinel-announce", "dynkv.example"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := dispatch(context.Background(), append([]string{"dynkv", "--listen", "127.0.0.1:0"}, args...), &stdout, &stderr)
