@@ -156,6 +156,13 @@ type Config struct {
 	// engine feeds and goindex WorkerLoad samples, and for a held worker
 	// once its sources are gone; optional; default: 10s.
 	LiveWindow time.Duration
+	// RouterReplicaSync says the deployment's Dynamo routers share their
+	// active sequences (router_replica_sync, DYN_ROUTER_REPLICA_SYNC), so
+	// each router's ActiveLoad view of a worker is its whole load and the
+	// views are merged by their maximum. Without it, each view holds only
+	// its own router's requests and the views are summed; optional;
+	// default: false, as Dynamo's.
+	RouterReplicaSync bool
 	// PublishTimeout bounds one JetStream publish or store; optional;
 	// default: 5s.
 	PublishTimeout time.Duration

@@ -56,6 +56,16 @@
 // report carrying the counter goes on P.D.C.load-stored; the same sample
 // without it on P.D.C.load (and the state bucket) for consumers that
 // decode only the load report's older 12-field layout.
+// A rank's ActiveLoad comes from two kinds of sender, kept apart: the
+// worker itself (samples carrying kv_used_blocks, perhaps its active
+// decode blocks) and each router (frontend) with its scheduler's view
+// (decode blocks, queued prefill tokens). Router views are keyed by
+// publisher and merged — summed, since without Dynamo's replica sync (its
+// default) a frontend's view holds only its own requests, or by their
+// maximum with Config.RouterReplicaSync — and a view leaves with its
+// publisher's KindGone or after routerViewLife live windows without a
+// newer one. Decode blocks are the worker's own when it sends them, else
+// the routers', else its KV occupancy.
 // Where DCs share one subject space (leaf nodes joined to a hub), the event
 // plane subjects must stay local to their DC: deny their export on the leaf
 // remote, or give each DC's component its own name (as the end-to-end tests
@@ -187,7 +197,10 @@
 // The tests prove that one message per Dynamo release shape, published on
 // that release's subject, is taken without naming the release (and that
 // Scopes selects the subjects), that ActiveLoad samples merge by field and
-// rank into load reports, that a stored snapshot plus the log reproduce the
+// rank into load reports, two frontends' views of a worker summed (their
+// maximum with replica sync) whatever their order, a departed or silent
+// router's view dropped, a worker's own decode blocks preferred, and at
+// most maxRouterViews views a rank kept against a flood of router ids, that a stored snapshot plus the log reproduce the
 // producer's words after random event streams (including a mid-stream
 // snapshot and a legacy JSON event), that pings answer the identity and
 // asset names, that relays of one pool under two prefixes run side by side

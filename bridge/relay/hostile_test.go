@@ -79,7 +79,7 @@ func TestHostile_PublisherFloodIsBoundedAndCounted(t *testing.T) {
 }
 
 func TestHostile_WorkerFloodIsBoundedAndLoadSumsSaturate(t *testing.T) {
-	lt := newLoadTracker(10 * time.Second)
+	lt := newLoadTracker(10*time.Second, false)
 	now := time.Unix(1000, 0)
 	before := heapAfterGC()
 	const flood = 12 * maxWorkers
@@ -191,13 +191,13 @@ func TestHostile_RelayTakesOnlyItsOwnPoolsEvents(t *testing.T) {
 // than maxSourcesPerWorker keeps that many, and every release leaves no
 // entry behind.
 func TestHostile_WorkerFloodThroughAPresentSourceIsBounded(t *testing.T) {
-	lt := newLoadTracker(10 * time.Second)
+	lt := newLoadTracker(10*time.Second, false)
 	now := time.Unix(1000, 0)
 	forger := &Source{ReportsGone: true, Name: "forger"}
 	before := heapAfterGC()
 	const flood = 12 * maxWorkers
 	for i := range uint64(flood) {
-		lt.active(dynamo.ActiveLoad{WorkerID: 1_000_000 + i, HasKVUsedBlocks: true, KVUsedBlocks: 1}, now, false, forger)
+		lt.active(dynamo.ActiveLoad{WorkerID: 1_000_000 + i, HasKVUsedBlocks: true, KVUsedBlocks: 1}, 0, now, false, forger)
 	}
 	grown := int64(heapAfterGC()) - int64(before)
 	if len(lt.workers) != maxWorkers || lt.refused != flood-maxWorkers || lt.holds[forger] != maxHeldPerSource {

@@ -203,17 +203,17 @@ func TestRelay_FollowedNATSPublisherHoldsItsWorkers(t *testing.T) {
 // that holds nothing, several sources of one worker, and the window
 // counted from a worker's last message once its holder goes.
 func TestLoad_HeldWorkersFallBackToTheWindowWhenTheirSourcesGo(t *testing.T) {
-	lt := newLoadTracker(time.Second)
+	lt := newLoadTracker(time.Second, false)
 	now := time.Unix(1000, 0)
 	events := &Source{ReportsGone: true, Name: "kv-events"}
 	metrics := &Source{ReportsGone: true, Name: "kv_metrics"}
 	router := &Source{ReportsGone: true, Name: "router"}
 	unreported := &Source{Name: "brokers"}
 	lt.sawEvent(&kv.Event{Member: kv.Member{Worker: 1}, Kind: kv.Stored, Blocks: make([]kv.Block, 1)}, now, events)
-	lt.active(dynamo.ActiveLoad{WorkerID: 1, HasKVUsedBlocks: true, KVUsedBlocks: 5}, now, false, metrics)
+	lt.active(dynamo.ActiveLoad{WorkerID: 1, HasKVUsedBlocks: true, KVUsedBlocks: 5}, 0, now, false, metrics)
 	lt.sawEvent(&kv.Event{Member: kv.Member{Worker: 2}, Kind: kv.Stored}, now, unreported)
 	// A router's view of worker 3 (no kv_used_blocks) does not hold it.
-	lt.active(dynamo.ActiveLoad{WorkerID: 3, HasActiveDecodeBlocks: true, ActiveDecodeBlocks: 9}, now, false, router)
+	lt.active(dynamo.ActiveLoad{WorkerID: 3, HasActiveDecodeBlocks: true, ActiveDecodeBlocks: 9}, 0, now, false, router)
 	live := func(at time.Time) uint32 {
 		var r relayproto.LoadReport
 		lt.fill(&r, at, 100)
@@ -248,11 +248,11 @@ func TestLoad_HeldWorkersFallBackToTheWindowWhenTheirSourcesGo(t *testing.T) {
 // the configured capacity and no coverage; one that sends a sample counts
 // it; drop ends both at once.
 func TestLoad_WorkerPresentCountsWithConfiguredCapacityUntilDropped(t *testing.T) {
-	lt := newLoadTracker(time.Second)
+	lt := newLoadTracker(time.Second, false)
 	now := time.Unix(1000, 0)
 	lt.present(7, now)
 	lt.present(8, now)
-	lt.active(dynamo.ActiveLoad{WorkerID: 8, HasKVUsedBlocks: true, KVUsedBlocks: 30}, now, false, nil)
+	lt.active(dynamo.ActiveLoad{WorkerID: 8, HasKVUsedBlocks: true, KVUsedBlocks: 30}, 0, now, false, nil)
 	var r relayproto.LoadReport
 	cov := lt.fill(&r, now.Add(time.Hour), 100)
 	if r.LiveWorkers != 2 || r.CapacityBlocks != 200 || r.ActiveDecodeBlocks != 30 || cov.Sampled != 1 || !cov.Oldest.Equal(now) {
@@ -274,7 +274,7 @@ func TestLoad_WorkerPresentCountsWithConfiguredCapacityUntilDropped(t *testing.T
 // its entry and its hold; and the workers a followed publisher fed before
 // its KindPresent are held from then on.
 func TestPool_FollowedNATSPublisherKeepsItsPlaceWhenTheTableFills(t *testing.T) {
-	p := &pool{natsSrc: map[uint64]*Source{}, owners: map[kv.Member]*Source{}, load: newLoadTracker(time.Second)}
+	p := &pool{natsSrc: map[uint64]*Source{}, owners: map[kv.Member]*Source{}, load: newLoadTracker(time.Second, false)}
 	now := time.Unix(1000, 0)
 	early := p.natsSource(0x31)
 	p.owners[kv.Member{Worker: 3}] = early

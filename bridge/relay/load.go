@@ -19,7 +19,7 @@ type workerState struct {
 	sampled time.Time // the last load sample, either kind; zero: none yet
 	sample  WorkerLoad
 	hasLd   bool
-	ranks   map[uint32]*dynamo.ActiveLoad
+	ranks   map[uint32]*rankLoad
 	// by are the present sources whose departure is reported
 	// (Source.ReportsGone) that fed the worker, at most
 	// maxSourcesPerWorker; present says its instance record is present
@@ -32,6 +32,37 @@ type workerState struct {
 // held reports whether something that says the worker is there holds it
 // live, whatever its silence.
 func (w *workerState) held() bool { return w.present || len(w.by) > 0 }
+
+// rankLoad is one dp rank's Dynamo ActiveLoad as its senders told it:
+// the worker's own samples (those carrying kv_used_blocks) and each
+// router's view (routers send their scheduler's decode and prefill load
+// without it, dynamo-current §3), kept apart so that neither overwrites
+// the other.
+type rankLoad struct {
+	own   dynamo.ActiveLoad
+	views []routerView
+}
+
+// routerView is the latest ActiveLoad one router (publisher pub) sent for
+// a rank, and when.
+type routerView struct {
+	pub                   uint64
+	at                    time.Time
+	decode, prefill       uint64
+	hasDecode, hasPrefill bool
+}
+
+// maxRouterViews bounds the router views kept per rank: a deployment runs
+// a few frontend replicas; past the bound a new router's view replaces the
+// oldest.
+const maxRouterViews = 16
+
+// routerViewLife is how many live windows a router's view counts without
+// a newer one. Routers send a view only when it changes, and a busy one
+// changes with every request, so a view this old is a departed router's
+// (its last, possibly non-zero, load) or an idle one's (zero, which counts
+// nothing): dropping it bounds what a crashed frontend leaves behind.
+const routerViewLife = 6
 
 // maxRanksPerWorker bounds the dp ranks kept per worker: real deployments
 // run a few dozen; forged rank numbers cannot grow a worker past it.
@@ -65,6 +96,12 @@ type loadTracker struct {
 	holds  map[*Source]int
 	window time.Duration
 	swept  time.Time // last sweep of the full table by worker
+	// replicaSync says the routers share their active sequences
+	// (Dynamo's router_replica_sync): each router's view is then the
+	// whole load and views are merged by their maximum; without it (the
+	// default, as Dynamo's) each view holds only its router's requests and
+	// views are summed.
+	replicaSync bool
 	// refused counts samples and events of new workers not tracked because
 	// the table was full of live ones.
 	refused uint64
@@ -73,8 +110,8 @@ type loadTracker struct {
 	stored uint64
 }
 
-func newLoadTracker(window time.Duration) *loadTracker {
-	return &loadTracker{workers: map[uint64]*workerState{}, holds: map[*Source]int{}, window: window}
+func newLoadTracker(window time.Duration, replicaSync bool) *loadTracker {
+	return &loadTracker{workers: map[uint64]*workerState{}, holds: map[*Source]int{}, window: window, replicaSync: replicaSync}
 }
 
 // worker returns worker id's state, adding it unless the table is full of
@@ -206,15 +243,17 @@ func (t *loadTracker) sample(s WorkerLoad, now time.Time) {
 	}
 }
 
-// active merges Dynamo's ActiveLoad sample l, heard from src (nil: a
-// source the pool does not follow), into its worker's rank.
-// Samples heard on namespace scope (older releases; knownOnly) may come from
-// other components' workers, so they count only for workers this pool
-// already saw events from. A sample carrying kv_used_blocks is the
-// worker's own (routers send their scheduler view without it, dynamo-current
-// §3), and only such a sample makes src hold the worker: a router's
-// publisher must not keep a departed worker live until the router goes.
-func (t *loadTracker) active(l dynamo.ActiveLoad, now time.Time, knownOnly bool, src *Source) {
+// active merges Dynamo's ActiveLoad sample l, sent by publisher pub and
+// heard from src (nil: a source the pool does not follow), into its
+// worker's rank. Samples heard on namespace scope (older releases;
+// knownOnly) may come from other components' workers, so they count only
+// for workers this pool already saw events from. A sample carrying
+// kv_used_blocks is the worker's own (routers send their scheduler view
+// without it, dynamo-current §3), and only such a sample makes src hold
+// the worker: a router's publisher must not keep a departed worker live
+// until the router goes. Any other sample is router pub's view of the
+// rank.
+func (t *loadTracker) active(l dynamo.ActiveLoad, pub uint64, now time.Time, knownOnly bool, src *Source) {
 	var w *workerState
 	if knownOnly {
 		w = t.workers[l.WorkerID]
@@ -229,7 +268,7 @@ func (t *loadTracker) active(l dynamo.ActiveLoad, now time.Time, knownOnly bool,
 		t.hold(w, src)
 	}
 	if w.ranks == nil {
-		w.ranks = map[uint32]*dynamo.ActiveLoad{}
+		w.ranks = map[uint32]*rankLoad{}
 	}
 	r := w.ranks[l.DpRank]
 	if r == nil {
@@ -237,27 +276,93 @@ func (t *loadTracker) active(l dynamo.ActiveLoad, now time.Time, knownOnly bool,
 			t.refused++
 			return
 		}
-		r = &dynamo.ActiveLoad{WorkerID: l.WorkerID, DpRank: l.DpRank}
+		r = &rankLoad{}
 		w.ranks[l.DpRank] = r
 	}
+	if l.HasKVUsedBlocks {
+		r.own.HasKVUsedBlocks, r.own.KVUsedBlocks = true, l.KVUsedBlocks
+		if l.HasActiveDecodeBlocks {
+			r.own.HasActiveDecodeBlocks, r.own.ActiveDecodeBlocks = true, l.ActiveDecodeBlocks
+		}
+		if l.HasActivePrefillToks {
+			r.own.HasActivePrefillToks, r.own.ActivePrefillTokens = true, l.ActivePrefillTokens
+		}
+		return
+	}
+	v := r.view(pub)
+	v.at = now
 	if l.HasActiveDecodeBlocks {
-		r.HasActiveDecodeBlocks, r.ActiveDecodeBlocks = true, l.ActiveDecodeBlocks
+		v.hasDecode, v.decode = true, l.ActiveDecodeBlocks
 	}
 	if l.HasActivePrefillToks {
-		r.HasActivePrefillToks, r.ActivePrefillTokens = true, l.ActivePrefillTokens
-	}
-	if l.HasKVUsedBlocks {
-		r.HasKVUsedBlocks, r.KVUsedBlocks = true, l.KVUsedBlocks
+		v.hasPrefill, v.prefill = true, l.ActivePrefillTokens
 	}
 }
 
-// activeBlocks is one rank's decode load: the scheduler's active decode
-// blocks when some sender knows them, else the worker's KV occupancy.
-func activeBlocks(r *dynamo.ActiveLoad) uint64 {
-	if r.HasActiveDecodeBlocks {
-		return r.ActiveDecodeBlocks
+// view returns router pub's view of the rank, adding it (in place of the
+// oldest when maxRouterViews are kept).
+func (r *rankLoad) view(pub uint64) *routerView {
+	for i := range r.views {
+		if r.views[i].pub == pub {
+			return &r.views[i]
+		}
 	}
-	return r.KVUsedBlocks
+	if len(r.views) < maxRouterViews {
+		r.views = append(r.views, routerView{pub: pub})
+		return &r.views[len(r.views)-1]
+	}
+	oldest := 0
+	for i := range r.views {
+		if r.views[i].at.Before(r.views[oldest].at) {
+			oldest = i
+		}
+	}
+	r.views[oldest] = routerView{pub: pub}
+	return &r.views[oldest]
+}
+
+// load returns the rank's decode blocks and queued prefill tokens, after
+// dropping router views not renewed since cutoff: decode blocks are the
+// worker's own active_decode_blocks when it sent them, else the routers'
+// views merged (summed, or their maximum with sync), else the worker's KV
+// occupancy; prefill tokens the routers' views merged, else the worker's
+// own.
+func (r *rankLoad) load(cutoff time.Time, sync bool) (decode, prefill uint64) {
+	r.views = slices.DeleteFunc(r.views, func(v routerView) bool { return v.at.Before(cutoff) })
+	var hasDecode, hasPrefill bool
+	merge := func(acc, v uint64) uint64 {
+		if sync {
+			return max(acc, v)
+		}
+		return addSaturating(acc, v)
+	}
+	for _, v := range r.views {
+		if v.hasDecode {
+			hasDecode, decode = true, merge(decode, v.decode)
+		}
+		if v.hasPrefill {
+			hasPrefill, prefill = true, merge(prefill, v.prefill)
+		}
+	}
+	switch {
+	case r.own.HasActiveDecodeBlocks:
+		decode = r.own.ActiveDecodeBlocks
+	case !hasDecode:
+		decode = r.own.KVUsedBlocks
+	}
+	if !hasPrefill {
+		prefill = r.own.ActivePrefillTokens
+	}
+	return decode, prefill
+}
+
+// forgetViews drops the views router pub sent: its publisher is gone.
+func (t *loadTracker) forgetViews(pub uint64) {
+	for _, w := range t.workers {
+		for _, r := range w.ranks {
+			r.views = slices.DeleteFunc(r.views, func(v routerView) bool { return v.pub == pub })
+		}
+	}
 }
 
 // Coverage is how much of a load report its live workers' own samples
@@ -275,6 +380,7 @@ type Coverage struct {
 // and says how many live workers' samples it summed.
 func (t *loadTracker) fill(r *relayproto.LoadReport, now time.Time, perWorkerCapacity uint64) (cov Coverage) {
 	t.forget(now)
+	cutoff := now.Add(-routerViewLife * t.window)
 	r.StoredBlocks = t.stored
 	for _, w := range t.workers {
 		r.LiveWorkers++
@@ -295,8 +401,9 @@ func (t *loadTracker) fill(r *relayproto.LoadReport, now time.Time, perWorkerCap
 			// Dynamo's ActiveLoad when the worker sends no goindex sample
 			// (one source per worker, never both summed).
 			for _, rk := range w.ranks {
-				r.QueuedPrefillTokens = addSaturating(r.QueuedPrefillTokens, rk.ActivePrefillTokens)
-				r.ActiveDecodeBlocks = addSaturating(r.ActiveDecodeBlocks, activeBlocks(rk))
+				decode, prefill := rk.load(cutoff, t.replicaSync)
+				r.QueuedPrefillTokens = addSaturating(r.QueuedPrefillTokens, prefill)
+				r.ActiveDecodeBlocks = addSaturating(r.ActiveDecodeBlocks, decode)
 			}
 		}
 		r.CapacityBlocks = addSaturating(r.CapacityBlocks, capacity)

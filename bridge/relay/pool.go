@@ -183,7 +183,7 @@ func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 	p := &pool{r: r, cfg: cfg, names: names, format: f,
 		log: r.cfg.Logger.With(PoolLogKey, PoolLogValue(cfg.Domain, r.cfg.DC)),
 		in:  make(chan inbound, eventQueue), req: make(chan func()),
-		load: newLoadTracker(r.cfg.LiveWindow), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload()), wire: newWireStats(),
+		load: newLoadTracker(r.cfg.LiveWindow, r.cfg.RouterReplicaSync), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload()), wire: newWireStats(),
 		owners: map[kv.Member]*Source{}, engines: map[*Source]*engineSource{}, lastPub: map[*Source]uint64{},
 		natsSrc: map[uint64]*Source{}, pubOf: map[kv.Member]uint64{}}
 	p.intake = newIntake(&p.istats, r.cfg.LiveWindow)
@@ -621,7 +621,7 @@ func (p *pool) activeLoad(env *dynamo.Envelope, now time.Time, namespaceScope bo
 		return
 	}
 	p.istats.LoadSamples++
-	p.load.active(l, now, namespaceScope, src)
+	p.load.active(l, env.PublisherID, now, namespaceScope, src)
 }
 
 // plane checks and decodes a ZMQ event-plane message into p.evs (KV
@@ -787,6 +787,9 @@ func (p *pool) clearSource(m *Message) ckf.Step {
 	case KindGone:
 		delete(p.lastPub, m.Source)
 		p.load.release(m.Source)
+		if m.Source.PublisherID != 0 {
+			p.load.forgetViews(m.Source.PublisherID) // a router's publisher gone
+		}
 	}
 	step, _ := p.dropOwned(func(_ kv.Member, src *Source) bool { return src == m.Source })
 	p.log.Info("feed source cleared", "source", m.Source.Name, "kind", m.Kind)

@@ -140,29 +140,29 @@ func TestRelay_EventScopeSelectsTheSubjects(t *testing.T) {
 }
 
 func TestLoad_ActiveLoadMergesFieldsAndKeepsNamespaceScopeToKnownWorkers(t *testing.T) {
-	lt := newLoadTracker(10 * time.Second)
+	lt := newLoadTracker(10*time.Second, false)
 	now := time.Unix(1000, 0)
 	// Namespace scope (older releases) carries other components' workers:
 	// worker 9 was never seen here and is ignored.
-	lt.active(dynamo.ActiveLoad{WorkerID: 9, HasKVUsedBlocks: true, KVUsedBlocks: 1000}, now, true, nil)
+	lt.active(dynamo.ActiveLoad{WorkerID: 9, HasKVUsedBlocks: true, KVUsedBlocks: 1000}, 0, now, true, nil)
 	lt.sawEvent(&kv.Event{Member: kv.Member{Worker: 1}, Kind: kv.Removed}, now, nil)
-	lt.active(dynamo.ActiveLoad{WorkerID: 1, DpRank: 0, HasKVUsedBlocks: true, KVUsedBlocks: 40}, now, true, nil)
+	lt.active(dynamo.ActiveLoad{WorkerID: 1, DpRank: 0, HasKVUsedBlocks: true, KVUsedBlocks: 40}, 0, now, true, nil)
 	// A router's sample of the same rank adds decode and prefill load; a
 	// later worker sample without them keeps them.
 	lt.active(dynamo.ActiveLoad{WorkerID: 1, DpRank: 0, HasActiveDecodeBlocks: true, ActiveDecodeBlocks: 30,
-		HasActivePrefillToks: true, ActivePrefillTokens: 500}, now, false, nil)
-	lt.active(dynamo.ActiveLoad{WorkerID: 1, DpRank: 0, HasKVUsedBlocks: true, KVUsedBlocks: 45}, now, false, nil)
+		HasActivePrefillToks: true, ActivePrefillTokens: 500}, 0, now, false, nil)
+	lt.active(dynamo.ActiveLoad{WorkerID: 1, DpRank: 0, HasKVUsedBlocks: true, KVUsedBlocks: 45}, 0, now, false, nil)
 	// Rank 1 has only its occupancy.
-	lt.active(dynamo.ActiveLoad{WorkerID: 1, DpRank: 1, HasKVUsedBlocks: true, KVUsedBlocks: 7}, now, false, nil)
+	lt.active(dynamo.ActiveLoad{WorkerID: 1, DpRank: 1, HasKVUsedBlocks: true, KVUsedBlocks: 7}, 0, now, false, nil)
 	// Endpoint scope admits a new worker.
-	lt.active(dynamo.ActiveLoad{WorkerID: 2, HasKVUsedBlocks: true, KVUsedBlocks: 3}, now, false, nil)
+	lt.active(dynamo.ActiveLoad{WorkerID: 2, HasKVUsedBlocks: true, KVUsedBlocks: 3}, 0, now, false, nil)
 	var r relayproto.LoadReport
 	lt.fill(&r, now, 100)
 	if r.LiveWorkers != 2 || r.ActiveDecodeBlocks != 30+7+3 || r.QueuedPrefillTokens != 500 || r.CapacityBlocks != 200 {
 		t.Errorf("fill = live %d, active %d, queued %d, capacity %d; want 2, 40, 500, 200", r.LiveWorkers, r.ActiveDecodeBlocks, r.QueuedPrefillTokens, r.CapacityBlocks)
 	}
 	for rank := range uint32(maxRanksPerWorker + 10) {
-		lt.active(dynamo.ActiveLoad{WorkerID: 3, DpRank: rank, HasKVUsedBlocks: true, KVUsedBlocks: 1}, now, false, nil)
+		lt.active(dynamo.ActiveLoad{WorkerID: 3, DpRank: rank, HasKVUsedBlocks: true, KVUsedBlocks: 1}, 0, now, false, nil)
 	}
 	if n := len(lt.workers[3].ranks); n != maxRanksPerWorker || lt.refused != 10 {
 		t.Errorf("forged ranks: %d kept, %d refused; want %d and 10", n, lt.refused, maxRanksPerWorker)

@@ -172,6 +172,8 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	queue := fs.Float64("queue-tokens-per-ms", 0, "load model: DC-wide queued prefill drain rate (0: unknown)")
 	decode := fs.Float64("decode-blocks-per-ms", 0, "load model: DC-wide KV release rate of decodes (0: unknown)")
 	capacity := fs.Uint64("worker-capacity-blocks", 0, "load model: KV capacity per worker without load samples (0: unknown)")
+	replicaSync := fs.Bool("router-replica-sync", truthy(os.Getenv("DYN_ROUTER_REPLICA_SYNC")),
+		"load model: the DC's Dynamo routers share their active sequences (Dynamo's --router-replica-sync), so each router's ActiveLoad view of a worker is its whole load: merge the views by their maximum instead of summing them (default: $DYN_ROUTER_REPLICA_SYNC, else false as Dynamo's)")
 	zf := addZMQPlaneFlags(fs)
 	pubExpiry := fs.Duration("zmq-publisher-expiry", zmqfeed.DefaultPublisherExpiry, "ZMQ event plane: a --zmq-publisher whose connection stays down this long (no reconnect; a peer not answering heartbeats counts as down) is gone: its worker's blocks are dropped, as when a discovery record goes; 0: never (default: Dynamo's discovery lease TTL)")
 	zmqEndpoint := fs.String("zmq-endpoint", "", "engine without Dynamo: the vLLM/SGLang KV-event PUB endpoint (tcp://host:port)")
@@ -244,7 +246,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		BatchEvents: *batch, FlushAfter: *flush, MaxAge: *maxAge, MaxBytes: *maxBytes, Storage: storage, Encoding: enc,
 		SnapshotEvery: *snapEvery, LoadEvery: *loadEvery, HeartbeatEvery: *hbEvery,
 		PrefillTokensPerMs: *prefill, QueueTokensPerMs: *queue, DecodeBlocksPerMs: *decode, WorkerCapacityBlocks: *capacity,
-		CheckpointDir: *ckptDir, CheckpointEvery: *ckptEvery, CheckpointGrace: *ckptGrace, Logger: log})
+		RouterReplicaSync: *replicaSync, CheckpointDir: *ckptDir, CheckpointEvery: *ckptEvery, CheckpointGrace: *ckptGrace, Logger: log})
 	if err != nil {
 		return fmt.Errorf("relay: %v: %w", err, errUsage)
 	}
