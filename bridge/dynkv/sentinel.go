@@ -63,7 +63,7 @@ func (s *Server) sentinel(st *connState, args [][]byte) reply {
 	sub := strings.ToUpper(string(args[1]))
 	named := func() (reply, bool) { // the subcommand's one argument, a primary's name
 		if len(args) != 3 {
-			return errText("ERR wrong number of arguments for 'sentinel|" + strings.ToLower(sub) + "' command"), false
+			return wrongArity("sentinel|" + sub), false
 		}
 		if string(args[2]) != s.cfg.SentinelMaster {
 			return errText("ERR No such master with that name"), false
@@ -73,7 +73,7 @@ func (s *Server) sentinel(st *connState, args [][]byte) reply {
 	switch sub {
 	case "MASTERS", "PRIMARIES":
 		if len(args) != 2 {
-			return wrongArity("sentinel|" + strings.ToLower(sub))
+			return wrongArity("sentinel|" + sub)
 		}
 		return reply{kind: replyArray, array: []reply{s.primaryState(st)}}
 	case "MASTER", "PRIMARY":
@@ -83,7 +83,7 @@ func (s *Server) sentinel(st *connState, args [][]byte) reply {
 		return s.primaryState(st)
 	case "GET-MASTER-ADDR-BY-NAME", "GET-PRIMARY-ADDR-BY-NAME":
 		if len(args) != 3 {
-			return wrongArity("sentinel|" + strings.ToLower(sub))
+			return wrongArity("sentinel|" + sub)
 		}
 		if string(args[2]) != s.cfg.SentinelMaster {
 			return reply{kind: replyBulk} // null, as for a name Sentinel does not monitor
