@@ -27,6 +27,12 @@
 // its resource is deleted with its pod (Kubernetes); a restarted worker
 // registers a new publisher id under a new key.
 //
+// A KV event source record (v1.4 on; v1/event_sources/ in etcd,
+// "type":"EventSource" in Kubernetes data) names the worker and dp rank a
+// KV publisher feeds; one of the pool's component is a Publisher with
+// KVSource set: nothing to connect to, but it says the worker is there
+// before it has said anything.
+//
 // In broker mode Dynamo's publishers register no channel, so the worker
 // itself is followed (EtcdConfig.Workers, KubeConfig.Workers): each
 // worker serving the pool's endpoint holds an instance record
@@ -71,8 +77,8 @@
 //   - doc.go: this overview.
 //   - errors.go: ErrBadConfig, ErrBadRecord, ErrNotChannel, HealthError.
 //   - health.go: a source's health and its periodic check while watching.
-//   - publisher.go: Publisher, Update, Source; EventChannel and endpoint
-//     instance record parsing.
+//   - publisher.go: Publisher, Update, Source; EventChannel, KV event
+//     source and endpoint instance record parsing.
 //   - etcd.go: Etcd, the etcd backend's list and watch.
 //   - kube.go: Kube, the Kubernetes backend's list and watch.
 //   - brokers.go: BrokerComponent, Etcd.Brokers and the broker record's
@@ -96,6 +102,10 @@
 //     form, other endpoints and channels ignored, lease revocation and
 //     expiry, nobody gone through an etcd outage) and a fake API server;
 //     instance record forms.
+//   - sources_test.go: KV event source record forms; sources against a
+//     real etcd (any key layout, other components and bad records
+//     skipped, lease revocation, none read in Workers mode) and a fake
+//     API server.
 //   - brokers_test.go: broker records in both serde taggings; Brokers
 //     against a real etcd (the namespace's brokers only, sorted, once).
 //   - fuzz_test.go: records, scopes and Kubernetes data never panic the

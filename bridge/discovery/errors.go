@@ -15,6 +15,9 @@ var (
 	ErrBadRecord = errors.New("discovery: bad record")
 	// ErrNotChannel reports a record that is not an EventChannel.
 	ErrNotChannel = errors.New("discovery: not an event channel")
+	// errOtherScope reports a record of another pool's scope (skipped
+	// silently).
+	errOtherScope = errors.New("discovery: another scope's record")
 )
 
 // HealthError says why a Source is not ready (Source.Health): it has not

@@ -21,9 +21,15 @@ import (
 // channelsRoot is the bucket of event channels in Dynamo's KV-store
 // discovery (dynamo-current §1.7); instancesRoot the bucket of endpoint
 // instances, one per worker serving an endpoint.
+// sourcesRoot the bucket of KV event sources (v1.4 on). The channels and
+// the sources are read as one key range, eventsFrom to eventsTo: every
+// key beginning "v1/event_".
 const (
 	channelsRoot  = "v1/event_channels/"
 	instancesRoot = "v1/instances/"
+	sourcesRoot   = "v1/event_sources/"
+	eventsFrom    = "v1/event_"
+	eventsTo      = "v1/event`" // '`' follows '_'
 )
 
 // DefaultDialTimeout bounds connecting to etcd.
@@ -125,13 +131,19 @@ func (cfg *EtcdConfig) tlsConfig() (*tls.Config, error) {
 // ([unverified], accepted). Keys live under their worker's lease: a worker
 // that dies is gone when its lease expires, and a restarted one registers
 // a new key with a new publisher id. Direct-mode ZMQ and NATS channels
-// become publishers; broker channels are skipped.
+// become publishers; broker channels are skipped. The KV event sources
+// the pool's workers register beside their channels (v1.4 on) are read
+// too: any key under v1/event_sources/ whose record names an endpoint of
+// the pool's component (the key's layout is [unverified]) becomes a
+// Publisher with KVSource set.
 type Etcd struct {
-	cfg     EtcdConfig
-	root    string      // the bucket watched: channelsRoot, or instancesRoot (Workers)
-	tls     *tls.Config // nil: plaintext
-	watched []watchedPrefix
-	health  health
+	cfg EtcdConfig
+	// root to end is the key range listed and watched: the event buckets
+	// (eventsFrom, eventsTo), or instancesRoot's keys (Workers).
+	root, end string
+	tls       *tls.Config // nil: plaintext
+	watched   []watchedPrefix
+	health    health
 }
 
 // watchedPrefix is one key prefix and what its channels are.
@@ -163,10 +175,10 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	}
 	component := dynamo.Scope{Namespace: sc.Namespace, Component: sc.Component}
 	namespace := dynamo.Scope{Namespace: sc.Namespace}
-	e := &Etcd{cfg: cfg, tls: tlsCfg, root: channelsRoot}
+	e := &Etcd{cfg: cfg, tls: tlsCfg, root: eventsFrom, end: eventsTo}
 	e.health.name = e.String()
 	if cfg.Workers {
-		e.root = instancesRoot
+		e.root, e.end = instancesRoot, clientv3.GetPrefixRangeEnd(instancesRoot)
 		e.watched = []watchedPrefix{{prefix: instancesRoot + sc.Namespace + "/" + sc.Component + "/" + sc.Endpoint + "/", scope: sc}}
 		return e, nil
 	}
@@ -261,7 +273,7 @@ func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
 func (e *Etcd) list(ctx context.Context, cli *clientv3.Client, known map[string]Publisher, fn func(Update)) (int64, error) {
 	lctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := cli.Get(lctx, e.root, clientv3.WithPrefix())
+	resp, err := cli.Get(lctx, e.root, clientv3.WithRange(e.end))
 	if err != nil {
 		return 0, fmt.Errorf("list %s: %w", e.root, err)
 	}
@@ -298,11 +310,11 @@ func (e *Etcd) follow(ctx context.Context, cli *clientv3.Client, rev int64, know
 	defer func() { cancel(nil); checks.Wait() }()
 	checks.Go(func() {
 		e.health.checkEvery(wctx, e.cfg.CheckEvery, e.cfg.RequestTimeout, func(c context.Context) error {
-			_, err := cli.Get(c, e.root, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			_, err := cli.Get(c, e.root, clientv3.WithRange(e.end), clientv3.WithCountOnly())
 			return err
 		}, cancel)
 	})
-	for resp := range cli.Watch(wctx, e.root, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+	for resp := range cli.Watch(wctx, e.root, clientv3.WithRange(e.end), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil {
 			return fmt.Errorf("watch %s: %w", e.root, err)
 		}
@@ -336,8 +348,19 @@ func (e *Etcd) follow(ctx context.Context, cli *clientv3.Client, rev int64, know
 }
 
 // publisher turns one key and record into a Publisher, if the key is one
-// of the pool's channels and the record a direct-mode ZMQ channel.
+// of the pool's channels and the record a direct-mode ZMQ or a NATS
+// channel, or the record is a KV event source of the pool's component.
 func (e *Etcd) publisher(key string, value []byte) (Publisher, bool) {
+	if strings.HasPrefix(key, sourcesRoot) && !e.cfg.Workers {
+		p, err := kvSourcePublisher(key, value, e.cfg.Scope)
+		if err != nil {
+			if !errors.Is(err, ErrNotChannel) && !errors.Is(err, errOtherScope) {
+				e.cfg.Logger.Warn("discovery record skipped", "key", key, "err", err)
+			}
+			return Publisher{}, false
+		}
+		return p, true
+	}
 	for _, w := range e.watched {
 		rest, ok := strings.CutPrefix(key, w.prefix)
 		if !ok || rest == "" || strings.Contains(rest, "/") {

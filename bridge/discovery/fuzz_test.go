@@ -9,7 +9,7 @@ import (
 )
 
 // FuzzParseChannel feeds discovery records (etcd values, Kubernetes data)
-// to the record, broker and scope parsers, and the Kubernetes collector in
+// to the record, KV source, broker and scope parsers, and the Kubernetes collector in
 // both modes: they never panic, and a record they take has an endpoint only for
 // a ZMQ transport.
 func FuzzParseChannel(f *testing.F) {
@@ -17,6 +17,7 @@ func FuzzParseChannel(f *testing.F) {
 	f.Add([]byte(`{"topic":"kv-events","transport":{"Zmq":{"endpoint":"tcp://b:2"}}}`))
 	f.Add([]byte(`{"kind":"endpoint","endpoint":"dyn://a.b.c"}`))
 	f.Add([]byte(instanceValue(testScope, 9)))
+	f.Add([]byte(sourceValue(testScope, 3, 4, 1)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := parseChannel(b)
 		if err == nil && c.endpoint != "" && !strings.EqualFold(c.kind, "zmq") {
@@ -26,6 +27,9 @@ func FuzzParseChannel(f *testing.F) {
 		k := &Kube{scopes: map[dynamo.Scope]map[string]bool{testScope: {dynamo.EventTopic: true}}, cfg: KubeConfig{Logger: discardLogger()}}
 		k.collect("r", json.RawMessage(b), 0, map[string]Publisher{})
 		_, _ = parseInstance(b, "1f")
+		if p, err := kvSourcePublisher("k", b, testScope); err == nil && (!p.KVSource || p.Scope.Component != testScope.Component) {
+			t.Fatalf("kvSourcePublisher(%q) = %+v", b, p)
+		}
 		if eps, err := parseBroker(b); err == nil && len(eps) == 0 {
 			t.Fatalf("parseBroker(%q) took a broker with no XPUB endpoint", b)
 		}

@@ -77,7 +77,8 @@ type KubeConfig struct {
 // whether it sits under spec: every EventChannel record found within
 // kubeRecordDepth levels of data or spec.data counts, as an object or a
 // string. A channel counts when its scope is one the pool reads (the same
-// as Etcd's); EndpointId is accepted as {namespace, component, name} or
+// as Etcd's), a KV event source record ("type":"EventSource") when it
+// names an endpoint of the pool's component; EndpointId is accepted as {namespace, component, name} or
 // as "ns.comp.ep" (optionally "dyn://"-prefixed), also [unverified].
 type Kube struct {
 	cfg    KubeConfig
@@ -408,9 +409,15 @@ func (k *Kube) collect(resource string, raw json.RawMessage, depth int, out map[
 			if k.instance(resource, raw, fields, out) {
 				return
 			}
-		} else if string(fields["type"]) == `"EventChannel"` {
-			k.channel(resource, raw, fields["scope"], out)
-			return
+		} else {
+			switch string(fields["type"]) {
+			case `"EventChannel"`:
+				k.channel(resource, raw, fields["scope"], out)
+				return
+			case `"EventSource"`:
+				k.kvSource(resource, raw, out)
+				return
+			}
 		}
 		for _, v := range fields {
 			k.collect(resource, v, depth+1, out)
@@ -437,6 +444,19 @@ func (k *Kube) channel(resource string, raw, scopeRaw json.RawMessage, out map[s
 	}
 	key := fmt.Sprintf("%s/%s/%s/%x", resource, scope.Subject(c.topic), c.endpoint, c.id)
 	out[key] = Publisher{Key: key, Endpoint: c.endpoint, NATS: c.nats(), PublisherID: c.id, Scope: scope, Topic: c.topic}
+}
+
+// kvSource adds one KV event source record of the pool's component.
+func (k *Kube) kvSource(resource string, raw json.RawMessage, out map[string]Publisher) {
+	p, err := kvSourcePublisher("", raw, k.cfg.Scope)
+	if err != nil {
+		if !errors.Is(err, errOtherScope) {
+			k.cfg.Logger.Warn("kubernetes record skipped", "resource", resource, "err", err)
+		}
+		return
+	}
+	p.Key = fmt.Sprintf("%s/source/%x/%d/%x", resource, p.WorkerID, p.DPRank, p.PublisherID)
+	out[p.Key] = p
 }
 
 // instance adds one endpoint instance record of the pool's endpoint

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -42,6 +43,15 @@ type Publisher struct {
 	// WorkerID is gone.
 	Worker   bool
 	WorkerID uint64
+	// KVSource marks not a channel but a KV event source record (v1.4 on,
+	// registered beside the KV publisher's channel): nothing to connect
+	// to, but while it is present the worker WorkerID (its rank DPRank) is
+	// there, fed by publisher PublisherID, however long it is silent, which
+	// is how a relay started after a worker's last event learns of it.
+	// Its going ends only that: what the publisher fed is cleared by its
+	// channel's going.
+	KVSource bool
+	DPRank   uint32
 }
 
 // Update is one change of the publisher set: a publisher that appeared or
@@ -219,4 +229,119 @@ func parseInstance(b []byte, keyID string) (uint64, error) {
 		return 0, fmt.Errorf("%w: no instance id in the record or its key", ErrBadRecord)
 	}
 	return id, nil
+}
+
+// kvSource is what a KV event source record says: the worker whose KV
+// events publisher id feeds, and the endpoint whose KV state they are.
+type kvSource struct {
+	worker   uint64
+	rank     uint32
+	id       uint64 // 0: the record has none
+	endpoint dynamo.Scope
+}
+
+// sourceRecord mirrors DiscoveryInstance::EventSource, registered by the
+// KV publisher beside its EventChannel since v1.4 (dynamo-current §1.7):
+// its scope (the endpoint of kv_state_endpoint), topic and publisher id,
+// and its metadata, a KvEventSource {kv_state_endpoint, worker: {worker_id,
+// dp_rank}, publisher_id, recovery_target?}. The exact serde shape is
+// [unverified]: the id is read as instance_id or publisher_id, at the top
+// or in the metadata; the worker as a nested {worker_id, dp_rank} or flat
+// fields; the endpoint from kv_state_endpoint or the scope.
+type sourceRecord struct {
+	Type        string          `json:"type"`
+	Topic       string          `json:"topic"`
+	Scope       json.RawMessage `json:"scope"`
+	InstanceID  json.RawMessage `json:"instance_id"`
+	PublisherID json.RawMessage `json:"publisher_id"`
+	Metadata    struct {
+		KVStateEndpoint json.RawMessage `json:"kv_state_endpoint"`
+		PublisherID     json.RawMessage `json:"publisher_id"`
+		WorkerID        json.RawMessage `json:"worker_id"`
+		DPRank          json.RawMessage `json:"dp_rank"`
+		Worker          struct {
+			WorkerID json.RawMessage `json:"worker_id"`
+			DPRank   json.RawMessage `json:"dp_rank"`
+		} `json:"worker"`
+	} `json:"metadata"`
+}
+
+// parseKVSource decodes an EventSource record. A record of another type
+// returns ErrNotChannel; one that names no worker or endpoint, or whose
+// topic is not kv-events, ErrBadRecord.
+func parseKVSource(b []byte) (kvSource, error) {
+	if len(b) > MaxRecordBytes {
+		return kvSource{}, fmt.Errorf("%w: %d bytes, limit %d", ErrBadRecord, len(b), MaxRecordBytes)
+	}
+	var r sourceRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return kvSource{}, fmt.Errorf("%w: %v", ErrBadRecord, err)
+	}
+	if r.Type != "" && r.Type != "EventSource" {
+		return kvSource{}, fmt.Errorf("%w: type %q", ErrNotChannel, r.Type)
+	}
+	if r.Topic != "" && r.Topic != dynamo.EventTopic {
+		return kvSource{}, fmt.Errorf("%w: event source of topic %q", ErrBadRecord, r.Topic)
+	}
+	m := &r.Metadata
+	var s kvSource
+	worker := firstRaw(m.Worker.WorkerID, m.WorkerID)
+	if len(worker) == 0 {
+		return kvSource{}, fmt.Errorf("%w: event source names no worker", ErrBadRecord)
+	}
+	var err error
+	if s.worker, err = parseID(worker); err != nil {
+		return kvSource{}, err
+	}
+	if rank := firstRaw(m.Worker.DPRank, m.DPRank); len(rank) > 0 && string(rank) != "null" {
+		r, err := parseID(rank)
+		if err != nil || r > math.MaxUint32 {
+			return kvSource{}, fmt.Errorf("%w: dp rank %s", ErrBadRecord, rank)
+		}
+		s.rank = uint32(r)
+	}
+	if id := firstRaw(r.InstanceID, r.PublisherID, m.PublisherID); len(id) > 0 {
+		if s.id, err = parseID(id); err != nil {
+			return kvSource{}, err
+		}
+	}
+	switch {
+	case len(m.KVStateEndpoint) > 0:
+		s.endpoint, err = parseEndpointID(m.KVStateEndpoint)
+	case len(r.Scope) > 0:
+		s.endpoint, err = parseScope(r.Scope)
+	default:
+		err = fmt.Errorf("%w: event source names no endpoint", ErrBadRecord)
+	}
+	if err != nil {
+		return kvSource{}, err
+	}
+	return s, nil
+}
+
+// kvSourcePublisher turns an EventSource record into a Publisher with
+// KVSource set, if its endpoint is in the pool's namespace and component
+// (which endpoint of the component a worker names as its KV state's is
+// [unverified], so any is taken). A record of another type returns
+// ErrNotChannel, one of another component ErrOtherScope.
+func kvSourcePublisher(key string, value []byte, pool dynamo.Scope) (Publisher, error) {
+	s, err := parseKVSource(value)
+	if err != nil {
+		return Publisher{}, err
+	}
+	if s.endpoint.Namespace != pool.Namespace || s.endpoint.Component != pool.Component {
+		return Publisher{}, errOtherScope
+	}
+	return Publisher{Key: key, KVSource: true, WorkerID: s.worker, DPRank: s.rank, PublisherID: s.id,
+		Scope: s.endpoint, Topic: dynamo.EventTopic}, nil
+}
+
+// firstRaw returns the first of raws that is present.
+func firstRaw(raws ...json.RawMessage) json.RawMessage {
+	for _, r := range raws {
+		if len(r) > 0 {
+			return r
+		}
+	}
+	return nil
 }

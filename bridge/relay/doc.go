@@ -42,9 +42,11 @@
 // (Source.ReportsGone: a discovered or expiring ZMQ publisher, a NATS
 // publisher whose record a feed follows, announced by KindPresent) that
 // delivered its KV events or its own ActiveLoad (one carrying
-// kv_used_blocks; a router's view of it does not hold it) is present, and
-// while its instance record is (KindWorkerPresent, broker mode with
-// discovery, until KindWorkerGone drops it at once). Other workers count
+// kv_used_blocks; a router's view of it does not hold it) is present,
+// while its KV event source record is (KindWorkerPresent from a source
+// that reports its going, until that source's KindGone), and while its
+// instance record is (KindWorkerPresent from another source, broker mode
+// with discovery, until KindWorkerGone drops it at once). Other workers count
 // while they sent something within Config.LiveWindow, and so do held ones
 // once their sources' KindGone came (the window counted from their last
 // message, so an idle one leaves at the next report). Holds are bounded:
@@ -211,6 +213,8 @@
 // and leaves once its last such source's KindGone came, while one fed by
 // an unreported source leaves after the window, that KindWorkerPresent
 // holds a silent worker at the configured capacity until KindWorkerGone,
+// or, from a source that reports its going (a KV event source record),
+// until that source's KindGone, which clears nothing its publisher fed,
 // that a router's ActiveLoad (no kv_used_blocks) holds nothing, that a
 // followed NATS publisher outlasts made-up ones in the pool's publisher
 // table, that a relay started before its NATS server waits

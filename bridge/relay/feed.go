@@ -60,12 +60,15 @@ const (
 	// worker is cleared, whichever source fed it, and it leaves the load
 	// reports at once.
 	KindWorkerGone
-	// KindWorkerPresent says the worker Worker is present (its instance
-	// record appeared, or was listed again): it counts as live in the load
-	// reports, however long it is silent, until its KindWorkerGone; with no
-	// load sample its capacity is Config.WorkerCapacityBlocks. Broker mode's
-	// liveness: there a worker's publishers register nothing whose going a
-	// feed could report.
+	// KindWorkerPresent says the worker Worker is present: it counts as
+	// live in the load reports, however long it is silent, with no load
+	// sample at Config.WorkerCapacityBlocks. From a Source that reports
+	// its going (a KV event source record, v1.4 on) it holds the worker
+	// until that Source's KindGone, which clears nothing else; from
+	// another (an instance record that appeared or was listed again:
+	// broker mode's liveness, where a worker's publishers register
+	// nothing whose going a feed could report) until the worker's
+	// KindWorkerGone.
 	KindWorkerPresent
 	// KindPresent says Source, a NATS publisher whose discovery record a
 	// feed follows (NATS and ReportsGone set), is present: its envelopes

@@ -173,6 +173,35 @@ func TestRelay_WorkerPresentHoldsUntilWorkerGone(t *testing.T) {
 	wantLive(t, "after worker 7's KindWorkerGone", reportQuietFor(t, run.r, cfg, 1), 0)
 }
 
+// TestRelay_KVSourceRecordHoldsItsIdleWorker is a relay started after
+// worker 8's last event: its KV event source record (v1.4 on) is listed
+// (KindWorkerPresent from a source that reports its going), and the
+// worker, idle, never sends a thing; it counts until the record goes
+// (KindGone of that source). The record's going clears nothing its
+// publisher fed: worker 9's block, stored through its own publisher while
+// its record was present, stays after its record goes.
+func TestRelay_KVSourceRecordHoldsItsIdleWorker(t *testing.T) {
+	f := newMsgFeed()
+	cfg := liveConfig(t, f)
+	run := startRelay(t, cfg)
+	record8 := &Source{Scope: testScope, ReportsGone: true, Name: "kv source of worker 8"}
+	record9 := &Source{Scope: testScope, ReportsGone: true, Name: "kv source of worker 9"}
+	events9 := &Source{Scope: testScope, PublisherID: 0x91, ReportsGone: true, Name: "worker 9 kv-events"}
+	f.msgs <- Message{Kind: KindWorkerPresent, Worker: 8, Source: record8}
+	f.msgs <- Message{Kind: KindWorkerPresent, Worker: 9, Source: record9}
+	f.msgs <- planeMsg(t, events9, dynamo.EventTopic, storeEnvelope(t, 9, 0x91, 1, kv.Stored, 0x901))
+	settle(t, run.r, f)
+	wantLive(t, "20 windows after the records of workers 8 and 9 were listed", reportQuietFor(t, run.r, cfg, 20), 2)
+	f.msgs <- Message{Kind: KindGone, Source: record8}
+	f.msgs <- Message{Kind: KindGone, Source: record9}
+	settle(t, run.r, f)
+	// Worker 9's publisher still holds it; worker 8 leaves.
+	wantLive(t, "after both records' KindGone", reportQuietFor(t, run.r, cfg, 2), 1)
+	if st := poolStatus(t, run.r); st.Producer.TrackedBlocks != 1 {
+		t.Errorf("tracked blocks after the records' KindGone = %d, want worker 9's 1", st.Producer.TrackedBlocks)
+	}
+}
+
 // TestRelay_FollowedNATSPublisherHoldsItsWorkers runs workers on the NATS
 // event plane: publisher 0x31's record is followed (KindPresent, as a
 // feed's followNATS delivers it), publisher 0x32's is not (plain NATS, no
@@ -250,8 +279,8 @@ func TestLoad_HeldWorkersFallBackToTheWindowWhenTheirSourcesGo(t *testing.T) {
 func TestLoad_WorkerPresentCountsWithConfiguredCapacityUntilDropped(t *testing.T) {
 	lt := newLoadTracker(time.Second, false)
 	now := time.Unix(1000, 0)
-	lt.present(7, now)
-	lt.present(8, now)
+	lt.present(7, nil, now)
+	lt.present(8, nil, now)
 	lt.active(dynamo.ActiveLoad{WorkerID: 8, HasKVUsedBlocks: true, KVUsedBlocks: 30}, 0, now, false, nil)
 	var r relayproto.LoadReport
 	cov := lt.fill(&r, now.Add(time.Hour), 100)

@@ -210,14 +210,22 @@ func (t *loadTracker) release(src *Source) {
 	}
 }
 
-// present holds worker id live until its drop: its instance record is
-// present (KindWorkerPresent, broker mode's liveness).
-func (t *loadTracker) present(id uint64, now time.Time) {
-	if w := t.worker(id, now); w != nil {
+// present takes a KindWorkerPresent from src: worker id is held live until
+// src's release when src reports its going (a KV event source record), or
+// else until the worker's drop (its instance record, broker mode's
+// liveness).
+func (t *loadTracker) present(id uint64, src *Source, now time.Time) {
+	w := t.worker(id, now)
+	if w == nil {
+		return
+	}
+	if src != nil && src.ReportsGone {
+		t.hold(w, src)
+	} else {
 		w.present = true
-		if w.seen.IsZero() {
-			w.seen = now
-		}
+	}
+	if w.seen.IsZero() {
+		w.seen = now
 	}
 }
 

@@ -598,7 +598,7 @@ func (p *pool) take(m inbound) ckf.Step {
 		case KindWorkerGone:
 			return p.clearWorker(m.feed.Worker)
 		case KindWorkerPresent:
-			p.load.present(m.feed.Worker, now)
+			p.load.present(m.feed.Worker, m.feed.Source, now)
 			return ckf.StepContinue
 		case KindPresent:
 			p.present(m.feed.Source)

@@ -382,6 +382,63 @@ func TestPlane_WorkerRecordsDeliverPresentThenGone(t *testing.T) {
 	}
 }
 
+// TestPlane_KVSourceRecordsHoldTheirWorkers follows KV event source
+// records (v1.4 on): one listed at start and one written later are each
+// delivered as relay.KindWorkerPresent of their worker from a Source of
+// their own whose departure is reported; a record rewritten for another
+// worker ends the old hold (KindGone) before the new one; a revoked lease
+// is KindGone of the record's Source, nothing else.
+func TestPlane_KVSourceRecordsHoldTheirWorkers(t *testing.T) {
+	url, cli := etcdtest.Start(t)
+	source := func(pub, worker uint64) (string, string) {
+		ep := fmt.Sprintf(`{"namespace":%q,"component":%q,"name":%q}`, testScope.Namespace, testScope.Component, testScope.Endpoint)
+		return fmt.Sprintf("v1/event_sources/%s/%x", testScope.Subject(dynamo.EventTopic), pub),
+			fmt.Sprintf(`{"type":"EventSource","scope":{"kind":"endpoint","endpoint":%s},"topic":"kv-events","instance_id":%d,`+
+				`"metadata":{"kv_state_endpoint":%s,"worker":{"worker_id":%d,"dp_rank":0},"publisher_id":%d}}`, ep, pub, ep, worker, pub)
+	}
+	key, value := source(0xa5, 5)
+	putLeased(t, cli, key, value)
+	etcd, err := discovery.NewEtcd(discovery.EtcdConfig{Endpoints: []string{url}, Scope: testScope, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("NewEtcd: %v", err)
+	}
+	msgs := collect(t, newPlane(t, PlaneConfig{Discovery: etcd}))
+	present := func(what string, worker uint64) *relay.Source {
+		t.Helper()
+		m := next(t, msgs, what)
+		if m.Kind != relay.KindWorkerPresent || m.Worker != worker || m.Source == nil || !m.Source.ReportsGone {
+			t.Fatalf("%s: message = kind %d worker %d source %+v, want KindWorkerPresent (%d) of %d from a source that reports its going",
+				what, m.Kind, m.Worker, m.Source, relay.KindWorkerPresent, worker)
+		}
+		return m.Source
+	}
+	gone := func(what string, src *relay.Source) {
+		t.Helper()
+		if m := next(t, msgs, what); m.Kind != relay.KindGone || m.Source != src {
+			t.Fatalf("%s: message = kind %d source %p, want KindGone (%d) of %p", what, m.Kind, m.Source, relay.KindGone, src)
+		}
+	}
+	src5 := present("listed record of worker 5", 5)
+	key, value = source(0xa6, 6)
+	lease := putLeased(t, cli, key, value)
+	src6 := present("new record of worker 6", 6)
+	_, value = source(0xa6, 7)
+	if _, err := cli.Put(context.Background(), key, value, clientv3.WithLease(lease)); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	gone("record of worker 6 rewritten", src6)
+	src7 := present("the rewritten record, of worker 7", 7)
+	if _, err := cli.Revoke(context.Background(), lease); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	gone("record of worker 7 revoked", src7)
+	select {
+	case m := <-msgs:
+		t.Errorf("unexpected message kind %d worker %d source %p (worker 5's is %p)", m.Kind, m.Worker, m.Source, src5)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
 // TestPlane_FollowedNATSChannelIsAnnouncedWithReportedDeparture follows a
 // NATS EventChannel record: its appearance is delivered as
 // relay.KindPresent of a Source whose departure is reported (the relay

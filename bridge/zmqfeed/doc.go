@@ -59,7 +59,13 @@
 // relay.Source.ReportsGone, and the relay counts the workers it fed as
 // live while it is present, however long they are silent (Dynamo sends a
 // worker's ActiveLoad only when it changes), and a worker whose instance
-// record is present until KindWorkerGone. Workers fed only through the
+// record is present until KindWorkerGone. A KV event source record
+// (v1.4 on: a worker's publisher, rank and endpoint, registered beside its
+// channel) is answered with relay.KindWorkerPresent from a Source of its
+// own that reports its going, and its going with KindGone of that Source:
+// a relay started after an idle worker's last event still counts it, and
+// the record's going ends the hold without clearing what the worker's
+// publisher fed (its channel's going does that). Workers fed only through the
 // brokers, a fixed publisher without expiry or an engine count while they
 // sent something within the relay's LiveWindow.
 //
@@ -114,7 +120,9 @@
 //     it is back; in broker mode a worker whose instance record goes loses
 //     its blocks and its load; brokers found in etcd once one registers;
 //     instance records listed or written deliver KindWorkerPresent and
-//     their going KindWorkerGone; a NATS channel record delivers
+//     their going KindWorkerGone; KV event source records deliver
+//     KindWorkerPresent from a source of their own and their going (or a
+//     rewrite) KindGone of it; a NATS channel record delivers
 //     KindPresent of a source marked ReportsGone, and KindGone of it.
 //   - feeds_test.go: one feed per source, bad sources refused, broker
 //     mode without discovery warned about.

@@ -175,6 +175,7 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 		return nil
 	}
 	natsPubs := map[string]*relay.Source{} // NATS channels by key
+	kvSources := map[string]kvSourceHold{} // KV event source records by key
 	updates := make(chan discovery.Update)
 	watchErr := make(chan error, 1)
 	go func() {
@@ -195,6 +196,10 @@ func (p *Plane) Run(ctx context.Context, deliver func(relay.Message) bool) error
 			}
 			return fmt.Errorf("%s: %w", p.cfg.Discovery, err)
 		case u := <-updates:
+			if u.Publisher.KVSource {
+				p.followKVSource(kvSources, u, deliver)
+				continue
+			}
 			if u.Publisher.Worker {
 				p.followWorker(u, deliver)
 				continue
@@ -325,6 +330,37 @@ func (p *Plane) followWorker(u discovery.Update, deliver func(relay.Message) boo
 	}
 	p.cfg.Logger.Info("worker gone", "worker", id)
 	deliver(relay.Message{Kind: relay.KindWorkerGone, Worker: id, Source: src})
+}
+
+// followKVSource tells the relay when a KV event source record appears
+// (KindWorkerPresent from a source of its own that reports its going: its
+// worker counts as live however long it is silent, so that a relay
+// started after a worker's last event knows of it) and when it goes
+// (KindGone of that source: the hold ends; the members the worker's
+// publisher fed are cleared by its channel's going, not the record's).
+func (p *Plane) followKVSource(holds map[string]kvSourceHold, u discovery.Update, deliver func(relay.Message) bool) {
+	key, pub := u.Publisher.Key, u.Publisher
+	if old, ok := holds[key]; ok {
+		if !u.Gone && old.record == pub {
+			return // the same record again (a re-list)
+		}
+		delete(holds, key)
+		deliver(relay.Message{Kind: relay.KindGone, Source: old.src})
+	}
+	if u.Gone {
+		return
+	}
+	src := &relay.Source{Scope: p.cfg.Scope, ReportsGone: true,
+		Name: fmt.Sprintf("kv source of worker %#x rank %d (publisher %#x)", pub.WorkerID, pub.DPRank, pub.PublisherID)}
+	holds[key] = kvSourceHold{record: pub, src: src}
+	deliver(relay.Message{Kind: relay.KindWorkerPresent, Worker: pub.WorkerID, Source: src})
+}
+
+// kvSourceHold is a KV event source record followed and the relay Source
+// standing for its hold.
+type kvSourceHold struct {
+	record discovery.Publisher
+	src    *relay.Source
 }
 
 // stop ends one publisher's subscription and tells the relay it is gone.
