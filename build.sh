@@ -32,17 +32,18 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # DEBS lists the Debian packages the test suites drive as real counterparts:
 # Debian's python3 (/usr/bin/python3, not a pyenv shim) with python3-zmq and
 # python3-msgpack (engine and Dynamo publishers), python3-redis (dynkv
-# clients) and etcd-server (Dynamo's discovery), python3-xxhash (the CBI1
+# clients), redis-server (the server and the Sentinel dynkv's replies are
+# checked against) and etcd-server (Dynamo's discovery), python3-xxhash (the CBI1
 # fixtures' checksum, bridge/kvrelay/cbi1), protobuf-compiler (protoc,
 # for bridge/kvrelay/generate.sh and tests/kvrelay's generated messages),
 # python3-grpcio and python3-protobuf (tests/kvrelay's Pool Relay
 # consumer). Suites that need them call
-# /usr/bin/python3 and /usr/bin/etcd by path.
+# /usr/bin/python3, /usr/bin/etcd and /usr/bin/redis-server by path.
 # BUILD_DEBS are what building needs: libzmq's headers, since goindex
 # reads ZeroMQ through libzmq (cgo, bridge/zmqfeed); the binary then needs
 # libzmq5 at run time.
 BUILD_DEBS="libzmq3-dev"
-DEBS="$BUILD_DEBS python3 python3-zmq python3-msgpack python3-redis etcd-server python3-xxhash protobuf-compiler python3-grpcio python3-protobuf"
+DEBS="$BUILD_DEBS python3 python3-zmq python3-msgpack python3-redis redis-server etcd-server python3-xxhash protobuf-compiler python3-grpcio python3-protobuf"
 
 # debs installs whichever of the packages named is missing (as root, or
 # through sudo).

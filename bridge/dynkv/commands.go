@@ -33,7 +33,8 @@ const (
 	replyBulk
 	replyInt
 	replyArray
-	replyNone // no reply at all (SHUTDOWN closes the connection instead)
+	replyNullArray // RESP2's null array, *-1 (Sentinel's "no such primary")
+	replyNone      // no reply at all (SHUTDOWN closes the connection instead)
 )
 
 func status(s string) reply     { return reply{kind: replyStatus, str: s} }

@@ -153,7 +153,11 @@
 // and gc_oversized, GC replies call by call as derived from the module's
 // source; admission_test.go: admission and its expiry order;
 // sentinel_test.go: go-redis's Sentinel-backed client reaching the index,
-// each SENTINEL reply as its SentinelClient parses it; tests/dynkv
+// each SENTINEL reply as its SentinelClient parses it;
+// sentinel_real_test.go: every SENTINEL query's reply against Debian's
+// redis-server running as a Sentinel of one primary (types, field names
+// and order, errors byte for byte; addresses, ids and times by type);
+// tests/dynkv
 // over the wire with Debian's python3-redis,
 // with the traffic of a Dynamo frontend and its workers); FuzzEngine; hostile inputs (malformed payloads,
 // over-limit counts, unknown commands, oversized bulk strings, connections
@@ -169,7 +173,7 @@
 // a crash at every stage of a rewrite, the automatic trigger and its
 // CONFIG); the server commands Dynamo does not send answered byte for byte
 // as redis-server answers them (CLIENT SETNAME/GETNAME, empty and null
-// arrays, SELECT; recorded, and live where redis-server is installed),
+// arrays, SELECT; recorded, and live against Debian's redis-server),
 // databases kept apart across FLUSHDB and a restart from the log,
 // FuzzArrayFilter; and concurrency under -race. In ckf
 // mode they prove the semantic and golden tests unchanged, the harness's

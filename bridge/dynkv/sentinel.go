@@ -86,7 +86,7 @@ func (s *Server) sentinel(st *connState, args [][]byte) reply {
 			return wrongArity("sentinel|" + sub)
 		}
 		if string(args[2]) != s.cfg.SentinelMaster {
-			return reply{kind: replyBulk} // null, as for a name Sentinel does not monitor
+			return reply{kind: replyNullArray} // as Sentinel answers for a name it does not monitor
 		}
 		host, port := s.primaryAddr(st)
 		return reply{kind: replyArray, array: []reply{bulk([]byte(host)), bulk([]byte(port))}}
@@ -101,6 +101,9 @@ func (s *Server) sentinel(st *connState, args [][]byte) reply {
 		}
 		return status("OK 1 usable Sentinels. Quorum and failover authorization can be reached")
 	case "MYID":
+		if len(args) != 2 {
+			return wrongArity("sentinel|" + sub)
+		}
 		return bulk([]byte(s.runID))
 	}
 	return errText("ERR unknown subcommand '" + string(args[1]) + "'. Try SENTINEL HELP.")

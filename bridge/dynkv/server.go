@@ -346,6 +346,8 @@ func write(c redcon.Conn, r reply) {
 		for _, a := range r.array {
 			write(c, a)
 		}
+	case replyNullArray:
+		c.WriteRaw([]byte("*-1\r\n"))
 	}
 }
 

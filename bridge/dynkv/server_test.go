@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -533,27 +531,13 @@ func TestServer_ClientNameIsKeptAsValkeyKeepsIt(t *testing.T) {
 }
 
 // TestServer_ExchangesMatchARealServer plays clientNameExchange,
-// arrayExchange and selectExchange against Debian's redis-server as well, where one is installed (not a build.sh
-// package: the recorded replies above are the check that always runs).
+// arrayExchange and selectExchange against Debian's redis-server as well
+// (a build.sh package), on a Unix socket in the test's directory: no TCP
+// port to pick and free for it, which another process could take
+// meanwhile.
 func TestServer_ExchangesMatchARealServer(t *testing.T) {
-	const bin = "/usr/bin/redis-server"
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("%s not installed; the tests of each exchange check the recorded replies", bin)
-	}
-	// A Unix socket in the test's directory: no TCP port to pick and
-	// free for it, which another process could take meanwhile.
-	dir := t.TempDir()
-	addr := filepath.Join(dir, "redis.sock")
-	cmd := exec.Command(bin, "--port", "0", "--unixsocket", addr, "--save", "", "--appendonly", "no", "--dir", dir)
-	require.NoError(t, cmd.Start(), "start %s", bin)
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("unix", addr); err == nil {
-			c.Close()
-			break
-		}
-		require.False(t, time.Now().After(deadline), "%s not listening after 10 s", bin)
-	}
+	addr := filepath.Join(t.TempDir(), "redis.sock")
+	startRedis(t, addr, "", "--port", "0", "--unixsocket", addr)
 	for name, exchange := range map[string][][2]string{"CLIENT SETNAME/GETNAME": clientNameExchange, "empty and null arrays": arrayExchange,
 		"SELECT": selectExchange} {
 		if got, want := play(t, addr, exchange); got != want {
