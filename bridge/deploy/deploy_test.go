@@ -134,30 +134,6 @@ func TestKubernetes_ConsumerSidecarSharesShmWithTheFrontend(t *testing.T) {
 	if len(consumer.Command) != 1 || consumer.Command[0] != Binary || len(consumer.Args) == 0 || consumer.Args[0] != "consume" {
 		t.Errorf("consumer runs %v %v, want %s consume …", consumer.Command, consumer.Args, Binary)
 	}
-	env := map[string]string{}
-	for _, e := range frontend.Env {
-		env[e.Name] = e.Value
-	}
-	plugin := env["DYN_ROUTER_WORKER_SELECTOR_PLUGIN"]
-	if !path.IsAbs(plugin) || path.Base(plugin) != "libgoindex.so" {
-		t.Errorf("frontend DYN_ROUTER_WORKER_SELECTOR_PLUGIN = %q, want an absolute path to libgoindex.so", plugin)
-	}
-	libVol, libRO := mount(frontend, path.Dir(plugin))
-	if libVol == "" || !libRO {
-		t.Errorf("frontend mounts %q at %s (read-only %v), want the library volume read-only", libVol, path.Dir(plugin), libRO)
-	}
-	var filled bool
-	for _, c := range pod.InitContainers {
-		if v, _ := mount(c, path.Dir(plugin)); v == libVol && strings.Contains(strings.Join(c.Command, " "), plugin) {
-			filled = true
-		}
-	}
-	if !filled {
-		t.Errorf("no init container puts %s into volume %q", plugin, libVol)
-	}
-	if cfg := env["DYN_ROUTER_WORKER_SELECTOR_CONFIG"]; !strings.HasPrefix(strings.TrimSpace(cfg), "{") {
-		t.Errorf("frontend DYN_ROUTER_WORKER_SELECTOR_CONFIG = %q, want a JSON object", cfg)
-	}
 	if r := containers["route"]; r.Name != "" {
 		if v, _ := mount(r, "/dev/shm"); v != cv || path.Dir(flagValue(r.Args, "replica")) != "/dev/shm" {
 			t.Errorf("route mounts %q at /dev/shm with --replica %q, want the consumer's volume and file", v, flagValue(r.Args, "replica"))

@@ -22,17 +22,21 @@ import (
 var files embed.FS
 
 // Object is the part of a Kubernetes object the checks read: its kind and
-// name, a ConfigMap's data, and a Deployment's replicas, strategy and Pod
-// template.
+// name, a ConfigMap's data, a Role's rules, a RoleBinding's role and
+// subjects, and a Deployment's replicas, strategy and Pod template.
 type Object struct {
 	// Source is the file the object came from.
 	Source   string `yaml:"-"`
 	Kind     string `yaml:"kind"`
 	Metadata struct {
-		Name string `yaml:"name"`
+		Name      string `yaml:"name"`
+		Namespace string `yaml:"namespace"`
 	} `yaml:"metadata"`
-	Data map[string]string `yaml:"data"`
-	Spec struct {
+	Data     map[string]string `yaml:"data"`
+	Rules    []PolicyRule      `yaml:"rules"`
+	RoleRef  RoleRef           `yaml:"roleRef"`
+	Subjects []Subject         `yaml:"subjects"`
+	Spec     struct {
 		Replicas *int `yaml:"replicas"`
 		Strategy struct {
 			Type string `yaml:"type"`
@@ -43,8 +47,32 @@ type Object struct {
 	} `yaml:"spec"`
 }
 
+// PolicyRule is one rule of a Role: verbs allowed on resources of API
+// groups.
+type PolicyRule struct {
+	APIGroups []string `yaml:"apiGroups"`
+	Resources []string `yaml:"resources"`
+	Verbs     []string `yaml:"verbs"`
+}
+
+// RoleRef is the role a RoleBinding grants.
+type RoleRef struct {
+	APIGroup string `yaml:"apiGroup"`
+	Kind     string `yaml:"kind"`
+	Name     string `yaml:"name"`
+}
+
+// Subject is one holder of a RoleBinding's role; a ServiceAccount without
+// a namespace is in the RoleBinding's.
+type Subject struct {
+	Kind      string `yaml:"kind"`
+	Name      string `yaml:"name"`
+	Namespace string `yaml:"namespace"`
+}
+
 // PodSpec is the part of a Pod template the checks read.
 type PodSpec struct {
+	ServiceAccountName            string      `yaml:"serviceAccountName"`
 	TerminationGracePeriodSeconds *int        `yaml:"terminationGracePeriodSeconds"`
 	InitContainers                []Container `yaml:"initContainers"`
 	Containers                    []Container `yaml:"containers"`
@@ -74,8 +102,8 @@ type Container struct {
 	} `yaml:"volumeMounts"`
 }
 
-// Volume is a Pod volume: an emptyDir (Medium "Memory" for /dev/shm) or a
-// Secret.
+// Volume is a Pod volume: an emptyDir (Medium "Memory" for /dev/shm), a
+// Secret or a ConfigMap.
 type Volume struct {
 	Name     string `yaml:"name"`
 	EmptyDir *struct {
@@ -85,6 +113,9 @@ type Volume struct {
 	Secret *struct {
 		SecretName string `yaml:"secretName"`
 	} `yaml:"secret"`
+	ConfigMap *struct {
+		Name string `yaml:"name"`
+	} `yaml:"configMap"`
 }
 
 // Kubernetes parses every document of every shipped kubernetes/*.yaml file,
@@ -210,6 +241,8 @@ func EnvFile(name string) (map[string]string, error) {
 type Invocation struct {
 	// Source names the file and the object or unit it comes from.
 	Source string
+	// Deployment is the Kubernetes Deployment running it ("" for a unit).
+	Deployment string
 	// Args is the command line after the binary: the subcommand first.
 	Args []string
 	// Env holds the GOINDEX_* settings given by the environment (literal
@@ -245,7 +278,7 @@ func Invocations() ([]Invocation, error) {
 				continue
 			}
 			inv := Invocation{Source: fmt.Sprintf("%s: %s %s, container %s", o.Source, o.Kind, o.Metadata.Name, c.Name),
-				Args: c.Args, Env: map[string]string{}}
+				Deployment: o.Metadata.Name, Args: c.Args, Env: map[string]string{}}
 			for _, ef := range c.EnvFrom {
 				if ef.ConfigMapRef == nil {
 					continue
