@@ -150,6 +150,12 @@ func newSocket(zctx *zmq.Context, cfg socketConfig) (*socket, error) {
 		{"reconnect_ivl", s.SetReconnectIvl(reconnectMin)},
 		{"reconnect_ivl_max", s.SetReconnectIvlMax(reconnectMax)},
 		{"tcp_keepalive", s.SetTcpKeepalive(1)},
+		// Without ZMQ_IPV6 libzmq resolves IPv4 only: connecting to an
+		// IPv6 publisher (Dynamo binds tcp://[::]:* and advertises an IPv6
+		// DYN_EVENT_PLANE_HOST) succeeds but never makes a connection,
+		// so its events are lost without an error. With it, IPv4
+		// endpoints still connect.
+		{"ipv6", s.SetIpv6(true)},
 	} {
 		if o.err != nil {
 			return fail(o.what, o.err)

@@ -5,6 +5,8 @@ and python3-msgpack: 4-part messages [topic, publisher id u64 BE, sequence
 u64 BE, 5-byte header (version 1, u32 BE length) + msgpack EventEnvelope].
 
   dynamo_pub.py --bind tcp://127.0.0.1:0        a direct-mode PUB socket
+                                                 (tcp://[::1]:0: on IPv6, with
+                                                 ZMQ_IPV6 set)
   dynamo_pub.py --bind tcp://127.0.0.1:0 --count N
                                                  N of them (N workers), each
                                                  on a port of its own
@@ -111,6 +113,8 @@ def main():
     for _ in range(args.count if args.bind else 0):
         s = ctx.socket(zmq.PUB)
         s.setsockopt(zmq.LINGER, 0)
+        if "[" in args.bind:
+            s.setsockopt(zmq.IPV6, 1)  # libzmq binds an IPv6 address only with it
         socks.append(s)
     only, subs = [], []
     if args.bind:

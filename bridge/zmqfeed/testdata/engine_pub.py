@@ -8,6 +8,8 @@ buffered batch from start on, then [identity, "", -1 as i64 BE, ""].
 
   engine_pub.py --bind tcp://127.0.0.1:0 --replay tcp://127.0.0.1:0 [--buffer N] [--topic T]
 
+An address in brackets (tcp://[::1]:0) is bound with ZMQ_IPV6 set.
+
 It prints "pub=<ep>;<replay ep>" first, then reads one JSON command per
 stdin line:
   {"op": "send", "msg": {"batch": B, "skip": false}}  buffer B as the next sequence and
@@ -41,12 +43,16 @@ def main():
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
     pub.setsockopt(zmq.LINGER, 0)
+    if "[" in args.bind:
+        pub.setsockopt(zmq.IPV6, 1)  # libzmq binds an IPv6 address only with it
     pub.bind(args.bind)
     eps = [pub.getsockopt_string(zmq.LAST_ENDPOINT)]
     router = None
     if args.replay:
         router = ctx.socket(zmq.ROUTER)
         router.setsockopt(zmq.LINGER, 0)
+        if "[" in args.replay:
+            router.setsockopt(zmq.IPV6, 1)
         router.bind(args.replay)
         eps.append(router.getsockopt_string(zmq.LAST_ENDPOINT))
     print("pub=" + ";".join(eps), flush=True)
