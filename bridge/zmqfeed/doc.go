@@ -20,6 +20,21 @@
 // XSUB/XPUB brokers interoperate by construction. The tests drive it
 // against Debian's python3-zmq publishers, never against itself.
 //
+// # Endpoints
+//
+// Publishers, brokers and engines are given as tcp://host:port or
+// ipc://path. The host is a DNS name, an IPv4 address or an IPv6 address:
+// in brackets, with an optional zone (tcp://[fd00::2]:5557,
+// tcp://[fe80::1%eth0]:5557), or without them as libzmq also reads it
+// (tcp://fd00::2:5557, the port after the last colon). Every socket sets
+// ZMQ_IPV6: without it libzmq resolves IPv4 only, and a connect to an
+// IPv6 publisher (Dynamo binds tcp://[::]:* when DYN_EVENT_PLANE_HOST is
+// IPv6) returns no error yet never connects; with it, IPv4 endpoints and
+// names still connect as before. A malformed endpoint is ErrBadConfig when
+// the feed is made (a broker found in etcd with one is logged and left
+// out); a discovered publisher's endpoint is not checked, and one libzmq
+// refuses is logged and tried again like any socket that cannot be made.
+//
 // # Concepts
 //
 // Plane (plane.go) subscribes, in direct mode, one SUB socket per
@@ -104,6 +119,8 @@
 //
 //   - doc.go: this overview.
 //   - errors.go: ErrBadConfig.
+//   - endpoint.go: checkEndpoint, the endpoint forms accepted (IPv6 with
+//     or without brackets, zones).
 //   - socket.go: libzmq socket set-up, limits, receive loop and re-connects.
 //   - plane.go: Plane (direct and broker mode), ParseBrokerURL.
 //   - engine.go: Engine, the vLLM/SGLang publisher feed with replay and
@@ -141,6 +158,10 @@
 //     resync; a socket made again after a failed one resyncs.
 //   - hostile_test.go: a peer announcing a 1 TiB part; a part over the
 //     limit.
+//   - ipv6_test.go: direct-mode publishers bound on [::1], given in
+//     brackets and without, and an engine and its replay socket on [::1],
+//     all delivered (skipped where the machine has no IPv6 loopback); the
+//     endpoint forms accepted and refused.
 //   - expiry_test.go: a fixed publisher killed, and one frozen (SIGSTOP),
 //     cleared after its expiry while another stays; each continues when
 //     it comes back.

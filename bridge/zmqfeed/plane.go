@@ -105,16 +105,6 @@ func endpointsOf(ps []discovery.Publisher) []string {
 	return out
 }
 
-// checkEndpoint accepts the transports a relay can reach a publisher on.
-func checkEndpoint(ep string) error {
-	for _, t := range []string{"tcp://", "ipc://"} {
-		if strings.HasPrefix(ep, t) && len(ep) > len(t) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: endpoint %q: want tcp://host:port or ipc://path", ErrBadConfig, ep)
-}
-
 // String names the feed in logs.
 func (p *Plane) String() string {
 	switch {
@@ -423,7 +413,7 @@ func (p *Plane) startBrokers(ctx context.Context, zctx *zmq.Context, wg *sync.Wa
 }
 
 // findBrokers asks FindBrokers for the brokers until it names some with a
-// usable endpoint (a tcp:// or ipc:// address; others are logged and left
+// usable endpoint (one checkEndpoint accepts; others are logged and left
 // out), after a backoff between attempts, or ctx ends
 // (nil).
 func (p *Plane) findBrokers(ctx context.Context) []string {

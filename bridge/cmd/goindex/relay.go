@@ -64,7 +64,10 @@ Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
                                   (4 parts: topic, publisher id, sequence, 5-byte
                                   header + msgpack EventEnvelope; kv-events and
                                   kv_metrics); a new publisher id on an endpoint is a
-                                  restart: the old incarnation's blocks are dropped
+                                  restart: the old incarnation's blocks are dropped.
+                                  An IPv6 host goes in brackets, with an optional
+                                  zone: tcp://[fd00::2]:P, tcp://[fe80::1%eth0]:P
+                                  (every ZMQ endpoint; IPv4 and names as before)
   --zmq-publisher-expiry 10s      a --zmq-publisher down this long (its connection
                                   dropped and not made again; ZMTP heartbeats every
                                   expiry/4, answered within expiry/2, catch a silent
