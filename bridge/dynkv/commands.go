@@ -34,6 +34,7 @@ const (
 	replyInt
 	replyArray
 	replyNullArray // RESP2's null array, *-1 (Sentinel's "no such primary")
+	replySeq       // several replies, array's, one after the other (SUBSCRIBE's)
 	replyNone      // no reply at all (SHUTDOWN closes the connection instead)
 )
 

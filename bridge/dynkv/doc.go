@@ -136,7 +136,8 @@
 //     SAVE, SHUTDOWN, MEMORY, …).
 //   - server.go: the redcon server, AUTH, connection bounds.
 //   - sentinel.go: SENTINEL, answered as a Sentinel whose one primary is
-//     this server (Config.SentinelMaster).
+//     this server (Config.SentinelMaster), and subscriptions to its event
+//     channels.
 //   - framing.go: arrayFilter, which drops empty and null command arrays
 //     where commands begin.
 //   - databases.go: SELECT's logical databases: stored keys, FLUSHDB,
@@ -156,7 +157,8 @@
 // each SENTINEL reply as its SentinelClient parses it;
 // sentinel_real_test.go: every SENTINEL query's reply against Debian's
 // redis-server running as a Sentinel of one primary (types, field names
-// and order, errors byte for byte; addresses, ids and times by type);
+// and order, errors byte for byte; addresses, ids and times by type), and
+// a session of subscriptions to its event channels reply for reply;
 // tests/dynkv
 // over the wire with Debian's python3-redis,
 // with the traffic of a Dynamo frontend and its workers); FuzzEngine; hostile inputs (malformed payloads,

@@ -19,7 +19,10 @@ import (
 // [unverified], so the ones clients use are all answered: MASTERS and
 // MASTER (redis-py, redis-rs), GET-MASTER-ADDR-BY-NAME (go-redis, ioredis,
 // fred), REPLICAS/SLAVES, SENTINELS, CKQUORUM, MYID, and Valkey 8's
-// PRIMARY spellings. There is no failover: the primary never changes.
+// PRIMARY spellings. There is no failover: the primary never changes. A
+// client may subscribe to Sentinel's event channels (SUBSCRIBE,
+// PSUBSCRIBE and their UNSUBSCRIBEs, and PING while subscribed, answered
+// as Sentinel answers them); nothing is ever published on them.
 
 // sentinelDownAfterMs and the other configuration figures reported for the
 // primary are Sentinel's defaults (sentinel.conf), reported so that a
@@ -140,4 +143,78 @@ func (s *Server) primaryState(st *connState) reply {
 		arr[i] = bulk([]byte(f))
 	}
 	return reply{kind: replyArray, array: arr}
+}
+
+// maxSubscriptions bounds the channels and patterns one connection
+// subscribes to: Sentinel clients follow a handful of event channels.
+const maxSubscriptions = 1024
+
+// subscription is a connection's Sentinel event subscriptions: nothing is
+// ever published on them (the primary never fails over), but a client
+// that follows Sentinel's events (+switch-master and the like) subscribes
+// before it goes on, and a refusal would stop it.
+type subscription struct {
+	channels, patterns map[string]struct{}
+}
+
+// count is how many channels and patterns are subscribed.
+func (sub *subscription) count() int { return len(sub.channels) + len(sub.patterns) }
+
+// pubsub runs SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE and PUNSUBSCRIBE as
+// Sentinel does: one reply per channel, each with the connection's
+// subscription count after it; UNSUBSCRIBE without a channel leaves every
+// one, and with none subscribed answers a null channel.
+func (s *Server) pubsub(st *connState, name string, args [][]byte) reply {
+	kind := strings.ToLower(name)
+	sub := &st.sub
+	set := &sub.channels
+	if name == "PSUBSCRIBE" || name == "PUNSUBSCRIBE" {
+		set = &sub.patterns
+	}
+	confirm := func(channel []byte) reply {
+		return reply{kind: replyArray, array: []reply{bulk([]byte(kind)), bulk(channel), integer(int64(sub.count()))}}
+	}
+	var out []reply
+	if strings.HasPrefix(name, "UN") || strings.HasPrefix(name, "PUN") {
+		names := args[1:]
+		if len(names) == 0 {
+			for ch := range *set {
+				names = append(names, []byte(ch))
+			}
+			if len(names) == 0 {
+				return reply{kind: replySeq, array: []reply{confirm(nil)}}
+			}
+		}
+		for _, ch := range names {
+			delete(*set, string(ch))
+			out = append(out, confirm(ch))
+		}
+		return reply{kind: replySeq, array: out}
+	}
+	if len(args) < 2 {
+		return wrongArity(name)
+	}
+	if *set == nil {
+		*set = map[string]struct{}{}
+	}
+	for _, ch := range args[1:] {
+		if _, ok := (*set)[string(ch)]; !ok && sub.count() >= maxSubscriptions {
+			out = append(out, errText("ERR goindex dynkv: at most "+strconv.Itoa(maxSubscriptions)+" subscriptions a connection"))
+			continue
+		}
+		(*set)[string(ch)] = struct{}{}
+		out = append(out, confirm(ch))
+	}
+	return reply{kind: replySeq, array: out}
+}
+
+// subscribedRefusal is the reply to a command other than the subscription
+// commands, PING, QUIT and RESET while a connection is subscribed, naming
+// it as Sentinel does (a subcommand as "command|subcommand").
+func subscribedRefusal(name string, args [][]byte) reply {
+	full := strings.ToLower(name)
+	if (name == "SENTINEL" || name == "CLIENT" || name == "CONFIG" || name == "COMMAND") && len(args) > 1 {
+		full += "|" + strings.ToLower(string(args[1]))
+	}
+	return errText("ERR Can't execute '" + full + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 }

@@ -197,3 +197,63 @@ func TestSentinel_RepliesMatchARealSentinel(t *testing.T) {
 		}
 	}
 }
+
+// TestSentinel_SubscriptionsMatchARealSentinel plays one connection's
+// subscriptions to Sentinel's event channels (as clients that follow
+// failovers make them) on Debian's redis-server running as a Sentinel and
+// on dynkv, reply by reply: confirmations and their counts, PING's reply
+// while subscribed, the refusal of other commands, the way back out.
+// Nothing is published on either (no failover happens).
+func TestSentinel_SubscriptionsMatchARealSentinel(t *testing.T) {
+	const name = "mymaster"
+	primary, sentinelPort := freePort(t), freePort(t)
+	startRedis(t, fmt.Sprintf("127.0.0.1:%d", primary), "", "--port", strconv.Itoa(primary), "--bind", "127.0.0.1")
+	realAddr := fmt.Sprintf("127.0.0.1:%d", sentinelPort)
+	startRedis(t, realAddr, fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\n", sentinelPort, name, primary), "--sentinel")
+	ours := startServer(t, Config{SentinelMaster: name}).Addr().String()
+
+	session := []struct {
+		args    []string
+		replies int
+	}{
+		{[]string{"UNSUBSCRIBE"}, 1},
+		{[]string{"PUNSUBSCRIBE"}, 1},
+		{[]string{"SUBSCRIBE", "+switch-master", "+sdown"}, 2},
+		{[]string{"PING"}, 1},
+		{[]string{"PING", "hi"}, 1},
+		{[]string{"SENTINEL", "MYID"}, 1},
+		{[]string{"PSUBSCRIBE", "*"}, 1},
+		{[]string{"SUBSCRIBE", "+sdown"}, 1},
+		{[]string{"UNSUBSCRIBE", "+sdown", "nosuch"}, 2},
+		{[]string{"UNSUBSCRIBE"}, 1},
+		{[]string{"PING"}, 1},
+		{[]string{"PUNSUBSCRIBE"}, 1},
+		{[]string{"PING"}, 1},
+		{[]string{"SUBSCRIBE"}, 1},
+		{[]string{"SENTINEL", "MYID", "x"}, 1},
+	}
+	play := func(addr string) []string {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err, "dial %s", addr)
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(conn)
+		var out []string
+		for _, step := range session {
+			_, err := conn.Write([]byte(respCommand(step.args...)))
+			require.NoError(t, err)
+			for range step.replies {
+				n, err := readResp(r)
+				require.NoError(t, err, "%s's reply to %q", addr, step.args)
+				out = append(out, fmt.Sprintf("%q -> %s", step.args, n.shape(false)))
+			}
+		}
+		return out
+	}
+	want, got := play(realAddr), play(ours)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("reply %d:\n dynkv     %s\n Sentinel  %s", i, got[i], want[i])
+		}
+	}
+}

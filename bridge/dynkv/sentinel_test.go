@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -113,5 +114,34 @@ func TestSentinel_AnnouncedAddressAndRefusals(t *testing.T) {
 	for _, bad := range []string{"dynkv.example", "dynkv.example:0", "dynkv.example:http", "h:70000"} {
 		_, err := NewServer(Config{Addr: "127.0.0.1:0", SentinelMaster: "m", SentinelAnnounce: bad})
 		require.ErrorIs(t, err, ErrBadAnnounce, "announce %q", bad)
+	}
+}
+
+// TestSentinel_SubscriptionsAreBoundedAndSentinelOnly subscribes one
+// connection past maxSubscriptions: the channels past it are refused one
+// by one and the count stays at the bound. A server not started as a
+// Sentinel does not know SUBSCRIBE.
+func TestSentinel_SubscriptionsAreBoundedAndSentinelOnly(t *testing.T) {
+	s := startServer(t, Config{SentinelMaster: "m"})
+	args := []string{"SUBSCRIBE"}
+	for i := range maxSubscriptions + 2 {
+		args = append(args, "ch"+strconv.Itoa(i%(maxSubscriptions+1)))
+	}
+	// Channels 0 … max-1 subscribe, channel max is refused, channel 0
+	// again is already subscribed: the count stays at the bound.
+	var want strings.Builder
+	for i := range maxSubscriptions {
+		ch := "ch" + strconv.Itoa(i)
+		fmt.Fprintf(&want, "*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:%d\r\n", len(ch), ch, i+1)
+	}
+	fmt.Fprintf(&want, "-ERR goindex dynkv: at most %d subscriptions a connection\r\n", maxSubscriptions)
+	fmt.Fprintf(&want, "*3\r\n$9\r\nsubscribe\r\n$3\r\nch0\r\n:%d\r\n", maxSubscriptions)
+	if got := exchangeRaw(t, s.Addr().String(), respCommand(args...), want.Len()); got != want.String() {
+		t.Errorf("subscribing past the bound: replies differ from the %d confirmations, one refusal and a repeat", maxSubscriptions)
+	}
+	plain := startServer(t, Config{}).Addr().String()
+	const unknown = "-ERR unknown command 'SUBSCRIBE', with args beginning with: 'x' \r\n"
+	if got := exchangeRaw(t, plain, respCommand("SUBSCRIBE", "x"), len(unknown)); got != unknown {
+		t.Errorf("SUBSCRIBE to a server that is no Sentinel = %q, want %q", got, unknown)
 	}
 }

@@ -92,6 +92,7 @@ type connState struct {
 	authed bool
 	name   []byte // CLIENT SETNAME's (or HELLO's SETNAME); nil: none
 	db     int    // SELECT's database
+	sub    subscription
 }
 
 // NewServer opens the log (replaying it) and listens on cfg.Addr.
@@ -267,6 +268,21 @@ func (s *Server) exec(st *connState, args [][]byte) (reply, afterReply) {
 	if !st.authed {
 		return errText("NOAUTH Authentication required."), afterNothing
 	}
+	if s.cfg.SentinelMaster != "" {
+		switch {
+		case name == "SUBSCRIBE" || name == "PSUBSCRIBE" || name == "UNSUBSCRIBE" || name == "PUNSUBSCRIBE":
+			return s.pubsub(st, name, args), afterNothing
+		case st.sub.count() == 0:
+		case name == "PING" && len(args) <= 2:
+			pong := reply{kind: replyArray, array: []reply{bulk([]byte("pong")), bulk([]byte{})}}
+			if len(args) == 2 {
+				pong.array[1] = bulk(args[1])
+			}
+			return pong, afterNothing
+		case name != "PING" && name != "RESET": // RESET: unknown, as to Sentinel
+			return subscribedRefusal(name, args), afterNothing
+		}
+	}
 	switch {
 	case name == "FLUSHDB":
 		return s.flushDB(st.db, args), afterNothing
@@ -348,6 +364,10 @@ func write(c redcon.Conn, r reply) {
 		}
 	case replyNullArray:
 		c.WriteRaw([]byte("*-1\r\n"))
+	case replySeq:
+		for _, a := range r.array {
+			write(c, a)
+		}
 	}
 }
 
