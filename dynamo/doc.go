@@ -87,7 +87,8 @@
 //     discovery key prefixes, legacy subject and stream names.
 //   - hash_test.go: every §1.5 vector, multimodal schemes, Mooncake fast path
 //     against the generic path.
-//   - event_test.go: conversion, tiers, residency, validation.
+//   - event_test.go: conversion, tiers, residency, validation; TargetsPrimary
+//     against testdata/targets_primary.txt, the table the Rust crate shares.
 //   - wire_test.go: JSON, msgpack and envelope golden bytes, round trips,
 //     hostile inputs.
 //   - zmq_test.go: engine batches in every shape; normalizer rules 1–7.
@@ -99,7 +100,8 @@
 //   - bench_test.go: BenchmarkMooncakeLocal and decoder benchmarks.
 //   - doc_test.go: keeps this file map in step with the directory.
 //   - example_test.go: the main call sequences.
-//   - testdata/: golden wire messages.
+//   - testdata/: golden wire messages; targets_primary.txt, the
+//     TargetsPrimary table of every tier × residency × kind.
 //
 // # What the tests prove
 //

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/goindex/goindex/goindex/kv"
@@ -121,6 +122,67 @@ func TestRouterEvent_TargetsPrimaryFollowsDynamo(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRouterEvent_TargetsPrimaryMatchesSharedTable checks TargetsPrimary
+// against testdata/targets_primary.txt, the table the Rust crate
+// (dynamo/rust/goindex-dynamo) checks its RouterEvent::targets_primary and
+// Indexer::apply_event against, so the two sides keep one rule. The table
+// must name every tier × residency × kind exactly once.
+func TestRouterEvent_TargetsPrimaryMatchesSharedTable(t *testing.T) {
+	tiers := map[string]StorageTier{}
+	for tier := TierDevice; tier <= TierUnknown; tier++ {
+		tiers[tier.String()] = tier
+	}
+	residencies := map[string]Residency{"absent": ResidencyAbsent}
+	for r := ResidencyWorker; r < residencyCount; r++ {
+		residencies[r.String()] = r
+	}
+	kinds := map[string]kv.Kind{}
+	for _, k := range []kv.Kind{kv.Stored, kv.Removed, kv.Cleared} {
+		kinds[k.String()] = k
+	}
+	type result struct {
+		primary bool
+		err     error
+	}
+	wants := map[string]result{
+		"apply":                 {true, nil},
+		"skip":                  {false, nil},
+		"unknown_storage_tier":  {false, ErrUnknownStorageTier},
+		"unsupported_residency": {false, ErrUnsupportedResidency},
+	}
+	type combo struct {
+		tier StorageTier
+		r    Residency
+		k    kv.Kind
+	}
+	seen := map[combo]int{}
+	for i, line := range strings.Split(string(golden(t, "targets_primary.txt")), "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		tier, okT := tiers[f[0]]
+		r, okR := residencies[f[min(1, len(f)-1)]]
+		k, okK := kinds[f[min(2, len(f)-1)]]
+		want, okW := wants[f[len(f)-1]]
+		if len(f) != 4 || !okT || !okR || !okK || !okW {
+			t.Fatalf("targets_primary.txt:%d: bad row %q", i+1, line)
+		}
+		if prev, dup := seen[combo{tier, r, k}]; dup {
+			t.Errorf("targets_primary.txt:%d: repeats line %d", i+1, prev)
+		}
+		seen[combo{tier, r, k}] = i + 1
+		ev := RouterEvent{StorageTier: tier, Residency: r, Event: CacheEvent{Kind: k}}
+		got, err := ev.TargetsPrimary()
+		if got != want.primary || !errors.Is(err, want.err) || (err == nil) != (want.err == nil) {
+			t.Errorf("targets_primary.txt:%d: %v %q %v: TargetsPrimary() = %v, %v; want %s", i+1, tier, r, k, got, err, f[3])
+		}
+	}
+	if n := int(TierUnknown+1) * int(residencyCount) * len(kinds); len(seen) != n {
+		t.Errorf("targets_primary.txt has %d combinations, want all %d", len(seen), n)
 	}
 }
 

@@ -17,7 +17,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[non_exhaustive]
 pub enum ErrorKind {
     /// InvalidArgument is GOINDEX_EINVAL: an argument the library refuses
-    /// (an unknown policy, a NaN temperature, fewer tokens than blocks need).
+    /// (an unknown policy, a NaN temperature, fewer tokens than blocks need),
+    /// or an event Dynamo's router refuses (an unknown storage tier or an
+    /// unsupported residency domain, [`crate::RouterEvent::targets_primary`]),
+    /// which the crate refuses without calling the library.
     InvalidArgument,
     /// UnknownHandle is GOINDEX_EHANDLE: the handle is closed or unknown.
     UnknownHandle,
@@ -148,6 +151,14 @@ impl Error {
             .filter(|d| !d.is_empty())
             .unwrap_or_else(|| format!("{call}: {} (handle {handle})", kind.name()));
         Error { kind, detail }
+    }
+
+    /// unsupported_event builds the error of an event the crate refuses
+    /// before calling the library ([`crate::Indexer::apply_event`] on an
+    /// event [`crate::RouterEvent::targets_primary`] calls unsupported):
+    /// kind [`ErrorKind::InvalidArgument`], detail naming the reason.
+    pub(crate) fn unsupported_event(detail: String) -> Error {
+        Error { kind: ErrorKind::InvalidArgument, detail }
     }
 
     /// kind returns what failed.

@@ -162,10 +162,18 @@ impl Indexer {
         check("goindex_close", handle, unsafe { sys::goindex_close(handle) })
     }
 
-    /// apply_event applies one KV event of a rank: a store (goindex_insert),
-    /// a removal (goindex_remove) or a clear (goindex_clear).
+    /// apply_event applies one KV event of a rank when it targets the
+    /// primary index ([`RouterEvent::targets_primary`]): a store
+    /// (goindex_insert), a removal (goindex_remove) or a clear
+    /// (goindex_clear). An event for another index (a lower storage tier, a
+    /// cache owner's blocks or a cache owner's clear) is skipped: `Ok`, and
+    /// the library is not called, so [`Counts::events_applied`] does not
+    /// count it. Events can be forwarded as Dynamo publishes them.
     ///
-    /// Errors: [`ErrorKind::ParentBlockNotFound`] and
+    /// Errors: [`ErrorKind::InvalidArgument`] (an event Dynamo's router
+    /// refuses: an unknown storage tier, an unsupported residency domain, a
+    /// cache owner's store or removal on the device tier; nothing changed,
+    /// the library was not called); [`ErrorKind::ParentBlockNotFound`] and
     /// [`ErrorKind::InvalidBlockSequence`] (nothing changed);
     /// [`ErrorKind::BlockNotFound`] (exact mode: some removed hashes were
     /// unknown, the known ones were removed); [`ErrorKind::CapacityExhausted`]
@@ -174,6 +182,21 @@ impl Indexer {
     /// [`MAX_BLOCKS`](crate::MAX_BLOCKS) blocks). A duplicate store is not
     /// an error.
     pub fn apply_event(&self, event: &RouterEvent) -> Result<()> {
+        match event.targets_primary() {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(why) => {
+                return Err(Error::unsupported_event(format!(
+                    "apply_event: {why} (member {}/{}, event {}, storage_tier {}, residency_domain {}): \
+                     Dynamo's router refuses the event; nothing changed",
+                    event.worker_id,
+                    event.event.dp_rank,
+                    event.event.event_id,
+                    event.storage_tier.as_str(),
+                    event.residency_domain.map_or("absent", |d| d.as_str()),
+                )))
+            }
+        }
         let (worker, rank, id) = (event.worker_id, event.event.dp_rank, event.event.event_id);
         match &event.event.data {
             KvCacheEventData::Stored(store) => {
@@ -213,7 +236,10 @@ impl Indexer {
     /// apply_stored_tokens applies a stored event whose tokens hashes the
     /// library computes from the blocks' token ids the Dynamo way
     /// (goindex_insert_tokens): block i is `tokens[i*bs .. (i+1)*bs]`, salted
-    /// by `salt`; tokens past the last block are ignored.
+    /// by `salt`; tokens past the last block are ignored. It takes no tier
+    /// or residency domain: pass only stores for the primary index (an
+    /// engine's `medium` GPU or DEVICE, which Dynamo maps to the device
+    /// tier; see [`RouterEvent::targets_primary`]).
     ///
     /// Errors: as [`Indexer::apply_event`], and
     /// [`ErrorKind::InvalidArgument`] when `tokens` is shorter than

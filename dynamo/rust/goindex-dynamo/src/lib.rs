@@ -16,6 +16,19 @@
 //! descendants of that block, and re-storing only the removed block does
 //! not revive them). `dynamo-compat` §3 is the full model.
 //!
+//! The index is Dynamo's *primary* index: the device-tier blocks each
+//! worker owns. A [`RouterEvent`] carries Dynamo's `storage_tier`
+//! ([`StorageTier`], device when the wire has none) and `residency_domain`
+//! ([`ResidencyDomain`], `None` when omitted), and
+//! [`RouterEvent::targets_primary`] applies Dynamo's rule, the same as the
+//! Go side's `dynamo.RouterEvent.TargetsPrimary`: stores and removals count
+//! when worker-owned and on the device tier; a clear counts unless it names
+//! the cache-owner domain; an unknown tier or an unsupported domain is
+//! refused. [`Indexer::apply_event`] skips the events for other indexes and
+//! refuses the unsupported ones, so Dynamo's events can be forwarded as
+//! published. [`RouterEvent::new`] makes a legacy event (device tier, no
+//! domain), which always counts.
+//!
 //! ```
 //! use goindex_dynamo::*;
 //!
@@ -109,6 +122,8 @@
 //! - `tests/scenarios.rs`: the `dynamo-compat` §3.5 scenarios, the shrunk-5
 //!   and six-event regressions, hash vectors, stats and score.
 //! - `tests/errors.rs`: every error path safe Rust can reach.
+//! - `tests/primary.rs`: which events reach the index, against the table
+//!   the Go side shares (dynamo/testdata/targets_primary.txt).
 //! - `tests/concurrency.rs`: probes on several threads while one applies
 //!   events.
 //! - `tests/differential.rs`: random event streams against a model of the
@@ -123,7 +138,11 @@
 //! §3.5 row the ABI can express gives Dynamo's scores (rows needing a dump
 //! are out of reach), the library's hashes match the spec's vectors, and
 //! every error path is reported with its kind and detail, including a
-//! handle closed underneath. Probes on four threads while one thread
+//! handle closed underneath. [`RouterEvent::targets_primary`] gives the
+//! shared table's answer (the one the Go side is tested against) for every
+//! tier × residency domain × kind, and [`Indexer::apply_event`] applies
+//! exactly those events, skips or refuses the others and changes nothing
+//! for them, in exact and ckf mode. Probes on four threads while one thread
 //! applies events always return a score between what was surely stored and
 //! what may have been. Over seeded random streams (`GOINDEX_SEED`,
 //! `GOINDEX_SEEDS`, `GOINDEX_STEPS`) exact mode scores exactly the model's
@@ -140,7 +159,8 @@ mod sys;
 pub use error::{Error, ErrorKind, Result};
 pub use event::{
     DpRank, ExternalSequenceBlockHash, KvCacheEvent, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData,
-    KvCacheStoredBlockData, LocalBlockHash, OverlapScores, RouterEvent, WorkerId, WorkerWithDpRank,
+    KvCacheStoredBlockData, LocalBlockHash, OverlapScores, ResidencyDomain, RouterEvent, StorageTier, UnsupportedEvent,
+    WorkerId, WorkerWithDpRank,
 };
 pub use indexer::{abi_version, Counts, Indexer, Mode, Salt, Stats};
 pub use score::{Candidate, Load, Policy, ScoreRequest, ScoreResult};
