@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -33,30 +32,18 @@ func sourceKey(scope dynamo.Scope, pub uint64) string {
 		"/topic/kv-events/" + strconv.FormatUint(pub, 16)
 }
 
-// sources returns the live set's KV sources as "worker/rank/publisher".
-func (c *collector) sources() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, p := range c.set {
-		if p.KVSource {
-			out = append(out, fmt.Sprintf("%x/%d/%x", p.WorkerID, p.DPRank, p.PublisherID))
-		}
+// sourceLabel names a KV source record "worker/rank/publisher".
+func sourceLabel(p Publisher) string {
+	if !p.KVSource {
+		return ""
 	}
-	slices.Sort(out)
-	return out
+	return fmt.Sprintf("%x/%d/%x", p.WorkerID, p.DPRank, p.PublisherID)
 }
 
 // waitSources polls until the live KV sources are want (sorted).
 func (c *collector) waitSources(t *testing.T, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !slices.Equal(c.sources(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("sources = %q, want %q", c.sources(), want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	c.waitLabels(t, "sources", sourceLabel, want...)
 }
 
 func TestParseKVSource_EveryPlausibleForm(t *testing.T) {
@@ -155,7 +142,7 @@ func TestEtcd_FollowsKVSources(t *testing.T) {
 	go func() { done2 <- ew.Watch(wctx2, cw.add) }()
 	defer func() { stop2(); <-done2 }()
 	cw.waitWorkers(t, 0x22)
-	if got := cw.sources(); len(got) != 0 {
+	if got := cw.labels(sourceLabel); len(got) != 0 {
 		t.Errorf("following workers, sources = %q, want none", got)
 	}
 }

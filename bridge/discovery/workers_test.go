@@ -28,30 +28,50 @@ func instanceValue(scope dynamo.Scope, id uint64) string {
 		`"transport":{"tcp":"10.0.0.9:9000/generate"}}`, scope.Component, scope.Endpoint, scope.Namespace, id)
 }
 
-// workers returns the worker ids of the live set, sorted.
-func (c *collector) workers() []uint64 {
+// labels returns, sorted, label's name of every publisher of the live set
+// it names ("" skips one).
+func (c *collector) labels(label func(Publisher) string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var ids []uint64
+	var out []string
 	for _, p := range c.set {
-		if p.Worker {
-			ids = append(ids, p.WorkerID)
+		if l := label(p); l != "" {
+			out = append(out, l)
 		}
 	}
-	slices.Sort(ids)
-	return ids
+	slices.Sort(out)
+	return out
 }
 
-// waitWorkers polls until the live workers are want (sorted).
-func (c *collector) waitWorkers(t *testing.T, want ...uint64) {
+// waitLabels polls until the live set's labels are want (sorted).
+func (c *collector) waitLabels(t *testing.T, what string, label func(Publisher) string, want ...string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for !slices.Equal(c.workers(), want) {
+	for !slices.Equal(c.labels(label), want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("workers = %#x, want %#x", c.workers(), want)
+			t.Fatalf("%s = %q, want %q", what, c.labels(label), want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// workerLabel names a worker record by its id in hex.
+func workerLabel(p Publisher) string {
+	if !p.Worker {
+		return ""
+	}
+	return strconv.FormatUint(p.WorkerID, 16)
+}
+
+// waitWorkers polls until the live workers are want.
+func (c *collector) waitWorkers(t *testing.T, want ...uint64) {
+	t.Helper()
+	labels := make([]string, len(want))
+	for i, id := range want {
+		labels[i] = strconv.FormatUint(id, 16)
+	}
+	slices.Sort(labels)
+	c.waitLabels(t, "workers", workerLabel, labels...)
 }
 
 // TestEtcd_WorkersFollowTheEndpointsInstances follows, as broker mode does,
@@ -95,8 +115,8 @@ func TestEtcd_WorkersFollowTheEndpointsInstances(t *testing.T) {
 	waitHealth(t, e, false, nil)
 	srv.Restart()
 	waitHealth(t, e, true, nil)
-	if got := c.workers(); !slices.Equal(got, []uint64{0x11, 34, 0x23}) {
-		t.Errorf("workers after an etcd outage = %#x, want all three kept", got)
+	if got := c.labels(workerLabel); !slices.Equal(got, []string{"11", "22", "23"}) {
+		t.Errorf("workers after an etcd outage = %q, want all three kept", got)
 	}
 	for _, u := range c.log {
 		if u.Gone {

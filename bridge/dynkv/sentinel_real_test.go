@@ -49,6 +49,19 @@ func startRedis(t *testing.T, addr, conf string, args ...string) {
 	}
 }
 
+// startSentinels runs Debian's redis-server as a primary and as a
+// Sentinel monitoring it under name (quorum 1, no replicas: as dynkv
+// presents itself), and dynkv with the same primary name; it returns the
+// real Sentinel's address and dynkv's.
+func startSentinels(t *testing.T, name string) (realAddr, ours string) {
+	t.Helper()
+	primary, sentinelPort := freePort(t), freePort(t)
+	startRedis(t, fmt.Sprintf("127.0.0.1:%d", primary), "", "--port", strconv.Itoa(primary), "--bind", "127.0.0.1")
+	realAddr = fmt.Sprintf("127.0.0.1:%d", sentinelPort)
+	startRedis(t, realAddr, fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\n", sentinelPort, name, primary), "--sentinel")
+	return realAddr, startServer(t, Config{SentinelMaster: name}).Addr().String()
+}
+
 // freePort returns a loopback TCP port nothing listens on now.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -141,11 +154,7 @@ func (n respNode) shape(all bool) string {
 // ids and times by type only.
 func TestSentinel_RepliesMatchARealSentinel(t *testing.T) {
 	const name = "mymaster"
-	primary, sentinelPort := freePort(t), freePort(t)
-	startRedis(t, fmt.Sprintf("127.0.0.1:%d", primary), "", "--port", strconv.Itoa(primary), "--bind", "127.0.0.1")
-	realAddr := fmt.Sprintf("127.0.0.1:%d", sentinelPort)
-	startRedis(t, realAddr, fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\n", sentinelPort, name, primary), "--sentinel")
-	ours := startServer(t, Config{SentinelMaster: name}).Addr().String()
+	realAddr, ours := startSentinels(t, name)
 
 	queries := []struct {
 		args []string
@@ -206,11 +215,7 @@ func TestSentinel_RepliesMatchARealSentinel(t *testing.T) {
 // Nothing is published on either (no failover happens).
 func TestSentinel_SubscriptionsMatchARealSentinel(t *testing.T) {
 	const name = "mymaster"
-	primary, sentinelPort := freePort(t), freePort(t)
-	startRedis(t, fmt.Sprintf("127.0.0.1:%d", primary), "", "--port", strconv.Itoa(primary), "--bind", "127.0.0.1")
-	realAddr := fmt.Sprintf("127.0.0.1:%d", sentinelPort)
-	startRedis(t, realAddr, fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\n", sentinelPort, name, primary), "--sentinel")
-	ours := startServer(t, Config{SentinelMaster: name}).Addr().String()
+	realAddr, ours := startSentinels(t, name)
 
 	session := []struct {
 		args    []string
