@@ -48,6 +48,18 @@
  * selector plugin symbol (dynamo_worker_selector_plugin_v1, at the end of this
  * header); load only one Go-built shared library into a host process, and do
  * not fork after loading.
+ *
+ * Signals: loading the library installs the Go runtime's handlers for
+ * SIGSEGV, SIGBUS, SIGFPE, SIGPIPE and SIGURG (its preemption signal),
+ * keeping any handler the host installed before and calling it for signals
+ * outside Go code; the library installs no other handler (SIGINT, SIGTERM
+ * and the rest stay the host's). A fault inside a call becomes a Go panic,
+ * which the call's guard turns into GOINDEX_EINTERNAL. A host that
+ * installs a handler for those signals after loading must set SA_ONSTACK
+ * and, for SIGSEGV, SIGBUS and SIGFPE, call the handler it replaced when
+ * the fault is in Go code; one that does not turns such a fault into the
+ * process's death. (Python: enable faulthandler before loading the
+ * library, e.g. python3 -X faulthandler, or not at all.)
  */
 #ifndef GOINDEX_H
 #define GOINDEX_H

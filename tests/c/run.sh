@@ -10,7 +10,8 @@
 #      dlopen as each proposed loader does, one binary per layout:
 #      plugin_row from plugin_row.c, plugin_columns72, plugin_columns96 and
 #      plugin_worker_columns from plugin_columns.c, each with the driver
-#      plugin_host.c);
+#      plugin_host.c) and signals_test.c (the host's signal handlers kept
+#      across dlopen, its own faults still reaching it);
 #   3. the same binaries against a GOEXPERIMENT=cgocheck2 build of the
 #      library (built here into $GOINDEX_BUILD/cgocheck2);
 #   4. only with GOINDEX_BENCH_ABI=1: bench.c next to the Go benchmarks of
@@ -44,7 +45,7 @@ readelf -d "$lib" | grep -q 'Library soname: \[libgoindex.so.1\]' || fail "sonam
 sections=$(readelf -S -W "$lib")
 ! grep -qE '\.debug_|\.symtab' <<<"$sections" || fail "the library keeps debug info or a symbol table"
 
-step="compile abi_test.c, global_test.c, the plugin hosts and bench.c"
+step="compile abi_test.c, global_test.c, the plugin hosts, signals_test.c and bench.c"
 cflags=(-std=c11 -O2 -Wall -Wextra -Werror -pthread -I "$root/include" -I "$here")
 gcc "${cflags[@]}" "$here/abi_test.c" -L "$build" -lgoindex -lm -o "$work/abi_test"
 gcc "${cflags[@]}" "$here/global_test.c" -L "$build" -lgoindex -lm -o "$work/global_test"
@@ -56,6 +57,7 @@ gcc "${hostflags[@]}" -DLAYOUT_COLUMNS72 "$here/plugin_host.c" "$here/plugin_col
 gcc "${hostflags[@]}" -DLAYOUT_COLUMNS96 "$here/plugin_host.c" "$here/plugin_columns.c" -ldl -o "$work/plugin_columns96"
 gcc "${hostflags[@]}" -DLAYOUT_WORKER_COLUMNS "$here/plugin_host.c" "$here/plugin_columns.c" -ldl -o "$work/plugin_worker_columns"
 gcc "${cflags[@]}" "$here/bench.c" -L "$build" -lgoindex -o "$work/bench"
+gcc "${hostflags[@]}" -I "$root/include" "$here/signals_test.c" -ldl -o "$work/signals_test"
 
 step="build the fixture and write the frames script"
 (cd "$root" && go build -o "$work/fixture" ./tests/c/fixture/cmd/fixture)
@@ -77,6 +79,7 @@ run_suite() {
 	for h in "${plugin_hosts[@]}"; do
 		"$work/$h" "$1/libgoindex.so" || fail "$h failed against $1"
 	done
+	"$work/signals_test" "$1/libgoindex.so" || fail "signals_test failed against $1"
 }
 
 step="abi_test against the library"
