@@ -123,7 +123,7 @@ func readResp(r *bufio.Reader) (respNode, error) {
 // sentinelVolatile are the fields of a primary's SENTINEL MASTER entry
 // whose values differ between two Sentinels by nature (addresses, run
 // ids, times); their values are compared by type only.
-var sentinelVolatile = map[string]bool{"ip": true, "port": true, "runid": true, "last-ping-sent": true, "last-ok-ping-reply": true,
+var sentinelVolatile = map[string]bool{"ip": true, "port": true, "runid": true, "link-pending-commands": true, "last-ping-sent": true, "last-ok-ping-reply": true,
 	"last-ping-reply": true, "info-refresh": true, "role-reported-time": true}
 
 // shape prints a reply with the values that differ by nature blanked:
