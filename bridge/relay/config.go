@@ -166,8 +166,10 @@ type Config struct {
 	// PublishTimeout bounds one JetStream publish or store; optional;
 	// default: 5s.
 	PublishTimeout time.Duration
-	// RetryEvery is how often a fenced pool retries storing a snapshot;
-	// optional; default: 250ms.
+	// RetryEvery is how soon a fenced pool retries storing a snapshot,
+	// and a failed heartbeat or snapshot refresh is tried again; each
+	// further failure in a row doubles the wait, up to 10 s. Optional;
+	// default: 250ms.
 	RetryEvery time.Duration
 	// Throughput model figures copied into load reports (relayproto
 	// LoadReport units; 0: not measured) and the per-worker capacity used

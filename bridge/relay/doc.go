@@ -94,9 +94,15 @@
 // newer owner means this relay was superseded and the pool stops
 // (ErrSuperseded): two producers of one pool are fenced, never merged.
 // After an uncertain publish (NATS restart, timeout) the publisher is
-// fenced and the pool retries, every RetryEvery, to re-read the log
-// position and store a new snapshot (publish burns the uncertain
-// sequences), dropping batches meanwhile (the snapshot covers them). A
+// fenced and the pool retries to re-read the log position and store a new
+// snapshot (publish burns the uncertain sequences), dropping batches
+// meanwhile (the snapshot covers them). JetStream writes run on the pool's
+// goroutine, so none is tried while the NATS connection is down (it fails
+// at once and fences), and failing ones (the recovery, heartbeats, a
+// snapshot refresh) are spaced from RetryEvery doubling to 10 s: the
+// intake goes on through an outage at full speed instead of waiting out a
+// PublishTimeout on every tick, which used to overflow the workers'
+// sockets and lose their events. A
 // producer fenced by an invariant violation is rebuilt empty as the next
 // layout generation.
 //
@@ -218,7 +224,9 @@
 // that a router's ActiveLoad (no kv_used_blocks) holds nothing, that a
 // followed NATS publisher outlasts made-up ones in the pool's publisher
 // table, that a relay started before its NATS server waits
-// for it and then sets its pools up, that a graceful stop
+// for it and then sets its pools up, that a pool takes every event of a
+// worker while its NATS server is down and recovers with a snapshot
+// holding them once it is back, that a graceful stop
 // ends the log with a drain marker, that a restart takes a larger
 // incarnation and stores an empty snapshot (without a checkpoint), that a
 // restart with a checkpoint restores the exact state into its first

@@ -37,6 +37,9 @@ var (
 	// ErrCheckpointVersion reports a checkpoint of another layout version
 	// (it wraps ErrCheckpoint).
 	ErrCheckpointVersion = fmt.Errorf("%w: another version", ErrCheckpoint)
+	// errNATSDown reports a JetStream call not made because the NATS
+	// connection is down (the pool fences and recovers once it is back).
+	errNATSDown = errors.New("relay: NATS connection down")
 )
 
 // PoolError is a failure of one pool; other pools keep running.

@@ -168,7 +168,36 @@ type pool struct {
 	lastLogWrite time.Time
 	lastLoad     time.Time
 	fenceLogged  bool
+	// logRetry spaces the pool's writes to JetStream that keep failing
+	// (the recovery of a fenced pool, a snapshot refresh, heartbeats):
+	// each failed one may have waited PublishTimeout on this goroutine,
+	// so retrying on every tick would leave the intake stalled.
+	logRetry backoff
 }
+
+// backoff spaces the attempts at something that keeps failing: after each
+// failure the wait doubles, from the first to the cap; a success resets
+// it.
+type backoff struct {
+	next time.Time
+	wait time.Duration
+}
+
+// maxLogRetry caps the wait between a failing pool's JetStream writes.
+const maxLogRetry = 10 * time.Second
+
+// ready reports whether an attempt may be made at now.
+func (b *backoff) ready(now time.Time) bool { return !now.Before(b.next) }
+
+// failed records a failed attempt at now: the next waits first, then
+// twice as long as the last, up to most.
+func (b *backoff) failed(now time.Time, first, most time.Duration) {
+	b.wait = min(max(2*b.wait, first), most)
+	b.next = now.Add(b.wait)
+}
+
+// succeeded records a successful attempt: the next failure waits first.
+func (b *backoff) succeeded() { *b = backoff{} }
 
 func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 	n, err := ckf.BucketCount(cfg.ExpectedBlocks)
@@ -242,7 +271,7 @@ func (p *pool) setup(ctx context.Context) error {
 	}
 	p.log = p.log.With("incarnation", incarnation)
 	p.dlog = &deltaLog{ctx: p.r.base, js: js, subject: p.names.DeltaSubject(), timeout: c.PublishTimeout, wire: p.wire,
-		sent: p.watchers.sent}
+		sent: p.watchers.sent, up: c.Conn.IsConnected}
 	if err := p.dlog.resync(p.stream); err != nil {
 		return err
 	}
@@ -923,25 +952,34 @@ func (p *pool) snapshot() error {
 func (p *pool) periodic(now time.Time) error {
 	c := &p.r.cfg
 	if p.pub.Status().Fence != publish.FenceNone {
+		if !p.logRetry.ready(now) {
+			return nil
+		}
 		if p.dlog.conflict {
 			if owner, err := p.owner(); err == nil && owner != p.id.Incarnation {
 				return p.fenced(ErrSuperseded)
 			}
 		}
 		if err := p.dlog.resync(p.stream); err != nil {
+			p.logRetry.failed(now, c.RetryEvery, maxLogRetry)
 			return nil
 		}
 		if err := p.snapshot(); err != nil {
+			p.logRetry.failed(now, c.RetryEvery, maxLogRetry)
 			return nil
 		}
+		p.logRetry.succeeded()
 		p.log.Info("recovered with a snapshot", "sequence", p.snaps.stored)
 	}
-	if now.Sub(p.lastLogWrite) >= c.HeartbeatEvery {
+	if now.Sub(p.lastLogWrite) >= c.HeartbeatEvery && p.logRetry.ready(now) {
 		err := p.dlog.Send(p.pub.Heartbeat())
 		switch {
 		case err == nil:
 			p.lastLogWrite = now
-		case p.dlog.conflict:
+			p.logRetry.succeeded()
+		case !p.dlog.conflict:
+			p.logRetry.failed(now, c.RetryEvery, maxLogRetry)
+		default:
 			// Someone else wrote the log: a newer relay (stop), or our own
 			// uncertain publish that landed late (resync and go on).
 			if err := p.fenced(err); err != nil {
@@ -962,9 +1000,10 @@ func (p *pool) periodic(now time.Time) error {
 		p.lastLoad = now
 		p.reportLoad(now)
 	}
-	if p.sinceSnap > 0 && now.Sub(p.snaps.storedAt) >= c.SnapshotEvery {
+	if p.sinceSnap > 0 && now.Sub(p.snaps.storedAt) >= c.SnapshotEvery && p.logRetry.ready(now) {
 		if err := p.snapshot(); err != nil {
 			p.log.Warn("snapshot refresh failed", "err", err)
+			p.logRetry.failed(now, c.RetryEvery, maxLogRetry)
 		}
 	}
 	p.publishInfo()

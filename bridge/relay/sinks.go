@@ -37,9 +37,13 @@ type deltaLog struct {
 	js      jetstream.JetStream
 	subject string
 	timeout time.Duration
-	last    uint64 // stream sequence of the last message this relay knows is in the log
-	buf     []byte
-	wire    *WireStats
+	// up reports whether the NATS connection is up: while it is not, a
+	// send or a resync fails at once (errNATSDown) instead of waiting out
+	// its timeout on the pool's goroutine, which would stall the intake.
+	up   func() bool
+	last uint64 // stream sequence of the last message this relay knows is in the log
+	buf  []byte
+	wire *WireStats
 	// sent sees every message the log took (the pool's watches).
 	sent func(relayproto.Message)
 	// conflict is set when a publish found another writer's messages.
@@ -75,6 +79,9 @@ func (l *deltaLog) Send(m relayproto.Message) error {
 		return err
 	}
 	l.buf = b
+	if !l.up() {
+		return fmt.Errorf("publish %v to %s: %w", m.Type(), l.subject, errNATSDown)
+	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
 	defer cancel()
 	ack, err := l.js.Publish(ctx, l.subject, b, jetstream.WithExpectLastSequence(l.last))
@@ -93,6 +100,9 @@ func (l *deltaLog) Send(m relayproto.Message) error {
 
 // resync reads the stream's last sequence (after an uncertain publish).
 func (l *deltaLog) resync(stream jetstream.Stream) error {
+	if !l.up() {
+		return fmt.Errorf("stream info: %w", errNATSDown)
+	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
 	defer cancel()
 	info, err := stream.Info(ctx)
@@ -138,6 +148,9 @@ func (s *snapshotStore) Send(m relayproto.Message) error {
 	s.chunks++
 	if snap.Offset+uint64(len(snap.Words)) < s.buckets {
 		return nil
+	}
+	if !s.log.up() {
+		return fmt.Errorf("store snapshot %d: %w", snap.Sequence, errNATSDown)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 	defer cancel()

@@ -1,0 +1,100 @@
+package relay
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/goindex/goindex/bridge/natslink/natstest"
+	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/relayproto/publish"
+)
+
+// waitStatus polls the pool's status until ok holds, or fails the test
+// after 30 s naming what it waited for.
+func waitStatus(t *testing.T, r *Relay, what string, ok func(PoolStatus) bool) PoolStatus {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := poolStatus(t, r)
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after 30 s; intake %+v, publisher %+v", what, st.Intake, st.Publisher)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRelay_IntakeGoesOnWhileNATSIsDown stops the relay's NATS server
+// while a worker keeps storing: every one of 3,000 events is taken while
+// NATS is down (the pool fences instead of waiting out a JetStream
+// timeout on its goroutine for every write, which starved the intake to a
+// few events a second, so that the workers' sockets overflowed and their
+// events were lost), and once the server is back the pool recovers with a
+// snapshot holding them all.
+func TestRelay_IntakeGoesOnWhileNATSIsDown(t *testing.T) {
+	srv, nc := natstest.Start(t)
+	f := newMsgFeed()
+	cfg := testConfig(nc)
+	cfg.Pools[0].Feeds = []Feed{f}
+	run := startRelay(t, cfg)
+	src := &Source{Scope: testScope, PublisherID: 0x11, ReportsGone: true, Name: "worker 1"}
+	const n = 3000
+	msgs := make([]Message, n)
+	for i := range msgs {
+		msgs[i] = planeMsg(t, src, dynamo.EventTopic, storeEnvelope(t, 1, 0x11, uint64(i+1), kv.Stored, uint64(0x1000+i)))
+	}
+	f.msgs <- msgs[0]
+	settle(t, run.r, f)
+	srv.NATS().Shutdown()
+	srv.NATS().WaitForShutdown()
+	for nc.IsConnected() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	go func() {
+		for _, m := range msgs[1:] {
+			f.msgs <- m
+		}
+	}()
+	st := waitStatus(t, run.r, fmt.Sprintf("all %d events taken with NATS down", n), func(st PoolStatus) bool { return st.Intake.Events >= n })
+	if st.Producer.TrackedBlocks != n {
+		t.Errorf("tracked blocks with NATS down = %d, want %d", st.Producer.TrackedBlocks, n)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatalf("restart nats: %v", err)
+	}
+	before := st.Snapshots
+	st = waitStatus(t, run.r, "recovery once NATS is back", func(st PoolStatus) bool {
+		return st.Publisher.Fence == publish.FenceNone && st.Snapshots > before
+	})
+	if st.Producer.TrackedBlocks != n || st.Intake.Events != n {
+		t.Errorf("after the recovery: %d tracked blocks, %d events; want %d and %d", st.Producer.TrackedBlocks, st.Intake.Events, n, n)
+	}
+}
+
+// TestBackoff_DoublesToItsCapAndResets checks the spacing of a failing
+// pool's JetStream writes.
+func TestBackoff_DoublesToItsCapAndResets(t *testing.T) {
+	var b backoff
+	now := time.Unix(1000, 0)
+	if !b.ready(now) {
+		t.Fatal("a fresh backoff is not ready")
+	}
+	for i, want := range []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 2 * time.Second} {
+		b.failed(now, 250*time.Millisecond, 2*time.Second)
+		if b.ready(now.Add(want-time.Nanosecond)) || !b.ready(now.Add(want)) {
+			t.Errorf("failure %d: ready from %v, want %v", i+1, b.next.Sub(now), want)
+		}
+	}
+	b.succeeded()
+	if !b.ready(now) {
+		t.Error("after a success: not ready")
+	}
+	b.failed(now, 250*time.Millisecond, 2*time.Second)
+	if got := b.next.Sub(now); got != 250*time.Millisecond {
+		t.Errorf("first failure after a success waits %v, want 250ms", got)
+	}
+}
