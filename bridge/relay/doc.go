@@ -102,7 +102,12 @@
 // snapshot refresh) are spaced from RetryEvery doubling to 10 s: the
 // intake goes on through an outage at full speed instead of waiting out a
 // PublishTimeout on every tick, which used to overflow the workers'
-// sockets and lose their events. A
+// sockets and lose their events. While fenced, only the delta log's
+// writes wait: load reports, expiry and checkpoints go on. A publication
+// that falls due takes the messages already queued first (up to the
+// queue's length), so a relay behind its inputs publishes its backlog in
+// a few deltas, each waiting for one acknowledgement, instead of one per
+// BatchEvents events. A
 // producer fenced by an invariant violation is rebuilt empty as the next
 // layout generation.
 //
@@ -226,7 +231,9 @@
 // table, that a relay started before its NATS server waits
 // for it and then sets its pools up, that a pool takes every event of a
 // worker while its NATS server is down and recovers with a snapshot
-// holding them once it is back, that a graceful stop
+// holding them once it is back, that a queued backlog goes out in a few
+// deltas, that load reports go on while the publication is fenced, that a
+// graceful stop
 // ends the log with a drain marker, that a restart takes a larger
 // incarnation and stores an empty snapshot (without a checkpoint), that a
 // restart with a checkpoint restores the exact state into its first

@@ -1,14 +1,18 @@
 package relay
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
 	"github.com/goindex/goindex/goindex/relayproto/publish"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // waitStatus polls the pool's status until ok holds, or fails the test
@@ -96,5 +100,84 @@ func TestBackoff_DoublesToItsCapAndResets(t *testing.T) {
 	b.failed(now, 250*time.Millisecond, 2*time.Second)
 	if got := b.next.Sub(now); got != 250*time.Millisecond {
 		t.Errorf("first failure after a success waits %v, want 250ms", got)
+	}
+}
+
+// TestRelay_BacklogGoesOutInFewDeltas holds the pool's goroutine (as a
+// JetStream acknowledgement slow to come does) while one worker's 3,000
+// stores queue, then lets it go: the backlog is published in a few deltas
+// rather than one every BatchEvents (16) events, each of which would wait
+// for its own acknowledgement, and every store is taken and published.
+func TestRelay_BacklogGoesOutInFewDeltas(t *testing.T) {
+	_, nc := natstest.Start(t)
+	f := newMsgFeed()
+	cfg := testConfig(nc)
+	cfg.Pools[0].Feeds = []Feed{f}
+	run := startRelay(t, cfg)
+	src := &Source{Scope: testScope, PublisherID: 0x11, ReportsGone: true, Name: "worker 1"}
+	const n = 3000
+	msgs := make([]Message, n)
+	for i := range msgs {
+		msgs[i] = planeMsg(t, src, dynamo.EventTopic, storeEnvelope(t, 1, 0x11, uint64(i+1), kv.Stored, uint64(0x1000+i)))
+	}
+	f.msgs <- msgs[0]
+	settle(t, run.r, f)
+	before := poolStatus(t, run.r).Publisher.Deltas
+	hold, held := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = run.r.do(context.Background(), cfg.Pools[0].Domain, func(*pool) { close(held); <-hold })
+	}()
+	<-held
+	for _, m := range msgs[1:] {
+		f.msgs <- m
+	}
+	for len(f.msgs) > 0 { // the feed has handed every message to the pool's queue
+		time.Sleep(time.Millisecond)
+	}
+	close(hold)
+	st := waitStatus(t, run.r, fmt.Sprintf("all %d events taken", n), func(st PoolStatus) bool { return st.Intake.Events >= n })
+	st = waitStatus(t, run.r, "the backlog published", func(st PoolStatus) bool { return st.Producer.TrackedBlocks == n && st.Publisher.Deltas > before })
+	if d := st.Publisher.Deltas - before; d > 8 {
+		t.Errorf("%d queued stores went out in %d deltas; want a few (one per %d events would be %d)", n-1, d, ckf.DefaultBatchEvents, (n-1)/ckf.DefaultBatchEvents)
+	}
+}
+
+// TestRelay_LoadReportsGoOnWhileTheLogIsFenced removes the pool's delta
+// stream under it (a JetStream that fails while core NATS is up): the
+// publication fences and cannot recover, but the load reports, which go
+// out on core NATS, keep coming (a fenced pool used to skip them, so
+// routers saw the DC's load go stale for the whole failure).
+func TestRelay_LoadReportsGoOnWhileTheLogIsFenced(t *testing.T) {
+	_, nc := natstest.Start(t)
+	f := newMsgFeed()
+	cfg := testConfig(nc)
+	cfg.Pools[0].Feeds = []Feed{f}
+	run := startRelay(t, cfg)
+	names := run.r.pools[0].names
+	reports := make(chan struct{}, 1024)
+	sub, err := nc.Subscribe(names.LoadSubject(), func(*nats.Msg) { reports <- struct{}{} })
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	if err := js.DeleteStream(context.Background(), names.Stream()); err != nil {
+		t.Fatalf("delete stream %s: %v", names.Stream(), err)
+	}
+	src := &Source{Scope: testScope, PublisherID: 0x11, ReportsGone: true, Name: "worker 1"}
+	f.msgs <- planeMsg(t, src, dynamo.EventTopic, storeEnvelope(t, 1, 0x11, 1, kv.Stored, 0x101))
+	waitStatus(t, run.r, "the publication fenced", func(st PoolStatus) bool { return st.Publisher.Fence != publish.FenceNone })
+	for len(reports) > 0 {
+		<-reports
+	}
+	for i := range 3 {
+		select {
+		case <-reports:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("load report %d of 3 after the fence: none in 10 s (load every %v)", i+1, cfg.LoadEvery)
+		}
 	}
 }
