@@ -127,6 +127,7 @@
 //	route_requests_total                     counter                     completion requests received
 //	route_load_only_total                    counter                     routed without a hashed prompt
 //	route_tokenizer_errors_total             counter                     tokenizer failures
+//	route_tokenizer_skipped_total            counter                     tokenizer calls skipped, its breaker open
 //	route_failures_total                     counter    reason           rejected, loop, unroutable, upstream, client_gone
 //	route_fallbacks_total                    counter                     DCs skipped after a refused connect or a 502/503/529
 //	route_models_requests_total              counter                     /v1/models forwarded

@@ -28,11 +28,12 @@ type RouteMetrics struct {
 	cached, prompt *prometheus.CounterVec
 	cost           *prometheus.HistogramVec
 
-	requests, loadOnly, tokenizerErrors, failures, fallbacks, models family
-	other, cut, degraded                                             family
-	replicaState, badLanes, integrityFailures, replicaFaults         family
-	attached, generation, heartbeatAge, eligibleDCs                  family
-	lane, laneReady, eligible, rtt, rttAge, loadAge                  family
+	requests, loadOnly, tokenizerErrors, tokenizerSkipped, failures family
+	fallbacks, models                                               family
+	other, cut, degraded                                            family
+	replicaState, badLanes, integrityFailures, replicaFaults        family
+	attached, generation, heartbeatAge, eligibleDCs                 family
+	lane, laneReady, eligible, rtt, rttAge, loadAge                 family
 }
 
 // NewRouteMetrics returns the router's metrics, empty until Observe and
@@ -54,6 +55,8 @@ func NewRouteMetrics() *RouteMetrics {
 		requests:        newFamily(s, "requests_total", "Completion requests received.", counter),
 		loadOnly:        newFamily(s, "load_only_total", "Completion requests routed without a hashed prompt.", counter),
 		tokenizerErrors: newFamily(s, "tokenizer_errors_total", "Tokenizer calls that failed (the request went load-only).", counter),
+		tokenizerSkipped: newFamily(s, "tokenizer_skipped_total", "Text requests routed load-only without calling the tokenizer "+
+			"(its breaker open after failures in a row).", counter),
 		failures: newFamily(s, "failures_total", "Requests the router answered with an error, by reason: rejected (4xx), loop "+
 			"(508), unroutable (no eligible DC, 503), upstream (every DC unreachable or a DC failed, 502/504), client_gone "+
 			"(the client left before a DC answered, 499).", counter, "reason"),
@@ -114,7 +117,7 @@ func (m *RouteMetrics) Attach(rt *route.Router) {
 }
 
 func (m *RouteMetrics) families() []family {
-	return []family{m.requests, m.loadOnly, m.tokenizerErrors, m.failures, m.fallbacks, m.models, m.other, m.cut, m.degraded,
+	return []family{m.requests, m.loadOnly, m.tokenizerErrors, m.tokenizerSkipped, m.failures, m.fallbacks, m.models, m.other, m.cut, m.degraded,
 		m.replicaState, m.badLanes, m.integrityFailures, m.replicaFaults, m.attached,
 		m.generation, m.heartbeatAge, m.eligibleDCs, m.lane, m.laneReady, m.eligible, m.rtt, m.rttAge, m.loadAge}
 }
@@ -144,6 +147,7 @@ func (m *RouteMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.requests.emit(ch, float64(st.Requests))
 	m.loadOnly.emit(ch, float64(st.LoadOnly))
 	m.tokenizerErrors.emit(ch, float64(st.TokenizerErrors))
+	m.tokenizerSkipped.emit(ch, float64(st.TokenizerSkipped))
 	m.failures.emit(ch, float64(st.Rejected), "rejected")
 	m.failures.emit(ch, float64(st.Loops), "loop")
 	m.failures.emit(ch, float64(st.Unroutable), "unroutable")

@@ -34,7 +34,11 @@
 // MaxTokenizerReplyBytes. An HTTP hook is POSTed to and must answer 200; a
 // command gets the request on stdin, writes the reply on stdout and exits
 // 0, one process per call, at most DefaultTokenizerProcesses at once. The
-// hook must tokenize exactly as the engines do, or no hash matches.
+// hook must tokenize exactly as the engines do, or no hash matches. It sits
+// behind a circuit breaker (sony/gobreaker): after 5 failed calls in a row
+// it is not called for 10 s (text goes load-only at once, counted as
+// skipped), then one call decides; a prompt over the limit and a client
+// that left do not count as its failures.
 //
 // Scoring (Decide). The prompt's full blocks are hashed with
 // dynamo.Hasher, chained with kv.AppendChain and searched across the
@@ -168,7 +172,7 @@
 //
 //   - config.go: Config and its defaults, DC, ParseDC, DCID.
 //   - request.go: Endpoint, Request, ParseRequest (the OpenAI body forms).
-//   - tokenizer.go: the Tokenizer hook, its protocol, HTTPTokenizer, CommandTokenizer, DecodeTokenizerReply.
+//   - tokenizer.go: the Tokenizer hook, its protocol, HTTPTokenizer, CommandTokenizer, DecodeTokenizerReply, its breaker.
 //   - replica.go: the replica's follower, the router DCs' lanes per generation, searching them.
 //   - decide.go: Prompt, Choice, Decision, Decide: candidates from lane signals, scoring, fallback order.
 //   - forward.go: the transport, outgoing requests, connect fallback, streaming relay, diagnostic headers.
@@ -208,7 +212,8 @@
 // and followed once rebuilt; bad
 // JSON, wrong shapes, oversize bodies and prompts, wrong methods and paths
 // get clear 4xx; text without a tokenizer routes load-only, and HTTP and
-// command tokenizers make text cache-aware; chat token-id extensions and
+// command tokenizers make text cache-aware, a failing one skipped once its
+// breaker opens; chat token-id extensions and
 // LoRA/namespace salts are hashed; /v1/models, other /v1/ endpoints,
 // /healthz, /health and /readyz behave; a new replica generation is
 // followed, and one without a lane for a router DC is logged naming it

@@ -847,3 +847,45 @@ func TestRoute_WarnsOfDCsWithoutALane(t *testing.T) {
 		t.Errorf("%d warnings after the lanes matched the DCs, want the first one only:\n%s", n, logs.String())
 	}
 }
+
+// TestRoute_FailingTokenizerIsSkippedAfterFailuresInARow has the tokenizer
+// fail every call: after tokenizerTrip failures in a row the router stops
+// calling it (each call would cost a text request its timeout) and routes
+// text load-only at once, every request served; a too-long prompt, the
+// request's fault, does not count towards the breaker.
+func TestRoute_FailingTokenizerIsSkippedAfterFailuresInARow(t *testing.T) {
+	var calls atomic.Int64
+	var long atomic.Bool
+	tok := tokenizeFunc(func(ctx context.Context, in *TokenizeInput) ([]uint32, error) {
+		calls.Add(1)
+		if long.Load() {
+			return nil, fmt.Errorf("%w: 9999999 tokens", ErrTooManyTokens)
+		}
+		return nil, fmt.Errorf("%w: connection refused", ErrTokenizer)
+	})
+	s := setupTwoDCs(t, func(c *Config) { c.Tokenizer = tok })
+	// Refusals for the prompt's length, then the tokenizer's own failures.
+	long.Store(true)
+	for range tokenizerTrip + 1 {
+		if resp, body := s.post([]byte(`{"model":"m","prompt":"a text"}`), nil); resp.StatusCode == 200 {
+			t.Fatalf("a prompt over the limit: status 200 (body %s), want a refusal", body)
+		}
+	}
+	long.Store(false)
+	const requests = 2*tokenizerTrip + 3
+	for i := range requests {
+		resp, body := s.post([]byte(`{"model":"m","prompt":"a text"}`), nil)
+		if resp.StatusCode != 200 || resp.Header.Get(HeaderPolicy) != "load-only" {
+			t.Fatalf("request %d with the tokenizer failing: status %d policy %q (body %s), want 200 load-only",
+				i, resp.StatusCode, resp.Header.Get(HeaderPolicy), body)
+		}
+	}
+	st := s.rt.Stats()
+	if got := calls.Load(); got != tokenizerTrip+1+tokenizerTrip {
+		t.Errorf("tokenizer called %d times, want %d (the refusals, then failures until the breaker opened)", got, 2*tokenizerTrip+1)
+	}
+	if st.TokenizerErrors != tokenizerTrip || st.TokenizerSkipped != requests-tokenizerTrip {
+		t.Errorf("Stats(): %d tokenizer errors, %d skipped; want %d and %d", st.TokenizerErrors, st.TokenizerSkipped,
+			tokenizerTrip, requests-tokenizerTrip)
+	}
+}

@@ -40,6 +40,9 @@ const (
 type Router struct {
 	cfg    Config
 	scorer *score.Scorer
+	// tokenizer is Config.Tokenizer behind its circuit breaker; nil
+	// without one.
+	tokenizer *guardedTokenizer
 	// loadOnly routes prompts that could not be hashed; nil when the
 	// policy does not read the prompt anyway.
 	loadOnly *score.Scorer
@@ -74,6 +77,7 @@ type Router struct {
 // counters are the router's atomic statistics; routed is per DC index.
 type counters struct {
 	requests, loadOnly, tokenizerErrors, rejected, loops   atomic.Uint64
+	tokenizerSkipped                                       atomic.Uint64
 	unroutable, upstreamErrors, fallbacks, modelsForwarded atomic.Uint64
 	otherForwarded, clientGone, cut                        atomic.Uint64
 	routed                                                 []atomic.Uint64
@@ -86,15 +90,18 @@ type Stats struct {
 	Routed          map[string]uint64 `json:"routed"`           // completion requests answered by each DC
 	LoadOnly        uint64            `json:"load_only"`        // routed without a hashed prompt
 	TokenizerErrors uint64            `json:"tokenizer_errors"` // tokenizer calls that failed (then load-only)
-	Rejected        uint64            `json:"rejected"`         // answered 4xx by the router
-	Loops           uint64            `json:"loops"`            // refused for carrying HopHeader
-	Unroutable      uint64            `json:"unroutable"`       // no eligible DC (503)
-	UpstreamErrors  uint64            `json:"upstream_errors"`  // every DC unreachable, or a DC failed (502/504)
-	ClientGone      uint64            `json:"client_gone"`      // clients that left before a DC answered (499)
-	Cut             uint64            `json:"cut"`              // answers cut mid-body: the DC's body failed or went silent (IdleTimeout)
-	Fallbacks       uint64            `json:"fallbacks"`        // DCs skipped after a refused connect or a 502/503/529
-	Models          uint64            `json:"models"`           // /v1/models requests forwarded
-	Other           uint64            `json:"other"`            // other /v1/ requests forwarded (embeddings, responses, ...)
+	// TokenizerSkipped counts text requests routed load-only without
+	// calling the tokenizer: its breaker was open after failures in a row.
+	TokenizerSkipped uint64 `json:"tokenizer_skipped"`
+	Rejected         uint64 `json:"rejected"`        // answered 4xx by the router
+	Loops            uint64 `json:"loops"`           // refused for carrying HopHeader
+	Unroutable       uint64 `json:"unroutable"`      // no eligible DC (503)
+	UpstreamErrors   uint64 `json:"upstream_errors"` // every DC unreachable, or a DC failed (502/504)
+	ClientGone       uint64 `json:"client_gone"`     // clients that left before a DC answered (499)
+	Cut              uint64 `json:"cut"`             // answers cut mid-body: the DC's body failed or went silent (IdleTimeout)
+	Fallbacks        uint64 `json:"fallbacks"`       // DCs skipped after a refused connect or a 502/503/529
+	Models           uint64 `json:"models"`          // /v1/models requests forwarded
+	Other            uint64 `json:"other"`           // other /v1/ requests forwarded (embeddings, responses, ...)
 	// Degraded counts decisions made without fresh signals (fail-open), by
 	// follow.Reason name: replica-missing, replica-damaged, consumer-stale,
 	// signals-stale.
@@ -115,6 +122,9 @@ func New(cfg Config) (*Router, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	rt := &Router{cfg: cfg, scorer: scorer, replica: newReplicaHolder(&cfg), transport: newTransport(&cfg)}
+	if cfg.Tokenizer != nil {
+		rt.tokenizer = newGuardedTokenizer(cfg.Tokenizer, cfg.Logger)
+	}
 	switch scorer.Config().Policy {
 	case score.TTFT, score.PrefixThenLoad, score.Credit:
 		lo := scorer.Config()
@@ -229,7 +239,7 @@ func (rt *Router) Close() error {
 func (rt *Router) Stats() Stats {
 	s := &rt.stats
 	out := Stats{Requests: s.requests.Load(), Routed: map[string]uint64{}, LoadOnly: s.loadOnly.Load(),
-		TokenizerErrors: s.tokenizerErrors.Load(), Rejected: s.rejected.Load(), Loops: s.loops.Load(),
+		TokenizerErrors: s.tokenizerErrors.Load(), TokenizerSkipped: s.tokenizerSkipped.Load(), Rejected: s.rejected.Load(), Loops: s.loops.Load(),
 		Unroutable: s.unroutable.Load(), UpstreamErrors: s.upstreamErrors.Load(), Fallbacks: s.fallbacks.Load(),
 		ClientGone: s.clientGone.Load(), Cut: s.cut.Load(), Models: s.modelsForwarded.Load(), Other: s.otherForwarded.Load()}
 	for i, dc := range rt.cfg.DCs {
@@ -452,19 +462,23 @@ func (rt *Router) prompt(r *http.Request, req *Request) (*Prompt, error) {
 	if p.Namespace == "" && rt.cfg.NamespaceHeader != "" {
 		p.Namespace = r.Header.Get(rt.cfg.NamespaceHeader)
 	}
-	if p.HasTokens || rt.cfg.Tokenizer == nil {
+	if p.HasTokens || rt.tokenizer == nil {
 		return p, nil
 	}
 	in := tokenizeInput(req)
 	if in == nil {
 		return p, nil
 	}
-	ids, err := rt.cfg.Tokenizer.Tokenize(r.Context(), in)
+	ids, err := rt.tokenizer.Tokenize(r.Context(), in)
 	if err == nil && len(ids) > rt.cfg.MaxPromptTokens {
 		err = fmt.Errorf("%w: the text is %d prompt tokens, limit %d", ErrTooManyTokens, len(ids), rt.cfg.MaxPromptTokens)
 	}
 	if errors.Is(err, ErrTooManyTokens) {
 		return nil, err
+	}
+	if errors.Is(err, errTokenizerSkipped) {
+		rt.stats.tokenizerSkipped.Add(1)
+		return p, nil
 	}
 	if err != nil {
 		rt.stats.tokenizerErrors.Add(1)

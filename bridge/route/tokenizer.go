@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/sony/gobreaker/v2"
 )
 
 // Tokenizer limits and defaults.
@@ -243,4 +246,57 @@ func orInt(v, def int) int {
 		return v
 	}
 	return def
+}
+
+// The tokenizer's circuit breaker: after tokenizerTrip failed calls in a
+// row the router stops calling the tokenizer for tokenizerCooldown, then
+// lets one call through, whose success closes the breaker again.
+const (
+	tokenizerTrip     = 5
+	tokenizerCooldown = 10 * time.Second
+)
+
+// errTokenizerSkipped reports a tokenizer call not made: the breaker is
+// open (the request goes load-only at once).
+var errTokenizerSkipped = errors.New("route: tokenizer skipped while failing")
+
+// guardedTokenizer puts a Tokenizer behind a circuit breaker
+// (sony/gobreaker): a tokenizer that is down or hangs would otherwise cost
+// every text request its timeout (2 s by default) before the request went
+// load-only anyway. A prompt over the token limit and a client that left
+// are not the tokenizer's failures and do not count.
+type guardedTokenizer struct {
+	inner Tokenizer
+	cb    *gobreaker.CircuitBreaker[[]uint32]
+}
+
+// newGuardedTokenizer wraps t; log receives the breaker's state changes.
+func newGuardedTokenizer(t Tokenizer, log *slog.Logger) *guardedTokenizer {
+	return &guardedTokenizer{inner: t, cb: gobreaker.NewCircuitBreaker[[]uint32](gobreaker.Settings{
+		Name:        "tokenizer",
+		MaxRequests: 1,
+		Timeout:     tokenizerCooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= tokenizerTrip },
+		IsExcluded: func(err error) bool {
+			return errors.Is(err, ErrTooManyTokens) || errors.Is(err, context.Canceled)
+		},
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				log.Warn("tokenizer failing; text requests go load-only without calling it", "for", tokenizerCooldown,
+					"after_failures_in_a_row", tokenizerTrip)
+				return
+			}
+			log.Info("tokenizer breaker", "from", from.String(), "to", to.String())
+		},
+	})}
+}
+
+// Tokenize implements Tokenizer: the inner tokenizer's answer, or
+// errTokenizerSkipped while the breaker is open.
+func (g *guardedTokenizer) Tokenize(ctx context.Context, in *TokenizeInput) ([]uint32, error) {
+	ids, err := g.cb.Execute(func() ([]uint32, error) { return g.inner.Tokenize(ctx, in) })
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return nil, fmt.Errorf("%w: %w", errTokenizerSkipped, err)
+	}
+	return ids, err
 }
