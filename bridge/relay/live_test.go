@@ -39,7 +39,7 @@ func (f *msgFeed) Run(ctx context.Context, deliver func(Message) bool) error {
 
 // planeMsg is envelope env (on topic, the bare frame-0 topic of direct
 // mode) as a ZMQ event-plane message of src.
-func planeMsg(t *testing.T, src *Source, topic string, env []byte) Message {
+func planeMsg(t testing.TB, src *Source, topic string, env []byte) Message {
 	t.Helper()
 	e, err := dynamo.DecodeEnvelope(env)
 	if err != nil {
@@ -64,7 +64,7 @@ func activeLoadEnvelope(w, pub, kvUsed uint64) []byte {
 // settle delivers a message of one frame and waits until the
 // pool counted it: the pool takes a feed's messages in order, so every
 // message sent before has been handled.
-func settle(t *testing.T, r *Relay, f *msgFeed) {
+func settle(t testing.TB, r *Relay, f *msgFeed) {
 	t.Helper()
 	// The marker is counted as a bad frame: watching Messages instead
 	// would return as soon as the first of the earlier messages was taken.

@@ -33,7 +33,7 @@ type running struct {
 	done chan error
 }
 
-func startRelay(t *testing.T, cfg Config) *running {
+func startRelay(t testing.TB, cfg Config) *running {
 	t.Helper()
 	r, err := New(cfg)
 	if err != nil {
@@ -402,7 +402,7 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 
 // storeEnvelope is an endpoint-scope envelope of publisher pub at seq in
 // which worker w stores blocks (chained from the root) or removes them.
-func storeEnvelope(t *testing.T, w, pub, seq uint64, kind kv.Kind, blocks ...uint64) []byte {
+func storeEnvelope(t testing.TB, w, pub, seq uint64, kind kv.Kind, blocks ...uint64) []byte {
 	t.Helper()
 	ev := dynamo.RouterEvent{WorkerID: w, Event: dynamo.CacheEvent{EventID: seq, Kind: kind}}
 	if kind == kv.Removed {

@@ -29,7 +29,7 @@ func releaseFixture(t *testing.T, name string) []byte {
 }
 
 // poolStatus returns the relay's only pool's status.
-func poolStatus(t *testing.T, r *Relay) PoolStatus {
+func poolStatus(t testing.TB, r *Relay) PoolStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
