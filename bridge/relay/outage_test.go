@@ -32,6 +32,25 @@ func waitStatus(t *testing.T, r *Relay, what string, ok func(PoolStatus) bool) P
 	}
 }
 
+// relayWithStores starts a relay on nc fed by a message feed and returns
+// it with n store messages of worker 1 (sequences 1 to n, a new block
+// each), the first of them taken.
+func relayWithStores(t *testing.T, nc *nats.Conn, n int) (Config, *running, *msgFeed, []Message) {
+	t.Helper()
+	f := newMsgFeed()
+	cfg := testConfig(nc)
+	cfg.Pools[0].Feeds = []Feed{f}
+	run := startRelay(t, cfg)
+	src := &Source{Scope: testScope, PublisherID: 0x11, ReportsGone: true, Name: "worker 1"}
+	msgs := make([]Message, n)
+	for i := range msgs {
+		msgs[i] = planeMsg(t, src, dynamo.EventTopic, storeEnvelope(t, 1, 0x11, uint64(i+1), kv.Stored, uint64(0x1000+i)))
+	}
+	f.msgs <- msgs[0]
+	settle(t, run.r, f)
+	return cfg, run, f, msgs
+}
+
 // TestRelay_IntakeGoesOnWhileNATSIsDown stops the relay's NATS server
 // while a worker keeps storing: every one of 3,000 events is taken while
 // NATS is down (the pool fences instead of waiting out a JetStream
@@ -41,18 +60,8 @@ func waitStatus(t *testing.T, r *Relay, what string, ok func(PoolStatus) bool) P
 // snapshot holding them all.
 func TestRelay_IntakeGoesOnWhileNATSIsDown(t *testing.T) {
 	srv, nc := natstest.Start(t)
-	f := newMsgFeed()
-	cfg := testConfig(nc)
-	cfg.Pools[0].Feeds = []Feed{f}
-	run := startRelay(t, cfg)
-	src := &Source{Scope: testScope, PublisherID: 0x11, ReportsGone: true, Name: "worker 1"}
 	const n = 3000
-	msgs := make([]Message, n)
-	for i := range msgs {
-		msgs[i] = planeMsg(t, src, dynamo.EventTopic, storeEnvelope(t, 1, 0x11, uint64(i+1), kv.Stored, uint64(0x1000+i)))
-	}
-	f.msgs <- msgs[0]
-	settle(t, run.r, f)
+	_, run, f, msgs := relayWithStores(t, nc, n)
 	srv.NATS().Shutdown()
 	srv.NATS().WaitForShutdown()
 	for nc.IsConnected() {
@@ -110,18 +119,8 @@ func TestBackoff_DoublesToItsCapAndResets(t *testing.T) {
 // for its own acknowledgement, and every store is taken and published.
 func TestRelay_BacklogGoesOutInFewDeltas(t *testing.T) {
 	_, nc := natstest.Start(t)
-	f := newMsgFeed()
-	cfg := testConfig(nc)
-	cfg.Pools[0].Feeds = []Feed{f}
-	run := startRelay(t, cfg)
-	src := &Source{Scope: testScope, PublisherID: 0x11, ReportsGone: true, Name: "worker 1"}
 	const n = 3000
-	msgs := make([]Message, n)
-	for i := range msgs {
-		msgs[i] = planeMsg(t, src, dynamo.EventTopic, storeEnvelope(t, 1, 0x11, uint64(i+1), kv.Stored, uint64(0x1000+i)))
-	}
-	f.msgs <- msgs[0]
-	settle(t, run.r, f)
+	cfg, run, f, msgs := relayWithStores(t, nc, n)
 	before := poolStatus(t, run.r).Publisher.Deltas
 	hold, held := make(chan struct{}), make(chan struct{})
 	go func() {
