@@ -90,20 +90,7 @@ func TestKubernetes_ConsumerSidecarSharesShmWithTheFrontend(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Kubernetes: %v", err)
 	}
-	var site *Object
-	for i := range objs {
-		if objs[i].Kind == "Deployment" && objs[i].Metadata.Name == "dynamo-router-site" {
-			site = &objs[i]
-		}
-	}
-	if site == nil {
-		t.Fatal("no Deployment dynamo-router-site")
-	}
-	pod := site.Spec.Template.Spec
-	volumes := map[string]Volume{}
-	for _, v := range pod.Volumes {
-		volumes[v.Name] = v
-	}
+	pod, volumes := routerSitePod(t, objs)
 	containers := map[string]Container{}
 	for _, c := range append(pod.InitContainers, pod.Containers...) {
 		containers[c.Name] = c
@@ -191,4 +178,22 @@ func TestParseUnit_RejectsLinesOutsideTheINIShape(t *testing.T) {
 	if err != nil || len(u.Sections["Service"]["Environment"]) != 2 || u.Value("Service", "Environment") != "B=2" {
 		t.Errorf("parseUnit(two Environment lines) = %+v, %v; want both kept, the last as Value", u, err)
 	}
+}
+
+// routerSitePod returns the pod of the router site's Deployment and its
+// volumes by name.
+func routerSitePod(t *testing.T, objs []Object) (PodSpec, map[string]Volume) {
+	t.Helper()
+	for _, o := range objs {
+		if o.Kind == "Deployment" && o.Metadata.Name == "dynamo-router-site" {
+			pod := o.Spec.Template.Spec
+			volumes := map[string]Volume{}
+			for _, v := range pod.Volumes {
+				volumes[v.Name] = v
+			}
+			return pod, volumes
+		}
+	}
+	t.Fatal("no Deployment dynamo-router-site")
+	return PodSpec{}, nil
 }

@@ -208,23 +208,12 @@ func TestKubernetes_FrontendSelectsTheGoindexScorer(t *testing.T) {
 		t.Fatalf("Kubernetes: %v", err)
 	}
 	configMaps := map[string]map[string]string{}
-	var site *Object
-	for i, o := range objs {
+	for _, o := range objs {
 		if o.Kind == "ConfigMap" {
 			configMaps[o.Metadata.Name] = o.Data
 		}
-		if o.Kind == "Deployment" && o.Metadata.Name == "dynamo-router-site" {
-			site = &objs[i]
-		}
 	}
-	if site == nil {
-		t.Fatal("no Deployment dynamo-router-site")
-	}
-	pod := site.Spec.Template.Spec
-	volumes := map[string]Volume{}
-	for _, v := range pod.Volumes {
-		volumes[v.Name] = v
-	}
+	pod, volumes := routerSitePod(t, objs)
 	var frontend, consumer Container
 	for _, c := range pod.Containers {
 		switch c.Name {

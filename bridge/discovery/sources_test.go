@@ -107,10 +107,7 @@ func TestEtcd_FollowsKVSources(t *testing.T) {
 		t.Fatalf("NewEtcd: %v", err)
 	}
 	c := &collector{set: map[string]Publisher{}}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- e.Watch(wctx, c.add) }()
-	defer func() { stop(); <-done }()
+	startWatch(t, e, c.add, nil)
 	c.waitSources(t, "11/0/a1")
 	c.mu.Lock()
 	ch := c.set[channelKey(testScope, "kv-events", 0xa1)]
@@ -137,10 +134,7 @@ func TestEtcd_FollowsKVSources(t *testing.T) {
 	}
 	cw := &collector{set: map[string]Publisher{}}
 	put(instanceKey(testScope, 0x22), instanceValue(testScope, 0x22), w2)
-	wctx2, stop2 := context.WithCancel(ctx)
-	done2 := make(chan error, 1)
-	go func() { done2 <- ew.Watch(wctx2, cw.add) }()
-	defer func() { stop2(); <-done2 }()
+	startWatch(t, ew, cw.add, nil)
 	cw.waitWorkers(t, 0x22)
 	if got := cw.labels(sourceLabel); len(got) != 0 {
 		t.Errorf("following workers, sources = %q, want none", got)
