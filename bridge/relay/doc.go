@@ -82,7 +82,8 @@
 // the stream sequence of the last log message they reflect: a cold consumer
 // installs the object and reads the log after that position. The stored
 // snapshot is refreshed every SnapshotEvery (when deltas were published) and
-// on request. Heartbeats fill an idle log; a graceful shutdown ends it with
+// on request; the requests that arrive while the loop is busy are answered
+// together by one snapshot taken after all of them. Heartbeats fill an idle log; a graceful shutdown ends it with
 // a drain marker. A PoolConfig.Source stands in for the producer: the same
 // publisher, log and store carry its words, and the pool takes no events
 // (measurements at a scale whose exact state would not fit in memory).
@@ -232,8 +233,8 @@
 // for it and then sets its pools up, that a pool takes every event of a
 // worker while its NATS server is down and recovers with a snapshot
 // holding them once it is back, that a queued backlog goes out in a few
-// deltas, that load reports go on while the publication is fenced, that a
-// graceful stop
+// deltas, that load reports go on while the publication is fenced, that
+// a burst of snapshot requests costs one snapshot, that a graceful stop
 // ends the log with a drain marker, that a restart takes a larger
 // incarnation and stores an empty snapshot (without a checkpoint), that a
 // restart with a checkpoint restores the exact state into its first

@@ -180,3 +180,57 @@ func TestRelay_LoadReportsGoOnWhileTheLogIsFenced(t *testing.T) {
 		}
 	}
 }
+
+// TestRelay_SnapshotRequestsInABurstCostOneSnapshot sends 20 snapshot
+// requests while the pool's goroutine is held (every router site's lane
+// asking after a relay restart): each is answered, and the pool stores
+// one snapshot for them, not one each (each would stall its intake for
+// the snapshot's encoding and store). A request after them gets a
+// snapshot of its own.
+func TestRelay_SnapshotRequestsInABurstCostOneSnapshot(t *testing.T) {
+	_, nc := natstest.Start(t)
+	_, run, _, _ := relayWithStores(t, nc, 1)
+	subject := run.r.pools[0].names.SnapshotSubject()
+	before := poolStatus(t, run.r).Snapshots
+	hold, held := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = run.r.do(context.Background(), run.r.pools[0].cfg.Domain, func(*pool) { close(held); <-hold })
+	}()
+	<-held
+	const requests = 20
+	answered := make(chan error, requests)
+	for range requests {
+		go func() {
+			_, err := nc.Request(subject, nil, 20*time.Second)
+			answered <- err
+		}()
+	}
+	p := run.r.pools[0]
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.snapReqMu.Lock()
+		queued := len(p.snapReqs)
+		p.snapReqMu.Unlock()
+		if queued == requests {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d snapshot requests queued behind the hold after 20 s", queued, requests)
+		}
+	}
+	close(hold)
+	for range requests {
+		if err := <-answered; err != nil {
+			t.Fatalf("snapshot request: %v", err)
+		}
+	}
+	if got := poolStatus(t, run.r).Snapshots - before; got != 1 {
+		t.Errorf("%d snapshot requests in a burst stored %d snapshots, want 1", requests, got)
+	}
+	mid := poolStatus(t, run.r).Snapshots
+	if _, err := nc.Request(subject, nil, 20*time.Second); err != nil {
+		t.Fatalf("snapshot request after the burst: %v", err)
+	}
+	if got := poolStatus(t, run.r).Snapshots - mid; got != 1 {
+		t.Errorf("a request after the burst stored %d snapshots, want 1", got)
+	}
+}

@@ -168,6 +168,11 @@ type pool struct {
 	lastLogWrite time.Time
 	lastLoad     time.Time
 	fenceLogged  bool
+	// snapReqs are the snapshot requests waiting for the loop, answered
+	// together by one snapshot (snapReqMu guards them: NATS callbacks
+	// add to them).
+	snapReqMu sync.Mutex
+	snapReqs  []*nats.Msg
 	// logRetry spaces the pool's writes to JetStream that keep failing
 	// (the recovery of a fenced pool, a snapshot refresh, heartbeats):
 	// each failed one may have waited PublishTimeout on this goroutine,
@@ -485,21 +490,51 @@ func (p *pool) respondInfo(m *nats.Msg) {
 	_ = m.Respond(b)
 }
 
+// maxSnapshotRequests bounds the snapshot requests waiting for one
+// snapshot; past it a request gets no answer (its requester times out and
+// asks again).
+const maxSnapshotRequests = 4096
+
 // requestSnapshot hands a snapshot request to the loop, which stores a
-// fresh snapshot and replies with the new Info.
+// fresh snapshot and replies with the new Info. The requests that arrive
+// before the loop takes them are answered by one snapshot, taken after all
+// of them arrived: a burst (every router site's lane asking after a relay
+// restart) costs the pool one snapshot's stall, not one each.
 func (p *pool) requestSnapshot(m *nats.Msg) {
+	p.snapReqMu.Lock()
+	if len(p.snapReqs) >= maxSnapshotRequests {
+		p.snapReqMu.Unlock()
+		return
+	}
+	p.snapReqs = append(p.snapReqs, m)
+	first := len(p.snapReqs) == 1
+	p.snapReqMu.Unlock()
+	if !first {
+		return // the loop's next snapshot answers it too
+	}
 	fn := func() {
+		p.snapReqMu.Lock()
+		reqs := p.snapReqs
+		p.snapReqs = nil
+		p.snapReqMu.Unlock()
 		p.passForeignWrites()
 		if err := p.snapshot(); err != nil {
-			p.log.Warn("requested snapshot failed", "err", err)
+			p.log.Warn("requested snapshot failed", "err", err, "requests", len(reqs))
 			return
 		}
-		p.respondInfo(m)
+		for _, m := range reqs {
+			p.respondInfo(m)
+		}
 	}
-	select {
-	case p.req <- fn:
-	case <-p.r.stop:
-	}
+	// Not from this callback: NATS runs a subscription's callbacks one
+	// at a time, and the requests behind this one must join the batch
+	// while the loop is busy.
+	go func() {
+		select {
+		case p.req <- fn:
+		case <-p.r.stop:
+		}
+	}()
 }
 
 // passForeignWrites moves the log position the next snapshot reflects past
