@@ -123,6 +123,13 @@ func TestRelay_KvRelayListenServesConsumeUpstreamRelays(t *testing.T) {
 		}
 		return nil
 	})
+	// Events after both lanes follow the relay reach them as deltas (the
+	// 200 may have gone out in one delta before the gRPC lane subscribed,
+	// then its snapshot held them all).
+	publishEvents(20)
+	if more := same("20 more events"); more.Installed <= before.Installed {
+		t.Errorf("after 20 more events the lanes are at %d, want past %d", more.Installed, before.Installed)
+	}
 	// The upstream lane's metrics read as a native lane's.
 	relaytest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		body, err := scrape(metricsURL)
