@@ -154,7 +154,8 @@
 // and gc_oversized, GC replies call by call as derived from the module's
 // source; admission_test.go: admission and its expiry order;
 // sentinel_test.go: go-redis's Sentinel-backed client reaching the index,
-// each SENTINEL reply as its SentinelClient parses it;
+// each SENTINEL reply as its SentinelClient parses it, the subscription
+// bound, FuzzSentinelCommands;
 // sentinel_real_test.go: every SENTINEL query's reply against Debian's
 // redis-server running as a Sentinel of one primary (types, field names
 // and order, errors byte for byte; addresses, ids and times by type), and

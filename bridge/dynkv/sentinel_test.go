@@ -1,6 +1,7 @@
 package dynkv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -144,4 +145,48 @@ func TestSentinel_SubscriptionsAreBoundedAndSentinelOnly(t *testing.T) {
 	if got := exchangeRaw(t, plain, respCommand("SUBSCRIBE", "x"), len(unknown)); got != unknown {
 		t.Errorf("SUBSCRIBE to a server that is no Sentinel = %q, want %q", got, unknown)
 	}
+}
+
+// FuzzSentinelCommands runs a session of commands (one a line, its
+// arguments split at NUL bytes) on a fresh connection of a server started
+// as a Sentinel: nothing panics, the connection's subscriptions stay
+// within maxSubscriptions, and while it is subscribed every command but
+// the subscription commands, PING, RESET and those of the handshake is
+// refused.
+func FuzzSentinelCommands(f *testing.F) {
+	s, err := NewServer(Config{Addr: "127.0.0.1:0", SentinelMaster: "m"})
+	if err != nil {
+		f.Fatalf("NewServer: %v", err)
+	}
+	f.Cleanup(func() { s.Close() })
+	for _, seed := range []string{"SUBSCRIBE\x00a\x00b\nPING\x00hi\nGET\x00k\nUNSUBSCRIBE\nPING", "PSUBSCRIBE\x00*\nSENTINEL\x00MYID\nPUNSUBSCRIBE\x00x",
+		"SENTINEL\x00MASTERS\nSENTINEL\x00GET-MASTER-ADDR-BY-NAME\x00m\nSENTINEL\x00MYID\x00x", "SUBSCRIBE\x00a\nRESET\nSUBSCRIBE"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st := &connState{authed: true, local: "127.0.0.1:6379"}
+		for _, line := range bytes.SplitN(b, []byte{'\n'}, 32) {
+			if len(line) == 0 {
+				continue
+			}
+			args := bytes.SplitN(line, []byte{0}, 16)
+			name := strings.ToUpper(string(args[0]))
+			switch name {
+			case "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "FLUSHALL", "FLUSHDB", "DEL", "UNLINK":
+				continue // not on the shared server's data
+			}
+			subscribed := st.sub.count() > 0
+			r, _ := s.exec(st, args)
+			if n := st.sub.count(); n > maxSubscriptions {
+				t.Fatalf("%q left %d subscriptions, bound %d", args, n, maxSubscriptions)
+			}
+			switch name {
+			case "SUBSCRIBE", "PSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "PING", "RESET", "QUIT", "AUTH", "HELLO":
+			default:
+				if subscribed && (r.kind != replyError || !strings.Contains(r.str, "allowed in this context")) {
+					t.Fatalf("%q while subscribed answered kind %d %q, want the refusal", args, r.kind, r.str)
+				}
+			}
+		}
+	})
 }
