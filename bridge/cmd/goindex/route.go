@@ -83,6 +83,8 @@ Prompts:
   --tokenizer-url URL  POST the request there (a vLLM server's /tokenize works)
   --tokenizer-cmd CMD  run CMD (split on spaces) per request: request on stdin,
                        reply on stdout, exit 0
+  A failed call routes the request load-only; after 5 failures in a row the
+  hook is not called for 10 s (goindex_route_tokenizer_skipped_total).
   --lora-header H, --namespace-header H  headers carrying the LoRA name and
                        cache namespace when the body has no lora_name / cache_salt
   --max-body-bytes N, --max-prompt-tokens N  larger requests get 413
