@@ -285,6 +285,10 @@ func TestFeed_LanesAnswerAsFramesSay(t *testing.T) {
 // retires the mapping, reports the replica Damaged, and follows the file
 // the consumer rebuilds at the path.
 func TestFollower_TruncatedUnderSearchesIsDamagedThenFollowsTheRebuild(t *testing.T) {
+	if raceEnabled {
+		// It runs in every plain build (./build.sh test's go test stage).
+		t.Skip("under -race an atomic load faulting on the truncated file is not recoverable (see raceEnabled)")
+	}
 	for _, keep := range []int64{4096 + 4096, 0} {
 		path := filepath.Join(t.TempDir(), "replica")
 		dcs := []uint64{1, 2, 3}
