@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/bridge/natslink/natstest"
+	"github.com/goindex/goindex/bridge/relay/relaytest"
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
@@ -15,21 +16,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// waitStatus polls the pool's status until ok holds, or fails the test
-// after 30 s naming what it waited for.
+// waitStatus polls the pool's status (relaytest.CheckFor) until ok holds,
+// or fails the test after 30 s naming what it waited for.
 func waitStatus(t *testing.T, r *Relay, what string, ok func(PoolStatus) bool) PoolStatus {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st := poolStatus(t, r)
-		if ok(st) {
-			return st
+	var st PoolStatus
+	relaytest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		if st = poolStatus(t, r); !ok(st) {
+			return fmt.Errorf("%s: intake %+v, publisher %+v", what, st.Intake, st.Publisher)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after 30 s; intake %+v, publisher %+v", what, st.Intake, st.Publisher)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return st
 }
 
 // relayWithStores starts a relay on nc fed by a message feed and returns
