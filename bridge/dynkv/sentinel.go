@@ -175,7 +175,7 @@ func (s *Server) pubsub(st *connState, name string, args [][]byte) reply {
 		return reply{kind: replyArray, array: []reply{bulk([]byte(kind)), bulk(channel), integer(int64(sub.count()))}}
 	}
 	var out []reply
-	if strings.HasPrefix(name, "UN") || strings.HasPrefix(name, "PUN") {
+	if name == "UNSUBSCRIBE" || name == "PUNSUBSCRIBE" {
 		names := args[1:]
 		if len(names) == 0 {
 			for ch := range *set {
