@@ -50,13 +50,14 @@
 // domain digests, the relay's incarnation and layout generation), a
 // subscription is a relay.Watch (the pool's words at its last sequence,
 // copied in the pool's writer loop after the pending window is published,
-// then the deltas and heartbeats its NATS delta log takes, at the same
-// sequences), and its load reports make the load windows, the readiness
-// projection (READY while a worker is live) and the serving load
+// then its deltas and heartbeats, in a publication of their own beside the
+// NATS delta log, so that subscribers are served through the relay's NATS
+// or JetStream outage), and its load reports make the load windows, the
+// readiness projection (READY while a worker is live) and the serving load
 // (COMPLETE once every live worker sent load samples). What a stream
-// cannot carry (a stored snapshot of a new layout generation or past the
-// stream's sequence, the drain marker, a subscriber that fell behind)
-// ends it with the contract's reason, and the subscriber starts over.
+// cannot carry (a rebuilt pool's new layout generation, the drain marker,
+// a subscriber that fell behind) ends it with the contract's reason, and
+// the subscriber starts over.
 //
 // Non-goals: TLS (the contract is plaintext HTTP/2, behind a
 // TLS-terminating proxy); model load from frontends (goindex's relay sees

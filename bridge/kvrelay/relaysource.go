@@ -72,9 +72,9 @@ type RelaySourceConfig struct {
 // RelaySource is the Source of a goindex relay (bridge/relay): its live
 // pools make the catalog, a subscription is a relay.Watch (the pool's
 // words at its last sequence, taken on the pool's writer goroutine, then
-// its deltas and heartbeats as its delta log takes them, so the sequences
-// are the NATS publication's), and its load reports make the load
-// windows.
+// its deltas and heartbeats: a publication of the pool's own, apart from
+// its NATS delta log, so that a subscriber follows the pool through a NATS
+// or JetStream outage), and its load reports make the load windows.
 type RelaySource struct {
 	cfg RelaySourceConfig
 
@@ -166,10 +166,10 @@ func poolDomain(p *Pool) relayproto.DomainID {
 }
 
 // Follow watches the pool of want and streams its publication: the watch's
-// start as the Snapshot, then its deltas and heartbeats. A stored snapshot
-// of another identity (a rebuild) or past the stream's sequence (sequences
-// burned by an uncertain publish), the drain marker, or a watch that fell
-// behind end the stream with an End update: the subscriber starts over.
+// start as the Snapshot, then its deltas and heartbeats, through any
+// outage of the relay's NATS server or JetStream. A rebuild of the pool (a
+// new identity), the drain marker, or a watch that fell behind end the
+// stream with an End update: the subscriber starts over.
 func (s *RelaySource) Follow(ctx context.Context, want *pb.ProducerIdentity) (<-chan Update, error) {
 	d, err := s.domainOf(want)
 	if err != nil {
@@ -177,8 +177,6 @@ func (s *RelaySource) Follow(ctx context.Context, want *pb.ProducerIdentity) (<-
 	}
 	w, err := s.cfg.Relay.Watch(ctx, d, s.cfg.Buffer)
 	switch {
-	case errors.Is(err, relay.ErrFenced):
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case errors.Is(err, relay.ErrClosed):
 		return nil, fmt.Errorf("%w: %w", ErrPoolNotFound, err)
 	case err != nil:
@@ -241,15 +239,9 @@ func pump(ctx context.Context, w *relay.Watch, out chan<- Update) {
 			if !send(Update{Kind: Heartbeat, Sequence: seq}) {
 				return
 			}
-		case *relayproto.Snapshot:
-			switch {
-			case m.Identity != w.Identity:
-				end(fmt.Errorf("%w: the relay rebuilt the pool as generation %d", ErrProducerChanged, m.Identity.LayoutGeneration))
-				return
-			case m.Sequence != seq:
-				end(fmt.Errorf("%w: the relay's publication moved from %d to %d without deltas", ErrUnavailable, seq, m.Sequence))
-				return
-			}
+		case *relayproto.Snapshot: // only after a rebuild: a new identity
+			end(fmt.Errorf("%w: the relay rebuilt the pool as generation %d", ErrProducerChanged, m.Identity.LayoutGeneration))
+			return
 		case *relayproto.DrainMarker:
 			end(fmt.Errorf("%w: the relay drained the pool at %d", ErrUnavailable, m.Expected))
 			return

@@ -171,12 +171,17 @@
 // # Watches
 //
 // Watch serves transports other than NATS (bridge/kvrelay's Pool Relay
-// gRPC contract) from the same publication: on the writer goroutine it
-// publishes the pending window, copies the words (the publication's state
-// at its last sequence, exactly) and registers a channel that then gets,
-// in order, every message the delta log took and every stored snapshot.
+// gRPC contract) from a publication of its own beside the delta log: every
+// drained batch goes to the watches first, as deltas of their own sequence,
+// then to the log unless it is fenced. So a watch is served through an
+// outage of NATS or JetStream, and a fence, an uncertain publish or a
+// stored snapshot never disturbs it. On the writer goroutine Watch
+// publishes the pending window, copies the words (the watches'
+// publication's state at its last sequence, exactly) and registers a
+// channel that then gets, in order, the deltas, heartbeats while idle, a
+// rebuilt producer's words whole, and the drain marker at a graceful stop.
 // The pool never waits for a watch: one whose buffer is full is dropped
-// (ErrLagged). A fenced publication has no consistent start (ErrFenced).
+// (ErrLagged).
 // Catalog and Load give the live pools' identities (with a change
 // channel) and their last load reports, with how many live workers sent
 // the load samples summed in them and the oldest sample's time (Coverage:

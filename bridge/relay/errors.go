@@ -19,10 +19,6 @@ var (
 	// ErrLagged reports a Watch dropped because it fell its buffer behind
 	// the pool's publication.
 	ErrLagged = errors.New("relay: watch fell behind the publication")
-	// ErrFenced reports a Watch asked of a pool whose publication is fenced
-	// (an uncertain publish): its words and sequence disagree until the
-	// recovery snapshot, so there is no consistent start to give.
-	ErrFenced = errors.New("relay: publication fenced")
 	// ErrUnknownPool reports a domain the relay does not serve.
 	ErrUnknownPool = errors.New("relay: unknown pool")
 	// ErrTooLarge reports an inbound control message (an Info reply or a

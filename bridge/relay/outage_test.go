@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
+	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/relayproto/publish"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -230,5 +233,95 @@ func TestRelay_SnapshotRequestsInABurstCostOneSnapshot(t *testing.T) {
 	}
 	if got := poolStatus(t, run.r).Snapshots - mid; got != 1 {
 		t.Errorf("a request after the burst stored %d snapshots, want 1", got)
+	}
+}
+
+// TestRelay_WatchesAreServedThroughANATSOutage stops the relay's NATS
+// server under a watch: the watch keeps getting every delta while the delta
+// log is fenced, a watch started during the outage starts from the pool's
+// words, and the recovery snapshot once the server is back disturbs
+// neither (both stay contiguous and byte-identical to the pool).
+func TestRelay_WatchesAreServedThroughANATSOutage(t *testing.T) {
+	seed := relaytest.Seed(t, 23)
+	rng := rand.New(rand.NewPCG(seed, 23))
+	srv, nc := natstest.Start(t)
+	cfg := testConfig(nc)
+	n, err := ckf.BucketCount(cfg.Pools[0].ExpectedBlocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &staticSource{words: make([]uint64, n)}
+	cfg.Pools[0].Source = src
+	run := startRelay(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	publishSome := func(rounds int) {
+		t.Helper()
+		for range rounds {
+			src.mu.Lock()
+			for _, b := range rng.Perm(int(n))[:1+rng.IntN(20)] {
+				src.pending = append(src.pending, relayproto.Image{Bucket: uint32(b), Word: rng.Uint64()})
+			}
+			src.mu.Unlock()
+			if err := run.r.Flush(ctx, 1); err != nil {
+				t.Fatalf("Flush: %v", err)
+			}
+		}
+	}
+	watch := func() (*Watch, *follower) {
+		t.Helper()
+		w, err := run.r.Watch(ctx, 1, 0)
+		if err != nil {
+			t.Fatalf("Watch: %v", err)
+		}
+		t.Cleanup(w.Close)
+		return w, newFollower(w)
+	}
+	caughtUp := func(what string, ws []*Watch, fs []*follower) {
+		t.Helper()
+		want, err := run.r.AppendWords(ctx, nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := poolStatus(t, run.r)
+		for i, f := range fs {
+			f.drain(t, ws[i])
+			if f.snapshot != nil || f.seq != st.WatchSequence || !slices.Equal(f.words, want) {
+				t.Fatalf("%s: watch %d at %d (pool %d), words equal %v, snapshot seen %v; want the pool's words, no snapshot",
+					what, i, f.seq, st.WatchSequence, slices.Equal(f.words, want), f.snapshot != nil)
+			}
+		}
+	}
+	w1, f1 := watch()
+	publishSome(10)
+	caughtUp("before the outage", []*Watch{w1}, []*follower{f1})
+
+	srv.NATS().Shutdown()
+	srv.NATS().WaitForShutdown()
+	for nc.IsConnected() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	publishSome(10)
+	if st := poolStatus(t, run.r); st.Publisher.Fence == publish.FenceNone {
+		t.Fatalf("the delta log is not fenced with NATS down: %+v", st.Publisher)
+	}
+	caughtUp("during the outage", []*Watch{w1}, []*follower{f1})
+	w2, f2 := watch()
+	publishSome(10)
+	caughtUp("a watch begun during the outage", []*Watch{w1, w2}, []*follower{f1, f2})
+
+	before := poolStatus(t, run.r).Snapshots
+	if err := srv.Restart(); err != nil {
+		t.Fatalf("restart nats: %v", err)
+	}
+	waitStatus(t, run.r, "recovery once NATS is back", func(st PoolStatus) bool {
+		return st.Publisher.Fence == publish.FenceNone && st.Snapshots > before
+	})
+	publishSome(10)
+	caughtUp("after the recovery", []*Watch{w1, w2}, []*follower{f1, f2})
+	for i, w := range []*Watch{w1, w2} {
+		if err := w.Err(); err != nil {
+			t.Errorf("watch %d ended: %v", i, err)
+		}
 	}
 }

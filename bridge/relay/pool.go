@@ -88,6 +88,9 @@ type PoolStatus struct {
 	SnapshotBytes    int    // size of the stored snapshot object
 	LogSequence      uint64 // stream sequence of the last log message written
 	Rebuilds         uint64 // new layout generations after a fenced producer
+	// WatchSequence is the last sequence of the publication the pool's
+	// watches follow (Relay.Watch): its own, not the delta log's.
+	WatchSequence uint64
 	// Wire counts frames and bytes put on NATS by frame type.
 	Wire WireStats
 	// UntrackedWorkers counts load samples and events of new workers not
@@ -276,13 +279,14 @@ func (p *pool) setup(ctx context.Context) error {
 	}
 	p.log = p.log.With("incarnation", incarnation)
 	p.dlog = &deltaLog{ctx: p.r.base, js: js, subject: p.names.DeltaSubject(), timeout: c.PublishTimeout, wire: p.wire,
-		sent: p.watchers.sent, up: c.Conn.IsConnected}
+		up: c.Conn.IsConnected}
 	if err := p.dlog.resync(p.stream); err != nil {
 		return err
 	}
 	p.snaps = &snapshotStore{ctx: p.r.base, obs: obs, log: p.dlog, timeout: c.PublishTimeout, buckets: p.format.Buckets(), wire: p.wire}
 	p.id = relayproto.ProducerIdentity{Pool: relayproto.PoolID{Domain: p.cfg.Domain, DC: c.DC},
 		Incarnation: incarnation, LayoutGeneration: 1, Format: relayproto.FormatOf(p.format)}
+	p.watchers.id = p.id
 	// The event inputs start first: what workers publish while the
 	// checkpoint is restored waits in the queue instead of being lost, so
 	// a restored publisher's next envelope can still prove continuity.
@@ -953,19 +957,23 @@ func (p *pool) rebuild() {
 		p.log.Error("rebuild", "err", err)
 		return
 	}
+	p.watchers.rebuilt(p.id, func() []uint64 { return p.source().AppendWords(make([]uint64, 0, p.format.Buckets())) })
 	if err := p.snapshot(); err != nil {
 		p.log.Warn("snapshot after rebuild", "err", err)
 	}
 }
 
-// publish drains the producer and sends the batch as deltas of at most
-// maxImages images each. A fenced publisher drops it: the snapshot that
-// lifts the fence covers it.
+// publish drains the producer and sends the batch to the watches, then to
+// the delta log as deltas of at most maxImages images each. A fenced
+// publisher drops it from the log: the snapshot that lifts the fence
+// covers it.
 func (p *pool) publish() error {
 	p.images = p.source().Drain(p.images[:0])
 	if len(p.images) == 0 {
 		return nil
 	}
+	now := time.Now()
+	p.watchers.deltas(p.images, now)
 	if p.pub.Status().Fence != publish.FenceNone {
 		return nil
 	}
@@ -976,7 +984,7 @@ func (p *pool) publish() error {
 			return p.fenced(err)
 		}
 		p.sinceSnap++
-		p.lastLogWrite = time.Now()
+		p.lastLogWrite = now
 	}
 	return nil
 }
@@ -997,13 +1005,16 @@ func (p *pool) fenced(err error) error {
 	return nil
 }
 
-// snapshot stores a barrier snapshot (the tail goes to the log first).
+// snapshot stores a barrier snapshot. The pending window is published
+// first (to the watches, and to the log unless it is fenced), so that the
+// snapshot's barrier finds nothing left that the watches did not get.
 func (p *pool) snapshot() error {
-	snap, err := p.pub.Snapshot()
-	if err != nil {
+	if err := p.publish(); err != nil {
 		return err
 	}
-	p.watchers.sent(snap)
+	if _, err := p.pub.Snapshot(); err != nil {
+		return err
+	}
 	p.sinceSnap, p.lastLogWrite, p.fenceLogged = 0, time.Now(), false
 	p.publishInfo()
 	return nil
@@ -1020,6 +1031,7 @@ func (p *pool) periodic(now time.Time) error {
 	if err != nil {
 		return err
 	}
+	p.watchers.heartbeat(now, c.HeartbeatEvery)
 	if logOK && now.Sub(p.lastLogWrite) >= c.HeartbeatEvery && p.logRetry.ready(now) {
 		err := p.dlog.Send(p.pub.Heartbeat())
 		switch {
@@ -1150,6 +1162,7 @@ queued:
 	if err := p.publish(); err != nil {
 		return err
 	}
+	p.watchers.drained()
 	// The exact state is whole whatever the publication's state.
 	p.checkpoint(time.Now())
 	if p.pub.Status().Fence != publish.FenceNone {
@@ -1169,7 +1182,7 @@ func (p *pool) status() PoolStatus {
 	return PoolStatus{Domain: uint64(p.cfg.Domain), DC: uint64(p.r.cfg.DC), Incarnation: p.id.Incarnation,
 		LayoutGeneration: p.id.LayoutGeneration, Intake: p.istats, Rejected: p.rejected, Producer: p.prod.Stats(),
 		Publisher: p.pub.Status(), Snapshots: p.snaps.count, SnapshotSequence: p.snaps.stored,
-		SnapshotBytes: p.snaps.bytes, LogSequence: p.dlog.last, Rebuilds: p.rebuilds,
+		SnapshotBytes: p.snaps.bytes, LogSequence: p.dlog.last, Rebuilds: p.rebuilds, WatchSequence: p.watchers.seq,
 		Wire: p.wire.clone(), UntrackedWorkers: p.load.refused, Checkpoint: p.ckpt, Running: true, FeedErr: p.feedHealth()}
 }
 

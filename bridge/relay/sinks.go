@@ -44,8 +44,6 @@ type deltaLog struct {
 	last uint64 // stream sequence of the last message this relay knows is in the log
 	buf  []byte
 	wire *WireStats
-	// sent sees every message the log took (the pool's watches).
-	sent func(relayproto.Message)
 	// conflict is set when a publish found another writer's messages.
 	conflict bool
 }
@@ -94,7 +92,6 @@ func (l *deltaLog) Send(m relayproto.Message) error {
 	}
 	l.last = ack.Sequence
 	l.wire.add(m.Type(), len(b))
-	l.sent(m)
 	return nil
 }
 
