@@ -120,7 +120,8 @@
 //   - config.go: Config and defaults.
 //   - consumer.go: Consumer: New (resolve, replica file, lanes), Run (epochs, file checks, rebuilds), Status.
 //   - discover.go: discovery, ping, resolving the DC list and format.
-//   - lane.go: a lane's ingestor (sync, install, follow, apply), prober and load record.
+//   - lane.go: a lane's ingestor (sync, follow, apply), prober and load record.
+//   - install.go: a lane's install of its relay's stored snapshot.
 //   - upstream.go: a lane followed from a Dynamo Pool Relay, its status, RTT and load.
 //   - status.go: Supervise (Run with periodic status), LogStatus, WriteStatus.
 //   - errors.go: sentinels and SyncError.
