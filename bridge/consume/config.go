@@ -71,8 +71,12 @@ type Config struct {
 	Instance uint64
 	// PingEvery is the RTT probe period; optional; default: 1s.
 	PingEvery time.Duration
-	// RequestTimeout bounds pings, snapshot requests and store reads;
-	// optional; default: 5s (snapshot reads get 10×).
+	// RequestTimeout bounds pings, snapshot requests and each JetStream
+	// request of a lane's snapshot install; the stored snapshot's read is
+	// given up after a RequestTimeout without a chunk, or after 10× plus
+	// a second per MiB in all (a DC's hung JetStream costs its own lane a
+	// RequestTimeout per attempt, and never holds back the other lanes);
+	// optional; default: 5s.
 	RequestTimeout time.Duration
 	// RetryEvery is the pause between a lane's resync attempts; optional;
 	// default: 250ms.
@@ -81,8 +85,9 @@ type Config struct {
 	// pipelining that hides the WAN round trip); optional; default: 1024.
 	PullMessages int
 	// SnapshotReads is how many lanes read their stored snapshot at once
-	// (the others wait their turn; a lane decodes and installs after its
-	// read, outside the bound); optional; default: DefaultSnapshotReads.
+	// (the others wait their turn; a lane locates the snapshot and checks
+	// the log before its read, and decodes and installs after it, outside
+	// the bound); optional; default: DefaultSnapshotReads.
 	SnapshotReads int
 	// PullHeartbeat is the idle heartbeat a lane's delta-log pull asks the
 	// server for; two missed end the pull and the lane resubscribes (a

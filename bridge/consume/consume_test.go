@@ -52,8 +52,16 @@ func startRelay(t *testing.T, nc *nats.Conn, dc relayproto.DCID, seed uint64) *d
 // startRelaySized starts a relay whose filter is sized for expected blocks.
 func startRelaySized(t *testing.T, nc *nats.Conn, dc relayproto.DCID, seed, expected uint64) *dcRelay {
 	t.Helper()
+	return startRelayIn(t, nc, dc, seed, expected, "")
+}
+
+// startRelayIn starts a relay whose filter is sized for expected blocks and
+// whose Info sends consumers to its assets through JetStream domain
+// jsDomain (the relay itself uses the server's JetStream).
+func startRelayIn(t *testing.T, nc *nats.Conn, dc relayproto.DCID, seed, expected uint64, jsDomain string) *dcRelay {
+	t.Helper()
 	comp := fmt.Sprintf("backend-%d", dc)
-	r, err := relay.New(relay.Config{Conn: nc, DC: dc, HeartbeatEvery: 20 * time.Millisecond, LoadEvery: 50 * time.Millisecond,
+	r, err := relay.New(relay.Config{Conn: nc, DC: dc, JSDomain: jsDomain, HeartbeatEvery: 20 * time.Millisecond, LoadEvery: 50 * time.Millisecond,
 		Pools: []relay.PoolConfig{{Domain: 1, Namespace: "dynamo", Component: comp, ExpectedBlocks: expected}}})
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)

@@ -34,6 +34,21 @@
 // the WAN round trip is paid once), stamping the subscription's lease on
 // every delta, heartbeat and drain marker (fan-out transport [EXT]).
 //
+// A DC's JetStream can hang while its relay answers pings (a half-broken
+// leafnode link, a JetStream API that never answers, a stored snapshot
+// whose chunks stop coming); it costs its own lane, never the others. An
+// install bounds each JetStream request (the store, the watch, the
+// snapshot's info, the log's state) by Config.RequestTimeout, and takes a
+// read slot only once the snapshot is located and the log holds the
+// deltas after it, so a request that hangs holds no slot. The read, which
+// holds one, goes on as long as chunks keep coming and is given up after a
+// RequestTimeout without one (or without an answer to starting it), or
+// after 10 × RequestTimeout plus a second per MiB in all (a trickle): a
+// large snapshot on a slow link completes, and a hung DC gives its slot
+// back within a RequestTimeout. The lane's fault (ErrJetStreamTimeout)
+// names the JetStream domain and what it was waiting for, and the lane
+// retries every RetryEvery, as after any fault.
+//
 // Lag is freshness, not failure: a slow lane keeps its state and reads on
 // from where it is; it re-snapshots only after a fault. A fault, a bad
 // frame or a transport failure ends the subscription; the next one
@@ -99,7 +114,7 @@
 // but, for a replica file error, what Create leaves. A failed rebuild is
 // logged and retried every RetryEvery. A subscription ends with a *SyncError (wrapping the ping, store or
 // log error, ErrFormatMismatch (a relay of another format), ErrDeltasGone,
-// ErrSnapshotTooLarge, ErrSnapshotIncomplete,
+// ErrJetStreamTimeout, ErrSnapshotTooLarge, ErrSnapshotIncomplete,
 // ErrSnapshotReplaced or a *ingest.LaneError); it is logged, counted and
 // retried, never returned.
 //
@@ -150,6 +165,12 @@
 // seeing each applied delta and every image the producer emitted); that a
 // lane whose stored snapshot is replaced while it reads it (the old chunks
 // purged) reads the new one instead of waiting for its read's deadline;
+// that while more DCs than read slots have a JetStream that never answers
+// or a stored snapshot whose chunks never come, healthy lanes still
+// install within a few RequestTimeouts, and each hung lane retries and
+// says that JetStream timed out; that a stored snapshot's read completes
+// while its chunks keep coming, past ten RequestTimeouts, and is given up
+// when they stop, saying how far it got;
 // that a consumer stopped while load reports stream in never writes its unmapped
 // replica file; that a consumer starts over a damaged file and rebuilds
 // its file after each of truncation, growth, a scribbled header, removal

@@ -30,6 +30,12 @@ var (
 	// (or deleted) while the lane read it: its chunks are gone, so the next
 	// subscription reads the new one.
 	ErrSnapshotReplaced = errors.New("consume: stored snapshot replaced during its read")
+	// ErrJetStreamTimeout reports a DC's JetStream that did not answer a
+	// request of a lane's snapshot install, or made no progress reading
+	// the stored snapshot, within Config.RequestTimeout (a JetStream API
+	// or a leafnode link that hangs while the relay answers pings), or read
+	// it slower than the install's total bound.
+	ErrJetStreamTimeout = errors.New("consume: timed out waiting for the DC's JetStream")
 	// ErrDeltasGone reports that the log no longer holds the deltas after
 	// the stored snapshot, so the lane asks the relay for a new one.
 	ErrDeltasGone = errors.New("consume: deltas after the snapshot are gone")

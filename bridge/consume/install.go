@@ -1,7 +1,6 @@
 package consume
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -19,45 +18,62 @@ import (
 // position it reflects. When the store's snapshot is of another identity,
 // or the log no longer holds the deltas after it, it asks the relay for a
 // fresh one (the next sync installs it).
+//
+// A DC's JetStream can hang while its relay answers pings (a half-broken
+// leafnode link, an API that never answers, chunks that stop coming), and
+// no DC may hold back the other lanes' installs. So each request is
+// bounded by RequestTimeout; the lane takes one of the consumer's read
+// slots only once the snapshot is located and the log found to hold the
+// deltas after it; and the read, which holds the slot, is given up once
+// JetStream makes no progress for a RequestTimeout (readStored). Each ends
+// with ErrJetStreamTimeout naming the JetStream domain, and the lane
+// retries.
 func (l *laneRunner) install(ctx context.Context, js jetstream.JetStream, info *relay.Info, lease relayproto.Lease) (uint64, error) {
 	cfg := &l.c.cfg
-	// One of the consumer's read slots (Config.SnapshotReads), taken
-	// before the read's deadline starts.
+	where := "no domain"
+	if info.JSDomain != "" {
+		where = fmt.Sprintf("domain %q", info.JSDomain)
+	}
+	stalled := fmt.Errorf("%w (%s): no progress for %v", ErrJetStreamTimeout, where, cfg.RequestTimeout)
+	obs, err := request(ctx, cfg.RequestTimeout, stalled, func(c context.Context) (jetstream.ObjectStore, error) {
+		return js.ObjectStore(c, info.SnapshotBucket)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("snapshot store %s: %w", info.SnapshotBucket, err)
+	}
+	// Watched from before the snapshot's info is read: see readStored. The
+	// watch and the read are subscriptions, which nats.go ends with the
+	// context they were made in: theirs has no deadline, and ends instead
+	// once they make no progress for a RequestTimeout.
+	wd := newWatchdog(ctx, cfg.RequestTimeout, stalled)
+	defer wd.stop()
+	watch, err := obs.Watch(wd.ctx, jetstream.UpdatesOnly())
+	wd.pause()
+	if err != nil {
+		return 0, fmt.Errorf("watch snapshot store %s: %w", info.SnapshotBucket, why(wd.ctx, err))
+	}
+	defer func() { _ = watch.Stop() }()
+	meta, err := request(ctx, cfg.RequestTimeout, stalled, func(c context.Context) (*jetstream.ObjectInfo, error) {
+		return obs.GetInfo(c, relay.SnapshotObject)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("stored snapshot: %w", err)
+	}
+	logSeq, err := l.position(ctx, js, info, meta, stalled)
+	if err != nil {
+		return 0, err
+	}
+	// Only the read holds one of the consumer's read slots
+	// (Config.SnapshotReads): it is the object push in flight.
 	select {
 	case l.c.reads <- struct{}{}:
 	case <-ctx.Done():
 		return 0, fmt.Errorf("wait to read the stored snapshot: %w", ctx.Err())
 	}
-	release := sync.OnceFunc(func() { <-l.c.reads })
-	defer release()
-	c, cancel := context.WithTimeout(ctx, 10*cfg.RequestTimeout)
-	defer cancel()
-	obs, err := js.ObjectStore(c, info.SnapshotBucket)
-	if err != nil {
-		return 0, fmt.Errorf("snapshot store %s: %w", info.SnapshotBucket, err)
-	}
-	// Watched from before the read starts: see readStored.
-	watch, err := obs.Watch(c, jetstream.UpdatesOnly())
-	if err != nil {
-		return 0, fmt.Errorf("watch snapshot store %s: %w", info.SnapshotBucket, err)
-	}
-	defer func() { _ = watch.Stop() }()
-	res, err := obs.Get(c, relay.SnapshotObject)
-	if err != nil {
-		return 0, fmt.Errorf("stored snapshot: %w", err)
-	}
-	meta, logSeq, err := l.position(c, js, info, res)
-	if err != nil {
-		res.Close()
-		return 0, err
-	}
-	body, err := readStored(ctx, res, meta, watch.Updates())
+	body, err := readStored(wd, obs, meta, watch.Updates(), cfg.RequestTimeout)
+	<-l.c.reads // decoding and installing need no read slot
 	if err != nil {
 		return 0, err
-	}
-	release() // decoding and installing need no read slot
-	if len(body) > MaxSnapshotBytes {
-		return 0, fmt.Errorf("%w: more than %d bytes", ErrSnapshotTooLarge, MaxSnapshotBytes)
 	}
 	for len(body) > 0 {
 		m, rest, err := l.dec.Decode(body)
@@ -91,98 +107,211 @@ func (l *laneRunner) install(ctx context.Context, js jetstream.JetStream, info *
 	return 0, ErrSnapshotIncomplete
 }
 
-// position checks the stored snapshot object res against the size limit
-// and returns its info and the log position it reflects, which the log must
-// still retain the deltas after (retained).
-func (l *laneRunner) position(ctx context.Context, js jetstream.JetStream, info *relay.Info, res jetstream.ObjectResult) (*jetstream.ObjectInfo, uint64, error) {
-	meta, err := res.Info()
-	if err != nil {
-		return nil, 0, fmt.Errorf("stored snapshot info: %w", err)
-	}
+// position checks the stored snapshot's info meta against the size limit
+// and returns the log position it reflects, which the log must still
+// retain the deltas after (retained).
+func (l *laneRunner) position(ctx context.Context, js jetstream.JetStream, info *relay.Info, meta *jetstream.ObjectInfo, stalled error) (uint64, error) {
 	if meta.Size > MaxSnapshotBytes {
-		return nil, 0, fmt.Errorf("%w: %d bytes, limit %d", ErrSnapshotTooLarge, meta.Size, MaxSnapshotBytes)
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrSnapshotTooLarge, meta.Size, MaxSnapshotBytes)
 	}
 	logSeq, err := strconv.ParseUint(meta.Metadata[relay.MetaLogSequence], 10, 64)
 	if err != nil {
-		return nil, 0, fmt.Errorf("stored snapshot: log sequence %q: %w", meta.Metadata[relay.MetaLogSequence], err)
+		return 0, fmt.Errorf("stored snapshot: log sequence %q: %w", meta.Metadata[relay.MetaLogSequence], err)
 	}
-	return meta, logSeq, l.retained(ctx, js, info, logSeq)
+	return logSeq, l.retained(ctx, js, info, logSeq, stalled)
 }
 
-// readStored reads the stored snapshot object res, whose info is meta, in
-// full, and closes it. The relay refreshes its stored snapshot with an
-// object store Put, which purges the chunks of the object it replaces: a
-// read of that object waits for chunks that never come, and nats.go's
-// object reads block until their context's deadline (ten RequestTimeouts,
-// for large snapshots on slow links). So the read runs aside while
-// updates, a watch of the store started before the read, reports what is
-// stored meanwhile: the snapshot replaced or deleted ends the read at once
-// (ErrSnapshotReplaced; the next subscription reads the new one), and the
-// abandoned read returns at its deadline. A context that ends ends the read
-// too (a blocked read does not see it).
-func readStored(ctx context.Context, res jetstream.ObjectResult, meta *jetstream.ObjectInfo, updates <-chan *jetstream.ObjectInfo) ([]byte, error) {
-	type read struct {
-		body []byte
-		err  error
+// chunkBytes is what the read of a stored snapshot reads at a time:
+// nats.go's object store chunk size (the relay's objects use the default),
+// so each read takes one chunk.
+const chunkBytes = 128 << 10
+
+// snapshotReadRate is the slowest a stored snapshot's read may go, in
+// bytes per second, beyond ten RequestTimeouts (readLimit). A push keeps a
+// few MiB in flight per round trip (DefaultSnapshotReads), about 10 MiB/s
+// to the reference deployment's farthest DC (239 ms), so 1 MiB/s leaves
+// room for a slow link and a busy consumer, and still ends a read that
+// trickles: MaxSnapshotBytes gets 50 s + 130 s with the defaults.
+const snapshotReadRate = 1 << 20
+
+// readLimit bounds a whole read of a stored snapshot of size bytes.
+func readLimit(timeout time.Duration, size uint64) time.Duration {
+	return 10*timeout + time.Duration(size)*time.Second/snapshotReadRate
+}
+
+// readStored reads the stored snapshot object, whose info is meta, in
+// full. The relay refreshes its stored snapshot with an object store Put,
+// which purges the chunks of the object it replaces, and a DC's JetStream
+// may stop sending chunks altogether: a read then waits for chunks that
+// never come, and a blocked nats.go object read returns only at its
+// context's deadline (it sees neither a cancelled context nor a watch). So
+// the read runs aside and is given up, with the caller's read slot, as
+// soon as that is known: when updates, a watch of the store started before
+// meta was read, reports the snapshot replaced or deleted
+// (ErrSnapshotReplaced; the next subscription reads the new one); when wd
+// ends, its countdown run out between two chunks or before the read
+// started (ErrJetStreamTimeout); or after readLimit in all, the chunks
+// trickling (ErrJetStreamTimeout). A read given up holds only its chunk
+// buffer until its deadline. A context that ends ends the read too.
+func readStored(wd *watchdog, obs jetstream.ObjectStore, meta *jetstream.ObjectInfo, updates <-chan *jetstream.ObjectInfo, timeout time.Duration) ([]byte, error) {
+	limit := readLimit(timeout, meta.Size)
+	ctx, cancel := context.WithTimeoutCause(wd.ctx, limit,
+		fmt.Errorf("%w: %d bytes not read within %v", ErrJetStreamTimeout, meta.Size, limit))
+	defer cancel()
+	wd.feed() // the countdown starts again: waiting for a read slot is no stall
+	res, err := obs.Get(ctx, relay.SnapshotObject)
+	if err != nil {
+		return nil, fmt.Errorf("stored snapshot: %w", why(ctx, err))
 	}
-	done := make(chan read, 1)
-	go func() {
-		defer res.Close()
+	wd.feed()
+	// Get reads the snapshot's info again: it may be another object now.
+	got, err := res.Info()
+	if err == nil && got.NUID != meta.NUID {
+		err = fmt.Errorf("%w: %s replaced before its read", ErrSnapshotReplaced, meta.NUID)
+	}
+	if err != nil {
+		_ = res.Close()
+		return nil, fmt.Errorf("stored snapshot: %w", err)
+	}
+	var (
+		mu sync.Mutex
 		// A buffer of the object's size (checked against the limit):
 		// io.ReadAll's doublings cost a third of a 13 × 10M cold resync's
 		// CPU in zeroing and copying (BENCHMARKS.md, bench relay).
-		buf := bytes.NewBuffer(make([]byte, 0, int(meta.Size)+bytes.MinRead))
-		_, err := buf.ReadFrom(io.LimitReader(res, MaxSnapshotBytes+1))
-		done <- read{buf.Bytes(), err}
-	}()
-	finished := func(r read) ([]byte, error) {
-		if r.err != nil {
-			return nil, fmt.Errorf("read stored snapshot: %w", r.err)
+		body = make([]byte, 0, int(meta.Size))
+		gone bool // the read was given up, and body dropped
+	)
+	done := make(chan error, 1) // io.EOF: read whole
+	go func() {
+		defer func() { _ = res.Close() }()
+		// Read into chunk, not straight into body, so that a read given up
+		// keeps no more than a chunk until it returns.
+		chunk := make([]byte, chunkBytes)
+		for {
+			n, err := res.Read(chunk)
+			mu.Lock()
+			if gone {
+				mu.Unlock()
+				return
+			}
+			if n > 0 {
+				body = append(body, chunk[:n]...)
+				wd.feed()
+			}
+			if err == nil && len(body) > MaxSnapshotBytes {
+				err = fmt.Errorf("%w: more than %d bytes", ErrSnapshotTooLarge, MaxSnapshotBytes)
+			}
+			mu.Unlock()
+			if err != nil {
+				done <- err
+				return
+			}
 		}
-		return r.body, nil
+	}()
+	giveUp := func(err error) ([]byte, error) {
+		mu.Lock()
+		gone = true
+		got := len(body)
+		body = nil
+		mu.Unlock()
+		return nil, fmt.Errorf("read stored snapshot (%d of %d bytes): %w", got, meta.Size, err)
+	}
+	finished := func(err error) ([]byte, error) {
+		if err != io.EOF {
+			return giveUp(why(ctx, err))
+		}
+		return body, nil
 	}
 	for {
 		select {
-		case r := <-done:
-			return finished(r)
+		case err := <-done:
+			return finished(err)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("read stored snapshot: %w", ctx.Err())
+			return giveUp(context.Cause(ctx))
 		case u, ok := <-updates:
 			if !ok {
-				updates = nil // the watch ended: the read's deadline still bounds it
+				updates = nil // the watch ended: the read's bounds still hold
 				continue
 			}
 			if u == nil || u.Name != meta.Name || (u.NUID == meta.NUID && !u.Deleted) {
 				continue
 			}
 			select {
-			case r := <-done: // the read finished first
-				return finished(r)
+			case err := <-done: // the read finished first
+				return finished(err)
 			default:
 			}
-			return nil, fmt.Errorf("%w: %s replaced during its read", ErrSnapshotReplaced, meta.NUID)
+			return giveUp(fmt.Errorf("%w: %s replaced during its read", ErrSnapshotReplaced, meta.NUID))
 		}
 	}
 }
 
 // retained checks that the log still holds everything after logSeq; if
 // not, it asks the relay for a fresh snapshot and returns ErrDeltasGone.
-func (l *laneRunner) retained(ctx context.Context, js jetstream.JetStream, info *relay.Info, logSeq uint64) error {
-	// Two requests, each a RequestTimeout at most (not the read's 10×: a
-	// reply lost with a dropped connection should cost little).
-	rc, cancel := context.WithTimeout(ctx, l.c.cfg.RequestTimeout)
+func (l *laneRunner) retained(ctx context.Context, js jetstream.JetStream, info *relay.Info, logSeq uint64, stalled error) error {
+	// Two requests, a RequestTimeout at most.
+	rc, cancel := context.WithTimeoutCause(ctx, l.c.cfg.RequestTimeout, stalled)
 	defer cancel()
 	stream, err := js.Stream(rc, info.Stream)
 	if err != nil {
-		return fmt.Errorf("delta log %s: %w", info.Stream, err)
+		return fmt.Errorf("delta log %s: %w", info.Stream, why(rc, err))
 	}
 	si, err := stream.Info(rc)
 	if err != nil {
-		return fmt.Errorf("delta log %s: %w", info.Stream, err)
+		return fmt.Errorf("delta log %s: %w", info.Stream, why(rc, err))
 	}
 	if si.State.FirstSeq > logSeq+1 && si.State.LastSeq > logSeq {
 		l.requestSnapshot(ctx)
 		return fmt.Errorf("%w: log starts at %d, the snapshot needs %d", ErrDeltasGone, si.State.FirstSeq, logSeq+1)
 	}
 	return nil
+}
+
+// request runs one JetStream request of an install under timeout, which
+// ends it with stalled.
+func request[T any](ctx context.Context, timeout time.Duration, stalled error, call func(context.Context) (T, error)) (T, error) {
+	c, cancel := context.WithTimeoutCause(ctx, timeout, stalled)
+	defer cancel()
+	v, err := call(c)
+	if err != nil {
+		err = why(c, err)
+	}
+	return v, err
+}
+
+// why returns err, or, once ctx has ended, the cause it ended with:
+// nats.go reports its context's error, which does not say which bound ran
+// out.
+func why(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+// watchdog bounds a subscription by its progress rather than a deadline
+// (nats.go ends a subscription with the context it was made in): its ctx
+// ends, with cause, once the countdown, running from newWatchdog, runs out
+// before feed restarts it. pause stops the countdown until the next feed.
+// feed may be called from any goroutine.
+type watchdog struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	after  time.Duration
+}
+
+func newWatchdog(ctx context.Context, after time.Duration, cause error) *watchdog {
+	c, cancel := context.WithCancelCause(ctx)
+	return &watchdog{ctx: c, cancel: cancel, after: after, timer: time.AfterFunc(after, func() { cancel(cause) })}
+}
+
+func (w *watchdog) feed() { w.timer.Reset(w.after) }
+
+func (w *watchdog) pause() { w.timer.Stop() }
+
+// stop ends the countdown and the context.
+func (w *watchdog) stop() {
+	w.timer.Stop()
+	w.cancel(context.Canceled)
 }
