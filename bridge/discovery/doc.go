@@ -4,7 +4,9 @@
 // backend (Dynamo's default outside Kubernetes: keys under
 // v1/event_channels/ on the workers' leases); Kube reads the
 // DynamoWorkerMetadata resources of the Kubernetes backend through the API
-// server's list and watch. Both are Sources of Updates that
+// server's list and watch; Dir polls the file store backend
+// (DYN_DISCOVERY_BACKEND=file: the same records as files under
+// DYN_FILE_KV, for hosts without etcd). All are Sources of Updates that
 // bridge/zmqfeed's Plane turns into subscriptions.
 //
 // # Concepts
@@ -79,7 +81,10 @@
 //   - health.go: a source's health and its periodic check while watching.
 //   - publisher.go: Publisher, Update, Source; EventChannel, KV event
 //     source and endpoint instance record parsing.
+//   - records.go: which records of the KV-store backends (etcd, the file
+//     store) are the pool's publishers, by key and value.
 //   - etcd.go: Etcd, the etcd backend's list and watch.
+//   - dir.go: Dir, the file store backend (DYN_FILE_KV) polled.
 //   - kube.go: Kube, the Kubernetes backend's list and watch.
 //   - brokers.go: BrokerComponent, Etcd.Brokers and the broker record's
 //     parser.
@@ -90,6 +95,10 @@
 //     listed; an etcd with
 //     authentication on (a wrong password refused and logged, the right
 //     one listed) and one requiring client certificates over TLS.
+//   - dir_test.go: records written as Dynamo's file store writes them
+//     (percent-encoded names, temp files renamed): followed from a store
+//     not made yet, rewritten, deleted and expired; a bad record logged
+//     once; nested directories; instance records; a root that is a file.
 //   - kube_test.go: against a fake API server: data as an object and as a
 //     string, both EndpointId shapes, ADDED/MODIFIED/DELETED, a re-list
 //     after the stream ends, a token rotated in its file taken at the

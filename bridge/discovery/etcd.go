@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -138,19 +137,12 @@ func (cfg *EtcdConfig) tlsConfig() (*tls.Config, error) {
 // Publisher with KVSource set.
 type Etcd struct {
 	cfg EtcdConfig
+	records
 	// root to end is the key range listed and watched: the event buckets
 	// (eventsFrom, eventsTo), or instancesRoot's keys (Workers).
 	root, end string
 	tls       *tls.Config // nil: plaintext
-	watched   []watchedPrefix
 	health    health
-}
-
-// watchedPrefix is one key prefix and what its channels are.
-type watchedPrefix struct {
-	prefix string
-	scope  dynamo.Scope
-	topic  string
 }
 
 // NewEtcd checks cfg and loads its TLS files; it does no network I/O.
@@ -173,23 +165,11 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if err != nil {
 		return nil, err
 	}
-	component := dynamo.Scope{Namespace: sc.Namespace, Component: sc.Component}
-	namespace := dynamo.Scope{Namespace: sc.Namespace}
-	e := &Etcd{cfg: cfg, tls: tlsCfg, root: eventsFrom, end: eventsTo}
+	e := &Etcd{cfg: cfg, records: newRecords(sc, cfg.Workers, cfg.Logger), tls: tlsCfg, root: eventsFrom, end: eventsTo}
 	e.health.name = e.String()
 	if cfg.Workers {
 		e.root, e.end = instancesRoot, clientv3.GetPrefixRangeEnd(instancesRoot)
-		e.watched = []watchedPrefix{{prefix: instancesRoot + sc.Namespace + "/" + sc.Component + "/" + sc.Endpoint + "/", scope: sc}}
-		return e, nil
 	}
-	for _, w := range []struct {
-		scope dynamo.Scope
-		topic string
-	}{{sc, dynamo.EventTopic}, {component, dynamo.EventTopic}, {sc, dynamo.MetricsTopic}, {namespace, dynamo.MetricsTopic}} {
-		e.watched = append(e.watched, watchedPrefix{prefix: w.scope.ChannelPrefix(w.topic), scope: w.scope, topic: w.topic})
-	}
-	e.watched = append(e.watched, watchedPrefix{prefix: channelsRoot + sc.Namespace + "/" + sc.Component + "/" + dynamo.EventTopic + "/",
-		scope: component, topic: dynamo.EventTopic})
 	return e, nil
 }
 
@@ -345,65 +325,4 @@ func (e *Etcd) follow(ctx context.Context, cli *clientv3.Client, rev int64, know
 		return ce
 	}
 	return errWatchEnded
-}
-
-// publisher turns one key and record into a Publisher, if the key is one
-// of the pool's channels and the record a direct-mode ZMQ or a NATS
-// channel, or the record is a KV event source of the pool's component.
-func (e *Etcd) publisher(key string, value []byte) (Publisher, bool) {
-	if strings.HasPrefix(key, sourcesRoot) && !e.cfg.Workers {
-		p, err := kvSourcePublisher(key, value, e.cfg.Scope)
-		if err != nil {
-			if !errors.Is(err, ErrNotChannel) && !errors.Is(err, errOtherScope) {
-				e.cfg.Logger.Warn("discovery record skipped", "key", key, "err", err)
-			}
-			return Publisher{}, false
-		}
-		return p, true
-	}
-	for _, w := range e.watched {
-		rest, ok := strings.CutPrefix(key, w.prefix)
-		if !ok || rest == "" || strings.Contains(rest, "/") {
-			continue
-		}
-		if e.cfg.Workers {
-			return e.worker(key, rest, value)
-		}
-		c, err := parseChannel(value)
-		if err != nil {
-			if !errors.Is(err, ErrNotChannel) {
-				e.cfg.Logger.Warn("discovery record skipped", "key", key, "err", err)
-			}
-			return Publisher{}, false
-		}
-		if c.endpoint == "" && !c.nats() {
-			return Publisher{}, false // a broker channel
-		}
-		id := c.id
-		if !c.hasID {
-			if id, err = strconv.ParseUint(rest, 16, 64); err != nil {
-				e.cfg.Logger.Warn("discovery record skipped: no publisher id", "key", key)
-				return Publisher{}, false
-			}
-		}
-		if c.topic != "" && c.topic != w.topic {
-			e.cfg.Logger.Warn("discovery record skipped: topic differs from its key", "key", key, "topic", c.topic)
-			return Publisher{}, false
-		}
-		return Publisher{Key: key, Endpoint: c.endpoint, NATS: c.nats(), PublisherID: id, Scope: w.scope, Topic: w.topic}, true
-	}
-	return Publisher{}, false
-}
-
-// worker turns an instance record of the pool's endpoint into a Publisher
-// with Worker set.
-func (e *Etcd) worker(key, keyID string, value []byte) (Publisher, bool) {
-	id, err := parseInstance(value, keyID)
-	if err != nil {
-		if !errors.Is(err, ErrNotChannel) {
-			e.cfg.Logger.Warn("discovery record skipped", "key", key, "err", err)
-		}
-		return Publisher{}, false
-	}
-	return Publisher{Key: key, Worker: true, WorkerID: id, Scope: e.cfg.Scope}, true
 }

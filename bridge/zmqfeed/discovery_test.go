@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -467,4 +470,52 @@ func TestPlane_FollowedNATSChannelIsAnnouncedWithReportedDeparture(t *testing.T)
 	if m := next(t, msgs, "the NATS publisher gone"); m.Kind != relay.KindGone || m.Source != present.Source {
 		t.Errorf("message for the revoked NATS channel record = kind %d source %p, want KindGone (%d) of %p", m.Kind, m.Source, relay.KindGone, present.Source)
 	}
+}
+
+// TestPlane_PublishersDiscoveredInTheFileStore registers a Python
+// publisher the way Dynamo's file store does (DYN_DISCOVERY_BACKEND=file:
+// a file under DYN_FILE_KV/v1/event_channels named by its percent-encoded
+// key, renamed into place): the relay connects to it and takes its blocks,
+// and drops them once the worker stops touching its file (it died).
+func TestPlane_PublishersDiscoveredInTheFileStore(t *testing.T) {
+	root := t.TempDir()
+	a := startPy(t, "dynamo_pub.py", "--bind", "tcp://127.0.0.1:0")
+	value := fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":%q,"component":%q,"name":%q}},`+
+		`"topic":"kv-events","instance_id":%d,"transport":{"kind":"Zmq","config":{"endpoint":%q}}}`,
+		testScope.Namespace, testScope.Component, testScope.Endpoint, pubA, a.Endpoints[0])
+	key := strings.TrimPrefix(testScope.ChannelPrefix("kv-events")+strconv.FormatUint(pubA, 16), "v1/event_channels/")
+	dir := filepath.Join(root, "v1", "event_channels")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, url.PathEscape(key)) // the relay decodes either escaping
+	tmp := filepath.Join(dir, ".tmp_0123456789abcdef")
+	if err := os.WriteFile(tmp, []byte(value), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	d, err := discovery.NewDir(discovery.DirConfig{Root: root, Scope: testScope, PollEvery: 10 * time.Millisecond, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRelay(t, newPlane(t, PlaneConfig{Discovery: d}))
+	a.do("warm", msg{"pub": pubA, "seq": 0, "payload": []any{storedMap(1, 1, 0, nil, [2]uint64{0xA1, 0x11})}})
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 1 {
+			return errors.New("the worker's block not tracked yet")
+		}
+		return nil
+	})
+	stale := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(path, stale, stale); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, r, func(st relay.PoolStatus) error {
+		if st.Producer.TrackedBlocks != 0 {
+			return fmt.Errorf("%d blocks still tracked after the worker's record expired", st.Producer.TrackedBlocks)
+		}
+		return nil
+	})
 }

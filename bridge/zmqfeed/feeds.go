@@ -26,6 +26,10 @@ type FeedsConfig struct {
 	// resources (in-cluster) of KubeNamespace ("": the pod's own).
 	Kube          bool
 	KubeNamespace string
+	// FileStore is the directory of Dynamo's file-store discovery
+	// (DYN_FILE_KV, for workers started with --discovery-backend file)
+	// publishers are discovered in; "": none.
+	FileStore string
 	// Publishers are static worker PUB endpoints; PublisherExpiry is
 	// PlaneConfig's (0: never).
 	Publishers      []string
@@ -48,7 +52,7 @@ type FeedsConfig struct {
 }
 
 // Feeds builds the pool's feeds: the engine's, then one Plane per
-// discovery source (etcd, then Kubernetes), then one Plane for the static
+// discovery source (etcd, Kubernetes, then the file store), then one Plane for the static
 // publishers and brokers together. No source gives no feed. An invalid
 // source is an error (ErrBadConfig, or discovery's own) and builds
 // nothing.
@@ -80,6 +84,13 @@ func Feeds(cfg FeedsConfig) ([]relay.Feed, error) {
 		}
 		planes = append(planes, PlaneConfig{Discovery: k})
 	}
+	if cfg.FileStore != "" {
+		d, err := discovery.NewDir(discovery.DirConfig{Root: cfg.FileStore, Scope: cfg.Scope, Workers: brokerMode, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		planes = append(planes, PlaneConfig{Discovery: d})
+	}
 	static := PlaneConfig{PublisherExpiry: cfg.PublisherExpiry}
 	for _, ep := range cfg.Publishers {
 		static.Publishers = append(static.Publishers, discovery.Publisher{Endpoint: ep})
@@ -90,8 +101,8 @@ func Feeds(cfg FeedsConfig) ([]relay.Feed, error) {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
 		static.Brokers = xpub
-		if len(cfg.Etcd) == 0 && !cfg.Kube && cfg.Logger != nil {
-			cfg.Logger.Warn("broker mode without discovery (--etcd or --kube): a worker that leaves keeps its blocks " +
+		if len(cfg.Etcd) == 0 && !cfg.Kube && cfg.FileStore == "" && cfg.Logger != nil {
+			cfg.Logger.Warn("broker mode without discovery (--etcd, --kube or --file-kv): a worker that leaves keeps its blocks " +
 				"until the relay restarts, since brokers do not forward a publisher's departure")
 		}
 	}

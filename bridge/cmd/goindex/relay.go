@@ -40,7 +40,7 @@ default, the payload shape is detected, no release is named):
   <P>.<D>.<DC>.worker-load                     goindex's JSON {worker_id, queued_prefill_tokens,
                                                active_decode_blocks, capacity_blocks}
   Names are percent-encoded as Dynamo does (a dot in a name becomes %2E).
-  With --etcd (or --kube) also given, the workers' NATS EventChannel records
+  With --etcd (or --kube, --file-kv) also given, the workers' NATS EventChannel records
   are followed too: a worker whose record goes (lease expiry, pod deleted)
   has its blocks dropped, as Dynamo's router drops a dead worker's; without
   discovery a dead worker's blocks stay until the relay restarts.
@@ -60,6 +60,14 @@ Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
                                   DynamoWorkerMetadata resources (nvidia.com/v1alpha1) of
                                   --kube-namespace (default: the pod's), in-cluster
                                   credentials, list and watch
+  --file-kv DIR                   direct mode, publishers discovered in Dynamo's file
+                                  store (workers started with --discovery-backend file,
+                                  for hosts without etcd): the same records as files
+                                  under DIR/v1/, polled every 0.5 s; a worker whose
+                                  files are deleted or no longer touched (10 s, as
+                                  Dynamo's store expires them) is gone. Default: with
+                                  $DYN_DISCOVERY_BACKEND=file, $DYN_FILE_KV or
+                                  $TMPDIR/dynamo_store_kv, as Dynamo's own processes
   --zmq-publisher tcp://H:P[,…]   direct mode: a SUB socket per worker PUB socket
                                   (4 parts: topic, publisher id, sequence, 5-byte
                                   header + msgpack EventEnvelope; kv-events and
@@ -81,7 +89,7 @@ Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
                                   subscribed to the pool's scoped subjects; copies
                                   heard through several brokers are taken once. A
                                   worker's departure is not visible through a broker:
-                                  with --etcd or --kube the relay follows the instance
+                                  with --etcd, --kube or --file-kv the relay follows the instance
                                   records of the workers serving --endpoint instead
                                   and drops a worker's blocks when its record goes
                                   (lease expiry, pod deletion); without discovery they

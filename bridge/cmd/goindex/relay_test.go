@@ -118,7 +118,7 @@ func TestRelayAndConsume_HelpAndUsageErrors(t *testing.T) {
 	}
 	for _, want := range []string{"<P>.<D>.<DC>.delta", "kv-events", "kv_events", "drain marker", "--max-age",
 		"endpoint.<EP>.kv-events", "kv_metrics", "--event-scope", "-load-source", "-endpoint string",
-		"--zmq-publisher", "--zmq-broker", "--zmq-broker-discover", "-zmq-max-message-bytes", "--zmq-recv-hwm", "DYN_EVENT_PLANE", "--etcd", "--kube", "-kube-namespace",
+		"--zmq-publisher", "--zmq-broker", "--zmq-broker-discover", "-zmq-max-message-bytes", "--zmq-recv-hwm", "DYN_EVENT_PLANE", "--etcd", "--kube", "-kube-namespace", "--file-kv",
 		"--zmq-endpoint", "--zmq-replay", "--zmq-topic", "-worker-id", "-dp-rank", "-block-size"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("relay --help lacks %q", want)

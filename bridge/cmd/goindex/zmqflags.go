@@ -4,6 +4,7 @@ import (
 	"flag"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/goindex/goindex/bridge/discovery"
@@ -12,12 +13,12 @@ import (
 )
 
 // zmqPlaneFlags are the inputs of Dynamo's ZMQ event plane that relay and
-// record share: discovery (etcd, with its credentials, or Kubernetes),
-// static publishers and brokers.
+// record share: discovery (etcd, with its credentials, Kubernetes or the
+// file store), static publishers and brokers.
 type zmqPlaneFlags struct {
 	etcd, etcdUser, etcdPassword, etcdCA, etcdCert, etcdKey *string
 	kube                                                    *bool
-	kubeNamespace, publishers, broker                       *string
+	kubeNamespace, fileKV, publishers, broker               *string
 	findBrokers                                             *bool
 	maxBytes                                                *int64
 	recvHWM                                                 *int
@@ -33,8 +34,11 @@ func addZMQPlaneFlags(fs *flag.FlagSet) zmqPlaneFlags {
 		etcdKey:       fs.String("etcd-key", os.Getenv("ETCD_AUTH_CLIENT_KEY"), "etcd mutual TLS: client key PEM file (default: $ETCD_AUTH_CLIENT_KEY)"),
 		kube:          fs.Bool("kube", false, "ZMQ event plane: discover publishers in Kubernetes DynamoWorkerMetadata resources (in-cluster)"),
 		kubeNamespace: fs.String("kube-namespace", "", "Kubernetes namespace of the workers' resources (default: the pod's own)"),
-		publishers:    fs.String("zmq-publisher", "", "ZMQ event plane: comma-separated worker PUB endpoints (tcp://host:port) to subscribe to"),
-		broker:        fs.String("zmq-broker", os.Getenv("DYN_ZMQ_BROKER_URL"), "ZMQ event plane: broker mode, xsub=<url>[;<url>…],xpub=<url>[;<url>…] (default: $DYN_ZMQ_BROKER_URL)"),
+		fileKV: fs.String("file-kv", fileStoreDefault(os.Getenv("DYN_DISCOVERY_BACKEND"), os.Getenv("DYN_FILE_KV")),
+			"ZMQ event plane: discover publishers in Dynamo's file store at this directory, as its workers started with "+
+				"--discovery-backend file write it (default: with $DYN_DISCOVERY_BACKEND=file, $DYN_FILE_KV or $TMPDIR/dynamo_store_kv, as Dynamo's; else none)"),
+		publishers: fs.String("zmq-publisher", "", "ZMQ event plane: comma-separated worker PUB endpoints (tcp://host:port) to subscribe to"),
+		broker:     fs.String("zmq-broker", os.Getenv("DYN_ZMQ_BROKER_URL"), "ZMQ event plane: broker mode, xsub=<url>[;<url>…],xpub=<url>[;<url>…] (default: $DYN_ZMQ_BROKER_URL)"),
 		findBrokers: fs.Bool("zmq-broker-discover", truthy(os.Getenv("DYN_ZMQ_BROKER_ENABLED")),
 			"ZMQ event plane: broker mode with the brokers looked up in etcd (their zmq_broker records in the pool's namespace), as DYN_ZMQ_BROKER_ENABLED does (default: $DYN_ZMQ_BROKER_ENABLED); --zmq-broker wins"),
 		maxBytes: fs.Int64("zmq-max-message-bytes", zmqfeed.DefaultMaxMessageBytes, "ZMQ: largest message part taken; a peer sending more is disconnected"),
@@ -49,7 +53,7 @@ func (z zmqPlaneFlags) config(scope dynamo.Scope, log *slog.Logger) zmqfeed.Feed
 	return zmqfeed.FeedsConfig{Scope: scope, Etcd: splitList(*z.etcd),
 		EtcdCredentials: discovery.EtcdCredentials{Username: *z.etcdUser, Password: *z.etcdPassword, CAFile: *z.etcdCA,
 			CertFile: *z.etcdCert, KeyFile: *z.etcdKey},
-		Kube: *z.kube, KubeNamespace: *z.kubeNamespace, Publishers: splitList(*z.publishers), Broker: *z.broker,
+		Kube: *z.kube, KubeNamespace: *z.kubeNamespace, FileStore: *z.fileKV, Publishers: splitList(*z.publishers), Broker: *z.broker,
 		FindBrokers: *z.findBrokers, MaxMessageBytes: *z.maxBytes, RecvHWM: *z.recvHWM, Logger: log}
 }
 
@@ -62,9 +66,22 @@ func warnIfNATSOnly(log *slog.Logger, feeds int, eventPlane string) bool {
 		return false
 	}
 	log.Warn("no ZMQ event-plane source: only NATS subjects are read, but Dynamo v1.3 and later publish KV events over ZMQ "+
-		"unless DYN_EVENT_PLANE=nats; give --etcd (or $ETCD_ENDPOINTS), --kube, --zmq-publisher or --zmq-broker",
+		"unless DYN_EVENT_PLANE=nats; give --etcd (or $ETCD_ENDPOINTS), --kube, --file-kv, --zmq-publisher or --zmq-broker",
 		"DYN_EVENT_PLANE", eventPlane)
 	return true
+}
+
+// fileStoreDefault is the file store Dynamo's own processes use: with the
+// file discovery backend, $DYN_FILE_KV or $TMPDIR/dynamo_store_kv
+// (lib/runtime storage/kv.rs); with any other backend, none.
+func fileStoreDefault(backend, dir string) string {
+	if !strings.EqualFold(strings.TrimSpace(backend), "file") {
+		return ""
+	}
+	if dir != "" {
+		return dir
+	}
+	return filepath.Join(os.TempDir(), "dynamo_store_kv")
 }
 
 // truthy reads an environment flag as Dynamo does: 1, true, yes or on, in

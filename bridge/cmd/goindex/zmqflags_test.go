@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goindex/goindex/bridge/zmqfeed"
 	"github.com/goindex/goindex/dynamo"
 )
 
@@ -17,14 +18,47 @@ import (
 // configuration they make.
 func zmqConfigFrom(t *testing.T, args ...string) (etcd []string, user, broker string, findBrokers bool) {
 	t.Helper()
+	cfg := zmqFeedsFrom(t, args...)
+	return cfg.Etcd, cfg.EtcdCredentials.Username, cfg.Broker, cfg.FindBrokers
+}
+
+// zmqFeedsFrom parses args into the ZMQ plane flags and returns the whole
+// configuration they make.
+func zmqFeedsFrom(t *testing.T, args ...string) zmqfeed.FeedsConfig {
+	t.Helper()
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	z := addZMQPlaneFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		t.Fatalf("parseFlags(%q): %v", args, err)
 	}
-	cfg := z.config(dynamo.Scope{Namespace: "n", Component: "c", Endpoint: "e"}, slog.New(slog.DiscardHandler))
-	return cfg.Etcd, cfg.EtcdCredentials.Username, cfg.Broker, cfg.FindBrokers
+	return z.config(dynamo.Scope{Namespace: "n", Component: "c", Endpoint: "e"}, slog.New(slog.DiscardHandler))
+}
+
+// TestZMQFlags_FileStoreFollowsDynamosBackend: --file-kv defaults to the
+// file store Dynamo's own processes use, only when its discovery backend
+// is the file store.
+func TestZMQFlags_FileStoreFollowsDynamosBackend(t *testing.T) {
+	t.Setenv("TMPDIR", "/scratch")
+	cases := []struct{ backend, dir, flag, want string }{
+		{"file", "/shared/kv", "", "/shared/kv"},
+		{"File", "", "", "/scratch/dynamo_store_kv"},
+		{"etcd", "/shared/kv", "", ""},
+		{"", "/shared/kv", "", ""},
+		{"etcd", "", "--file-kv=/mine", "/mine"},
+		{"file", "/shared/kv", "--file-kv=", ""},
+	}
+	for _, c := range cases {
+		t.Setenv("DYN_DISCOVERY_BACKEND", c.backend)
+		t.Setenv("DYN_FILE_KV", c.dir)
+		var args []string
+		if c.flag != "" {
+			args = append(args, c.flag)
+		}
+		if got := zmqFeedsFrom(t, args...).FileStore; got != c.want {
+			t.Errorf("DYN_DISCOVERY_BACKEND=%q DYN_FILE_KV=%q %v: file store %q, want %q", c.backend, c.dir, args, got, c.want)
+		}
+	}
 }
 
 // TestZMQFlags_DynamoEnvironmentSetsTheDefaults sets the variables a Dynamo
