@@ -75,9 +75,8 @@ func NewDir(cfg DirConfig) (*Dir, error) {
 	if cfg.Root == "" {
 		return nil, fmt.Errorf("%w: no file store directory", ErrBadConfig)
 	}
-	sc := cfg.Scope
-	if sc.Namespace == "" || sc.Component == "" || sc.Endpoint == "" {
-		return nil, fmt.Errorf("%w: the pool's namespace, component and endpoint are required", ErrBadConfig)
+	if err := checkPoolScope(cfg.Scope); err != nil {
+		return nil, err
 	}
 	if cfg.PollEvery <= 0 {
 		cfg.PollEvery = DefaultPollEvery
@@ -88,7 +87,7 @@ func NewDir(cfg DirConfig) (*Dir, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Dir{cfg: cfg, records: newRecords(sc, cfg.Workers, cfg.Logger)}
+	d := &Dir{cfg: cfg, records: newRecords(cfg.Scope, cfg.Workers, cfg.Logger)}
 	d.buckets = []string{strings.TrimSuffix(channelsRoot, "/"), strings.TrimSuffix(sourcesRoot, "/")}
 	if cfg.Workers {
 		d.buckets = []string{strings.TrimSuffix(instancesRoot, "/")}

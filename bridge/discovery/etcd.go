@@ -150,9 +150,8 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("%w: no etcd endpoints", ErrBadConfig)
 	}
-	sc := cfg.Scope
-	if sc.Namespace == "" || sc.Component == "" || sc.Endpoint == "" {
-		return nil, fmt.Errorf("%w: the pool's namespace, component and endpoint are required", ErrBadConfig)
+	if err := checkPoolScope(cfg.Scope); err != nil {
+		return nil, err
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout
@@ -165,7 +164,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Etcd{cfg: cfg, records: newRecords(sc, cfg.Workers, cfg.Logger), tls: tlsCfg, root: eventsFrom, end: eventsTo}
+	e := &Etcd{cfg: cfg, records: newRecords(cfg.Scope, cfg.Workers, cfg.Logger), tls: tlsCfg, root: eventsFrom, end: eventsTo}
 	e.health.name = e.String()
 	if cfg.Workers {
 		e.root, e.end = instancesRoot, clientv3.GetPrefixRangeEnd(instancesRoot)

@@ -91,9 +91,8 @@ type Kube struct {
 // NewKube reads the in-cluster defaults that cfg leaves open; it does no
 // network I/O.
 func NewKube(cfg KubeConfig) (*Kube, error) {
-	sc := cfg.Scope
-	if sc.Namespace == "" || sc.Component == "" || sc.Endpoint == "" {
-		return nil, fmt.Errorf("%w: the pool's namespace, component and endpoint are required", ErrBadConfig)
+	if err := checkPoolScope(cfg.Scope); err != nil {
+		return nil, err
 	}
 	if cfg.APIServer == "" {
 		host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
@@ -142,6 +141,7 @@ func NewKube(cfg KubeConfig) (*Kube, error) {
 		}
 		k.client = &http.Client{Transport: tr}
 	}
+	sc := cfg.Scope
 	component := dynamo.Scope{Namespace: sc.Namespace, Component: sc.Component}
 	k.scopes = map[dynamo.Scope]map[string]bool{
 		sc:                        {dynamo.EventTopic: true, dynamo.MetricsTopic: true},

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -18,6 +19,14 @@ type records struct {
 	workers bool
 	watched []watchedPrefix
 	log     *slog.Logger
+}
+
+// checkPoolScope refuses a pool scope that is not a whole endpoint scope.
+func checkPoolScope(sc dynamo.Scope) error {
+	if sc.Namespace == "" || sc.Component == "" || sc.Endpoint == "" {
+		return fmt.Errorf("%w: the pool's namespace, component and endpoint are required", ErrBadConfig)
+	}
+	return nil
 }
 
 // watchedPrefix is one key prefix and what its channels are.

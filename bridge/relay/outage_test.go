@@ -245,13 +245,8 @@ func TestRelay_WatchesAreServedThroughANATSOutage(t *testing.T) {
 	seed := relaytest.Seed(t, 23)
 	rng := rand.New(rand.NewPCG(seed, 23))
 	srv, nc := natstest.Start(t)
-	cfg := testConfig(nc)
-	n, err := ckf.BucketCount(cfg.Pools[0].ExpectedBlocks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &staticSource{words: make([]uint64, n)}
-	cfg.Pools[0].Source = src
+	cfg, src := staticConfig(t, nc)
+	n := len(src.words)
 	run := startRelay(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -305,6 +305,21 @@ type staticSource struct {
 	pending []relayproto.Image
 }
 
+// staticConfig returns testConfig(nc) with its pool publishing a
+// staticSource of the pool's bucket count, every word zero, instead of a
+// producer.
+func staticConfig(t testing.TB, nc *nats.Conn) (Config, *staticSource) {
+	t.Helper()
+	cfg := testConfig(nc)
+	n, err := ckf.BucketCount(cfg.Pools[0].ExpectedBlocks)
+	if err != nil {
+		t.Fatalf("BucketCount: %v", err)
+	}
+	src := &staticSource{words: make([]uint64, n)}
+	cfg.Pools[0].Source = src
+	return cfg, src
+}
+
 func (s *staticSource) AppendWords(dst []uint64) []uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/goindex/goindex/bridge/natslink/natstest"
 	"github.com/goindex/goindex/bridge/relay/relaytest"
-	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/relayproto"
 )
 
@@ -84,13 +83,8 @@ func TestRelay_WatchFollowsThePublicationFromAConsistentStart(t *testing.T) {
 	seed := relaytest.Seed(t, 11)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	_, nc := natstest.Start(t)
-	cfg := testConfig(nc)
-	n, err := ckf.BucketCount(cfg.Pools[0].ExpectedBlocks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &staticSource{words: make([]uint64, n)}
-	cfg.Pools[0].Source = src
+	cfg, src := staticConfig(t, nc)
+	n := len(src.words)
 	run := startRelay(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -176,11 +170,8 @@ func TestRelay_WatchFollowsThePublicationFromAConsistentStart(t *testing.T) {
 // goes on publishing and another watch starts from its current state.
 func TestRelay_WatchThatFallsBehindIsDropped(t *testing.T) {
 	_, nc := natstest.Start(t)
-	cfg := testConfig(nc)
+	cfg, src := staticConfig(t, nc)
 	cfg.HeartbeatEvery = time.Hour
-	n, _ := ckf.BucketCount(cfg.Pools[0].ExpectedBlocks)
-	src := &staticSource{words: make([]uint64, n)}
-	cfg.Pools[0].Source = src
 	run := startRelay(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
