@@ -81,9 +81,9 @@
 // pool), check every refusal's code and reason, a relay of another
 // protocol version, and every stream rule one frame at a time. Over
 // goindex's own relay (embedded NATS, real events) a followed lane ends
-// byte-identical to the relay's words and sequence through deltas, a gap
-// (sequences burned after an uncertain publish), and a restart behind the same
-// address; a raw subscriber sees chunks, then contiguous deltas and
+// byte-identical to the relay's words and sequence through deltas, a
+// fenced NATS log (an uncertain publish there leaves the stream
+// undisturbed), and a restart behind the same address; a raw subscriber sees chunks, then contiguous deltas and
 // heartbeats, and upstream-valid identities; a subscriber that does not
 // read ends SUBSCRIBER_LAGGED; its readiness turns READY with a new
 // revision when a worker is live, and its serving load goes UNAVAILABLE,

@@ -26,9 +26,10 @@ gRPC; put a TLS proxy in front across a WAN):
   --kvrelay-listen H:P    serve the pool: GetRelayInfo, WatchKvPoolCatalog (the pool
                           with --model, --worker-role and --block-size), SubscribeKvPool
                           (the CBI1 chunks of a snapshot taken in the pool's writer loop,
-                          then its deltas and heartbeats at the NATS log's sequences; a
-                          burned sequence, a rebuild or a subscriber 4096 messages
-                          behind ends the stream and the subscriber starts over),
+                          then its deltas and heartbeats, apart from the NATS log: a
+                          NATS or JetStream outage does not stop them; a rebuild or a
+                          subscriber 4096 messages behind ends the stream and the
+                          subscriber starts over),
                           SubscribeKvPoolLoad (a window every --load-every: KV blocks
                           in use = active decode blocks, total = capacity, ranks =
                           live workers), SubscribeServingReadiness (a topology per
