@@ -59,7 +59,8 @@ Input over ZeroMQ (Dynamo's default event plane since v1.3; libzmq):
   --kube                          direct mode, publishers discovered in the Kubernetes
                                   DynamoWorkerMetadata resources (nvidia.com/v1alpha1) of
                                   --kube-namespace (default: the pod's), in-cluster
-                                  credentials, list and watch
+                                  credentials, list and watch; on by default where
+                                  $DYN_DISCOVERY_BACKEND=kubernetes, as in Dynamo's pods
   --file-kv DIR                   direct mode, publishers discovered in Dynamo's file
                                   store (workers started with --discovery-backend file,
                                   for hosts without etcd): the same records as files

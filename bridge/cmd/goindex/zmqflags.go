@@ -26,13 +26,14 @@ type zmqPlaneFlags struct {
 
 func addZMQPlaneFlags(fs *flag.FlagSet) zmqPlaneFlags {
 	return zmqPlaneFlags{
-		etcd:          fs.String("etcd", os.Getenv("ETCD_ENDPOINTS"), "ZMQ event plane: discover publishers in etcd at these comma-separated URLs (default: $ETCD_ENDPOINTS)"),
-		etcdUser:      fs.String("etcd-user", os.Getenv("ETCD_AUTH_USERNAME"), "etcd authentication: user name, with --etcd-password (default: $ETCD_AUTH_USERNAME)"),
-		etcdPassword:  fs.String("etcd-password", os.Getenv("ETCD_AUTH_PASSWORD"), "etcd authentication: password (default: $ETCD_AUTH_PASSWORD; prefer it or --config to the command line)"),
-		etcdCA:        fs.String("etcd-ca", os.Getenv("ETCD_AUTH_CA"), "etcd TLS: PEM file of the CAs that sign etcd's certificate (default: $ETCD_AUTH_CA; https:// endpoints without it: the system's roots)"),
-		etcdCert:      fs.String("etcd-cert", os.Getenv("ETCD_AUTH_CLIENT_CERT"), "etcd mutual TLS: client certificate PEM file, with --etcd-key (default: $ETCD_AUTH_CLIENT_CERT)"),
-		etcdKey:       fs.String("etcd-key", os.Getenv("ETCD_AUTH_CLIENT_KEY"), "etcd mutual TLS: client key PEM file (default: $ETCD_AUTH_CLIENT_KEY)"),
-		kube:          fs.Bool("kube", false, "ZMQ event plane: discover publishers in Kubernetes DynamoWorkerMetadata resources (in-cluster)"),
+		etcd:         fs.String("etcd", os.Getenv("ETCD_ENDPOINTS"), "ZMQ event plane: discover publishers in etcd at these comma-separated URLs (default: $ETCD_ENDPOINTS)"),
+		etcdUser:     fs.String("etcd-user", os.Getenv("ETCD_AUTH_USERNAME"), "etcd authentication: user name, with --etcd-password (default: $ETCD_AUTH_USERNAME)"),
+		etcdPassword: fs.String("etcd-password", os.Getenv("ETCD_AUTH_PASSWORD"), "etcd authentication: password (default: $ETCD_AUTH_PASSWORD; prefer it or --config to the command line)"),
+		etcdCA:       fs.String("etcd-ca", os.Getenv("ETCD_AUTH_CA"), "etcd TLS: PEM file of the CAs that sign etcd's certificate (default: $ETCD_AUTH_CA; https:// endpoints without it: the system's roots)"),
+		etcdCert:     fs.String("etcd-cert", os.Getenv("ETCD_AUTH_CLIENT_CERT"), "etcd mutual TLS: client certificate PEM file, with --etcd-key (default: $ETCD_AUTH_CLIENT_CERT)"),
+		etcdKey:      fs.String("etcd-key", os.Getenv("ETCD_AUTH_CLIENT_KEY"), "etcd mutual TLS: client key PEM file (default: $ETCD_AUTH_CLIENT_KEY)"),
+		kube: fs.Bool("kube", strings.EqualFold(strings.TrimSpace(os.Getenv("DYN_DISCOVERY_BACKEND")), "kubernetes"),
+			"ZMQ event plane: discover publishers in Kubernetes DynamoWorkerMetadata resources (in-cluster; default: $DYN_DISCOVERY_BACKEND=kubernetes)"),
 		kubeNamespace: fs.String("kube-namespace", "", "Kubernetes namespace of the workers' resources (default: the pod's own)"),
 		fileKV: fs.String("file-kv", fileStoreDefault(os.Getenv("DYN_DISCOVERY_BACKEND"), os.Getenv("DYN_FILE_KV")),
 			"ZMQ event plane: discover publishers in Dynamo's file store at this directory, as its workers started with "+

@@ -37,7 +37,8 @@ func zmqFeedsFrom(t *testing.T, args ...string) zmqfeed.FeedsConfig {
 
 // TestZMQFlags_FileStoreFollowsDynamosBackend: --file-kv defaults to the
 // file store Dynamo's own processes use, only when its discovery backend
-// is the file store.
+// is the file store; --kube is on by default when the backend is
+// Kubernetes.
 func TestZMQFlags_FileStoreFollowsDynamosBackend(t *testing.T) {
 	t.Setenv("TMPDIR", "/scratch")
 	cases := []struct{ backend, dir, flag, want string }{
@@ -58,6 +59,16 @@ func TestZMQFlags_FileStoreFollowsDynamosBackend(t *testing.T) {
 		if got := zmqFeedsFrom(t, args...).FileStore; got != c.want {
 			t.Errorf("DYN_DISCOVERY_BACKEND=%q DYN_FILE_KV=%q %v: file store %q, want %q", c.backend, c.dir, args, got, c.want)
 		}
+	}
+	for backend, want := range map[string]bool{"kubernetes": true, " Kubernetes ": true, "etcd": false, "file": false, "": false} {
+		t.Setenv("DYN_DISCOVERY_BACKEND", backend)
+		if got := zmqFeedsFrom(t).Kube; got != want {
+			t.Errorf("DYN_DISCOVERY_BACKEND=%q: Kubernetes discovery %v, want %v", backend, got, want)
+		}
+	}
+	t.Setenv("DYN_DISCOVERY_BACKEND", "kubernetes")
+	if zmqFeedsFrom(t, "--kube=false").Kube {
+		t.Error("--kube=false beside DYN_DISCOVERY_BACKEND=kubernetes: Kubernetes discovery on")
 	}
 }
 
