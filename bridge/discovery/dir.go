@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
@@ -243,13 +244,20 @@ func (d *Dir) key(bucket, dir, path string) (string, bool) {
 	return bucket + "/" + strings.Join(parts, "/"), true
 }
 
-// readRecord reads one record file, at most MaxRecordBytes.
+// readRecord reads one record file, at most MaxRecordBytes. It opens
+// without blocking and reads only a regular file: a FIFO put where a record
+// was listed would otherwise hold the poll until something wrote to it.
 func readRecord(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%v)", fi.Mode().Type())
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxRecordBytes+1))
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,5 +235,36 @@ func TestNewDir_RefusesABadConfig(t *testing.T) {
 		if _, err := NewDir(cfg); !errors.Is(err, ErrBadConfig) {
 			t.Errorf("%s: NewDir = %v, want ErrBadConfig", name, err)
 		}
+	}
+}
+
+// TestReadRecord_RefusesWhatIsNotARegularFile: a FIFO where a record was
+// listed is refused at once instead of holding the poll until a writer
+// comes; an oversized record is refused too.
+func TestReadRecord_RefusesWhatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := readRecord(fifo)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("readRecord(a FIFO) = nil error, want a refusal")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("readRecord(a FIFO) blocked")
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, MaxRecordBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readRecord(big); err == nil {
+		t.Errorf("readRecord(%d bytes) = nil error, want a refusal", MaxRecordBytes+1)
 	}
 }
