@@ -35,9 +35,13 @@
 // ahead of it), a frame of another producer or format, a CBI1 error, a
 // broken stream or a new producer generation retires the lane and starts
 // over from a snapshot; other lanes are untouched (spec §5.3's rule: a
-// fault is local to its lane). Optional hooks see every FilterUpdate
-// (OnUpdate), the load windows (OnLoad) and the round trip of a
-// GetRelayInfo every PingEvery (OnRTT); Resync ends the session so the lane
+// fault is local to its lane). So does a relay that stops answering: a
+// GetRelayInfo every PingEvery, each bounded by CallTimeout, of which
+// MaxMissedProbes failing in a row end the session (a hung relay behind a
+// connection that stays up would leave its stream open and silent, and
+// the lane served as current, for as long as TCP lets it). Optional hooks
+// see every FilterUpdate (OnUpdate), the load windows (OnLoad) and each
+// probe's round trip (OnRTT); Resync ends the session so the lane
 // starts over from a snapshot (a consumer found its words damaged); every
 // goroutine of a session, and so every Lane call and hook, has returned
 // when Follow does.

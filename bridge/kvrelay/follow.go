@@ -40,13 +40,27 @@ type FollowConfig struct {
 	// OnRTT receives the round trip of a GetRelayInfo call, timed every
 	// PingEvery while a session runs (the contract's cheapest exchange;
 	// heartbeats are one-way and their send_ts_us is the relay's clock).
-	OnRTT     func(time.Duration) // optional; default: no probe
+	OnRTT     func(time.Duration) // optional
 	PingEvery time.Duration       // optional; default: 1s
+	// CallTimeout bounds each GetRelayInfo: the session's first, and the
+	// probe every PingEvery, of which MaxMissedProbes failing in a row end
+	// the session (a relay that answers nothing, behind a connection that
+	// stays up, would otherwise leave the pool stream open and silent for
+	// as long as TCP lets it). Optional; default: DefaultCallTimeout.
+	CallTimeout time.Duration
 	// Resync, when it delivers, ends the current session: the lane is
 	// retired with the value as the reason and follows again from a fresh
 	// snapshot (a consumer found the lane's words damaged).
 	Resync <-chan error // optional
 }
+
+// DefaultCallTimeout bounds a GetRelayInfo when FollowConfig leaves it
+// open.
+const DefaultCallTimeout = 5 * time.Second
+
+// MaxMissedProbes is how many liveness probes in a row may fail before a
+// session ends as unavailable.
+const MaxMissedProbes = 3
 
 // Follow keeps cfg.Lane in step with the pool of cfg.DCID on the relay at
 // conn, until ctx is done: it checks the relay's contract, watches the
@@ -64,6 +78,9 @@ func Follow(ctx context.Context, conn grpc.ClientConnInterface, cfg FollowConfig
 	}
 	if cfg.PingEvery <= 0 {
 		cfg.PingEvery = time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
 	}
 	client := pb.NewKvEventRelayClient(conn)
 	for {
@@ -88,11 +105,7 @@ var recvOptions = []grpc.CallOption{grpc.MaxCallRecvMsgSize(MaxMessageBytes)}
 
 // session is one connection's worth of following: it returns why it ended.
 func session(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfig) error {
-	info, err := client.GetRelayInfo(ctx, &pb.RelayInfoRequest{ContractMarker: ContractMarker})
-	if err != nil {
-		return fmt.Errorf("kvrelay: GetRelayInfo: %w", err)
-	}
-	if err := checkResponse(info); err != nil {
+	if err := relayInfo(ctx, client, cfg); err != nil {
 		return err
 	}
 	// Every goroutine of the session has ended when it returns, so no
@@ -111,9 +124,8 @@ func session(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfi
 	if cfg.OnLoad != nil {
 		wg.Go(func() { loads(ctx, client, cfg) })
 	}
-	if cfg.OnRTT != nil {
-		wg.Go(func() { probe(ctx, client, cfg) })
-	}
+	probeErr := make(chan error, 1)
+	wg.Go(func() { probeErr <- probe(ctx, client, cfg) })
 	var current *pb.ProducerIdentity
 	var subCancel context.CancelFunc = func() {}
 	subErr := make(chan error, 1)
@@ -123,6 +135,8 @@ func session(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfi
 		case err := <-catalogErr:
 			return err
 		case err := <-subErr:
+			return err
+		case err := <-probeErr:
 			return err
 		case err := <-cfg.Resync:
 			return fmt.Errorf("kvrelay: resync asked: %w", err)
@@ -297,19 +311,45 @@ func loads(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfig)
 	}
 }
 
-// probe times a GetRelayInfo call every cfg.PingEvery and hands each round
-// trip whose answer keeps the contract to cfg.OnRTT, until ctx is done.
-func probe(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfig) {
+// relayInfo asks the relay for its info, within cfg.CallTimeout, and
+// checks that it keeps the contract.
+func relayInfo(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfig) error {
+	c, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
+	defer cancel()
+	info, err := client.GetRelayInfo(c, &pb.RelayInfoRequest{ContractMarker: ContractMarker})
+	if err != nil {
+		return fmt.Errorf("kvrelay: GetRelayInfo: %w", err)
+	}
+	return checkResponse(info)
+}
+
+// probe calls GetRelayInfo every cfg.PingEvery and hands the round trip of
+// each answer that keeps the contract to cfg.OnRTT, until ctx is done
+// (nil) or MaxMissedProbes calls in a row failed: then it returns why,
+// wrapping ErrUnavailable, and the session ends.
+func probe(ctx context.Context, client pb.KvEventRelayClient, cfg *FollowConfig) error {
 	tick := time.NewTicker(cfg.PingEvery)
 	defer tick.Stop()
+	missed := 0
 	for {
 		start := time.Now()
-		if info, err := client.GetRelayInfo(ctx, &pb.RelayInfoRequest{ContractMarker: ContractMarker}); err == nil && checkResponse(info) == nil {
-			cfg.OnRTT(time.Since(start))
+		err := relayInfo(ctx, client, cfg)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+			missed = 0
+			if cfg.OnRTT != nil {
+				cfg.OnRTT(time.Since(start))
+			}
+		default:
+			if missed++; missed >= MaxMissedProbes {
+				return fmt.Errorf("%w: the relay answered none of %d probes: %w", ErrUnavailable, missed, err)
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tick.C:
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -365,4 +366,67 @@ type skewed struct {
 
 func (skewed) GetRelayInfo(context.Context, *pb.RelayInfoRequest) (*pb.RelayInfo, error) {
 	return &pb.RelayInfo{ProtocolVersion: 2, Relay: &pb.RelayIdentity{}, ContractMarker: ContractMarker}, nil
+}
+
+// mute is a Server whose GetRelayInfo can be made to hang, as a relay
+// process that stopped answering behind a connection that stays up.
+type mute struct {
+	*Server
+	hang atomic.Bool
+}
+
+func (m *mute) GetRelayInfo(ctx context.Context, req *pb.RelayInfoRequest) (*pb.RelayInfo, error) {
+	if m.hang.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return m.Server.GetRelayInfo(ctx, req)
+}
+
+// A relay that stops answering while its pool stream stays open (and
+// silent) ends the session after MaxMissedProbes failed probes: the lane
+// is retired as unavailable instead of served as if current, and follows
+// again, from a fresh snapshot, once the relay answers.
+func TestFollow_RetiresTheLaneOfARelayThatStopsAnswering(t *testing.T) {
+	m := newModel(3)
+	s, err := NewServer(ServerConfig{Relay: &pb.RelayIdentity{DrtInstanceId: 7, RelayIncarnation: 9}, Source: m, ChunkWords: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &mute{Server: s}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(GRPCOptions()...)
+	pb.RegisterKvEventRelayServer(g, srv)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	conn := dial(t, ln.Addr().String())
+	l := &lane{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Follow(ctx, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: 10 * time.Millisecond,
+			PingEvery: 10 * time.Millisecond, CallTimeout: 50 * time.Millisecond})
+	}()
+	waitFor(t, "the snapshot is installed", func() bool { return l.converged(m) })
+	srv.hang.Store(true)
+	waitFor(t, "the lane is retired as unavailable", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return !l.ready && len(l.retired) > 0 && errors.Is(l.retired[len(l.retired)-1], ErrUnavailable)
+	})
+	srv.hang.Store(false)
+	waitFor(t, "the lane follows again", func() bool { return l.converged(m) })
+	l.mu.Lock()
+	installs := l.installs
+	l.mu.Unlock()
+	if installs < 2 {
+		t.Errorf("%d installs, want a fresh one after the relay answered again", installs)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Follow after cancel = %v, want context.Canceled", err)
+	}
 }

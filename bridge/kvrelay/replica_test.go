@@ -34,10 +34,14 @@ func TestReplicaLane_FollowsAnUpstreamPoolIntoTheReplicaFile(t *testing.T) {
 	m := newModel(3)
 	conn := serve(t, m)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		_ = Follow(ctx, conn, FollowConfig{SubscriberID: "replica-test", DCID: 3, Lane: rl, Retry: 10 * time.Millisecond, OnLoad: rl.RecordLoad})
 	}()
+	// Follow has returned, and with it every call into the lane, before the
+	// file is closed (cleanups run last first).
+	t.Cleanup(func() { cancel(); <-done })
 	r, err := shm.Attach(path)
 	if err != nil {
 		t.Fatal(err)
