@@ -14,12 +14,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/goindex/goindex/bridge/kvrelay/cbi1"
 	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
+	"github.com/goindex/goindex/internal/movable"
 	"github.com/goindex/goindex/internal/testseed"
 )
 
@@ -425,6 +427,60 @@ func TestFollow_RetiresTheLaneOfARelayThatStopsAnswering(t *testing.T) {
 	if installs < 2 {
 		t.Errorf("%d installs, want a fresh one after the relay answered again", installs)
 	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Follow after cancel = %v, want context.Canceled", err)
+	}
+}
+
+// following is a model that counts its pool streams still being served.
+type following struct {
+	*model
+	active atomic.Int32
+}
+
+func (f *following) Follow(ctx context.Context, p *pb.ProducerIdentity) (<-chan Update, error) {
+	ch, err := f.model.Follow(ctx, p)
+	if err == nil {
+		f.active.Add(1)
+		context.AfterFunc(ctx, func() { f.active.Add(-1) })
+	}
+	return ch, err
+}
+
+// A subscriber whose path goes dark without a reset (the forwarder drops
+// everything, both ways, and keeps the connection open) is found by the
+// server's keepalive ping and its stream ended, instead of held until TCP
+// gives up; the subscriber, retired by its own probes meanwhile, follows
+// again once the path carries traffic.
+func TestServer_EndsTheStreamsOfASubscriberThatWentDark(t *testing.T) {
+	src := &following{model: newModel(3)}
+	s, err := NewServer(ServerConfig{Relay: &pb.RelayIdentity{DrtInstanceId: 7, RelayIncarnation: 9}, Source: src, ChunkWords: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpcOptions(keepalive.ServerParameters{Time: time.Second, Timeout: 200 * time.Millisecond})...)
+	pb.RegisterKvEventRelayServer(g, s)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	fw := movable.New(t, ln.Addr().String())
+	conn := dial(t, fw.Addr())
+	l := &lane{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Follow(ctx, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: 10 * time.Millisecond,
+			PingEvery: 50 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
+	}()
+	waitFor(t, "the snapshot is installed", func() bool { return l.converged(src.model) && src.active.Load() == 1 })
+	fw.Silence(true)
+	waitFor(t, "the server ends the dark subscriber's stream", func() bool { return src.active.Load() == 0 })
+	fw.Silence(false)
+	waitFor(t, "the subscriber follows again", func() bool { return l.converged(src.model) })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Follow after cancel = %v, want context.Canceled", err)

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/goindex/goindex/bridge/kvrelay/cbi1"
 	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
@@ -107,9 +108,21 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return &Server{cfg: cfg}, nil
 }
 
-// GRPCOptions are the server options the contract's message sizes need.
+// GRPCOptions are the server options the contract needs: its message
+// sizes, and a check of every subscriber's connection (a ping after 30 s
+// without traffic from the peer, answered within 10 s, or the connection is
+// closed with its streams). Across a WAN a subscriber can vanish without a
+// reset (a host gone, a firewall that dropped the flow); without the ping
+// its streams, their goroutines and their watches would be held until TCP
+// gave up on the data in flight, which takes minutes. The pings also keep
+// a quiet flow alive through firewalls that expire idle ones; a server
+// pinging its clients needs no permission from them.
 func GRPCOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+	return grpcOptions(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second})
+}
+
+func grpcOptions(ka keepalive.ServerParameters) []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes), grpc.KeepaliveParams(ka)}
 }
 
 func (s *Server) refuse(stream grpc.ServerStream, err error) error {

@@ -8,9 +8,10 @@
 //
 // A connection lives as long as both of its ends; when the server behind
 // it stops, the client sees the connection close and dials again, to the
-// new target.
+// new target. Silence makes the open connections drop what they carry
+// without closing, as a path that went dark does.
 //
 // # Files
 //
-//   - forward.go: Forwarder, New, Point, Addr.
+//   - forward.go: Forwarder, New, Point, Silence, Addr.
 package movable

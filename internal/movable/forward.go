@@ -1,9 +1,9 @@
 package movable
 
 import (
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -15,6 +15,9 @@ type Forwarder struct {
 	to    string
 	conns map[net.Conn]struct{} // both ends of every pipe, closed at the end
 	done  bool
+	// silent drops what every pipe carries, both ways, keeping the
+	// connections open: a path that went dark without a reset.
+	silent atomic.Bool
 }
 
 // New listens on a random loopback port and forwards to to; it stops, with
@@ -59,6 +62,11 @@ func (f *Forwarder) Point(to string) {
 	f.mu.Unlock()
 }
 
+// Silence makes every pipe drop what it carries, both ways, while its
+// connections stay open, as a firewall that silently drops a flow does;
+// Silence(false) forwards again.
+func (f *Forwarder) Silence(on bool) { f.silent.Store(on) }
+
 // pipe copies between c and a connection to the current target until
 // either side closes.
 func (f *Forwarder) pipe(c net.Conn) {
@@ -74,14 +82,31 @@ func (f *Forwarder) pipe(c net.Conn) {
 		return
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = io.Copy(u, c); _ = u.Close() })
-	_, _ = io.Copy(c, u)
+	wg.Go(func() { f.copy(u, c); _ = u.Close() })
+	f.copy(c, u)
 	_ = c.Close()
 	wg.Wait()
 	f.mu.Lock()
 	delete(f.conns, c)
 	delete(f.conns, u)
 	f.mu.Unlock()
+}
+
+// copy forwards what src sends to dst, dropping it while the forwarder is
+// silent, until either side fails.
+func (f *Forwarder) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !f.silent.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // track records both ends of a pipe, or closes them when the forwarder
