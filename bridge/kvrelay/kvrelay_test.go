@@ -202,20 +202,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // connection to it.
 func serve(t *testing.T, src Source) *grpc.ClientConn {
 	t.Helper()
+	return dial(t, listen(t, newTestServer(t, src), GRPCOptions()...))
+}
+
+// newTestServer is the tests' Server over src.
+func newTestServer(t *testing.T, src Source) *Server {
+	t.Helper()
 	s, err := NewServer(ServerConfig{Relay: &pb.RelayIdentity{DrtInstanceId: 7, RelayIncarnation: 9}, Source: src,
 		LoadInterval: 20 * time.Millisecond, ChunkWords: 24})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// listen serves srv over gRPC with opts on a loopback port, until the test
+// ends, and returns its address.
+func listen(t *testing.T, srv pb.KvEventRelayServer, opts ...grpc.ServerOption) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(GRPCOptions()...)
-	pb.RegisterKvEventRelayServer(g, s)
+	g := grpc.NewServer(opts...)
+	pb.RegisterKvEventRelayServer(g, srv)
 	go func() { _ = g.Serve(ln) }()
 	t.Cleanup(g.Stop)
-	return dial(t, ln.Addr().String())
+	return ln.Addr().String()
 }
 
 // dial returns a plaintext client connection to addr, closed when the
@@ -391,20 +404,8 @@ func (m *mute) GetRelayInfo(ctx context.Context, req *pb.RelayInfoRequest) (*pb.
 // again, from a fresh snapshot, once the relay answers.
 func TestFollow_RetiresTheLaneOfARelayThatStopsAnswering(t *testing.T) {
 	m := newModel(3)
-	s, err := NewServer(ServerConfig{Relay: &pb.RelayIdentity{DrtInstanceId: 7, RelayIncarnation: 9}, Source: m, ChunkWords: 24})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &mute{Server: s}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(GRPCOptions()...)
-	pb.RegisterKvEventRelayServer(g, srv)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	conn := dial(t, ln.Addr().String())
+	srv := &mute{Server: newTestServer(t, m)}
+	conn := dial(t, listen(t, srv, GRPCOptions()...))
 	l := &lane{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -455,19 +456,8 @@ func (f *following) Follow(ctx context.Context, p *pb.ProducerIdentity) (<-chan 
 // again once the path carries traffic.
 func TestServer_EndsTheStreamsOfASubscriberThatWentDark(t *testing.T) {
 	src := &following{model: newModel(3)}
-	s, err := NewServer(ServerConfig{Relay: &pb.RelayIdentity{DrtInstanceId: 7, RelayIncarnation: 9}, Source: src, ChunkWords: 24})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(grpcOptions(keepalive.ServerParameters{Time: time.Second, Timeout: 200 * time.Millisecond})...)
-	pb.RegisterKvEventRelayServer(g, s)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	fw := movable.New(t, ln.Addr().String())
+	addr := listen(t, newTestServer(t, src), grpcOptions(keepalive.ServerParameters{Time: time.Second, Timeout: 200 * time.Millisecond})...)
+	fw := movable.New(t, addr)
 	conn := dial(t, fw.Addr())
 	l := &lane{}
 	ctx, cancel := context.WithCancel(context.Background())
