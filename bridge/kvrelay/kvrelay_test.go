@@ -231,6 +231,22 @@ func listen(t *testing.T, srv pb.KvEventRelayServer, opts ...grpc.ServerOption) 
 	return ln.Addr().String()
 }
 
+// follow runs Follow(conn, cfg) until the returned stop, which cancels it
+// and checks that it ended with the cancellation.
+func follow(t *testing.T, conn *grpc.ClientConn, cfg FollowConfig) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Follow(ctx, conn, cfg) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Follow after cancel = %v, want context.Canceled", err)
+		}
+	}
+}
+
 // dial returns a plaintext client connection to addr, closed when the
 // test ends.
 func dial(t *testing.T, addr string) *grpc.ClientConn {
@@ -255,12 +271,8 @@ func TestFollow_ConvergesThroughDeltasGapsAndNewGenerations(t *testing.T) {
 	l := &lane{}
 	var loadMu sync.Mutex
 	var loads []*Load
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Follow(ctx, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: 10 * time.Millisecond,
-			OnLoad: func(e *Load) { loadMu.Lock(); loads = append(loads, e); loadMu.Unlock() }})
-	}()
+	stop := follow(t, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: 10 * time.Millisecond,
+		OnLoad: func(e *Load) { loadMu.Lock(); loads = append(loads, e); loadMu.Unlock() }})
 	waitFor(t, "the snapshot is installed", func() bool { return l.converged(m) })
 	for i := range 100 {
 		m.publish(rng, i%10) // every tenth step a heartbeat
@@ -288,10 +300,7 @@ func TestFollow_ConvergesThroughDeltasGapsAndNewGenerations(t *testing.T) {
 		t.Errorf("load entry %v, want 10 of 100 blocks", e)
 	}
 	loadMu.Unlock()
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Follow after cancel = %v, want context.Canceled", err)
-	}
+	stop()
 }
 
 // The server refuses a wrong marker, a stale generation and an unknown
@@ -407,12 +416,8 @@ func TestFollow_RetiresTheLaneOfARelayThatStopsAnswering(t *testing.T) {
 	srv := &mute{Server: newTestServer(t, m)}
 	conn := dial(t, listen(t, srv, GRPCOptions()...))
 	l := &lane{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Follow(ctx, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: 10 * time.Millisecond,
-			PingEvery: 10 * time.Millisecond, CallTimeout: 50 * time.Millisecond})
-	}()
+	stop := follow(t, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: 10 * time.Millisecond,
+		PingEvery: 10 * time.Millisecond, CallTimeout: 50 * time.Millisecond})
 	waitFor(t, "the snapshot is installed", func() bool { return l.converged(m) })
 	srv.hang.Store(true)
 	waitFor(t, "the lane is retired as unavailable", func() bool {
@@ -428,10 +433,7 @@ func TestFollow_RetiresTheLaneOfARelayThatStopsAnswering(t *testing.T) {
 	if installs < 2 {
 		t.Errorf("%d installs, want a fresh one after the relay answered again", installs)
 	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Follow after cancel = %v, want context.Canceled", err)
-	}
+	stop()
 }
 
 // following is a model that counts its pool streams still being served.
@@ -460,19 +462,12 @@ func TestServer_EndsTheStreamsOfASubscriberThatWentDark(t *testing.T) {
 	fw := movable.New(t, addr)
 	conn := dial(t, fw.Addr())
 	l := &lane{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Follow(ctx, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: 10 * time.Millisecond,
-			PingEvery: 50 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
-	}()
+	stop := follow(t, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: 10 * time.Millisecond,
+		PingEvery: 50 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
 	waitFor(t, "the snapshot is installed", func() bool { return l.converged(src.model) && src.active.Load() == 1 })
 	fw.Silence(true)
 	waitFor(t, "the server ends the dark subscriber's stream", func() bool { return src.active.Load() == 0 })
 	fw.Silence(false)
 	waitFor(t, "the subscriber follows again", func() bool { return l.converged(src.model) })
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Follow after cancel = %v, want context.Canceled", err)
-	}
+	stop()
 }
