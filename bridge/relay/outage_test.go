@@ -13,7 +13,6 @@ import (
 	"github.com/goindex/goindex/dynamo"
 	"github.com/goindex/goindex/goindex/ckf"
 	"github.com/goindex/goindex/goindex/kv"
-	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/relayproto/publish"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -246,18 +245,13 @@ func TestRelay_WatchesAreServedThroughANATSOutage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 23))
 	srv, nc := natstest.Start(t)
 	cfg, src := staticConfig(t, nc)
-	n := len(src.words)
 	run := startRelay(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	publishSome := func(rounds int) {
 		t.Helper()
 		for range rounds {
-			src.mu.Lock()
-			for _, b := range rng.Perm(int(n))[:1+rng.IntN(20)] {
-				src.pending = append(src.pending, relayproto.Image{Bucket: uint32(b), Word: rng.Uint64()})
-			}
-			src.mu.Unlock()
+			src.queueRandom(rng, 1+rng.IntN(20))
 			if err := run.r.Flush(ctx, 1); err != nil {
 				t.Fatalf("Flush: %v", err)
 			}

@@ -320,6 +320,16 @@ func staticConfig(t testing.TB, nc *nats.Conn) (Config, *staticSource) {
 	return cfg, src
 }
 
+// queueRandom queues k images of distinct random buckets, as a producer's
+// drain would hand them over, for the next publication.
+func (s *staticSource) queueRandom(rng *rand.Rand, k int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range rng.Perm(len(s.words))[:k] {
+		s.pending = append(s.pending, relayproto.Image{Bucket: uint32(b), Word: rng.Uint64()})
+	}
+}
+
 func (s *staticSource) AppendWords(dst []uint64) []uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

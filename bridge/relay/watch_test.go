@@ -84,17 +84,10 @@ func TestRelay_WatchFollowsThePublicationFromAConsistentStart(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	_, nc := natstest.Start(t)
 	cfg, src := staticConfig(t, nc)
-	n := len(src.words)
 	run := startRelay(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	queue := func(k int) {
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		for _, b := range rng.Perm(int(n))[:k] { // distinct buckets, as a producer's drain
-			src.pending = append(src.pending, relayproto.Image{Bucket: uint32(b), Word: rng.Uint64()})
-		}
-	}
+	queue := func(k int) { src.queueRandom(rng, k) }
 	rev0, pools, changed := run.r.Catalog()
 	if len(pools) != 1 || pools[0].Domain != 1 || pools[0].DC != 3 {
 		t.Fatalf("Catalog = %+v, want the pool of domain 1, dc 3", pools)
