@@ -52,14 +52,21 @@ func registerInstance(t *testing.T, cli *clientv3.Client, worker uint64) clientv
 	return putLeased(t, cli, key, value)
 }
 
+// channelRecord is the key and value of the EventChannel record a worker
+// publishing KV events at endpoint under id registers (KV-store discovery).
+func channelRecord(id uint64, endpoint string) (key, value string) {
+	return testScope.ChannelPrefix("kv-events") + strconv.FormatUint(id, 16),
+		fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":%q,"component":%q,"name":%q}},`+
+			`"topic":"kv-events","instance_id":%d,"transport":{"kind":"Zmq","config":{"endpoint":%q}}}`,
+			testScope.Namespace, testScope.Component, testScope.Endpoint, id, endpoint)
+}
+
 // register writes a worker's EventChannel record under a new lease and
 // returns the lease.
 func register(t *testing.T, cli *clientv3.Client, id uint64, endpoint string) clientv3.LeaseID {
 	t.Helper()
-	value := fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":%q,"component":%q,"name":%q}},`+
-		`"topic":"kv-events","instance_id":%d,"transport":{"kind":"Zmq","config":{"endpoint":%q}}}`,
-		testScope.Namespace, testScope.Component, testScope.Endpoint, id, endpoint)
-	return putLeased(t, cli, testScope.ChannelPrefix("kv-events")+strconv.FormatUint(id, 16), value)
+	key, value := channelRecord(id, endpoint)
+	return putLeased(t, cli, key, value)
 }
 
 // TestPlane_PublishersDiscoveredInEtcdComeAndGo registers Python
@@ -480,10 +487,8 @@ func TestPlane_FollowedNATSChannelIsAnnouncedWithReportedDeparture(t *testing.T)
 func TestPlane_PublishersDiscoveredInTheFileStore(t *testing.T) {
 	root := t.TempDir()
 	a := startPy(t, "dynamo_pub.py", "--bind", "tcp://127.0.0.1:0")
-	value := fmt.Sprintf(`{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":%q,"component":%q,"name":%q}},`+
-		`"topic":"kv-events","instance_id":%d,"transport":{"kind":"Zmq","config":{"endpoint":%q}}}`,
-		testScope.Namespace, testScope.Component, testScope.Endpoint, pubA, a.Endpoints[0])
-	key := strings.TrimPrefix(testScope.ChannelPrefix("kv-events")+strconv.FormatUint(pubA, 16), "v1/event_channels/")
+	key, value := channelRecord(pubA, a.Endpoints[0])
+	key = strings.TrimPrefix(key, "v1/event_channels/")
 	dir := filepath.Join(root, "v1", "event_channels")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
