@@ -184,10 +184,7 @@ func (d *Dir) poll(known map[string]Publisher, files map[string]storedFile, fn f
 			files[path] = f
 			if f.ok {
 				seen[f.key] = true
-				if known[f.key] != f.pub {
-					known[f.key] = f.pub
-					fn(Update{Publisher: f.pub})
-				}
+				note(known, f.key, f.pub, fn)
 			}
 			return nil
 		})
@@ -200,12 +197,7 @@ func (d *Dir) poll(known map[string]Publisher, files map[string]storedFile, fn f
 			delete(files, path)
 		}
 	}
-	for key, p := range known {
-		if !seen[key] {
-			delete(known, key)
-			fn(Update{Publisher: p, Gone: true})
-		}
-	}
+	sweep(known, seen, fn)
 	return nil
 }
 

@@ -261,18 +261,10 @@ func (e *Etcd) list(ctx context.Context, cli *clientv3.Client, known map[string]
 		key := string(kv.Key)
 		if p, ok := e.publisher(key, kv.Value); ok {
 			seen[key] = true
-			if known[key] != p {
-				known[key] = p
-				fn(Update{Publisher: p})
-			}
+			note(known, key, p, fn)
 		}
 	}
-	for key, p := range known {
-		if !seen[key] {
-			delete(known, key)
-			fn(Update{Publisher: p, Gone: true})
-		}
-	}
+	sweep(known, seen, fn)
 	return resp.Header.Revision, nil
 }
 
@@ -314,10 +306,7 @@ func (e *Etcd) follow(ctx context.Context, cli *clientv3.Client, rev int64, know
 				}
 				continue
 			}
-			if known[key] != p {
-				known[key] = p
-				fn(Update{Publisher: p})
-			}
+			note(known, key, p, fn)
 		}
 	}
 	if ce := (*checkError)(nil); errors.As(context.Cause(wctx), &ce) {

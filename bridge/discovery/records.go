@@ -29,6 +29,26 @@ func checkPoolScope(sc dynamo.Scope) error {
 	return nil
 }
 
+// note records p as known under key and reports it when it is new or
+// changed.
+func note(known map[string]Publisher, key string, p Publisher, fn func(Update)) {
+	if known[key] != p {
+		known[key] = p
+		fn(Update{Publisher: p})
+	}
+}
+
+// sweep forgets, and reports gone, every known publisher whose key a
+// complete listing did not see.
+func sweep(known map[string]Publisher, seen map[string]bool, fn func(Update)) {
+	for key, p := range known {
+		if !seen[key] {
+			delete(known, key)
+			fn(Update{Publisher: p, Gone: true})
+		}
+	}
+}
+
 // watchedPrefix is one key prefix and what its channels are.
 type watchedPrefix struct {
 	prefix string
