@@ -168,7 +168,8 @@ type Config struct {
 	PublishTimeout time.Duration
 	// RetryEvery is how soon a fenced pool retries storing a snapshot,
 	// and a failed heartbeat or snapshot refresh is tried again; each
-	// further failure in a row doubles the wait, up to 10 s. Optional;
+	// further failure in a row doubles the wait, up to 10 s (each taken
+	// jittered, between half and all of it: internal/backoff). Optional;
 	// default: 250ms.
 	RetryEvery time.Duration
 	// Throughput model figures copied into load reports (relayproto

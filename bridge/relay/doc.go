@@ -100,7 +100,8 @@
 // meanwhile (the snapshot covers them). JetStream writes run on the pool's
 // goroutine, so none is tried while the NATS connection is down (it fails
 // at once and fences), and failing ones (the recovery, heartbeats, a
-// snapshot refresh) are spaced from RetryEvery doubling to 10 s: the
+// snapshot refresh) are spaced from RetryEvery doubling to 10 s
+// (internal/backoff, jittered): the
 // intake goes on through an outage at full speed instead of waiting out a
 // PublishTimeout on every tick, which used to overflow the workers'
 // sockets and lose their events. While fenced, only the delta log's

@@ -88,30 +88,6 @@ func TestRelay_IntakeGoesOnWhileNATSIsDown(t *testing.T) {
 	}
 }
 
-// TestBackoff_DoublesToItsCapAndResets checks the spacing of a failing
-// pool's JetStream writes.
-func TestBackoff_DoublesToItsCapAndResets(t *testing.T) {
-	var b backoff
-	now := time.Unix(1000, 0)
-	if !b.ready(now) {
-		t.Fatal("a fresh backoff is not ready")
-	}
-	for i, want := range []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 2 * time.Second} {
-		b.failed(now, 250*time.Millisecond, 2*time.Second)
-		if b.ready(now.Add(want-time.Nanosecond)) || !b.ready(now.Add(want)) {
-			t.Errorf("failure %d: ready from %v, want %v", i+1, b.next.Sub(now), want)
-		}
-	}
-	b.succeeded()
-	if !b.ready(now) {
-		t.Error("after a success: not ready")
-	}
-	b.failed(now, 250*time.Millisecond, 2*time.Second)
-	if got := b.next.Sub(now); got != 250*time.Millisecond {
-		t.Errorf("first failure after a success waits %v, want 250ms", got)
-	}
-}
-
 // TestRelay_BacklogGoesOutInFewDeltas holds the pool's goroutine (as a
 // JetStream acknowledgement slow to come does) while one worker's 3,000
 // stores queue, then lets it go: the backlog is published in a few deltas

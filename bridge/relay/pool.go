@@ -17,6 +17,7 @@ import (
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/relayproto/publish"
 	"github.com/goindex/goindex/goindex/relayproto/wire"
+	"github.com/goindex/goindex/internal/backoff"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -179,33 +180,14 @@ type pool struct {
 	// logRetry spaces the pool's writes to JetStream that keep failing
 	// (the recovery of a fenced pool, a snapshot refresh, heartbeats):
 	// each failed one may have waited PublishTimeout on this goroutine,
-	// so retrying on every tick would leave the intake stalled.
-	logRetry backoff
-}
-
-// backoff spaces the attempts at something that keeps failing: after each
-// failure the wait doubles, from the first to the cap; a success resets
-// it.
-type backoff struct {
-	next time.Time
-	wait time.Duration
+	// so retrying on every tick would leave the intake stalled. Its steps
+	// double from RetryEvery to maxLogRetry, jittered: a relay's pools
+	// whose JetStream went down together do not retry in lockstep.
+	logRetry backoff.Backoff
 }
 
 // maxLogRetry caps the wait between a failing pool's JetStream writes.
 const maxLogRetry = 10 * time.Second
-
-// ready reports whether an attempt may be made at now.
-func (b *backoff) ready(now time.Time) bool { return !now.Before(b.next) }
-
-// failed records a failed attempt at now: the next waits first, then
-// twice as long as the last, up to most.
-func (b *backoff) failed(now time.Time, first, most time.Duration) {
-	b.wait = min(max(2*b.wait, first), most)
-	b.next = now.Add(b.wait)
-}
-
-// succeeded records a successful attempt: the next failure waits first.
-func (b *backoff) succeeded() { *b = backoff{} }
 
 func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 	n, err := ckf.BucketCount(cfg.ExpectedBlocks)
@@ -222,7 +204,8 @@ func newPool(r *Relay, cfg PoolConfig) (*pool, error) {
 		in:  make(chan inbound, eventQueue), req: make(chan func()),
 		load: newLoadTracker(r.cfg.LiveWindow, r.cfg.RouterReplicaSync), maxImages: maxImagesFor(r.cfg.Conn.MaxPayload()), wire: newWireStats(),
 		owners: map[kv.Member]*Source{}, engines: map[*Source]*engineSource{}, lastPub: map[*Source]uint64{},
-		natsSrc: map[uint64]*Source{}, pubOf: map[kv.Member]uint64{}}
+		natsSrc: map[uint64]*Source{}, pubOf: map[kv.Member]uint64{},
+		logRetry: backoff.Backoff{First: r.cfg.RetryEvery, Max: maxLogRetry}}
 	p.intake = newIntake(&p.istats, r.cfg.LiveWindow)
 	if err := p.newProducer(); err != nil {
 		return nil, err
@@ -1032,14 +1015,14 @@ func (p *pool) periodic(now time.Time) error {
 		return err
 	}
 	p.watchers.heartbeat(now, c.HeartbeatEvery)
-	if logOK && now.Sub(p.lastLogWrite) >= c.HeartbeatEvery && p.logRetry.ready(now) {
+	if logOK && now.Sub(p.lastLogWrite) >= c.HeartbeatEvery && p.logRetry.Ready(now) {
 		err := p.dlog.Send(p.pub.Heartbeat())
 		switch {
 		case err == nil:
 			p.lastLogWrite = now
-			p.logRetry.succeeded()
+			p.logRetry.Reset()
 		case !p.dlog.conflict:
-			p.logRetry.failed(now, c.RetryEvery, maxLogRetry)
+			p.logRetry.Failed(now)
 		default:
 			// Someone else wrote the log: a newer relay (stop), or our own
 			// uncertain publish that landed late (resync and go on).
@@ -1061,10 +1044,10 @@ func (p *pool) periodic(now time.Time) error {
 		p.lastLoad = now
 		p.reportLoad(now)
 	}
-	if logOK && p.sinceSnap > 0 && now.Sub(p.snaps.storedAt) >= c.SnapshotEvery && p.logRetry.ready(now) {
+	if logOK && p.sinceSnap > 0 && now.Sub(p.snaps.storedAt) >= c.SnapshotEvery && p.logRetry.Ready(now) {
 		if err := p.snapshot(); err != nil {
 			p.log.Warn("snapshot refresh failed", "err", err)
-			p.logRetry.failed(now, c.RetryEvery, maxLogRetry)
+			p.logRetry.Failed(now)
 		}
 	}
 	p.publishInfo()
@@ -1076,11 +1059,10 @@ func (p *pool) periodic(now time.Time) error {
 // It reports whether the delta log may be written (not fenced, or
 // recovered), and an error only when another relay took the pool over.
 func (p *pool) recover(now time.Time) (bool, error) {
-	c := &p.r.cfg
 	if p.pub.Status().Fence == publish.FenceNone {
 		return true, nil
 	}
-	if !p.logRetry.ready(now) {
+	if !p.logRetry.Ready(now) {
 		return false, nil
 	}
 	if p.dlog.conflict {
@@ -1089,14 +1071,14 @@ func (p *pool) recover(now time.Time) (bool, error) {
 		}
 	}
 	if err := p.dlog.resync(p.stream); err != nil {
-		p.logRetry.failed(now, c.RetryEvery, maxLogRetry)
+		p.logRetry.Failed(now)
 		return false, nil
 	}
 	if err := p.snapshot(); err != nil {
-		p.logRetry.failed(now, c.RetryEvery, maxLogRetry)
+		p.logRetry.Failed(now)
 		return false, nil
 	}
-	p.logRetry.succeeded()
+	p.logRetry.Reset()
 	p.log.Info("recovered with a snapshot", "sequence", p.snaps.stored)
 	return true, nil
 }
@@ -1136,13 +1118,13 @@ func (p *pool) reportLoad(now time.Time) {
 	}
 	// The state bucket is JetStream: a write waits for its answer on this
 	// goroutine, so it follows the delta log's backoff.
-	if !p.dlog.up() || !p.logRetry.ready(now) {
+	if !p.dlog.up() || !p.logRetry.Ready(now) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(p.dlog.ctx, c.PublishTimeout)
 	defer cancel()
 	if _, err := p.state.Put(ctx, LoadKey, b); err != nil {
-		p.logRetry.failed(now, c.RetryEvery, maxLogRetry)
+		p.logRetry.Failed(now)
 	}
 }
 
