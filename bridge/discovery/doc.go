@@ -58,7 +58,8 @@
 // Kubernetes service account token is read from its file for every
 // request, since the kubelet rotates it in place; a list the API server
 // fails or refuses (401, 403) is retried with backoff (RetryDelay doubling
-// to MaxKubeRetryDelay), each distinct failure logged once. Watch returns
+// to MaxKubeRetryDelay, jittered: internal/backoff), each distinct failure
+// logged once. Watch returns
 // only when its context ends.
 //
 // # Health

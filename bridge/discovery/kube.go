@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/internal/backoff"
 )
 
 // In-cluster defaults (a pod's service account).
@@ -55,9 +56,11 @@ type KubeConfig struct {
 	// still answers (a list of at most one resource); a failed check ends
 	// the watch and lists again. Optional; default: DefaultCheckEvery.
 	CheckEvery time.Duration
-	// RetryDelay is the wait before listing again after a failed list; it
-	// doubles with each failure in a row up to MaxKubeRetryDelay, and a
-	// list that succeeds resets it. Optional; default: 1s.
+	// RetryDelay is the wait before listing again after a failed list or
+	// an interrupted watch; it doubles with each failure in a row up to
+	// MaxKubeRetryDelay, each wait jittered between half and all of it
+	// (internal/backoff), and a list that succeeds resets it. Optional;
+	// default: 1s.
 	RetryDelay time.Duration
 	// Workers follows the workers serving the pool's endpoint instead of
 	// its event channels, as EtcdConfig.Workers does: each endpoint
@@ -230,12 +233,12 @@ type kubeObject struct {
 // when ctx ends.
 func (k *Kube) Watch(ctx context.Context, fn func(Update)) error {
 	known := map[string]map[string]Publisher{} // resource name → key → publisher
-	delay := k.cfg.RetryDelay
+	retry := backoff.Backoff{First: k.cfg.RetryDelay, Max: MaxKubeRetryDelay}
 	for ctx.Err() == nil {
 		rv, err := k.list(ctx, known, fn)
 		failed := err != nil
 		if !failed {
-			delay = k.cfg.RetryDelay
+			retry.Reset()
 			if ended := k.health.succeeded(true); ended != nil {
 				k.cfg.Logger.Info("kubernetes discovery listed again", "after", ended)
 			}
@@ -245,19 +248,16 @@ func (k *Kube) Watch(ctx context.Context, fn func(Update)) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := k.cfg.RetryDelay
+		wait := retry.Next()
 		if failed {
 			if k.health.failed(err) {
 				k.cfg.Logger.Warn("kubernetes discovery failing; retrying with backoff", "err", err)
 			}
-			wait, delay = delay, min(2*delay, MaxKubeRetryDelay)
 		} else {
+			retry.Reset() // an ended watch is no failure: the next list waits RetryDelay too
 			k.cfg.Logger.Warn("kubernetes discovery interrupted; listing again", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+		backoff.Sleep(ctx, wait)
 	}
 	return nil
 }
