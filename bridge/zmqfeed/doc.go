@@ -105,9 +105,9 @@
 // thread nor a timer: a DC's thousands of workers cost goroutines, not
 // threads (a process that cannot create a thread dies). A feed never stops the relay, nor stops itself: a publisher's, the
 // brokers' or an engine's socket that cannot be made, or whose read loop
-// fails, is logged and made again after a backoff (1 s doubling to 30 s)
-// until the publisher goes; an engine then resyncs, as after a
-// reconnection.
+// fails, is logged and made again after a backoff (1 s doubling to 30 s,
+// jittered: internal/backoff) until the publisher goes; an engine then
+// resyncs, as after a reconnection.
 //
 // # Concurrency
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/goindex/goindex/bridge/discovery"
 	"github.com/goindex/goindex/bridge/relay"
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/internal/backoff"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -262,18 +263,23 @@ func (p *Plane) start(ctx context.Context, zctx *zmq.Context, wg *sync.WaitGroup
 // backoff: giving the subscription up would lose its events until the
 // relay restarts, and discovery reports a publisher once.
 func subscribe(ctx context.Context, log *slog.Logger, open func() (*socket, error), fn func(parts [][]byte) bool) {
-	for wait := time.Duration(0); sleepCtx(ctx, wait); wait = resubscribeAfter(wait) {
+	retry := resubscribeBackoff()
+	for ctx.Err() == nil {
 		s, err := open()
 		if err != nil {
-			log.Error("zmq subscription not made; trying again", "err", err, "in", resubscribeAfter(wait))
+			wait := retry.Next()
+			log.Error("zmq subscription not made; trying again", "err", err, "in", wait)
+			backoff.Sleep(ctx, wait)
 			continue
 		}
 		log.Info("zmq subscription made")
 		if err = s.readLoop(ctx, fn); err == nil || ctx.Err() != nil {
 			return // stopped, or the relay takes no more
 		}
-		wait = 0 // it was subscribed: start the backoff over
-		log.Error("zmq subscription failed; subscribing again", "err", err, "in", resubscribeAfter(wait))
+		retry.Reset() // it was subscribed: start the backoff over
+		wait := retry.Next()
+		log.Error("zmq subscription failed; subscribing again", "err", err, "in", wait)
+		backoff.Sleep(ctx, wait)
 	}
 }
 
@@ -417,7 +423,8 @@ func (p *Plane) startBrokers(ctx context.Context, zctx *zmq.Context, wg *sync.Wa
 // out), after a backoff between attempts, or ctx ends
 // (nil).
 func (p *Plane) findBrokers(ctx context.Context) []string {
-	for wait := time.Duration(0); sleepCtx(ctx, wait); wait = resubscribeAfter(wait) {
+	retry := resubscribeBackoff()
+	for ctx.Err() == nil {
 		found, err := p.cfg.FindBrokers.Brokers(ctx)
 		var usable []string
 		for _, ep := range found {
@@ -431,7 +438,9 @@ func (p *Plane) findBrokers(ctx context.Context) []string {
 			p.cfg.Logger.Info("zmq brokers found", "xpub", usable)
 			return usable
 		}
-		p.cfg.Logger.Warn("no zmq broker found in discovery; looking again", "err", err, "in", resubscribeAfter(wait))
+		wait := retry.Next()
+		p.cfg.Logger.Warn("no zmq broker found in discovery; looking again", "err", err, "in", wait)
+		backoff.Sleep(ctx, wait)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/internal/backoff"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -68,25 +69,12 @@ func newContext(maxSockets int, log *slog.Logger) (*zmq.Context, error) {
 	return zctx, nil
 }
 
-// resubscribeAfter is the wait after one of prev before the next attempt.
-func resubscribeAfter(prev time.Duration) time.Duration {
-	return min(max(2*prev, resubscribeMin), resubscribeMax)
-}
-
-// sleepCtx waits d, or less if ctx ends first; it reports whether ctx is
-// still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+// resubscribeBackoff spaces the attempts to subscribe a publisher again,
+// or to find brokers: from resubscribeMin doubling to resubscribeMax,
+// jittered, so the publishers of a DC whose sockets failed together are
+// not all made again in the same instant.
+func resubscribeBackoff() backoff.Backoff {
+	return backoff.Backoff{First: resubscribeMin, Max: resubscribeMax}
 }
 
 // socketConfig is what newSocket needs.
