@@ -34,12 +34,15 @@
 // applies deltas. A gap (a delta off the installed sequence, a heartbeat
 // ahead of it), a frame of another producer or format, a CBI1 error, a
 // broken stream or a new producer generation retires the lane and starts
-// over from a snapshot; other lanes are untouched (spec §5.3's rule: a
-// fault is local to its lane). So does a relay that stops answering: a
+// over from a snapshot after Retry; other lanes are untouched (spec §5.3's
+// rule: a fault is local to its lane). So does a relay that stops answering: a
 // GetRelayInfo every PingEvery, each bounded by CallTimeout, of which
 // MaxMissedProbes failing in a row end the session (a hung relay behind a
 // connection that stays up would leave its stream open and silent, and
-// the lane served as current, for as long as TCP lets it). Optional hooks
+// the lane served as current, for as long as TCP lets it). The wait
+// doubles, up to MaxRetry, while sessions in a row install no snapshot (a
+// relay down or refusing), and starts over once one does
+// (internal/backoff, jittered). Optional hooks
 // see every FilterUpdate (OnUpdate), the load windows (OnLoad) and each
 // probe's round trip (OnRTT); Resync ends the session so the lane
 // starts over from a snapshot (a consumer found its words damaged); every
@@ -83,7 +86,9 @@
 // (a chunked snapshot, random deltas, heartbeats, a lost delta, a new
 // producer generation, load windows: the lane ends byte-identical to the
 // pool), check every refusal's code and reason, a relay of another
-// protocol version, and every stream rule one frame at a time. Over
+// protocol version, and every stream rule one frame at a time; sessions
+// that install nothing back off (a logarithmic number in a window) and one
+// that installs starts the backoff over. Over
 // goindex's own relay (embedded NATS, real events) a followed lane ends
 // byte-identical to the relay's words and sequence through deltas, a
 // fenced NATS log (an uncertain publish there leaves the stream

@@ -11,6 +11,7 @@ import (
 
 	"github.com/goindex/goindex/bridge/kvrelay/cbi1"
 	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
+	"github.com/goindex/goindex/internal/backoff"
 )
 
 // Lane is what a Follower keeps in step with one upstream producer: a lane
@@ -28,10 +29,15 @@ type Lane interface {
 
 // FollowConfig configures Follow.
 type FollowConfig struct {
-	SubscriberID string        // required: 1..128 bytes, unique per consumer
-	DCID         uint64        // required: the dc_id of the pool to follow
-	Lane         Lane          // required
-	Retry        time.Duration // optional; default: 1s between attempts
+	SubscriberID string // required: 1..128 bytes, unique per consumer
+	DCID         uint64 // required: the dc_id of the pool to follow
+	Lane         Lane   // required
+	// Retry is the first wait before following again after a session
+	// ended, and MaxRetry caps it: it doubles with each session in a row
+	// that installed no snapshot, jittered (between half and all of it:
+	// internal/backoff), and starts over after one that did. Optional;
+	// defaults: 1s and DefaultMaxRetry.
+	Retry, MaxRetry time.Duration
 	// OnLoad receives the followed pool's entry of every load window.
 	OnLoad func(*Load) // optional; default: the load stream is not read
 	// OnUpdate sees every FilterUpdate the pool stream delivers, before
@@ -58,6 +64,11 @@ type FollowConfig struct {
 // open.
 const DefaultCallTimeout = 5 * time.Second
 
+// DefaultMaxRetry caps the wait between sessions when FollowConfig leaves
+// it open: a relay down for an hour costs a few hundred attempts, not one
+// every Retry.
+const DefaultMaxRetry = 30 * time.Second
+
 // MaxMissedProbes is how many liveness probes in a row may fail before a
 // session ends as unavailable.
 const MaxMissedProbes = 3
@@ -67,8 +78,9 @@ const MaxMissedProbes = 3
 // catalog, subscribes to the pool's current producer, installs its
 // snapshot and applies its contiguous deltas. A broken stream, a gap, a bad
 // frame or a new producer generation retires the lane and starts over from
-// a snapshot after cfg.Retry. It returns ctx's error, or at once a
-// contract mismatch (deployment skew: retrying cannot help).
+// a snapshot after cfg.Retry, backing off while sessions install no
+// snapshot. It returns ctx's error, or at once a contract mismatch
+// (deployment skew: retrying cannot help).
 func Follow(ctx context.Context, conn grpc.ClientConnInterface, cfg FollowConfig) error {
 	if err := checkSubscriber(cfg.SubscriberID); err != nil || cfg.Lane == nil {
 		return fmt.Errorf("kvrelay: follow needs a subscriber id and a lane: %w", errors.Join(err, ErrInvalid))
@@ -79,25 +91,49 @@ func Follow(ctx context.Context, conn grpc.ClientConnInterface, cfg FollowConfig
 	if cfg.PingEvery <= 0 {
 		cfg.PingEvery = time.Second
 	}
+	if cfg.MaxRetry <= 0 {
+		cfg.MaxRetry = DefaultMaxRetry
+	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
+	lane := &installWatch{Lane: cfg.Lane}
+	cfg.Lane = lane
+	retry := backoff.Backoff{First: cfg.Retry, Max: cfg.MaxRetry}
 	client := pb.NewKvEventRelayClient(conn)
 	for {
 		err := session(ctx, client, &cfg)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		cfg.Lane.Retire(err)
+		lane.Retire(err)
 		if errors.Is(err, ErrContract) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if lane.installed {
+			retry.Reset()
+			lane.installed = false
+		}
+		if !backoff.Sleep(ctx, retry.Next()) {
 			return ctx.Err()
-		case <-time.After(cfg.Retry):
 		}
 	}
+}
+
+// installWatch is Follow's lane: it notes whether a session installed a
+// snapshot (the lane was READY), after which Follow's backoff starts over.
+// Lane calls come from the session's goroutines, and all have returned when
+// session does.
+type installWatch struct {
+	Lane
+	installed bool
+}
+
+// Install installs through the lane and notes a success.
+func (w *installWatch) Install(producer *pb.ProducerIdentity, seq uint64, words []uint64) error {
+	err := w.Lane.Install(producer, seq, words)
+	w.installed = w.installed || err == nil
+	return err
 }
 
 // recvOptions lets a FilterUpdate carry a full chunk.

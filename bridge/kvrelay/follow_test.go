@@ -2,10 +2,15 @@ package kvrelay
 
 import (
 	"errors"
+	"math/bits"
+	"math/rand/v2"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/goindex/goindex/bridge/kvrelay/cbi1"
 	pb "github.com/goindex/goindex/bridge/kvrelay/kvrelaypb"
+	"github.com/goindex/goindex/internal/testseed"
 )
 
 // Every stream rule of the contract, one frame at a time: what breaks one
@@ -67,4 +72,59 @@ func TestFollower_StepEnforcesTheStreamRules(t *testing.T) {
 	if l.seq != 6 || l.words[1] != 9 {
 		t.Errorf("lane at %d with word 1 = %d, want 6 and 9", l.seq, l.words[1])
 	}
+}
+
+// refusingLane is a test lane whose installs fail while refuse is set (a
+// lane the consumer cannot write), so every session ends without one.
+type refusingLane struct {
+	lane
+	refuse atomic.Bool
+}
+
+func (l *refusingLane) Install(p *pb.ProducerIdentity, seq uint64, words []uint64) error {
+	if l.refuse.Load() {
+		return errors.New("test lane: install refused")
+	}
+	return l.lane.Install(p, seq, words)
+}
+
+func (l *refusingLane) sessions() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.retired)
+}
+
+// Sessions that install no snapshot back off: over a second, retrying from
+// 1 ms, Follow starts a logarithmic number of them where it used to start
+// one every millisecond. One that installs starts the backoff over, so
+// the failures after it are retried at once.
+func TestFollow_BacksOffWhileSessionsInstallNothingAndStartsOverAfterOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.For(t, 29), 3))
+	m := newModel(3)
+	conn := serve(t, m)
+	l := &refusingLane{}
+	l.refuse.Store(true)
+	const first, window = time.Millisecond, time.Second
+	started := time.Now()
+	stop := follow(t, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: first, MaxRetry: time.Hour})
+	defer stop()
+	<-time.After(window) // what is counted is the sessions within it
+	n, elapsed := l.sessions(), time.Since(started)
+	// Each wait is at least half its step: k waits take (2^k − 1)·first/2.
+	if most := bits.Len64(uint64(2*elapsed/first)) + 1; n == 0 || n > most {
+		t.Errorf("Follow(Retry %v) with every install refused for %v: %d sessions, want 1 to %d (backing off)", first, elapsed, n, most)
+	}
+
+	l.refuse.Store(false)
+	waitFor(t, "the lane installs once installs are taken", func() bool { return l.converged(m) })
+	l.refuse.Store(true)
+	before := l.sessions()
+	m.mu.Lock()
+	m.gapOnce = true
+	m.mu.Unlock()
+	m.publish(rng, 3) // a lost delta ends the session that installed
+	// Started over from 1 ms, eight more sessions take a quarter of a
+	// second; going on from the last wait (a second or more, doubling) they
+	// would take minutes.
+	waitFor(t, "eight sessions after the one that installed", func() bool { return l.sessions() >= before+8 })
 }
