@@ -17,6 +17,7 @@ import (
 	"github.com/goindex/goindex/goindex/relayproto/ingest"
 	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
+	"github.com/goindex/goindex/internal/backoff"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -371,7 +372,8 @@ func (c *Consumer) verify() {
 
 // rebuild writes a new generation of the replica file at the path, with a
 // lane appended for each DC of added, and binds the lanes to it, retrying
-// every RetryEvery until it succeeds (true) or ctx ends (false). The
+// (RetryEvery doubling to MaxRetryEvery) until it succeeds (true) or ctx
+// ends (false). The
 // lanes' last RTTs and load reports are written into the new file, so
 // routers keep their signals across the rebuild. When it only adds lanes,
 // the lanes that were following their logs are carried (carry): their
@@ -397,6 +399,7 @@ func (c *Consumer) rebuild(ctx context.Context, damage error, added []relayproto
 	for _, l := range c.lanes {
 		l.carry = nil // every lane resyncs into a fresh core
 	}
+	retry := c.cfg.retry()
 	for {
 		c.mu.Lock()
 		nw, err := c.w.Resize(c.layout)
@@ -425,11 +428,10 @@ func (c *Consumer) rebuild(ctx context.Context, damage error, added []relayproto
 				"dcs", fmt.Sprint(c.cfg.DCs))
 			return true
 		}
-		c.cfg.Logger.Error("rebuild replica file", "path", c.cfg.Path, "err", err)
-		select {
-		case <-ctx.Done():
+		wait := retry.Next()
+		c.cfg.Logger.Error("rebuild replica file", "path", c.cfg.Path, "err", err, "retry_in", wait)
+		if !backoff.Sleep(ctx, wait) {
 			return false
-		case <-time.After(c.cfg.RetryEvery):
 		}
 	}
 }

@@ -47,7 +47,16 @@
 // large snapshot on a slow link completes, and a hung DC gives its slot
 // back within a RequestTimeout. The lane's fault (ErrJetStreamTimeout)
 // names the JetStream domain and what it was waiting for, and the lane
-// retries every RetryEvery, as after any fault.
+// retries, as after any fault.
+//
+// A lane resyncs RetryEvery after a subscription that got it READY ends,
+// so a transient fault costs little. While its attempts keep failing (its
+// relay, NATS or JetStream down) the pause doubles up to MaxRetryEvery,
+// jittered between half and all of it (internal/backoff): 13 lanes that
+// lost their server together neither retry in lockstep nor four times a
+// second for the whole outage. Every attempt is counted (Resyncs,
+// LastFault); the warning is logged for the 1st, 2nd, 4th, 8th… failure
+// in a row and whenever the error changes, the rest at debug level.
 //
 // Lag is freshness, not failure: a slow lane keeps its state and reads on
 // from where it is; it re-snapshots only after a fault. A fault, a bad
@@ -112,7 +121,7 @@
 // its server), then returns ErrBadConfig, ErrNoRelays, ErrFormatMismatch or a replica file
 // error (a path it cannot write, or a directory) and leaves nothing behind
 // but, for a replica file error, what Create leaves. A failed rebuild is
-// logged and retried every RetryEvery. A subscription ends with a *SyncError (wrapping the ping, store or
+// logged and retried, backing off as a lane does. A subscription ends with a *SyncError (wrapping the ping, store or
 // log error, ErrFormatMismatch (a relay of another format), ErrDeltasGone,
 // ErrJetStreamTimeout, ErrSnapshotTooLarge, ErrSnapshotIncomplete,
 // ErrSnapshotReplaced or a *ingest.LaneError); it is logged, counted and
@@ -170,7 +179,11 @@
 // install within a few RequestTimeouts, and each hung lane retries and
 // says that JetStream timed out; that a stored snapshot's read completes
 // while its chunks keep coming, past ten RequestTimeouts, and is given up
-// when they stop, saying how far it got;
+// when they stop, saying how far it got; that a lane whose relay is down
+// makes a logarithmic number of attempts over a second, converges once
+// the relay is up, and after a fault then retries from RetryEvery again,
+// and that a fault repeated a hundred times is warned of logarithmically
+// often while every attempt is counted;
 // that a consumer stopped while load reports stream in never writes its unmapped
 // replica file; that a consumer starts over a damaged file and rebuilds
 // its file after each of truncation, growth, a scribbled header, removal

@@ -15,6 +15,7 @@ import (
 	"github.com/goindex/goindex/goindex/relayproto/ingest"
 	"github.com/goindex/goindex/goindex/relayproto/wire"
 	"github.com/goindex/goindex/goindex/shm"
+	"github.com/goindex/goindex/internal/backoff"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -87,6 +88,12 @@ type laneRunner struct {
 	// add lanes, and the next subscription goes on from there. Both belong
 	// to the ingestor, and to Consumer.rebuild while no lane runs.
 	at, carry *position
+	// retry spaces the lane's subscriptions while they fail; failing counts
+	// those in a row since one got the lane READY, and warned is the last
+	// failure logged at warning level (ingestor only: see run).
+	retry   backoff.Backoff
+	failing uint64
+	warned  string
 
 	mu      sync.Mutex // guards st, lastRTT, rttAt and loadAt
 	st      LaneStatus
@@ -129,7 +136,7 @@ type position struct {
 
 func newLaneRunner(c *Consumer, i int, dc relayproto.DCID) *laneRunner {
 	base := c.cfg.Logger.With("lane", i, relay.PoolLogKey, relay.PoolLogValue(c.cfg.Domain, dc))
-	return &laneRunner{c: c, index: i, dc: dc, lane: c.core.Lane(i), base: base, log: base,
+	return &laneRunner{c: c, index: i, dc: dc, lane: c.core.Lane(i), base: base, log: base, retry: c.cfg.retry(),
 		names: relay.Names{Prefix: c.cfg.Prefix, Domain: c.cfg.Domain, DC: dc},
 		st:    LaneStatus{Lane: i, DC: uint64(dc), State: ingest.StateUnclaimed.String()}}
 }
@@ -171,6 +178,15 @@ func (l *laneRunner) count(fn func(st *LaneStatus)) {
 // run is the lane's ingestor: claim, then sync until ctx ends, resyncing
 // after every fault. On return the lane is retired.
 //
+// The pause before a resync backs off (Config.RetryEvery doubling to
+// MaxRetryEvery) while subscriptions fail without getting the lane READY,
+// and starts over from RetryEvery after one that did: a lane that served
+// and faulted resyncs at once, a lane whose relay or NATS is down costs it
+// a few attempts a minute. The counters (Resyncs, LastFault) see every
+// attempt; the log warns of the 1st, 2nd, 4th, 8th… failure in a row and
+// of each that says something new (the others go at debug level), so an
+// outage does not flood it.
+//
 // A lane stopped because the consumer adds lanes (errAddingLanes) while it
 // follows the log, READY, is not retired: it keeps its claim, lease and
 // ready bit and records its position (carry), so Consumer.rebuild carries
@@ -197,12 +213,19 @@ func (l *laneRunner) run(ctx context.Context) {
 			return
 		}
 		l.count(func(st *LaneStatus) { st.Resyncs++; st.LastFault = err.Error() })
-		l.log.Warn("lane resync", "err", err)
-		l.publish(time.Now())
-		select {
-		case <-ctx.Done():
-		case <-time.After(l.c.cfg.RetryEvery):
+		if l.at != nil { // this subscription installed a snapshot, or was carried: READY
+			l.retry.Reset()
+			l.failing, l.warned = 0, ""
 		}
+		wait := l.retry.Next()
+		l.failing++
+		level := slog.LevelDebug
+		if msg := err.Error(); msg != l.warned || l.failing&(l.failing-1) == 0 {
+			level, l.warned = slog.LevelWarn, msg
+		}
+		l.log.Log(ctx, level, "lane resync", "err", err, "failing", l.failing, "retry_in", wait)
+		l.publish(time.Now())
+		backoff.Sleep(ctx, wait)
 	}
 }
 

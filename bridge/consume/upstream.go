@@ -44,7 +44,7 @@ func (c *Consumer) followUpstream(ctx context.Context, wg *sync.WaitGroup, i int
 	})
 	l.kick.Store(&kick)
 	cfg := kvrelay.FollowConfig{SubscriberID: fmt.Sprintf("goindex-consume-%x-%d", c.cfg.Instance, dc), DCID: uint64(dc),
-		Lane: u, Retry: c.cfg.RetryEvery, OnLoad: u.load, OnUpdate: u.received, OnRTT: u.rtt, PingEvery: c.cfg.PingEvery,
+		Lane: u, Retry: c.cfg.RetryEvery, MaxRetry: c.cfg.MaxRetryEvery, OnLoad: u.load, OnUpdate: u.received, OnRTT: u.rtt, PingEvery: c.cfg.PingEvery,
 		Resync: resync}
 	wg.Go(func() {
 		defer conn.Close()

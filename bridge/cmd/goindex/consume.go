@@ -38,6 +38,11 @@ Lanes and format:
 Replica file:
   --shm PATH      default /dev/shm/goindex-<D>.replica; a new generation replaces
                   an existing replica file atomically (readers reattach)
+Retries:
+  --retry-every, --max-retry-every  a faulted lane resyncs after --retry-every;
+                  while its attempts fail (a relay or NATS down) the pause
+                  doubles, jittered, up to --max-retry-every, and starts over
+                  once the lane was READY again
 Output: progress and health logs on stderr (--log-format, --log-level); the
 final lane status on stdout (one JSON object with --json). --duration stops
 after a while (tests, demos).
@@ -60,7 +65,8 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	path := fs.String("shm", "", "replica file (default /dev/shm/goindex-<domain>.replica)")
 	instance := fs.Uint64("instance", 0, "consumer instance id in leases (0: random)")
 	pingEvery := fs.Duration("ping-every", consume.DefaultPingEvery, "RTT probe period per DC")
-	retryEvery := fs.Duration("retry-every", consume.DefaultRetryEvery, "pause between a lane's resync attempts")
+	retryEvery := fs.Duration("retry-every", consume.DefaultRetryEvery, "first pause before a lane's resync attempt (again after the lane was READY); it doubles while attempts fail")
+	maxRetryEvery := fs.Duration("max-retry-every", consume.DefaultMaxRetryEvery, "cap of the pause --retry-every doubles to (a relay or NATS down)")
 	pull := fs.Int("pull", consume.DefaultPullMessages, "log messages kept requested per lane (hides the WAN round trip)")
 	statusEvery := fs.Duration("status-every", 10*time.Second, "log every lane's status this often (0: never)")
 	duration := fs.Duration("duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
@@ -112,7 +118,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	c, err := consume.New(ctx, consume.Config{Conn: nc, Prefix: *nf.prefix, Domain: relayproto.DomainID(*domain), DCs: dcs,
 		DiscoverFor: *discoverFor, DiscoverEvery: *discoverEvery, Seed: *seed, Buckets: buckets, Path: *path, Instance: *instance,
-		PingEvery: *pingEvery, RetryEvery: *retryEvery, PullMessages: *pull, Logger: log, Upstream: upstream})
+		PingEvery: *pingEvery, RetryEvery: *retryEvery, MaxRetryEvery: *maxRetryEvery, PullMessages: *pull, Logger: log, Upstream: upstream})
 	if err != nil {
 		return err
 	}
