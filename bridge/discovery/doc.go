@@ -51,14 +51,14 @@
 // A bad record is logged and skipped (ErrBadRecord); a lost connection or
 // a compacted or expired watch is retried by listing again, reporting what
 // vanished meanwhile as gone. Each list is bounded (RequestTimeout), so an
-// etcd that cannot be reached is retried every second rather than waited
-// for in silence; an etcd client that cannot be made (etcd unreachable or
+// etcd that cannot be reached is retried (after a second, doubling to
+// MaxRetryDelay while it keeps failing) rather than waited for in silence; an etcd client that cannot be made (etcd unreachable or
 // refusing the credentials) is made again; each distinct failure is
 // logged once, and so is the list that ends it. The
 // Kubernetes service account token is read from its file for every
 // request, since the kubelet rotates it in place; a list the API server
 // fails or refuses (401, 403) is retried with backoff (RetryDelay doubling
-// to MaxKubeRetryDelay, jittered: internal/backoff), each distinct failure
+// to MaxRetryDelay, jittered: internal/backoff), each distinct failure
 // logged once. Watch returns
 // only when its context ends.
 //

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goindex/goindex/dynamo"
+	"github.com/goindex/goindex/internal/backoff"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -37,8 +38,15 @@ const DefaultDialTimeout = 5 * time.Second
 // DefaultRequestTimeout bounds one list of the channels.
 const DefaultRequestTimeout = 10 * time.Second
 
-// retryEvery spaces the re-lists after etcd failed or compacted the watch.
-const retryEvery = time.Second
+const (
+	// retryEvery is the first wait before listing again after etcd or
+	// Kubernetes failed, or a watch ended (compacted, expired).
+	retryEvery = time.Second
+	// MaxRetryDelay bounds the backoff between failed lists (etcd,
+	// Kubernetes): the wait doubles from retryEvery up to it, jittered
+	// (internal/backoff), and a list that succeeds resets it.
+	MaxRetryDelay = 30 * time.Second
+)
 
 // EtcdConfig configures Etcd.
 type EtcdConfig struct {
@@ -198,7 +206,8 @@ func (e *Etcd) Health() error { return e.health.state() }
 // failed or compacted watch it lists again, reporting what vanished
 // meanwhile as gone. A client that cannot be made (with credentials, an
 // etcd that cannot be reached or refuses them) is made again, and a
-// failed list or check retried, every retryEvery; each distinct failure
+// failed list or check retried, after retryEvery doubling to MaxRetryDelay
+// while they keep failing (a watch that ended waits retryEvery); each distinct failure
 // is logged once, and so is the list that ends it. Watch returns only
 // when ctx ends.
 func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
@@ -209,6 +218,7 @@ func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
 		}
 	}()
 	known := map[string]Publisher{}
+	retry := backoff.Backoff{First: retryEvery, Max: MaxRetryDelay}
 	for ctx.Err() == nil {
 		var err error
 		if cli == nil {
@@ -232,16 +242,17 @@ func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if failure == nil {
+			retry.Reset() // it listed: the next list waits retryEvery
+		}
+		wait := retry.Next()
 		switch {
 		case failure == nil:
 			e.cfg.Logger.Warn("etcd discovery interrupted; listing again", "err", err)
 		case e.health.failed(failure):
-			e.cfg.Logger.Warn("etcd discovery failing; retrying", "every", retryEvery, "err", failure)
+			e.cfg.Logger.Warn("etcd discovery failing; retrying with backoff", "in", wait, "err", failure)
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(retryEvery):
-		}
+		backoff.Sleep(ctx, wait)
 	}
 	return nil
 }

@@ -30,8 +30,6 @@ const (
 	// kubeRecordDepth bounds how deep a resource's data is searched for
 	// event channels.
 	kubeRecordDepth = 8
-	// MaxKubeRetryDelay bounds the backoff between failed lists.
-	MaxKubeRetryDelay = 30 * time.Second
 )
 
 // KubeConfig configures Kube. Every field has an in-cluster default.
@@ -58,7 +56,7 @@ type KubeConfig struct {
 	CheckEvery time.Duration
 	// RetryDelay is the wait before listing again after a failed list or
 	// an interrupted watch; it doubles with each failure in a row up to
-	// MaxKubeRetryDelay, each wait jittered between half and all of it
+	// MaxRetryDelay, each wait jittered between half and all of it
 	// (internal/backoff), and a list that succeeds resets it. Optional;
 	// default: 1s.
 	RetryDelay time.Duration
@@ -233,7 +231,7 @@ type kubeObject struct {
 // when ctx ends.
 func (k *Kube) Watch(ctx context.Context, fn func(Update)) error {
 	known := map[string]map[string]Publisher{} // resource name → key → publisher
-	retry := backoff.Backoff{First: k.cfg.RetryDelay, Max: MaxKubeRetryDelay}
+	retry := backoff.Backoff{First: k.cfg.RetryDelay, Max: MaxRetryDelay}
 	for ctx.Err() == nil {
 		rv, err := k.list(ctx, known, fn)
 		failed := err != nil
