@@ -85,9 +85,9 @@ type Config struct {
 	// optional; default: 5s.
 	RequestTimeout time.Duration
 	// RetryEvery is the first pause before a lane's next resync attempt,
-	// and the one after a subscription that got the lane READY: a
-	// transient fault resyncs at once. Each attempt in a row that does not
-	// get the lane READY doubles the pause, up to MaxRetryEvery, and each
+	// and the one after a subscription that kept the lane READY for at
+	// least MaxRetryEvery: a transient fault resyncs at once. Each other
+	// failed attempt in a row doubles the pause, up to MaxRetryEvery, and each
 	// pause is jittered (between half and all of it: internal/backoff), so
 	// lanes that failed together do not retry in lockstep. A failed
 	// rebuild of the replica file is retried the same way; optional;

@@ -49,9 +49,10 @@
 // names the JetStream domain and what it was waiting for, and the lane
 // retries, as after any fault.
 //
-// A lane resyncs RetryEvery after a subscription that got it READY ends,
-// so a transient fault costs little. While its attempts keep failing (its
-// relay, NATS or JetStream down) the pause doubles up to MaxRetryEvery,
+// A lane resyncs RetryEvery after a subscription that kept it READY for at
+// least MaxRetryEvery ends, so a transient fault costs little.
+// While its attempts keep failing (its relay, NATS or JetStream down, or
+// every install faulting at once) the pause doubles up to MaxRetryEvery,
 // jittered between half and all of it (internal/backoff): 13 lanes that
 // lost their server together neither retry in lockstep nor four times a
 // second for the whole outage. Every attempt is counted (Resyncs,

@@ -225,5 +225,5 @@ func logOnFailure(t *testing.T) *slog.Logger {
 			t.Logf("consumer logs:\n%s", logs.String())
 		}
 	})
-	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return debugLogger(logs)
 }

@@ -88,9 +88,10 @@ type laneRunner struct {
 	// add lanes, and the next subscription goes on from there. Both belong
 	// to the ingestor, and to Consumer.rebuild while no lane runs.
 	at, carry *position
-	// retry spaces the lane's subscriptions while they fail; failing counts
-	// those in a row since one got the lane READY, and warned is the last
-	// failure logged at warning level (ingestor only: see run).
+	// retry spaces the lane's subscriptions while they fail; failing
+	// counts those in a row since one kept the lane READY for
+	// MaxRetryEvery, and warned is the last failure logged at warning level
+	// (ingestor only: see run).
 	retry   backoff.Backoff
 	failing uint64
 	warned  string
@@ -132,6 +133,9 @@ type position struct {
 	// carried lane; zero otherwise): follow logs the pause once it
 	// follows the log again.
 	paused time.Time
+	// ready is when the subscription got the lane READY (kept when the
+	// lane is carried).
+	ready time.Time
 }
 
 func newLaneRunner(c *Consumer, i int, dc relayproto.DCID) *laneRunner {
@@ -179,10 +183,12 @@ func (l *laneRunner) count(fn func(st *LaneStatus)) {
 // after every fault. On return the lane is retired.
 //
 // The pause before a resync backs off (Config.RetryEvery doubling to
-// MaxRetryEvery) while subscriptions fail without getting the lane READY,
-// and starts over from RetryEvery after one that did: a lane that served
-// and faulted resyncs at once, a lane whose relay or NATS is down costs it
-// a few attempts a minute. The counters (Resyncs, LastFault) see every
+// MaxRetryEvery) while subscriptions fail, and starts over from
+// RetryEvery after one that kept the lane READY for at least MaxRetryEvery:
+// a lane that served and faulted resyncs at once, a lane whose relay or
+// NATS is down costs it a few attempts a minute, and one whose every
+// install faults soon after (a relay publishing deltas it cannot apply,
+// say) fetches a snapshot every MaxRetryEvery, not four times a second. The counters (Resyncs, LastFault) see every
 // attempt; the log warns of the 1st, 2nd, 4th, 8th… failure in a row and
 // of each that says something new (the others go at debug level), so an
 // outage does not flood it.
@@ -213,8 +219,8 @@ func (l *laneRunner) run(ctx context.Context) {
 			return
 		}
 		l.count(func(st *LaneStatus) { st.Resyncs++; st.LastFault = err.Error() })
-		if l.at != nil { // this subscription installed a snapshot, or was carried: READY
-			l.retry.Reset()
+		if at := l.at; at != nil && time.Since(at.ready) >= l.c.cfg.MaxRetryEvery {
+			l.retry.Reset() // it served READY for a while: this fault is news
 			l.failing, l.warned = 0, ""
 		}
 		wait := l.retry.Next()
@@ -279,7 +285,7 @@ func (l *laneRunner) sync(ctx context.Context) error {
 		return fail(err)
 	}
 	l.loadLast(ctx, js, &info)
-	l.at = &position{js: js, info: info, lease: lease, seq: logSeq}
+	l.at = &position{js: js, info: info, lease: lease, seq: logSeq, ready: time.Now()}
 	return fail(l.follow(ctx, l.at))
 }
 

@@ -42,7 +42,7 @@ Retries:
   --retry-every, --max-retry-every  a faulted lane resyncs after --retry-every;
                   while its attempts fail (a relay or NATS down) the pause
                   doubles, jittered, up to --max-retry-every, and starts over
-                  once the lane was READY again
+                  once the lane served READY for --max-retry-every
 Output: progress and health logs on stderr (--log-format, --log-level); the
 final lane status on stdout (one JSON object with --json). --duration stops
 after a while (tests, demos).
@@ -65,7 +65,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	path := fs.String("shm", "", "replica file (default /dev/shm/goindex-<domain>.replica)")
 	instance := fs.Uint64("instance", 0, "consumer instance id in leases (0: random)")
 	pingEvery := fs.Duration("ping-every", consume.DefaultPingEvery, "RTT probe period per DC")
-	retryEvery := fs.Duration("retry-every", consume.DefaultRetryEvery, "first pause before a lane's resync attempt (again after the lane was READY); it doubles while attempts fail")
+	retryEvery := fs.Duration("retry-every", consume.DefaultRetryEvery, "first pause before a lane's resync attempt (again after the lane served READY for --max-retry-every); it doubles while attempts fail")
 	maxRetryEvery := fs.Duration("max-retry-every", consume.DefaultMaxRetryEvery, "cap of the pause --retry-every doubles to (a relay or NATS down)")
 	pull := fs.Int("pull", consume.DefaultPullMessages, "log messages kept requested per lane (hides the WAN round trip)")
 	statusEvery := fs.Duration("status-every", 10*time.Second, "log every lane's status this often (0: never)")
