@@ -88,10 +88,10 @@ type laneRunner struct {
 	// add lanes, and the next subscription goes on from there. Both belong
 	// to the ingestor, and to Consumer.rebuild while no lane runs.
 	at, carry *position
-	// retry spaces the lane's subscriptions while they fail; failing
+	// retry spaces the lane's subscriptions while they fail and failing
 	// counts those in a row since one kept the lane READY for
-	// MaxRetryEvery, and warned is the last failure logged at warning level
-	// (ingestor only: see run).
+	// MaxRetryEvery (ingestor only: see run); warned is the last failure
+	// logged at warning level (see noteResync).
 	retry   backoff.Backoff
 	failing uint64
 	warned  string
@@ -221,18 +221,27 @@ func (l *laneRunner) run(ctx context.Context) {
 		l.count(func(st *LaneStatus) { st.Resyncs++; st.LastFault = err.Error() })
 		if at := l.at; at != nil && time.Since(at.ready) >= l.c.cfg.MaxRetryEvery {
 			l.retry.Reset() // it served READY for a while: this fault is news
-			l.failing, l.warned = 0, ""
+			l.failing = 0
 		}
 		wait := l.retry.Next()
 		l.failing++
-		level := slog.LevelDebug
-		if msg := err.Error(); msg != l.warned || l.failing&(l.failing-1) == 0 {
-			level, l.warned = slog.LevelWarn, msg
-		}
-		l.log.Log(ctx, level, "lane resync", "err", err, "failing", l.failing, "retry_in", wait)
+		l.noteResync(ctx, err, l.failing, wait)
 		l.publish(time.Now())
 		backoff.Sleep(ctx, wait)
 	}
+}
+
+// noteResync logs the end of the lane's subscription, the failing-th in a
+// row since its pause started over, and the pause before the next: at
+// warning level for the 1st, 2nd, 4th, 8th… and for each whose error says
+// something new, at debug level otherwise (the lane's ingestor, or its
+// upstream follower: one of them per lane).
+func (l *laneRunner) noteResync(ctx context.Context, err error, failing uint64, wait time.Duration) {
+	level := slog.LevelDebug
+	if msg := err.Error(); msg != l.warned || failing&(failing-1) == 0 {
+		level, l.warned = slog.LevelWarn, msg
+	}
+	l.log.Log(ctx, level, "lane resync", "err", err, "failing", failing, "retry_in", wait)
 }
 
 // sync is one subscription of the lane: ask the relay who it is, take a new

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/goindex/goindex/goindex/relayproto"
 	"github.com/goindex/goindex/goindex/relayproto/ingest"
 	"github.com/goindex/goindex/goindex/shm"
+	"github.com/goindex/goindex/internal/syncbuf"
 )
 
 // upstreamPool is a Dynamo Pool Relay's pool as a kvrelay.Source: one
@@ -77,8 +79,10 @@ func TestConsumer_FollowsAnUpstreamPoolRelay(t *testing.T) {
 	_, nc := natstest.Start(t)
 	path := filepath.Join(t.TempDir(), "r.replica")
 	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncbuf.Buffer{}
 	c, err := New(ctx, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{3}, Seed: seed, Buckets: buckets, Path: path,
-		RetryEvery: 10 * time.Millisecond, PingEvery: 10 * time.Millisecond, Upstream: map[relayproto.DCID]string{3: ln.Addr().String()}})
+		RetryEvery: 10 * time.Millisecond, PingEvery: 10 * time.Millisecond, Upstream: map[relayproto.DCID]string{3: ln.Addr().String()},
+		Logger: debugLogger(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +155,10 @@ func TestConsumer_FollowsAnUpstreamPoolRelay(t *testing.T) {
 	}
 	if st.Faults != 0 {
 		t.Errorf("an integrity resync counted %d faults of the relay, want 0", st.Faults)
+	}
+	// The session's end is logged as a native lane's, with its pause.
+	if waits := resyncWaits(t, logs.String()); len(waits) == 0 || !strings.Contains(logs.String(), "level=WARN msg=\"lane resync\"") {
+		t.Errorf("the upstream lane's resync was not warned of with its pause (pauses %v):\n%s", waits, logs.String())
 	}
 	if _, err := New(ctx, Config{Conn: nc, Domain: 1, DCs: []relayproto.DCID{3}, Seed: seed, Buckets: buckets, Path: path + "2",
 		Upstream: map[relayproto.DCID]string{4: "x:1"}}); err == nil {

@@ -40,11 +40,12 @@
 // MaxMissedProbes failing in a row end the session (a hung relay behind a
 // connection that stays up would leave its stream open and silent, and
 // the lane served as current, for as long as TCP lets it). The wait
-// doubles, up to MaxRetry, while sessions in a row install no snapshot (a
-// relay down or refusing), and starts over once one does
-// (internal/backoff, jittered). Optional hooks
-// see every FilterUpdate (OnUpdate), the load windows (OnLoad) and each
-// probe's round trip (OnRTT); Resync ends the session so the lane
+// doubles, up to MaxRetry, with each session that ends (a relay down or
+// refusing, or failing soon after each install), and starts over after one
+// that served its snapshot for MaxRetry (internal/backoff, jittered).
+// Optional hooks see every FilterUpdate (OnUpdate), the load windows
+// (OnLoad), each probe's round trip (OnRTT) and each session's end with
+// the wait after it (OnRetry); Resync ends the session so the lane
 // starts over from a snapshot (a consumer found its words damaged); every
 // goroutine of a session, and so every Lane call and hook, has returned
 // when Follow does.
@@ -87,8 +88,9 @@
 // producer generation, load windows: the lane ends byte-identical to the
 // pool), check every refusal's code and reason, a relay of another
 // protocol version, and every stream rule one frame at a time; sessions
-// that install nothing back off (a logarithmic number in a window) and one
-// that installs starts the backoff over. Over
+// that install nothing or fail right after their install back off (a
+// logarithmic number in a window, doubling waits) and one that served
+// starts the backoff over. Over
 // goindex's own relay (embedded NATS, real events) a followed lane ends
 // byte-identical to the relay's words and sequence through deltas, a
 // fenced NATS log (an uncertain publish there leaves the stream

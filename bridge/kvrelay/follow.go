@@ -33,11 +33,17 @@ type FollowConfig struct {
 	DCID         uint64 // required: the dc_id of the pool to follow
 	Lane         Lane   // required
 	// Retry is the first wait before following again after a session
-	// ended, and MaxRetry caps it: it doubles with each session in a row
-	// that installed no snapshot, jittered (between half and all of it:
-	// internal/backoff), and starts over after one that did. Optional;
+	// ended, and MaxRetry caps it: it doubles with each session that
+	// ended, jittered (between half and all of it: internal/backoff), and
+	// starts over after one that served a snapshot it installed for at
+	// least MaxRetry (so a pool whose every session fails soon after its
+	// install is not asked for a snapshot every Retry). Optional;
 	// defaults: 1s and DefaultMaxRetry.
 	Retry, MaxRetry time.Duration
+	// OnRetry sees each session's end: why, how many sessions have ended
+	// in a row since the wait last started over (1 after one that served)
+	// and the wait before the next (a consumer's logs). Optional.
+	OnRetry func(err error, failing int, wait time.Duration)
 	// OnLoad receives the followed pool's entry of every load window.
 	OnLoad func(*Load) // optional; default: the load stream is not read
 	// OnUpdate sees every FilterUpdate the pool stream delivers, before
@@ -100,6 +106,7 @@ func Follow(ctx context.Context, conn grpc.ClientConnInterface, cfg FollowConfig
 	lane := &installWatch{Lane: cfg.Lane}
 	cfg.Lane = lane
 	retry := backoff.Backoff{First: cfg.Retry, Max: cfg.MaxRetry}
+	failing := 0
 	client := pb.NewKvEventRelayClient(conn)
 	for {
 		err := session(ctx, client, &cfg)
@@ -110,29 +117,37 @@ func Follow(ctx context.Context, conn grpc.ClientConnInterface, cfg FollowConfig
 		if errors.Is(err, ErrContract) {
 			return err
 		}
-		if lane.installed {
+		if !lane.installed.IsZero() && time.Since(lane.installed) >= cfg.MaxRetry {
 			retry.Reset()
-			lane.installed = false
+			failing = 0
 		}
-		if !backoff.Sleep(ctx, retry.Next()) {
+		lane.installed = time.Time{}
+		failing++
+		wait := retry.Next()
+		if cfg.OnRetry != nil {
+			cfg.OnRetry(err, failing, wait)
+		}
+		if !backoff.Sleep(ctx, wait) {
 			return ctx.Err()
 		}
 	}
 }
 
-// installWatch is Follow's lane: it notes whether a session installed a
-// snapshot (the lane was READY), after which Follow's backoff starts over.
-// Lane calls come from the session's goroutines, and all have returned when
-// session does.
+// installWatch is Follow's lane: it notes when a session first installed
+// a snapshot (the lane was READY), which decides whether Follow's backoff
+// starts over. Lane calls come from the session's goroutines, and all have
+// returned when session does.
 type installWatch struct {
 	Lane
-	installed bool
+	installed time.Time // zero: nothing installed in this session
 }
 
-// Install installs through the lane and notes a success.
+// Install installs through the lane and notes the first success.
 func (w *installWatch) Install(producer *pb.ProducerIdentity, seq uint64, words []uint64) error {
 	err := w.Lane.Install(producer, seq, words)
-	w.installed = w.installed || err == nil
+	if err == nil && w.installed.IsZero() {
+		w.installed = time.Now()
+	}
 	return err
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,10 +77,12 @@ func TestFollower_StepEnforcesTheStreamRules(t *testing.T) {
 }
 
 // refusingLane is a test lane whose installs fail while refuse is set (a
-// lane the consumer cannot write), so every session ends without one.
+// lane the consumer cannot write), so every session ends without one, and
+// whose deltas fail while refuseDeltas is, so every session ends right
+// after its install.
 type refusingLane struct {
 	lane
-	refuse atomic.Bool
+	refuse, refuseDeltas atomic.Bool
 }
 
 func (l *refusingLane) Install(p *pb.ProducerIdentity, seq uint64, words []uint64) error {
@@ -88,25 +92,52 @@ func (l *refusingLane) Install(p *pb.ProducerIdentity, seq uint64, words []uint6
 	return l.lane.Install(p, seq, words)
 }
 
+func (l *refusingLane) Apply(base, seq uint64, images []cbi1.Image) error {
+	if l.refuseDeltas.Load() {
+		return errors.New("test lane: delta refused")
+	}
+	return l.lane.Apply(base, seq, images)
+}
+
 func (l *refusingLane) sessions() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.retired)
 }
 
+// retries records what Follow's OnRetry reports.
+type retries struct {
+	mu      sync.Mutex
+	failing []int
+	waits   []time.Duration
+}
+
+func (r *retries) note(_ error, failing int, wait time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failing, r.waits = append(r.failing, failing), append(r.waits, wait)
+}
+
+func (r *retries) since(i int) ([]int, []time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.failing[i:]), slices.Clone(r.waits[i:])
+}
+
 // Sessions that install no snapshot back off: over a second, retrying from
 // 1 ms, Follow starts a logarithmic number of them where it used to start
-// one every millisecond. One that installs starts the backoff over, so
-// the failures after it are retried at once.
+// one every millisecond. One that served its install for MaxRetry starts
+// the backoff over: the wait after it is 1 ms again.
 func TestFollow_BacksOffWhileSessionsInstallNothingAndStartsOverAfterOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testseed.For(t, 29), 3))
 	m := newModel(3)
 	conn := serve(t, m)
 	l := &refusingLane{}
 	l.refuse.Store(true)
-	const first, window = time.Millisecond, time.Second
+	var r retries
+	const first, most, window = time.Millisecond, 2 * time.Second, time.Second
 	started := time.Now()
-	stop := follow(t, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: first, MaxRetry: time.Hour})
+	stop := follow(t, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: first, MaxRetry: most, OnRetry: r.note})
 	defer stop()
 	<-time.After(window) // what is counted is the sessions within it
 	n, elapsed := l.sessions(), time.Since(started)
@@ -117,14 +148,66 @@ func TestFollow_BacksOffWhileSessionsInstallNothingAndStartsOverAfterOne(t *test
 
 	l.refuse.Store(false)
 	waitFor(t, "the lane installs once installs are taken", func() bool { return l.converged(m) })
-	l.refuse.Store(true)
-	before := l.sessions()
+	<-time.After(most) // served for MaxRetry
+	before, _ := r.since(0)
 	m.mu.Lock()
 	m.gapOnce = true
 	m.mu.Unlock()
 	m.publish(rng, 3) // a lost delta ends the session that installed
-	// Started over from 1 ms, eight more sessions take a quarter of a
-	// second; going on from the last wait (a second or more, doubling) they
-	// would take minutes.
-	waitFor(t, "eight sessions after the one that installed", func() bool { return l.sessions() >= before+8 })
+	var failing []int
+	var waits []time.Duration
+	waitFor(t, "the session that served to end", func() bool {
+		failing, waits = r.since(len(before))
+		return len(waits) > 0
+	})
+	if failing[0] != 1 || waits[0] > first {
+		t.Errorf("after a session that served for %v: %d in a row, wait %v; want 1 and at most %v (started over)", most, failing[0], waits[0], first)
+	}
+}
+
+// Sessions that fail right after their install (every delta refused)
+// never serve for MaxRetry, so the wait keeps doubling: Follow does not
+// fetch a snapshot every Retry.
+func TestFollow_BacksOffWhileEverySessionFailsAfterItsInstall(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testseed.For(t, 31), 3))
+	m := newModel(3)
+	conn := serve(t, m)
+	l := &refusingLane{}
+	l.refuseDeltas.Store(true)
+	var r retries
+	const first = time.Millisecond
+	stop := follow(t, conn, FollowConfig{SubscriberID: "test", DCID: 3, Lane: l, Retry: first, MaxRetry: time.Hour, OnRetry: r.note})
+	defer stop()
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // a delta every millisecond: each session's install is followed by one at once
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				m.publish(rng, 1)
+			}
+		}
+	}()
+	const sessions = 6
+	var failing []int
+	var waits []time.Duration
+	waitFor(t, "six sessions ended", func() bool {
+		failing, waits = r.since(0)
+		return len(waits) >= sessions
+	})
+	l.mu.Lock()
+	installs := l.lane.installs
+	l.mu.Unlock()
+	if installs < sessions {
+		t.Fatalf("%d installs in %d sessions: the sessions did not install", installs, len(waits))
+	}
+	// The k-th wait in a row is at least half of 2^(k-1) ms.
+	if got, want := waits[sessions-1], first<<(sessions-1)/2; failing[sessions-1] != sessions || got < want {
+		t.Errorf("sessions failing right after their install: %v in a row, waits %v; the %dth %v, want %d in a row and at least %v",
+			failing, waits, sessions, got, sessions, want)
+	}
 }
