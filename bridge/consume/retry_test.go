@@ -65,14 +65,7 @@ func TestConsumer_LaneOfARelayDownBacksOffAndStartsOverOnceReady(t *testing.T) {
 
 	d := startRelay(t, nc, 4, seed)
 	d.feed(t, nc, 100)
-	relaytest.CheckFor(t, wait, 10*time.Millisecond, func() error {
-		r, err := shm.Attach(path)
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		return converged(r, 0, d)
-	})
+	awaitConverged(t, path, d)
 	<-time.After(most) // READY for MaxRetryEvery at least
 
 	// Gone again: a bad frame in its log faults the lane, which served, so
@@ -110,14 +103,7 @@ func TestConsumer_LaneFaultingRightAfterEachInstallBacksOff(t *testing.T) {
 		Path: path, RetryEvery: first, MaxRetryEvery: time.Hour, Logger: debugLogger(logs)})
 	d := startRelay(t, nc, 4, seed)
 	d.feed(t, nc, 100)
-	relaytest.CheckFor(t, wait, 10*time.Millisecond, func() error {
-		r, err := shm.Attach(path)
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		return converged(r, 0, d)
-	})
+	awaitConverged(t, path, d)
 	// A bad frame every millisecond: whatever snapshot a subscription
 	// installs, a frame it cannot apply follows at once.
 	stop := make(chan struct{})
@@ -206,4 +192,18 @@ func resyncWaits(t *testing.T, logs string) []time.Duration {
 		waits = append(waits, d)
 	}
 	return waits
+}
+
+// awaitConverged waits until lane 0 of the replica file at path holds d's
+// words.
+func awaitConverged(t *testing.T, path string, d *dcRelay) {
+	t.Helper()
+	relaytest.CheckFor(t, wait, 10*time.Millisecond, func() error {
+		r, err := shm.Attach(path)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		return converged(r, 0, d)
+	})
 }
