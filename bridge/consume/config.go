@@ -34,11 +34,11 @@ const (
 	MinPullHeartbeat = 500 * time.Millisecond
 	MaxPullHeartbeat = 15 * time.Second
 	// DefaultSnapshotReads bounds the stored snapshots read at once. Each
-	// read is an object-store push that keeps a few MiB in flight (the
-	// server's flow-control window), and the server closes a connection
+	// read keeps up to 8 MiB requested, and the server closes a connection
 	// whose unread data passes its max_pending (64 MiB by default): 13
-	// lanes of 10M blocks read at once on a busy 2-core consumer did, and
-	// every lane in flight lost its read (BENCHMARKS.md, bench relay).
+	// lanes of 10M blocks read at once (then object-store pushes of a few
+	// MiB each) on a busy 2-core consumer did, and every lane in flight
+	// lost its read (BENCHMARKS.md, bench relay).
 	DefaultSnapshotReads = 4
 	// MaxSnapshotBytes bounds a stored snapshot object: 2^24 buckets dense
 	// (128 MiB) plus chunk frame overhead.

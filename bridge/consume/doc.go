@@ -28,7 +28,7 @@
 // (identity, JetStream domain, asset names); take the lane's next lease
 // and Assign the identity; install the stored snapshot, whose metadata say
 // which log position it reflects (read in one of Config.SnapshotReads
-// slots: a cold start's lanes read in turns, so the object pushes in
+// slots: a cold start's lanes read in turns, so the chunks in
 // flight stay under the NATS server's per-connection limit); then follow the log from just after that
 // position with an ordered JetStream consumer (PullMessages pipelined, so
 // the WAN round trip is paid once), stamping the subscription's lease on
@@ -45,7 +45,12 @@
 // RequestTimeout without one (or without an answer to starting it), or
 // after 10 × RequestTimeout plus a second per MiB in all (a trickle): a
 // large snapshot on a slow link completes, and a hung DC gives its slot
-// back within a RequestTimeout. The lane's fault (ErrJetStreamTimeout)
+// back within a RequestTimeout. The read pulls the object's chunks through
+// a consumer of its own (not the object store's Get, whose blocked read
+// ends only at its deadline), so a read given up ends at once: its pull
+// stops and its consumer is deleted (by the server, a RequestTimeout after
+// its pulls lapse, when the delete does not get through). It checks the
+// object as Get did: its chunk count, size and SHA-256 digest. The lane's fault (ErrJetStreamTimeout)
 // names the JetStream domain and what it was waiting for, and the lane
 // retries, as after any fault.
 //
@@ -180,11 +185,17 @@
 // install within a few RequestTimeouts, and each hung lane retries and
 // says that JetStream timed out; that a stored snapshot's read completes
 // while its chunks keep coming, past ten RequestTimeouts, and is given up
-// when they stop, saying how far it got; that a lane whose relay is down
-// makes a logarithmic number of attempts over a second, converges once
-// the relay is up, and after a fault then retries from RetryEvery again,
-// and that a fault repeated a hundred times is warned of logarithmically
-// often while every attempt is counted;
+// when they stop, saying how far it got; that a read given up (snapshot
+// replaced, countdown run out, context ended, consumer stopped) leaves
+// no goroutine and no consumer on the DC's server behind, well within its
+// bounds; that an object with a chunk altered, missing or one too many,
+// or whose info gives another digest, size or chunk count, is refused
+// with jetstream.ErrDigestMismatch before it holds more than its info's
+// size; that a lane whose relay is down makes a logarithmic number of
+// attempts over a second, converges once the relay is up, and after a
+// fault then retries from RetryEvery again, and that a fault repeated a
+// hundred times is warned of logarithmically often while every attempt is
+// counted;
 // that a consumer stopped while load reports stream in never writes its unmapped
 // replica file; that a consumer starts over a damaged file and rebuilds
 // its file after each of truncation, growth, a scribbled header, removal
