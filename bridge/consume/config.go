@@ -20,9 +20,13 @@ const (
 	DefaultRetryEvery     = 250 * time.Millisecond
 	// DefaultMaxRetryEvery caps a lane's resync pause: with a relay or
 	// NATS down, 13 lanes retried 4 times a second each, for as long as
-	// the outage lasted (14,400 attempts a lane an hour); doubling to 10 s,
-	// jittered, an hour costs a lane fewer than 500.
-	DefaultMaxRetryEvery = 10 * time.Second
+	// the outage lasted (14,400 attempts a lane an hour), and a lane whose
+	// every install faulted fetched a snapshot as often; doubling to 2 s,
+	// jittered, a lane makes under 2,400 an hour, and a DC back from an
+	// outage is followed again within 2 s, inside the 5 s a router
+	// tolerates stale signals before it routes around the DC
+	// (route.DefaultMaxStaleness).
+	DefaultMaxRetryEvery = 2 * time.Second
 	DefaultPullMessages  = 1024
 	// DefaultPullHeartbeat is the idle heartbeat a lane asks of its delta
 	// log pull. nats.go's own default for an ordered consumer is 5 s, so a

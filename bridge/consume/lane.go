@@ -184,14 +184,13 @@ func (l *laneRunner) count(fn func(st *LaneStatus)) {
 //
 // The pause before a resync backs off (Config.RetryEvery doubling to
 // MaxRetryEvery) while subscriptions fail, and starts over from
-// RetryEvery after one that kept the lane READY for at least MaxRetryEvery:
-// a lane that served and faulted resyncs at once, a lane whose relay or
-// NATS is down costs it a few attempts a minute, and one whose every
-// install faults soon after (a relay publishing deltas it cannot apply,
-// say) fetches a snapshot every MaxRetryEvery, not four times a second. The counters (Resyncs, LastFault) see every
-// attempt; the log warns of the 1st, 2nd, 4th, 8th… failure in a row and
-// of each that says something new (the others go at debug level), so an
-// outage does not flood it.
+// RetryEvery after one that kept the lane READY for at least
+// MaxRetryEvery: a lane that served and faulted resyncs at once, a lane
+// whose relay or NATS is down costs it one attempt every MaxRetryEvery,
+// and one whose every install faults soon after (a relay publishing
+// deltas it cannot apply, say) fetches a snapshot as often, not four
+// times a second. The counters (Resyncs, LastFault) see every attempt;
+// noteResync logs them without flooding the log.
 //
 // A lane stopped because the consumer adds lanes (errAddingLanes) while it
 // follows the log, READY, is not retired: it keeps its claim, lease and
