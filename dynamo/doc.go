@@ -27,6 +27,9 @@
 // JSON (G2025 NATS subjects, /dump), as msgpack inside an Envelope (the
 // current event plane) or, from engines, as vLLM/SGLang ZMQ KVEventBatches
 // (EngineBatch) that a Normalizer turns into RouterEvents by Dynamo's rules.
+// An engine event's cache namespace is its cache_salt or, from vLLM under
+// Dynamo's handler, the "dynamo-cache-salt:"-tagged string in its first
+// block's extra_keys.
 //
 // # Invariants
 //

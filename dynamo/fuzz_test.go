@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -84,6 +85,13 @@ func FuzzDecodeEngineBatch(f *testing.F) {
 	}
 	fixedTail := []any{"BlockStored", []any{1}, nil, tokensAny(0, 3), 4, nil, "GPU", nil, nil, 0, nil, nil, "LOCAL", "engine"}
 	f.Add(pack([]any{1.0, []any{fixedTail}, 0}), false)
+	// A cache salt tagged in extra_keys, positional and map (lora_name
+	// after extra_keys), with a 64-hex LoRA name.
+	hexLoRA := strings.Repeat("a", 64)
+	keys := []any{[]any{hexLoRA, "dynamo-cache-salt:abc", []any{"img", 1}}, nil}
+	f.Add(pack([]any{1.0, []any{[]any{"BlockStored", []any{1, 2}, nil, tokensAny(0, 7), 4, nil, "GPU", hexLoRA, keys}}}), false)
+	f.Add(pack([]any{1.0, []any{obj{"type", "BlockStored", "block_hashes", []any{1, 2}, "token_ids", tokensAny(0, 7),
+		"block_size", 4, "extra_keys", keys, "lora_name", hexLoRA}}}), false)
 	f.Fuzz(func(t *testing.T, b []byte, fold bool) {
 		batch, err := DecodeEngineBatch(b, ZMQConfig{FoldByteHashes: fold})
 		if err != nil {

@@ -23,6 +23,10 @@ const (
 // SaltedSeed returns the local-hash seed for a request:
 // 1337 + XXH3(lora, seed 0) + XXH3(namespace, seed 1), each term present only
 // for a non-empty string, additions wrapping mod 2^64 (dynamo-compat §1.3).
+// It is Dynamo's compute_salt_hash(cache_namespace, lora_name)
+// (lib/kv-hashing/src/salt.rs), which lib/kv-router/src/protocols.rs
+// block_hash_seed seeds tokens_hash with, whether the namespace came from an
+// event's cache_salt or from the tag in its extra_keys.
 func SaltedSeed(lora, namespace string) uint64 {
 	s := DefaultHashSeed
 	if lora != "" {

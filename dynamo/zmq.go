@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/goindex/goindex/goindex/kv"
 )
@@ -49,7 +50,11 @@ type EngineEvent struct {
 	BlockSize   uint64
 	Medium      string // "" when absent or nil
 	LoRAName    string // "" when absent or nil
-	CacheSalt   string // "" when absent (map form, or SGLang's {cache_salt} slot)
+	// CacheSalt is the cache namespace salting tokens_hash: the map form's
+	// cache_salt or SGLang's {cache_salt} slot, else the one Dynamo's vLLM
+	// handler tags in the first block's extra_keys (see extraKeys); "" when
+	// none.
+	CacheSalt string
 	// BlockMM holds per-block multimodal info, from block_mm_infos or else
 	// derived from extra_keys; nil when the event carries none.
 	BlockMM       []*MMExtraInfo
@@ -330,7 +335,17 @@ func (p *positional) stored(out *EngineEvent) error {
 		{"lora_id", d.skip}, // read and discarded, as Dynamo does
 		{"medium", d.strInto(&out.Medium)},
 		{"lora_name", func() error { return d.loraSlot(out) }},
-		{"extra_keys", func() error { return d.extraKeys(out) }},
+		{"extra_keys", func() error {
+			// Dynamo's positional form takes the namespace from extra_keys
+			// alone (lib/kv-router/src/zmq_wire/deserialize.rs); SGLang's
+			// {cache_salt} slot in position 7 (dynamo-compat §2.6) keeps
+			// precedence here.
+			ns, err := d.extraKeys(out, true)
+			if out.CacheSalt == "" {
+				out.CacheSalt = ns
+			}
+			return err
+		}},
 	}
 	for _, s := range steps {
 		if err := p.optional(s.name, s.fn); err != nil {
@@ -489,7 +504,8 @@ func (p *positional) fixedTailFields(out *EngineEvent) error {
 func (d *engineDecoder) mapEvent(out *EngineEvent) error {
 	var tag string
 	var haveHashes, haveTokens, haveSize bool
-	var blockMM bool
+	var blockMM, haveSalt bool
+	extraKeys := int64(-1) // offset of the last non-nil extra_keys value
 	err := d.fields(maxStructFields, func(k string) error {
 		var err error
 		if isNil, err := d.nextNil(); err != nil || isNil {
@@ -516,14 +532,14 @@ func (d *engineDecoder) mapEvent(out *EngineEvent) error {
 			out.LoRAName, err = d.str()
 		case "cache_salt":
 			out.CacheSalt, err = d.str()
+			haveSalt = err == nil
 		case "block_mm_infos":
 			blockMM = true
 			err = d.blockMMInfos(out)
 		case "extra_keys":
-			if blockMM { // block_mm_infos wins, whatever the key order
-				return d.skip()
-			}
-			err = d.extraKeys(out)
+			// Parsed after the map: it needs lora_name, which may follow.
+			extraKeys = d.mark()
+			err = d.skip()
 		case "group_idx":
 			out.GroupIdx, err = d.u32()
 			out.HasGroup = err == nil
@@ -542,6 +558,21 @@ func (d *engineDecoder) mapEvent(out *EngineEvent) error {
 	})
 	if err != nil {
 		return err
+	}
+	if extraKeys >= 0 {
+		end := d.mark()
+		d.rewind(extraKeys)
+		ns, err := d.extraKeys(out, !blockMM) // block_mm_infos wins, whatever the key order
+		if err != nil {
+			return at("extra_keys", err)
+		}
+		d.rewind(end)
+		// A non-nil cache_salt wins even when empty, as in Dynamo's map
+		// form (lib/kv-router/src/zmq_wire/deserialize.rs: cache_salt, or
+		// else extra_keys_to_cache_namespace).
+		if !haveSalt {
+			out.CacheSalt = ns
+		}
 	}
 	switch tag {
 	case "BlockStored":
@@ -702,33 +733,51 @@ func (d *engineDecoder) blockMMInfos(out *EngineEvent) error {
 	return nil
 }
 
-// extraKeys derives per-block mm info from vLLM's extra_keys: per block nil
-// or a list of items. A bare string item counts only as a canonical 64-hex
-// mm identifier, because extra_keys also carries LoRA names, cache salts and
-// prompt-embedding hashes (Dynamo ignores those the same way); an
-// [identifier, start_offset] pair (vLLM ≥ 0.19) is an mm identifier by
-// construction and maps by MMIdentifierHash. Other items are ignored. Blocks
-// without identifiers get nil; an event with none at all gets no BlockMM.
-func (d *engineDecoder) extraKeys(out *EngineEvent) error {
+// cacheSaltPrefix tags the cache salt Dynamo's vLLM handler passes to vLLM,
+// which carries it in the first block's extra_keys; it must match
+// _DYNAMO_CACHE_SALT_PREFIX in Dynamo's components/src/dynamo/vllm/handlers.py
+// (ai-dynamo/dynamo lib/kv-router/src/zmq_wire/extra_keys.rs,
+// DYNAMO_CACHE_SALT_PREFIX).
+const cacheSaltPrefix = "dynamo-cache-salt:"
+
+// extraKeys reads vLLM's extra_keys, per block nil or a list of items, the
+// way Dynamo's lib/kv-router/src/zmq_wire/extra_keys.rs does. It returns the
+// cache namespace: the text after cacheSaltPrefix of the first non-empty
+// tagged string in the first block, where the first string equal to
+// out.LoRAName is the LoRA name and is passed over (so a LoRA name that
+// itself starts with the tag is not a salt). With mm it also sets
+// out.BlockMM: a bare string counts only as a canonical 64-hex mm
+// identifier, because extra_keys also carries LoRA names, cache salts and
+// prompt-embedding hashes; an [identifier, start_offset] pair (vLLM ≥ 0.19)
+// is an mm identifier by construction and maps by MMIdentifierHash. Other
+// items are ignored. Blocks without identifiers get nil; an event with none
+// at all gets no BlockMM.
+func (d *engineDecoder) extraKeys(out *EngineEvent, mm bool) (namespace string, err error) {
 	n, err := d.arrayLen(MaxBlocksPerEvent)
 	if err != nil {
-		return err
+		return "", err
 	}
 	infos := make([]*MMExtraInfo, n)
 	var found bool
 	for i := range infos {
-		if infos[i], err = d.blockExtraKeys(); err != nil {
-			return at("["+strconv.Itoa(i)+"]", err)
+		ns := &namespace // vLLM puts the salt in the first block only
+		if i > 0 {
+			ns = nil
+		}
+		if infos[i], err = d.blockExtraKeys(out.LoRAName, ns); err != nil {
+			return "", at("["+strconv.Itoa(i)+"]", err)
 		}
 		found = found || infos[i] != nil
 	}
-	if found {
+	if found && mm {
 		out.BlockMM = infos
 	}
-	return nil
+	return namespace, nil
 }
 
-func (d *engineDecoder) blockExtraKeys() (*MMExtraInfo, error) {
+// blockExtraKeys reads one block's extra_keys (see extraKeys), setting
+// *namespace unless namespace is nil.
+func (d *engineDecoder) blockExtraKeys(lora string, namespace *string) (*MMExtraInfo, error) {
 	if isNil, err := d.nextNil(); err != nil || isNil {
 		return nil, err
 	}
@@ -736,10 +785,29 @@ func (d *engineDecoder) blockExtraKeys() (*MMExtraInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	loraLeft := lora // the first item equal to the LoRA name is not a salt
 	var objs []MMObject
 	for range n {
-		h, ok, err := d.extraKey()
+		c, err := d.peek()
 		if err != nil {
+			return nil, err
+		}
+		var h uint64
+		var ok bool
+		if isStrCode(c) {
+			s, err := d.str()
+			if err != nil {
+				return nil, err
+			}
+			if namespace != nil && *namespace == "" {
+				if loraLeft != "" && s == loraLeft {
+					loraLeft = ""
+				} else if ns, tagged := strings.CutPrefix(s, cacheSaltPrefix); tagged {
+					*namespace = ns
+				}
+			}
+			h, ok = hexDigestHash(s)
+		} else if h, ok, err = d.extraKeyItem(); err != nil {
 			return nil, err
 		}
 		if ok {
@@ -752,45 +820,38 @@ func (d *engineDecoder) blockExtraKeys() (*MMExtraInfo, error) {
 	return &MMExtraInfo{Objects: objs}, nil
 }
 
-// extraKey maps one extra_keys item to an mm hash, if it is an identifier.
-func (d *engineDecoder) extraKey() (uint64, bool, error) {
+// extraKeyItem maps one extra_keys item other than a bare string to an mm
+// hash, if it is an [identifier, start_offset] pair.
+func (d *engineDecoder) extraKeyItem() (uint64, bool, error) {
 	c, err := d.peek()
 	if err != nil {
 		return 0, false, err
 	}
-	switch {
-	case isStrCode(c):
-		s, err := d.str()
+	if !isArrayCode(c) {
+		return 0, false, d.skip()
+	}
+	n, err := d.arrayLen(MaxMMObjectsPerBlock)
+	if err != nil {
+		return 0, false, err
+	}
+	var h uint64
+	var ok bool
+	for i := range n {
+		c, err := d.peek()
 		if err != nil {
 			return 0, false, err
 		}
-		h, ok := hexDigestHash(s)
-		return h, ok, nil
-	case isArrayCode(c):
-		n, err := d.arrayLen(MaxMMObjectsPerBlock)
-		if err != nil {
-			return 0, false, err
-		}
-		var h uint64
-		var ok bool
-		for i := range n {
-			c, err := d.peek()
+		if i == 0 && n == 2 && isStrCode(c) {
+			s, err := d.str()
 			if err != nil {
 				return 0, false, err
 			}
-			if i == 0 && n == 2 && isStrCode(c) {
-				s, err := d.str()
-				if err != nil {
-					return 0, false, err
-				}
-				h, ok = MMIdentifierHash(s)
-				continue
-			}
-			if err := d.skip(); err != nil {
-				return 0, false, err
-			}
+			h, ok = MMIdentifierHash(s)
+			continue
 		}
-		return h, ok, nil
+		if err := d.skip(); err != nil {
+			return 0, false, err
+		}
 	}
-	return 0, false, d.skip()
+	return h, ok, nil
 }

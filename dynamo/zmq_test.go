@@ -1,11 +1,16 @@
 package dynamo
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
+	"os/exec"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/goindex/goindex/goindex/kv"
 )
@@ -575,5 +580,122 @@ func TestDecodeEngineBatch_IgnoredEventsAreDroppedNotFatal(t *testing.T) {
 	bad := pack([]any{1.0, []any{obj{"type", "Ignored", "block_hashes", "not a list"}}})
 	if _, err := DecodeEngineBatch(bad, ZMQConfig{}); !errors.Is(err, ErrMalformed) {
 		t.Errorf("DecodeEngineBatch(Ignored map with a mistyped known field) error = %v, want ErrMalformed", err)
+	}
+}
+
+// pyPack returns Debian's python3-msgpack encoding of the JSON value src,
+// objects in their key order, so the decoders meet bytes they did not
+// encode.
+func pyPack(t *testing.T, src string) []byte {
+	t.Helper()
+	const script = "import json, sys, msgpack; sys.stdout.buffer.write(msgpack.packb(json.loads(sys.argv[1]), use_bin_type=True))"
+	out, err := exec.Command(debianPython, "-c", script, src).Output()
+	if err != nil {
+		t.Fatalf("python3-msgpack(%s): %v", src, err)
+	}
+	return out
+}
+
+// tokensHashes hashes tokens by hand, block by block, as Dynamo's
+// compute_salt_hash and compute_block_hash_for_seq do: XXH3-64 of the LE u32
+// tokens with seed 1337 + XXH3(lora, seed 0) + XXH3(namespace, seed 1).
+func tokensHashes(tokens []uint32, blockSize int, lora, namespace string) []uint64 {
+	seed := uint64(1337)
+	if lora != "" {
+		seed += xxh3.HashString(lora)
+	}
+	if namespace != "" {
+		seed += xxh3.HashStringSeed(namespace, 1)
+	}
+	var out []uint64
+	for start := 0; start+blockSize <= len(tokens); start += blockSize {
+		b := make([]byte, 0, 4*blockSize)
+		for _, tok := range tokens[start : start+blockSize] {
+			b = binary.LittleEndian.AppendUint32(b, tok)
+		}
+		out = append(out, xxh3.HashSeed(b, seed))
+	}
+	return out
+}
+
+// Dynamo's vLLM handler passes a request's cache salt to vLLM tagged
+// "dynamo-cache-salt:", and vLLM puts it in the first block's extra_keys;
+// Dynamo salts tokens_hash with the text after the tag when the event has
+// no cache_salt (lib/kv-router/src/zmq_wire/extra_keys.rs
+// extra_keys_to_cache_namespace, deserialize.rs).
+func TestNormalizer_CacheSaltTaggedInVLLMExtraKeysSaltsTokensHash(t *testing.T) {
+	const toks = "[0, 1, 2, 3, 4, 5, 6, 7]"
+	forms := map[string]string{
+		"positional": `[0.5, [["BlockStored", [11, 12], null, ` + toks + `, 4, null, "GPU", "adapter-a",
+			[["adapter-a", "dynamo-cache-salt:abc"], null]]], 0]`,
+		"map, lora_name after extra_keys": `[0.5, [{"type": "BlockStored", "block_hashes": [11, 12], "token_ids": ` + toks + `,
+			"block_size": 4, "extra_keys": [["adapter-a", "dynamo-cache-salt:abc"], null], "lora_name": "adapter-a"}], 0]`,
+	}
+	salted := tokensHashes(span(0, 7), 4, "adapter-a", "abc")
+	unsalted := tokensHashes(span(0, 7), 4, "adapter-a", "")
+	explicit := EngineBatch{Events: []EngineEvent{{Kind: kv.Stored, BlockHashes: []uint64{11, 12}, TokenIDs: span(0, 7),
+		BlockSize: 4, LoRAName: "adapter-a", CacheSalt: "abc"}}}
+	viaSalt := mustNormalizer(t, NormalizerConfig{BlockSize: 4}).Append(nil, &explicit)[0].Event.Stored.Blocks
+	for name, src := range forms {
+		b, err := DecodeEngineBatch(pyPack(t, src), ZMQConfig{})
+		if err != nil {
+			t.Errorf("%s: DecodeEngineBatch: %v", name, err)
+			continue
+		}
+		if ev := b.Events[0]; ev.CacheSalt != "abc" || ev.LoRAName != "adapter-a" || ev.BlockMM != nil {
+			t.Errorf("%s: DecodeEngineBatch event = %+v, want CacheSalt abc, LoRAName adapter-a, no BlockMM", name, ev)
+		}
+		got := mustNormalizer(t, NormalizerConfig{BlockSize: 4}).Append(nil, &b)[0].Event.Stored.Blocks
+		if len(got) != 2 {
+			t.Errorf("%s: Normalizer.Append blocks = %+v, want 2", name, got)
+			continue
+		}
+		for i, blk := range got {
+			if blk.TokensHash != salted[i] || blk.TokensHash != viaSalt[i].TokensHash || blk.TokensHash == unsalted[i] {
+				t.Errorf("%s: block %d tokens_hash = %d, want %d (salted with abc, as CacheSalt abc gives %d), not unsalted %d",
+					name, i, blk.TokensHash, salted[i], viaSalt[i].TokensHash, unsalted[i])
+			}
+		}
+	}
+}
+
+// TestDecodeEngineBatch_CacheSaltFromExtraKeysFollowsDynamo pins the edges
+// of extra_keys_to_cache_namespace and of its use in the map form.
+func TestDecodeEngineBatch_CacheSaltFromExtraKeysFollowsDynamo(t *testing.T) {
+	const head = `"type": "BlockStored", "block_hashes": [1], "token_ids": [0, 1, 2, 3], "block_size": 4`
+	cases := []struct {
+		name, event, want string
+	}{
+		{"top-level cache_salt wins", `{` + head + `, "extra_keys": [["dynamo-cache-salt:abc"]], "cache_salt": "top"}`, "top"},
+		{"an empty cache_salt wins too", `{` + head + `, "cache_salt": "", "extra_keys": [["dynamo-cache-salt:abc"]]}`, ""},
+		{"a nil cache_salt does not", `{` + head + `, "cache_salt": null, "extra_keys": [["dynamo-cache-salt:abc"]]}`, "abc"},
+		{"untagged strings are not salts", `{` + head + `, "extra_keys": [["tenant-a"]]}`, ""},
+		{"only the first block counts", `{` + head + `, "extra_keys": [null, ["dynamo-cache-salt:abc"]]}`, ""},
+		{"an empty tag is passed over", `{` + head + `, "extra_keys": [["dynamo-cache-salt:", "dynamo-cache-salt:b"]]}`, "b"},
+		{"the first tag wins", `{` + head + `, "extra_keys": [["dynamo-cache-salt:a", "dynamo-cache-salt:b"]]}`, "a"},
+		{"a salt equal to the LoRA name", `{` + head + `, "extra_keys": [["adapter-a", "dynamo-cache-salt:adapter-a"]], "lora_name": "adapter-a"}`, "adapter-a"},
+		{"a tagged LoRA name is the LoRA", `{` + head + `, "extra_keys": [["dynamo-cache-salt:x", "dynamo-cache-salt:y"]], "lora_name": "dynamo-cache-salt:x"}`, "y"},
+		{"only the first LoRA item is passed over", `{` + head + `, "lora_name": "dynamo-cache-salt:x", "extra_keys": [["dynamo-cache-salt:x", "dynamo-cache-salt:x"]]}`, "x"},
+		{"block_mm_infos does not stop it", `{` + head + `, "block_mm_infos": [null], "extra_keys": [["dynamo-cache-salt:abc"]]}`, "abc"},
+		{"positional, after a tagged pair", `["BlockStored", [1], null, [0, 1, 2, 3], 4, null, null, null, [[["img", 0], "dynamo-cache-salt:abc"]]]`, "abc"},
+	}
+	events := make([]string, len(cases))
+	for i, c := range cases {
+		events[i] = c.event
+	}
+	b, err := DecodeEngineBatch(pyPack(t, `[0.5, [`+strings.Join(events, ", ")+`]]`), ZMQConfig{})
+	if err != nil || len(b.Events) != len(cases) {
+		t.Fatalf("DecodeEngineBatch(%d cases) = %+v, %v; want one event each", len(cases), b, err)
+	}
+	for i, c := range cases {
+		if got := b.Events[i].CacheSalt; got != c.want {
+			t.Errorf("%s: DecodeEngineBatch(%s) CacheSalt = %q, want %q", c.name, c.event, got, c.want)
+		}
+	}
+	// Prompt-embedding bytes (not expressible in JSON) are not a salt.
+	in := pack([]any{0.5, []any{[]any{"BlockStored", []any{1}, nil, tokensAny(0, 3), 4, nil, nil, nil,
+		[]any{[]any{[]byte("dynamo-cache-salt:abc")}}}}})
+	if b, err := DecodeEngineBatch(in, ZMQConfig{}); err != nil || b.Events[0].CacheSalt != "" {
+		t.Errorf("DecodeEngineBatch(extra_keys [[bytes]]) = %+v, %v; want no CacheSalt", b, err)
 	}
 }
