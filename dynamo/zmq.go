@@ -747,7 +747,8 @@ const cacheSaltPrefix = "dynamo-cache-salt:"
 // out.LoRAName is the LoRA name and is passed over (so a LoRA name that
 // itself starts with the tag is not a salt). With mm it also sets
 // out.BlockMM: a bare string counts only as a canonical 64-hex mm
-// identifier, because extra_keys also carries LoRA names, cache salts and
+// identifier, never when it equals out.LoRAName (a LoRA name may be 64 hex
+// digits), because extra_keys also carries LoRA names, cache salts and
 // prompt-embedding hashes; an [identifier, start_offset] pair (vLLM ≥ 0.19)
 // is an mm identifier by construction and maps by MMIdentifierHash. Other
 // items are ignored. Blocks without identifiers get nil; an event with none
@@ -806,7 +807,9 @@ func (d *engineDecoder) blockExtraKeys(lora string, namespace *string) (*MMExtra
 					*namespace = ns
 				}
 			}
-			h, ok = hexDigestHash(s)
+			if s != lora {
+				h, ok = hexDigestHash(s)
+			}
 		} else if h, ok, err = d.extraKeyItem(); err != nil {
 			return nil, err
 		}

@@ -699,3 +699,39 @@ func TestDecodeEngineBatch_CacheSaltFromExtraKeysFollowsDynamo(t *testing.T) {
 		t.Errorf("DecodeEngineBatch(extra_keys [[bytes]]) = %+v, %v; want no CacheSalt", b, err)
 	}
 }
+
+// A LoRA name that is 64 hex digits is the LoRA, not a multimodal digest
+// (lib/kv-router/src/zmq_wire/extra_keys.rs,
+// canonical_hex_lora_name_is_not_multimodal_metadata).
+func TestDecodeEngineBatch_HexLoRANameInExtraKeysIsNotMultimodal(t *testing.T) {
+	lora := strings.Repeat("a", 64)
+	digest := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	keys := `[["` + lora + `", ["opaque-image", 1], "` + digest + `"], ["` + lora + `"]]`
+	forms := map[string]string{
+		"positional": `["BlockStored", [1, 2], null, [0, 1, 2, 3, 4, 5, 6, 7], 4, null, null, "` + lora + `", ` + keys + `]`,
+		"map, lora_name after extra_keys": `{"type": "BlockStored", "block_hashes": [1, 2], "token_ids": [0, 1, 2, 3, 4, 5, 6, 7],
+			"block_size": 4, "extra_keys": ` + keys + `, "lora_name": "` + lora + `"}`,
+	}
+	opaque, _ := MMIdentifierHash("opaque-image")
+	want := []*MMExtraInfo{{Objects: []MMObject{{Hash: opaque}, {Hash: 0x0123456789abcdef}}}, nil}
+	for name, src := range forms {
+		b, err := DecodeEngineBatch(pyPack(t, `[0.5, [`+src+`]]`), ZMQConfig{})
+		if err != nil || len(b.Events) != 1 {
+			t.Errorf("%s: DecodeEngineBatch = %+v, %v; want one event", name, b, err)
+			continue
+		}
+		if ev := b.Events[0]; ev.LoRAName != lora || !reflect.DeepEqual(ev.BlockMM, want) {
+			t.Errorf("%s: DecodeEngineBatch BlockMM hashes = %x (LoRAName %q), want %x: the opaque pair and the digest, not the LoRA name",
+				name, blockMMHashes(ev.BlockMM), ev.LoRAName, blockMMHashes(want))
+		}
+	}
+}
+
+// blockMMHashes lists each block's mm hashes, for failure messages.
+func blockMMHashes(infos []*MMExtraInfo) [][]uint64 {
+	out := make([][]uint64, len(infos))
+	for i, info := range infos {
+		out[i] = info.AppendHashes(nil)
+	}
+	return out
+}
