@@ -190,6 +190,33 @@ func TestDir_ReadsEachFileOnceAndNestedLayouts(t *testing.T) {
 	}
 }
 
+// TestDir_V12RecordsInTheLayoutBeforeEventScope reads v1.2 workers'
+// channel records (no scope field; flat namespace and component) under the
+// key layout before EventScope, v1/event_channels/<ns>/<component>/<topic>/<id>,
+// component "" for namespace scope: the pool's component kv-events and
+// namespace kv_metrics count, another component's does not.
+func TestDir_V12RecordsInTheLayoutBeforeEventScope(t *testing.T) {
+	root := t.TempDir()
+	s := fileStore{t: t, root: root}
+	d, err := NewDir(DirConfig{Root: root, Scope: testScope, PollEvery: 2 * time.Millisecond, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []struct {
+		scope dynamo.Scope
+		topic string
+	}{
+		{dynamo.Scope{Namespace: testScope.Namespace, Component: testScope.Component}, dynamo.EventTopic},
+		{dynamo.Scope{Namespace: testScope.Namespace}, dynamo.MetricsTopic},
+		{dynamo.Scope{Namespace: testScope.Namespace, Component: "prefill"}, dynamo.EventTopic},
+	} {
+		s.put(channelsRoot+ch.scope.Namespace+"/"+ch.scope.Component+"/"+ch.topic+"/2a", v12ChannelValue(ch.scope, ch.topic, 0x2a))
+	}
+	c := watchDir(t, d)
+	ns, comp := testScope.Namespace, testScope.Component
+	c.waitLabels(t, "v1.2 channels", channelLabel, ns+"// kv_metrics 2a nats=true", ns+"/"+comp+"/ kv-events 2a nats=true")
+}
+
 // TestDir_WorkersAndAFailingRoot follows instance records (broker mode)
 // and reports a root that is not a directory as unhealthy, until it is one.
 func TestDir_WorkersAndAFailingRoot(t *testing.T) {

@@ -19,7 +19,11 @@
 // registered, the scope of its record and its topic. Only the pool's
 // scopes are followed: its endpoint scope (KV events and load, v1.4 on),
 // its component scope (KV events, older releases) and its namespace scope
-// (load, older releases). A NATS channel (DYN_EVENT_PLANE=nats) is a
+// (load, older releases). A record's scope is its key's (KV stores, where
+// the layout before EventScope, <ns>/<component>/<topic>/<id>, is read
+// too) or its "scope" field (Kubernetes); v1.2 workers' records have no
+// scope field but flat namespace and component fields, component "" for
+// namespace scope. A NATS channel (DYN_EVENT_PLANE=nats) is a
 // Publisher with NATS set and no endpoint: the relay reads NATS itself,
 // but the record's going says its worker is gone. Broker channels are not
 // publishers: Etcd's Brokers lists them once (the ZmqBroker channels of
@@ -99,11 +103,12 @@
 //   - dir_test.go: records written as Dynamo's file store writes them
 //     (percent-encoded names, temp files renamed): followed from a store
 //     not made yet, rewritten, deleted and expired; a bad record logged
-//     once; nested directories; instance records; a root that is a file.
+//     once; nested directories; instance records; a root that is a file;
+//     v1.2 records in the layout before EventScope.
 //   - kube_test.go: against a fake API server: data as an object and as a
 //     string, both EndpointId shapes, ADDED/MODIFIED/DELETED, a re-list
 //     after the stream ends, a token rotated in its file taken at the
-//     next request.
+//     next request; a v1.2 worker's resource (channels without scope).
 //   - health_test.go: Health before the first list, with etcd stopped and
 //     started again (etcdtest), with a fake API server failing and
 //     recovering; refused credentials (401, then 403) retried, logged once

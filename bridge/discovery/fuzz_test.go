@@ -18,6 +18,7 @@ func FuzzParseChannel(f *testing.F) {
 	f.Add([]byte(`{"kind":"endpoint","endpoint":"dyn://a.b.c"}`))
 	f.Add([]byte(instanceValue(testScope, 9)))
 	f.Add([]byte(sourceValue(testScope, 3, 4, 1)))
+	f.Add([]byte(v12ChannelValue(dynamo.Scope{Namespace: testScope.Namespace, Component: testScope.Component}, "kv-events", 5)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := parseChannel(b)
 		if err == nil && c.endpoint != "" && !strings.EqualFold(c.kind, "zmq") {

@@ -77,8 +77,10 @@ type KubeConfig struct {
 // [unverified], and so is whether data is an object or a JSON string and
 // whether it sits under spec: every EventChannel record found within
 // kubeRecordDepth levels of data or spec.data counts, as an object or a
-// string. A channel counts when its scope is one the pool reads (the same
-// as Etcd's), a KV event source record ("type":"EventSource") when it
+// string (Dynamo's v1.2 fixture has an object at spec.data.event_channels).
+// A channel counts when its scope, its "scope" field or, from v1.2 workers,
+// its flat namespace and component, is one the pool reads (the same as
+// Etcd's), a KV event source record ("type":"EventSource") when it
 // names an endpoint of the pool's component; EndpointId is accepted as {namespace, component, name} or
 // as "ns.comp.ep" (optionally "dyn://"-prefixed), also [unverified].
 type Kube struct {
@@ -410,7 +412,7 @@ func (k *Kube) collect(resource string, raw json.RawMessage, depth int, out map[
 		} else {
 			switch string(fields["type"]) {
 			case `"EventChannel"`:
-				k.channel(resource, raw, fields["scope"], out)
+				k.channel(resource, raw, fields, out)
 				return
 			case `"EventSource"`:
 				k.kvSource(resource, raw, out)
@@ -424,7 +426,7 @@ func (k *Kube) collect(resource string, raw json.RawMessage, depth int, out map[
 }
 
 // channel adds one EventChannel record, if it is one of the pool's.
-func (k *Kube) channel(resource string, raw, scopeRaw json.RawMessage, out map[string]Publisher) {
+func (k *Kube) channel(resource string, raw json.RawMessage, fields map[string]json.RawMessage, out map[string]Publisher) {
 	c, err := parseChannel(raw)
 	if err != nil || (c.endpoint == "" && !c.nats()) || (c.nats() && !c.hasID) {
 		if err != nil {
@@ -432,7 +434,7 @@ func (k *Kube) channel(resource string, raw, scopeRaw json.RawMessage, out map[s
 		}
 		return
 	}
-	scope, err := parseScope(scopeRaw)
+	scope, err := channelScope(fields)
 	if err != nil {
 		k.cfg.Logger.Warn("kubernetes record skipped", "resource", resource, "err", err)
 		return
@@ -486,6 +488,26 @@ func (k *Kube) instance(resource string, raw json.RawMessage, fields map[string]
 	key := fmt.Sprintf("%s/%x", resource, id)
 	out[key] = Publisher{Key: key, Worker: true, WorkerID: id, Scope: sc}
 	return true
+}
+
+// channelScope reads an EventChannel record's scope: its "scope" field
+// (EventScope), or else the flat "namespace" and "component" fields that
+// v1.2 workers write instead, component "" meaning namespace scope
+// (ai-dynamo/dynamo lib/runtime/src/discovery/kube/fixtures/v1_2_dwm.json,
+// commit a5a710a: "dynamo"/"backend" kv-events and "dynamo"/"" kv_metrics,
+// both over NATS).
+func channelScope(fields map[string]json.RawMessage) (dynamo.Scope, error) {
+	if raw := fields["scope"]; raw != nil && string(raw) != "null" {
+		return parseScope(raw)
+	}
+	var sc dynamo.Scope
+	if err := json.Unmarshal(fields["namespace"], &sc.Namespace); err != nil || sc.Namespace == "" {
+		return dynamo.Scope{}, fmt.Errorf("%w: no scope and no namespace", ErrBadRecord)
+	}
+	if raw := fields["component"]; raw != nil && json.Unmarshal(raw, &sc.Component) != nil {
+		return dynamo.Scope{}, fmt.Errorf("%w: component %s", ErrBadRecord, raw)
+	}
+	return sc, nil
 }
 
 // parseScope reads an EventScope: {"kind":"namespace","name":…},

@@ -205,3 +205,75 @@ func TestKube_RotatedTokenIsReadAgain(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// v12ChannelValue is an event channel record as a v1.2 worker writes it
+// (ai-dynamo/dynamo lib/runtime/src/discovery/kube/fixtures/v1_2_dwm.json):
+// flat namespace and component fields and no scope (component "" for
+// namespace scope), over NATS.
+func v12ChannelValue(sc dynamo.Scope, topic string, id uint64) string {
+	prefix := "namespace." + sc.Namespace
+	if sc.Component != "" {
+		prefix += ".component." + sc.Component
+	}
+	return fmt.Sprintf(`{"type": "EventChannel", "namespace": %q, "component": %q, "topic": %q, "instance_id": %d,
+		"transport": {"kind": "Nats", "config": {"subject_prefix": %q}}}`, sc.Namespace, sc.Component, topic, id, prefix)
+}
+
+// v12Resource is a DynamoWorkerMetadata shaped as a v1.2 worker writes it:
+// its endpoint instance and model card, then event channels in the v1.2
+// form keyed <ns>/<component>/<topic>/<id> (the pool's kv-events and
+// kv_metrics, another component's kv-events), and one with neither scope
+// nor namespace.
+func v12Resource(name string, id uint64) map[string]any {
+	channel := func(sc dynamo.Scope, topic string) string {
+		return fmt.Sprintf("%q: %s", fmt.Sprintf("%s/%s/%s/%x", sc.Namespace, sc.Component, topic, id), v12ChannelValue(sc, topic, id))
+	}
+	data := fmt.Sprintf(`{
+	"endpoints": {"dyn/backend/generate/%[1]x": {"type": "Endpoint", "namespace": "dyn", "component": "backend",
+		"endpoint": "generate", "instance_id": %[1]d, "transport": {"nats_tcp": "dyn.backend.generate"}}},
+	"model_cards": {"dyn/backend/generate/%[1]x": {"type": "Model", "namespace": "dyn", "component": "backend",
+		"endpoint": "generate", "instance_id": %[1]d, "card_json": {"display_name": "m"}, "model_suffix": null}},
+	"event_channels": {%[2]s, %[3]s, %[4]s,
+		"no-namespace": {"type": "EventChannel", "component": "backend", "topic": "kv-events", "instance_id": %[1]d,
+			"transport": {"kind": "Nats", "config": {"subject_prefix": "x"}}}}}`, id,
+		channel(dynamo.Scope{Namespace: "dyn", Component: "backend"}, dynamo.EventTopic),
+		channel(dynamo.Scope{Namespace: "dyn"}, dynamo.MetricsTopic),
+		channel(dynamo.Scope{Namespace: "dyn", Component: "prefill"}, dynamo.EventTopic))
+	return map[string]any{"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoWorkerMetadata",
+		"metadata": map[string]any{"name": name, "namespace": "dyn"}, "spec": map[string]any{"data": rawJSON(data)}}
+}
+
+// channelLabel names a channel by scope, topic, publisher id and transport.
+func channelLabel(p Publisher) string {
+	return fmt.Sprintf("%s/%s/%s %s %x nats=%v", p.Scope.Namespace, p.Scope.Component, p.Scope.Endpoint, p.Topic, p.PublisherID, p.NATS)
+}
+
+// TestKube_V12WorkersChannelsHaveFlatScopes reads v1.2 workers' channels,
+// which carry no scope field: their flat namespace and component give the
+// scope (component scope kv-events, namespace scope kv_metrics, both NATS),
+// another component's and a record without a namespace are skipped, and
+// the same resource gives the worker when following workers.
+func TestKube_V12WorkersChannelsHaveFlatScopes(t *testing.T) {
+	scope := dynamo.Scope{Namespace: "dyn", Component: "backend", Endpoint: "generate"}
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("sekrit\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []bool{false, true} {
+		f := &fakeAPI{items: map[string]any{"w1": v12Resource("w1", 0x2a)}, events: make(chan string, 16)}
+		srv := httptest.NewServer(f)
+		t.Cleanup(srv.Close)
+		k, err := NewKube(KubeConfig{APIServer: srv.URL, Namespace: "dyn", TokenFile: tok, Scope: scope, Client: srv.Client(),
+			Workers: workers, Logger: discardLogger()})
+		if err != nil {
+			t.Fatalf("NewKube(Workers: %v): %v", workers, err)
+		}
+		c := &collector{set: map[string]Publisher{}}
+		startWatch(t, k, c.add, f.events)
+		if workers {
+			c.waitWorkers(t, 0x2a)
+			continue
+		}
+		c.waitLabels(t, "v1.2 channels", channelLabel, "dyn// kv_metrics 2a nats=true", "dyn/backend/ kv-events 2a nats=true")
+	}
+}

@@ -58,9 +58,15 @@ type watchedPrefix struct {
 
 // newRecords follows the channels of scope (an endpoint scope) that carry
 // the pool's events and load: its endpoint scope (events and load), its
-// component scope (events, older releases; also in the pre-EventScope key
-// layout) and its namespace scope (load, older releases); with workers,
-// the instance records of the endpoint instead.
+// component scope (events, older releases) and its namespace scope (load,
+// older releases), the last two also in the key layout before EventScope,
+// <ns>/<component>/<topic>/<id> with component "" for namespace scope
+// [unverified: that layout is read from third-party notes and from the map
+// keys of Dynamo's v1.2 Kubernetes fixture,
+// lib/runtime/src/discovery/kube/fixtures/v1_2_dwm.json]; with workers,
+// the instance records of the endpoint instead. Records are read by
+// parseChannel, which takes no scope from the record, so v1.2 records,
+// with flat namespace and component fields and no scope, count too.
 func newRecords(scope dynamo.Scope, workers bool, log *slog.Logger) records {
 	r := records{scope: scope, workers: workers, log: log}
 	if workers {
@@ -74,9 +80,11 @@ func newRecords(scope dynamo.Scope, workers bool, log *slog.Logger) records {
 		topic string
 	}{{scope, dynamo.EventTopic}, {component, dynamo.EventTopic}, {scope, dynamo.MetricsTopic}, {namespace, dynamo.MetricsTopic}} {
 		r.watched = append(r.watched, watchedPrefix{prefix: w.scope.ChannelPrefix(w.topic), scope: w.scope, topic: w.topic})
+		if w.scope.Endpoint == "" { // also in the layout before EventScope
+			r.watched = append(r.watched, watchedPrefix{prefix: channelsRoot + w.scope.Namespace + "/" + w.scope.Component + "/" + w.topic + "/",
+				scope: w.scope, topic: w.topic})
+		}
 	}
-	r.watched = append(r.watched, watchedPrefix{prefix: channelsRoot + scope.Namespace + "/" + scope.Component + "/" + dynamo.EventTopic + "/",
-		scope: component, topic: dynamo.EventTopic})
 	return r
 }
 
