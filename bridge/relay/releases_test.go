@@ -31,7 +31,9 @@ func releaseFixture(t *testing.T, name string) []byte {
 // poolStatus returns the relay's only pool's status.
 func poolStatus(t testing.TB, r *Relay) PoolStatus {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The pool answers on its goroutine, which may be waiting out a
+	// JetStream write (DefaultPublishTimeout, 5 s) around a NATS outage.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*DefaultPublishTimeout)
 	defer cancel()
 	st, err := r.Status(ctx)
 	if err != nil || len(st) != 1 {
