@@ -824,7 +824,10 @@ func (d *engineDecoder) blockExtraKeys(lora string, namespace *string) (*MMExtra
 }
 
 // extraKeyItem maps one extra_keys item other than a bare string to an mm
-// hash, if it is an [identifier, start_offset] pair.
+// hash, if it is an [identifier, start_offset] pair: a string and an
+// integer (Dynamo's ExtraKeyItem, lib/kv-router/src/zmq_wire/types.rs, has
+// no other pair; Dynamo refuses the whole event on another shape, where
+// this passes over the item).
 func (d *engineDecoder) extraKeyItem() (uint64, bool, error) {
 	c, err := d.peek()
 	if err != nil {
@@ -844,13 +847,16 @@ func (d *engineDecoder) extraKeyItem() (uint64, bool, error) {
 		if err != nil {
 			return 0, false, err
 		}
-		if i == 0 && n == 2 && isStrCode(c) {
+		switch {
+		case i == 0 && n == 2 && isStrCode(c):
 			s, err := d.str()
 			if err != nil {
 				return 0, false, err
 			}
 			h, ok = MMIdentifierHash(s)
 			continue
+		case i == 1 && !isIntCode(c):
+			ok = false // not an offset
 		}
 		if err := d.skip(); err != nil {
 			return 0, false, err
