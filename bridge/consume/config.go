@@ -98,7 +98,7 @@ type Config struct {
 	// default: 250ms.
 	RetryEvery time.Duration
 	// MaxRetryEvery caps the pause RetryEvery doubles to (below
-	// RetryEvery: RetryEvery, no doubling); optional; default: 10s.
+	// RetryEvery: RetryEvery, no doubling); optional; default: 2s.
 	MaxRetryEvery time.Duration
 	// PullMessages is how many log messages a lane keeps requested (the
 	// pipelining that hides the WAN round trip); optional; default: 1024.

@@ -373,15 +373,14 @@ func (c *Consumer) verify() {
 // rebuild writes a new generation of the replica file at the path, with a
 // lane appended for each DC of added, and binds the lanes to it, retrying
 // (RetryEvery doubling to MaxRetryEvery) until it succeeds (true) or ctx
-// ends (false). The
-// lanes' last RTTs and load reports are written into the new file, so
-// routers keep their signals across the rebuild. When it only adds lanes,
-// the lanes that were following their logs are carried (carry): their
-// words, records and ready bits are copied into the new generation before
-// it replaces the old (shm.Writer.ResizeCarrying) and their protocol state
-// moves with them (ingest.Consumer.Extend), so they stay ready throughout
-// and go on from their log positions; only the added lanes (and any lane
-// that was not following) sync from a snapshot.
+// ends (false). The lanes' last RTTs and load reports are written into
+// the new file, so routers keep their signals across the rebuild. When it
+// only adds lanes, the lanes that were following their logs are carried
+// (carry): their words, records and ready bits are copied into the new
+// generation before it replaces the old (shm.Writer.ResizeCarrying) and
+// their protocol state moves with them (ingest.Consumer.Extend), so they
+// stay ready throughout and go on from their log positions; only the
+// added lanes (and any lane that was not following) sync from a snapshot.
 func (c *Consumer) rebuild(ctx context.Context, damage error, added []relayproto.DCID) bool {
 	if damage != nil {
 		c.cfg.Logger.Warn("replica file damaged; rebuilding it", "path", c.cfg.Path, "err", damage)

@@ -88,13 +88,11 @@ type laneRunner struct {
 	// add lanes, and the next subscription goes on from there. Both belong
 	// to the ingestor, and to Consumer.rebuild while no lane runs.
 	at, carry *position
-	// retry spaces the lane's subscriptions while they fail and failing
-	// counts those in a row since one kept the lane READY for
-	// MaxRetryEvery (ingestor only: see run); warned is the last failure
-	// logged at warning level (see noteResync).
-	retry   backoff.Backoff
-	failing uint64
-	warned  string
+	// retry spaces the lane's subscriptions while they fail (ingestor
+	// only: see run); warned is the last failure logged at warning level
+	// (see noteResync).
+	retry  backoff.Backoff
+	warned string
 
 	mu      sync.Mutex // guards st, lastRTT, rttAt and loadAt
 	st      LaneStatus
@@ -218,13 +216,11 @@ func (l *laneRunner) run(ctx context.Context) {
 			return
 		}
 		l.count(func(st *LaneStatus) { st.Resyncs++; st.LastFault = err.Error() })
-		if at := l.at; at != nil && time.Since(at.ready) >= l.c.cfg.MaxRetryEvery {
-			l.retry.Reset() // it served READY for a while: this fault is news
-			l.failing = 0
+		if at := l.at; at != nil {
+			l.retry.Served(at.ready, time.Now()) // READY for MaxRetryEvery: this fault is news
 		}
 		wait := l.retry.Next()
-		l.failing++
-		l.noteResync(ctx, err, l.failing, wait)
+		l.noteResync(ctx, err, l.retry.Failures(), wait)
 		l.publish(time.Now())
 		backoff.Sleep(ctx, wait)
 	}
@@ -235,7 +231,7 @@ func (l *laneRunner) run(ctx context.Context) {
 // warning level for the 1st, 2nd, 4th, 8th… and for each whose error says
 // something new, at debug level otherwise (the lane's ingestor, or its
 // upstream follower: one of them per lane).
-func (l *laneRunner) noteResync(ctx context.Context, err error, failing uint64, wait time.Duration) {
+func (l *laneRunner) noteResync(ctx context.Context, err error, failing int, wait time.Duration) {
 	level := slog.LevelDebug
 	if msg := err.Error(); msg != l.warned || failing&(failing-1) == 0 {
 		level, l.warned = slog.LevelWarn, msg

@@ -45,7 +45,7 @@ func (c *Consumer) followUpstream(ctx context.Context, wg *sync.WaitGroup, i int
 	l.kick.Store(&kick)
 	cfg := kvrelay.FollowConfig{SubscriberID: fmt.Sprintf("goindex-consume-%x-%d", c.cfg.Instance, dc), DCID: uint64(dc),
 		Lane: u, Retry: c.cfg.RetryEvery, MaxRetry: c.cfg.MaxRetryEvery, OnLoad: u.load, OnUpdate: u.received, OnRTT: u.rtt, PingEvery: c.cfg.PingEvery,
-		Resync: resync, OnRetry: func(err error, failing int, wait time.Duration) { l.noteResync(ctx, err, uint64(failing), wait) }}
+		Resync: resync, OnRetry: func(err error, failing int, wait time.Duration) { l.noteResync(ctx, err, failing, wait) }}
 	wg.Go(func() {
 		defer conn.Close()
 		err := kvrelay.Follow(ctx, conn, cfg) // every callback has returned with it

@@ -248,6 +248,7 @@ func (e *Etcd) Watch(ctx context.Context, fn func(Update)) error {
 		wait := retry.Next()
 		switch {
 		case failure == nil:
+			retry.Reset() // an ended watch is no failure: the next list waits retryEvery too
 			e.cfg.Logger.Warn("etcd discovery interrupted; listing again", "err", err)
 		case e.health.failed(failure):
 			e.cfg.Logger.Warn("etcd discovery failing; retrying with backoff", "in", wait, "err", failure)

@@ -84,9 +84,9 @@ const MaxMissedProbes = 3
 // catalog, subscribes to the pool's current producer, installs its
 // snapshot and applies its contiguous deltas. A broken stream, a gap, a bad
 // frame or a new producer generation retires the lane and starts over from
-// a snapshot after cfg.Retry, backing off while sessions install no
-// snapshot. It returns ctx's error, or at once a contract mismatch
-// (deployment skew: retrying cannot help).
+// a snapshot after cfg.Retry, backing off while sessions end without
+// having served an install for cfg.MaxRetry. It returns ctx's error, or
+// at once a contract mismatch (deployment skew: retrying cannot help).
 func Follow(ctx context.Context, conn grpc.ClientConnInterface, cfg FollowConfig) error {
 	if err := checkSubscriber(cfg.SubscriberID); err != nil || cfg.Lane == nil {
 		return fmt.Errorf("kvrelay: follow needs a subscriber id and a lane: %w", errors.Join(err, ErrInvalid))
@@ -106,7 +106,6 @@ func Follow(ctx context.Context, conn grpc.ClientConnInterface, cfg FollowConfig
 	lane := &installWatch{Lane: cfg.Lane}
 	cfg.Lane = lane
 	retry := backoff.Backoff{First: cfg.Retry, Max: cfg.MaxRetry}
-	failing := 0
 	client := pb.NewKvEventRelayClient(conn)
 	for {
 		err := session(ctx, client, &cfg)
@@ -117,15 +116,11 @@ func Follow(ctx context.Context, conn grpc.ClientConnInterface, cfg FollowConfig
 		if errors.Is(err, ErrContract) {
 			return err
 		}
-		if !lane.installed.IsZero() && time.Since(lane.installed) >= cfg.MaxRetry {
-			retry.Reset()
-			failing = 0
-		}
+		retry.Served(lane.installed, time.Now())
 		lane.installed = time.Time{}
-		failing++
 		wait := retry.Next()
 		if cfg.OnRetry != nil {
-			cfg.OnRetry(err, failing, wait)
+			cfg.OnRetry(err, retry.Failures(), wait)
 		}
 		if !backoff.Sleep(ctx, wait) {
 			return ctx.Err()

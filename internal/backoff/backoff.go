@@ -18,8 +18,9 @@ type Backoff struct {
 	// uniform in [0, d) (math/rand/v2).
 	Jitter func(d time.Duration) time.Duration
 
-	step time.Duration // the next step; 0: First
-	at   time.Time     // when Ready turns true (poll form)
+	step  time.Duration // the next step; 0: First
+	at    time.Time     // when Ready turns true (poll form)
+	waits int           // Next's calls since the last Reset
 }
 
 // Next returns the wait before the next attempt after a failed one and
@@ -28,6 +29,7 @@ func (b *Backoff) Next() time.Duration {
 	most := max(b.Max, b.First)
 	step := min(max(b.step, b.First), most)
 	b.step = step + min(step, most-step) // 2×step, capped without overflow
+	b.waits++
 	half := step / 2
 	if half <= 0 {
 		return step
@@ -41,7 +43,24 @@ func (b *Backoff) Next() time.Duration {
 
 // Reset records a success: the next wait is First's again, and Ready is
 // true.
-func (b *Backoff) Reset() { b.step, b.at = 0, time.Time{} }
+func (b *Backoff) Reset() { b.step, b.at, b.waits = 0, time.Time{}, 0 }
+
+// Failures returns how many waits Next has returned since the last Reset:
+// the failures in a row.
+func (b *Backoff) Failures() int { return b.waits }
+
+// Served records the end, at now, of an attempt that started working at
+// since (zero: it never did). One that worked for at least Max counts as
+// a success and resets the backoff; a shorter one does not, so something
+// that fails soon after each start (a subscription whose every install
+// faults) keeps backing off. It reports whether it reset.
+func (b *Backoff) Served(since, now time.Time) bool {
+	if since.IsZero() || now.Sub(since) < max(b.Max, b.First) {
+		return false
+	}
+	b.Reset()
+	return true
+}
 
 // Failed records a failed attempt at now for a loop that polls: Ready
 // turns true after the wait Next returns.

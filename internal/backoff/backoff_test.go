@@ -115,3 +115,34 @@ func TestSleep_ReportsWhetherTheContextIsLive(t *testing.T) {
 		t.Error("Sleep(ended ctx) = true, want false at once")
 	}
 }
+
+// An attempt that worked for Max before it failed is a success: the wait
+// starts over. One that worked for less, or never, is another failure.
+func TestBackoff_ServedResetsOnlyAfterWorkingForMax(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := Backoff{First: time.Second, Max: 8 * time.Second, Jitter: full}
+	for range 3 {
+		b.Next()
+	}
+	if b.Failures() != 3 {
+		t.Fatalf("Failures() after 3 waits = %d, want 3", b.Failures())
+	}
+	for _, since := range []time.Time{{}, now.Add(-7 * time.Second)} {
+		if b.Served(since, now) {
+			t.Errorf("Served(worked %v) reset the backoff, want not (under Max)", now.Sub(since))
+		}
+	}
+	if got := b.Next(); got != 8*time.Second || b.Failures() != 4 {
+		t.Errorf("Next() after short attempts = %v with %d failures, want 8s and 4", got, b.Failures())
+	}
+	if !b.Served(now.Add(-8*time.Second), now) {
+		t.Error("Served(worked Max) did not reset the backoff")
+	}
+	if got := b.Next(); got != time.Second || b.Failures() != 1 {
+		t.Errorf("Next() after an attempt that served = %v with %d failures, want 1s and 1", got, b.Failures())
+	}
+	one := Backoff{First: time.Second, Jitter: full} // no Max: First is the bar
+	if !one.Served(now.Add(-time.Second), now) {
+		t.Error("Served(worked First) with no Max did not reset")
+	}
+}

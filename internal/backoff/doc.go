@@ -12,7 +12,9 @@
 // so tests fix it.
 //
 // A Backoff serves a loop that sleeps (Next, then Sleep) as well as one
-// that polls on a tick (Failed, then Ready). It is not safe for
+// that polls on a tick (Failed, then Ready). Served decides whether an
+// attempt that worked for a while before it failed was a success (it
+// worked for Max), and Failures counts the failures in a row. It is not safe for
 // concurrent use: each retrying goroutine keeps its own. It imports
 // nothing of ours.
 //
@@ -29,6 +31,7 @@
 // The tests prove that with a fixed jitter source the waits double from
 // First to Max and stay there, start over from First after a Reset, lie
 // between half the step and the step, and that the poll form is ready
-// exactly when the wait has passed; and that Sleep returns at once for an
-// ended context.
+// exactly when the wait has passed; that Served resets only after an
+// attempt that worked for Max, and Failures counts the waits since a
+// reset; and that Sleep returns at once for an ended context.
 package backoff
